@@ -1,0 +1,22 @@
+# The two commands of the README:
+#   make demo   set everything up, then run the built-in default (runs/circle_example_c)
+#   make test   set everything up, then run the test suite
+VENV ?= .venv
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: setup demo test bench clean
+
+setup:
+	@VENV=$(VENV) bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/spheredens run runs/circle_example_c/config.toml
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+bench: setup
+	$(VENV)/bin/python benchmarks/bench_circle_rhs.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

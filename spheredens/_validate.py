@@ -1,0 +1,113 @@
+"""Small validators for values read from TOML tables: each names the offending key.
+
+Used by :mod:`spheredens.config` and by the registered families (initial densities, schemes)
+that validate their own parameters.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .exceptions import ConfigError
+
+
+def check_keys(table: Mapping[str, Any], allowed: Iterable[str], prefix: str) -> None:
+    """Refuse keys of ``table`` that are not in ``allowed``."""
+    allowed = list(allowed)
+    for key in table:
+        if key not in allowed:
+            hint = ", ".join(repr(a) for a in allowed) if allowed else "none"
+            raise ConfigError(f"{prefix}.{key}", f"unknown key; allowed keys here are {hint}")
+
+
+def as_table(value: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, f"must be a table ([{key}]), got {type(value).__name__}")
+    return dict(value)
+
+
+def as_str(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(key, f"must be a string, got {value!r}")
+    return value
+
+
+def as_float(
+    value: Any,
+    key: str,
+    *,
+    minimum: float | None = None,
+    strict: bool = False,
+    maximum: float | None = None,
+    allow_inf: bool = False,
+    what: str = "",
+) -> float:
+    """A real number, optionally bounded (``strict`` makes the minimum exclusive)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(key, f"must be a number{what}, got {value!r}")
+    x = float(value)
+    if math.isnan(x) or (math.isinf(x) and not allow_inf):
+        raise ConfigError(key, f"must be a finite number{what}, got {value!r}")
+    if minimum is not None and (x < minimum or (strict and x == minimum)):
+        op = ">" if strict else ">="
+        raise ConfigError(key, f"= {value!r} is not allowed: must be {op} {minimum:g}{what}")
+    if maximum is not None and x > maximum:
+        raise ConfigError(key, f"= {value!r} is not allowed: must be <= {maximum:g}{what}")
+    return x
+
+
+def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
+           what: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, f"must be an integer{what}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(key, f"= {value} is too small: must be >= {minimum}{what}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(key, f"= {value} is too large: must be <= {maximum}{what}")
+    return int(value)
+
+
+def as_bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(key, f"must be true or false, got {value!r}")
+    return value
+
+
+def as_float_list(value: Any, key: str, *, length: int | None = None, minimum: float | None = None,
+                  strict: bool = False) -> tuple[float, ...]:
+    if not isinstance(value, (list, tuple)) or len(value) == 0:
+        raise ConfigError(key, f"must be a non-empty list of numbers, got {value!r}")
+    if length is not None and len(value) != length:
+        raise ConfigError(key, f"must have {length} entries, got {len(value)}")
+    return tuple(as_float(v, f"{key}[{i}]", minimum=minimum, strict=strict)
+                 for i, v in enumerate(value))
+
+
+def as_matrix(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ...]:
+    """A d x d real matrix given as a list of rows."""
+    shape_msg = f"must be a {d} x {d} matrix (a list of {d} rows of {d} numbers)"
+    if not isinstance(value, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in value):
+        raise ConfigError(key, f"{shape_msg}, got {value!r}")
+    rows = [len(r) for r in value]
+    if len(value) != d or any(n != d for n in rows):
+        raise ConfigError(key, f"{shape_msg}; got {len(value)} rows of lengths {rows}")
+    return tuple(tuple(as_float(v, f"{key}[{i}][{j}]") for j, v in enumerate(r))
+                 for i, r in enumerate(value))
+
+
+def as_unit_vectors(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ...]:
+    """A non-empty list of vectors of R^d, each normalized (refused if far from unit length)."""
+    if not isinstance(value, (list, tuple)) or len(value) == 0:
+        raise ConfigError(key, f"must be a non-empty list of unit vectors of R^{d}, got {value!r}")
+    out = []
+    for i, v in enumerate(value):
+        if not isinstance(v, (list, tuple)) or len(v) != d:
+            raise ConfigError(f"{key}[{i}]", f"must be a vector of {d} numbers, got {v!r}")
+        vec = np.array([as_float(c, f"{key}[{i}]") for c in v])
+        norm = float(np.linalg.norm(vec))
+        if abs(norm - 1.0) > 1e-6:
+            raise ConfigError(f"{key}[{i}]", f"= {v!r} has length {norm:.6g}; give a unit vector")
+        out.append(tuple(float(c) for c in vec / norm))
+    return tuple(out)

@@ -1,0 +1,345 @@
+"""Run configuration: TOML -> validated frozen dataclasses (CONFIG.md is the contract).
+
+Everything is checked before any work starts; each problem raises
+:class:`~spheredens.exceptions.ConfigError` naming the key, what is allowed and how to fix it.
+
+Examples
+--------
+>>> from spheredens.config import config_from_dict
+>>> cfg = config_from_dict({"model": {"name": "sa", "beta": 10.0},
+...                         "discretization": {"scheme": "fv", "n": 64},
+...                         "time": {"t_end": 1.0, "snapshots": 3}})
+>>> cfg.model.beta, cfg.discretization.n, cfg.time.snapshot_times()
+(10.0, 64, (0.0, 0.5, 1.0))
+"""
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ._validate import (as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys)
+from .exceptions import ConfigError
+from .geometry import DOMAIN_DIMENSION
+from .initial import INITIAL_DENSITIES
+from .models import MODELS, Model, rotation_multiple_2d
+
+__all__ = [
+    "RunConfig", "ModelConfig", "DomainConfig", "InitialConfig", "DiscretizationConfig",
+    "TimeConfig", "OutputConfig", "load_config", "config_from_dict", "config_to_toml",
+]
+
+Matrix = tuple[tuple[float, ...], ...]
+
+#: the largest number of grid points accepted on the circle (direct quadrature is O(n^2))
+MAX_CIRCLE_POINTS = 1 << 16
+#: domains implemented in this version
+AVAILABLE_DOMAINS = ("circle",)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """``[model]``: name, inverse temperature beta and the attention matrices Q, K, V."""
+
+    name: str
+    beta: float
+    Q: Matrix
+    K: Matrix
+    V: Matrix
+
+    def build(self) -> Model:
+        """The :class:`~spheredens.models.Model` these parameters describe."""
+        return Model(self.name, self.beta, np.array(self.Q), np.array(self.K), np.array(self.V))
+
+
+@dataclass(frozen=True)
+class DomainConfig:
+    """``[domain]``: ``circle`` (S^1) or ``sphere`` (S^2)."""
+
+    name: str
+
+    @property
+    def d(self) -> int:
+        return DOMAIN_DIMENSION[self.name]
+
+
+@dataclass(frozen=True)
+class InitialConfig:
+    """``[initial]``: a named initial density with its parameters (already validated)."""
+
+    name: str
+    density: Any  # an instance of a class registered in spheredens.initial.INITIAL_DENSITIES
+
+
+@dataclass(frozen=True)
+class DiscretizationConfig:
+    """``[discretization]``: scheme, resolution and scheme options (with defaults filled in)."""
+
+    scheme: str
+    n: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimeConfig:
+    """``[time]``: end time, snapshot times and CFL number."""
+
+    t_end: float
+    times: tuple[float, ...] | None
+    snapshots: int | None
+    cfl: float
+
+    def snapshot_times(self) -> tuple[float, ...]:
+        """The model times at which the density is written, increasing, exactly as requested."""
+        if self.times is not None:
+            return self.times
+        assert self.snapshots is not None
+        return tuple(float(t) for t in np.linspace(0.0, self.t_end, self.snapshots))
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """``[output]``: where the netCDF file goes and whether a figure is drawn next to it."""
+
+    path: str | None
+    figure: bool
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A complete, validated run configuration.
+
+    Build it with :func:`load_config` (from a TOML file) or :func:`config_from_dict`.
+    ``base_dir`` is the folder relative paths are resolved against (the config file's folder).
+    """
+
+    model: ModelConfig
+    domain: DomainConfig
+    initial: InitialConfig
+    discretization: DiscretizationConfig
+    time: TimeConfig
+    output: OutputConfig
+    base_dir: Path = Path(".")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as a TOML-ready nested dict (defaults filled in)."""
+        return _config_to_dict(self)
+
+    def to_toml(self) -> str:
+        """The configuration as TOML text; loading it again gives an equal configuration."""
+        return config_to_toml(self)
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A validated copy with dotted keys changed, e.g. ``cfg.replace(**{"model.beta": 100.0})``."""
+        data = self.to_dict()
+        for dotted, value in changes.items():
+            section, _, key = dotted.partition(".")
+            if not key:
+                raise ConfigError(dotted, "use a dotted key 'section.key', e.g. 'model.beta'")
+            data.setdefault(section, {})[key] = value
+        return config_from_dict(data, base_dir=self.base_dir)
+
+    def output_path(self) -> Path | None:
+        """``output.path`` resolved against ``base_dir`` (None when unset)."""
+        if self.output.path is None:
+            return None
+        p = Path(self.output.path)
+        return p if p.is_absolute() else self.base_dir / p
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a TOML run configuration.
+
+    Parameters
+    ----------
+    path : str or Path
+        The TOML file. Relative paths inside it are resolved against its folder.
+
+    Raises
+    ------
+    ConfigError
+        When the file is missing or unreadable, or any key is unknown, mistyped or out of range.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("", f"configuration file {str(path)!r} does not exist")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError("", f"{str(path)!r} is not valid TOML: {exc}") from None
+    return config_from_dict(data, base_dir=path.resolve().parent)
+
+
+SECTIONS = ("model", "domain", "initial", "discretization", "time", "output")
+
+
+def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> RunConfig:
+    """Validate a nested dict (the parsed TOML) into a :class:`RunConfig`.
+
+    Missing sections and keys take their defaults: model ``sa`` with beta = 1 and identity
+    matrices, domain ``circle``, initial ``uniform``, scheme ``fv`` with n = 256, t_end = 1
+    with 11 snapshots, cfl = 0.4, no output file.
+    """
+    data = as_table(data, "configuration")
+    check_keys(data, SECTIONS, "configuration")
+    base = Path(base_dir)
+    tables = {s: as_table(data.get(s, {}), s) for s in SECTIONS}
+    domain = _domain(tables["domain"])
+    model = _model(tables["model"], domain.d)
+    initial = _initial(tables["initial"], domain.d, base)
+    discretization = _discretization(tables["discretization"], domain, model)
+    time = _time(tables["time"])
+    output = _output(tables["output"])
+    return RunConfig(model, domain, initial, discretization, time, output, base)
+
+
+def _domain(t: dict[str, Any]) -> DomainConfig:
+    check_keys(t, ["name"], "domain")
+    name = as_str(t.get("name", "circle"), "domain.name")
+    if name not in DOMAIN_DIMENSION:
+        raise ConfigError("domain.name", f"{name!r} is not a domain; choose 'circle' or 'sphere'")
+    if name not in AVAILABLE_DOMAINS:
+        raise ConfigError("domain.name", f"{name!r} is not available in this version of spheredens; "
+                          f"available: {', '.join(map(repr, AVAILABLE_DOMAINS))}")
+    return DomainConfig(name)
+
+
+def _model(t: dict[str, Any], d: int) -> ModelConfig:
+    check_keys(t, ["name", "beta", "Q", "K", "V"], "model")
+    name = as_str(t.get("name", "sa"), "model.name")
+    MODELS.get(name, "model.name")
+    eye = tuple(tuple(float(i == j) for j in range(d)) for i in range(d))
+    mats = {m: as_matrix(t[m], f"model.{m}", d) if m in t else eye for m in ("Q", "K", "V")}
+    if name == "sa_zero_temperature":
+        if "beta" in t:
+            beta = as_float(t["beta"], "model.beta", allow_inf=True)
+            if beta != math.inf:
+                raise ConfigError("model.beta", f"= {t['beta']!r}: the zero-temperature model has "
+                                  "beta = inf; remove the key or write beta = inf")
+        beta = math.inf
+        B = np.array(mats["Q"]).T @ np.array(mats["K"])
+        s = np.linalg.svd(B, compute_uv=False)
+        if s[-1] <= 1e-12 * max(s[0], 1e-300):
+            raise ConfigError("model.K", "B = Q^T K is singular (smallest singular value "
+                              f"{s[-1]:.3g}); sa_zero_temperature needs B invertible")
+    else:
+        beta = as_float(t.get("beta", 1.0), "model.beta", minimum=0.0,
+                        what=" (inverse temperature; inf only for sa_zero_temperature)")
+        if beta > 1e4:
+            raise ConfigError("model.beta", f"= {beta:g} is too large: must be <= 1e4 "
+                              "(use sa_zero_temperature for the beta -> inf limit)")
+    return ModelConfig(name, beta, mats["Q"], mats["K"], mats["V"])
+
+
+def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:
+    name = as_str(t.get("name", "uniform"), "initial.name")
+    cls = INITIAL_DENSITIES.get(name, "initial.name")
+    params = {k: v for k, v in t.items() if k != "name"}
+    return InitialConfig(name, cls.from_params(params, d, base_dir, "initial"))
+
+
+def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
+                    ) -> DiscretizationConfig:
+    from .schemes import SCHEMES  # registries are consulted at call time
+
+    name = as_str(t.get("scheme", "fv"), "discretization.scheme")
+    spec = SCHEMES.get(name, "discretization.scheme")
+    if spec.domain != domain.name:
+        allowed = [s for s in SCHEMES if SCHEMES.get(s).domain == domain.name]
+        raise ConfigError("discretization.scheme", f"{name!r} is a scheme for the {spec.domain}, "
+                          f"not for domain {domain.name!r}; choose one of {', '.join(map(repr, allowed))}")
+    check_keys(t, ["scheme", "n", *spec.options], "discretization")
+    n = as_int(t.get("n", 256), "discretization.n", minimum=spec.min_n, maximum=MAX_CIRCLE_POINTS,
+               what=f" for scheme {name!r}")
+    if spec.even_n and n % 2:
+        raise ConfigError("discretization.n", f"= {n} must be even for scheme {name!r}")
+    options = spec.validate_options({k: v for k, v in t.items() if k not in ("scheme", "n")},
+                                    "discretization", model.build())
+    return DiscretizationConfig(name, n, options)
+
+
+def _time(t: dict[str, Any]) -> TimeConfig:
+    check_keys(t, ["t_end", "times", "snapshots", "cfl"], "time")
+    t_end = as_float(t.get("t_end", 1.0), "time.t_end", minimum=0.0, strict=True,
+                     what=" (the model time to integrate to)")
+    cfl = as_float(t.get("cfl", 0.4), "time.cfl", minimum=0.0, strict=True, maximum=1.0)
+    if "times" in t and "snapshots" in t:
+        raise ConfigError("time.times", "give either time.times or time.snapshots, not both")
+    times = snapshots = None
+    if "times" in t:
+        raw = t["times"]
+        if not isinstance(raw, list) or not raw:
+            raise ConfigError("time.times", f"must be a non-empty list of times, got {raw!r}")
+        times = tuple(as_float(v, f"time.times[{i}]") for i, v in enumerate(raw))
+        for i, v in enumerate(times):
+            if not 0.0 <= v <= t_end:
+                raise ConfigError(f"time.times[{i}]", f"= {v:g} is outside [0, t_end] = [0, {t_end:g}]")
+        if any(b <= a for a, b in zip(times, times[1:])):
+            raise ConfigError("time.times", "must be strictly increasing")
+    else:
+        snapshots = as_int(t.get("snapshots", 11), "time.snapshots", minimum=2, maximum=100000)
+    return TimeConfig(t_end, times, snapshots, cfl)
+
+
+def _output(t: dict[str, Any]) -> OutputConfig:
+    check_keys(t, ["path", "figure"], "output")
+    path = as_str(t["path"], "output.path") if "path" in t else None
+    if path is not None and not path.endswith(".nc"):
+        raise ConfigError("output.path", f"= {path!r} must end in '.nc' (a netCDF file)")
+    return OutputConfig(path, as_bool(t.get("figure", True), "output.figure"))
+
+
+def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
+    m = cfg.model
+    model: dict[str, Any] = {"name": m.name, "beta": m.beta,
+                             "Q": [list(r) for r in m.Q], "K": [list(r) for r in m.K],
+                             "V": [list(r) for r in m.V]}
+    time: dict[str, Any] = {"t_end": cfg.time.t_end, "cfl": cfg.time.cfl}
+    if cfg.time.times is not None:
+        time["times"] = list(cfg.time.times)
+    else:
+        time["snapshots"] = cfg.time.snapshots
+    output: dict[str, Any] = {"figure": cfg.output.figure}
+    if cfg.output.path is not None:
+        output["path"] = cfg.output.path
+    return {
+        "model": model,
+        "domain": {"name": cfg.domain.name},
+        "initial": {"name": cfg.initial.name, **cfg.initial.density.to_params()},
+        "discretization": {"scheme": cfg.discretization.scheme, "n": cfg.discretization.n,
+                           **dict(cfg.discretization.options)},
+        "time": time,
+        "output": output,
+    }
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def config_to_toml(cfg: RunConfig) -> str:
+    """TOML text of a configuration (every default written out)."""
+    lines = [f"# spheredens run configuration; relative paths are relative to {str(cfg.base_dir)!r}"]
+    for section, table in _config_to_dict(cfg).items():
+        lines.append(f"\n[{section}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
+    return "\n".join(lines) + "\n"

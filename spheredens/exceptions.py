@@ -1,0 +1,58 @@
+"""Error and warning classes of spheredens.
+
+Every error a user can provoke with a bad configuration, a bad file or a failed run is a
+subclass of :class:`SpheredensError`; the command line turns them into one-line messages.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "SpheredensError",
+    "ConfigError",
+    "SchemaError",
+    "SimulationError",
+    "SpheredensWarning",
+]
+
+
+class SpheredensError(Exception):
+    """Base class of every error raised on purpose by spheredens."""
+
+
+class ConfigError(SpheredensError, ValueError):
+    """A run configuration is invalid.
+
+    Parameters
+    ----------
+    key : str
+        Dotted name of the offending key, e.g. ``"model.beta"``.
+    message : str
+        What is wrong, what is allowed and how to fix it.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class SchemaError(SpheredensError, ValueError):
+    """A file does not follow the spheredens dataset layout (DATASET.md)."""
+
+
+class SimulationError(SpheredensError, RuntimeError):
+    """A simulation could not continue (NaN, negative density, step-size collapse)."""
+
+    def __init__(self, message: str, *, time: float | None = None, step: int | None = None) -> None:
+        self.time = time
+        self.step = step
+        where = []
+        if time is not None:
+            where.append(f"t = {time:.6g}")
+        if step is not None:
+            where.append(f"step {step}")
+        prefix = f"at {', '.join(where)}: " if where else ""
+        super().__init__(prefix + message)
+
+
+class SpheredensWarning(UserWarning):
+    """Accuracy or usage warning issued by spheredens."""

@@ -1,0 +1,160 @@
+"""Direct quadrature of the attention integrals, stable for any beta (log-sum-exp)."""
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..geometry import tangent_project
+from ..models import Model
+
+Array = NDArray[np.float64]
+
+#: below this value of the rescaled partition function a row is recomputed in log-sum-exp form
+_UNDERFLOW_GUARD = 1e-200
+#: largest number of kernel entries (targets x sources) kept in memory between calls
+_MAX_CACHED = 1 << 25
+#: rows per chunk when kernel entries are formed on the fly
+_CHUNK_ENTRIES = 1 << 22
+
+
+class DirectQuadrature:
+    """Velocity by direct quadrature over the source points, for any Q, K, V and beta.
+
+    For target x_f and sources y_j with quadrature weights w_j,
+
+        Z(x_f) = sum_j exp(L_fj) rho_j w_j,   N(x_f) = sum_j exp(L_fj) V y_j rho_j w_j,
+        L_fj = beta <B^T x_f, y_j>,
+
+    and the velocity is P_x N/Z (``sa``) or P_x N (``usa``).
+
+    Notes
+    -----
+    The kernel rows are stored rescaled, E_fj = exp(L_fj - max_j L_fj) in [0, 1], and the
+    weighted density as s_j = rho_j w_j / max(rho w), so Z and N are matrix products of
+    numbers in [0, 1]. When a rescaled Z falls below 1e-200 (the mass seen by x_f is so small
+    that terms could underflow), that row is recomputed in log-sum-exp form,
+    exp(L_fj + log(rho_j w_j) - M_f), which is exact in floating point for any beta and for
+    densities down to the smallest normal numbers. N/Z is a convex combination of the V y_j;
+    its norm is clipped to ||V||_2 to remove round-off excursions beyond that bound.
+
+    Parameters
+    ----------
+    model : Model
+    sources : ndarray (n_s, d)
+        Quadrature points y_j (unit vectors).
+    weight : ndarray (n_s,)
+        Quadrature weights w_j.
+    targets : ndarray (n_t, d)
+        Points x_f where the velocity is wanted.
+    max_cached : int
+        Keep the rescaled kernel (n_t * n_s entries) in memory when it has at most this many
+        entries; otherwise it is formed chunk by chunk on every call.
+    """
+
+    name = "direct"
+
+    def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
+                 max_cached: int = _MAX_CACHED) -> None:
+        self.model = model
+        self.sources = np.ascontiguousarray(sources, dtype=float)
+        self.weight = np.asarray(weight, dtype=float)
+        self.targets = np.ascontiguousarray(targets, dtype=float)
+        beta = model.beta
+        self._beta_bx = beta * (self.targets @ model.B)  # row f: beta * (B^T x_f)
+        self._vy = self.sources @ model.V.T  # row j: V y_j
+        self._v_norm = model.V_norm
+        n_t, n_s = len(self.targets), len(self.sources)
+        self._rowmax: Array | None = None
+        self._kernel: Array | None = None
+        if n_t * n_s <= max_cached:
+            logits = self._beta_bx @ self.sources.T
+            self._rowmax = logits.max(axis=1)
+            self._kernel = np.exp(logits - self._rowmax[:, None])
+        self._chunk = max(1, _CHUNK_ENTRIES // max(n_s, 1))
+
+    # -- pieces -------------------------------------------------------------------------
+    def _rows(self, rows: slice | Array) -> tuple[Array, Array]:
+        """Rescaled kernel rows E and their log-scales (row maxima) for target indices rows."""
+        if self._kernel is not None and self._rowmax is not None:
+            return self._kernel[rows], self._rowmax[rows]
+        logits = self._beta_bx[rows] @ self.sources.T
+        rowmax = logits.max(axis=1)
+        return np.exp(logits - rowmax[:, None]), rowmax
+
+    def _logsumexp_rows(self, rows: Array, a: Array) -> tuple[Array, Array, Array]:
+        """Z and N for target rows in log-sum-exp form, with their common log-scale M."""
+        with np.errstate(divide="ignore"):
+            log_a = np.log(a)
+        zs, ns, ms = [], [], []
+        for start in range(0, len(rows), self._chunk):
+            r = rows[start:start + self._chunk]
+            g = self._beta_bx[r] @ self.sources.T + log_a[None, :]
+            m = g.max(axis=1)
+            w = np.exp(g - m[:, None])
+            zs.append(w.sum(axis=1))
+            ns.append(w @ self._vy)
+            ms.append(m)
+        return np.concatenate(zs), np.concatenate(ns), np.concatenate(ms)
+
+    def attention_average(self, rho: Array, rows: Array | None = None) -> Array:
+        """N/Z (``sa``) or N (``usa``) at the targets, for one density.
+
+        Parameters
+        ----------
+        rho : ndarray (n_s,)
+            Non-negative density values at the sources.
+        rows : ndarray of int, optional
+            Compute only these targets (all by default).
+
+        Returns
+        -------
+        ndarray (n_rows, d)
+        """
+        a = np.asarray(rho, dtype=float) * self.weight
+        a = np.where(a > 0.0, a, 0.0)
+        a_max = float(a.max())
+        n_t = len(self.targets)
+        all_rows = np.arange(n_t) if rows is None else np.asarray(rows)
+        d = self.sources.shape[1]
+        if a_max == 0.0:
+            return np.zeros((len(all_rows), d))
+        scaled = np.empty((len(a), 1 + d))
+        scaled[:, 0] = a / a_max
+        scaled[:, 1:] = scaled[:, :1] * self._vy
+        z = np.empty(len(all_rows))
+        n = np.empty((len(all_rows), d))
+        logscale = np.empty(len(all_rows))
+        for start in range(0, len(all_rows), self._chunk if self._kernel is None else n_t):
+            idx = all_rows[start:start + (self._chunk if self._kernel is None else n_t)]
+            kernel, rowmax = self._rows(idx)
+            out = kernel @ scaled
+            z[start:start + len(idx)] = out[:, 0]
+            n[start:start + len(idx)] = out[:, 1:]
+            logscale[start:start + len(idx)] = rowmax + np.log(a_max)
+        small = np.flatnonzero(z < _UNDERFLOW_GUARD)
+        if small.size:
+            z[small], n[small], logscale[small] = self._logsumexp_rows(all_rows[small], a)
+        if self.model.kind.normalized:
+            return clip_norm(n / z[:, None], self._v_norm)
+        return n * np.exp(logscale)[:, None]
+
+    def velocity(self, rho: Array) -> Array:
+        """Tangent velocity X[rho] at the targets.
+
+        Parameters
+        ----------
+        rho : ndarray (n_xi, n_s)
+
+        Returns
+        -------
+        ndarray (n_xi, n_t, d)
+        """
+        rho = np.atleast_2d(rho)
+        return np.stack([tangent_project(self.targets, self.attention_average(r)) for r in rho])
+
+
+def clip_norm(u: Array, bound: float) -> Array:
+    """Scale rows of u whose Euclidean norm exceeds ``bound`` back onto the ball of radius bound."""
+    norm = np.linalg.norm(u, axis=-1, keepdims=True)
+    factor = np.where(norm > bound, bound / np.where(norm > 0, norm, 1.0), 1.0)
+    return u * factor

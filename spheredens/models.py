@@ -1,0 +1,198 @@
+"""The models of MODELS.md: parameters and kernel formulas, independent of any grid.
+
+Every model is a continuity equation d/dt rho + div_S(rho X[rho]) = 0 on S^{d-1}. The models
+differ in the velocity X:
+
+``sa``
+    X(x) = P_x N(x)/Z(x),  N = int exp(beta <Qx, Ky>) V y rho dsigma,  Z = int exp(beta <Qx, Ky>) rho dsigma.
+``sa_zero_temperature``
+    X(x) = P_x V B^T x / |B^T x|  (no dependence on rho; needs B = Q^T K invertible).
+``usa``
+    X(x) = P_x N(x)  (unnormalized attention).
+
+Since <Qx, Ky> = <B^T x, y> with B = Q^T K, interaction code only needs B and V.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._registry import Registry
+from .geometry import tangent_project
+
+Array = NDArray[np.float64]
+
+#: registry of model names -> description of how the velocity is formed
+MODELS = Registry("model")
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """How a model forms its velocity.
+
+    Attributes
+    ----------
+    normalized : bool
+        True for softmax attention (N/Z), False for unnormalized attention (N).
+    interacting : bool
+        False when the velocity does not depend on rho (the zero-temperature limit).
+    description : str
+        One line for ``spheredens info``.
+    """
+
+    normalized: bool
+    interacting: bool
+    description: str
+
+
+MODELS.register("sa")(ModelKind(True, True, "softmax self-attention at inverse temperature beta"))
+MODELS.register("sa_zero_temperature")(
+    ModelKind(True, False, "beta -> inf limit: linear transport by X(x) = P_x V B^T x / |B^T x|")
+)
+MODELS.register("usa")(ModelKind(False, True, "unnormalized self-attention"))
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model of MODELS.md with its parameters.
+
+    Parameters
+    ----------
+    name : str
+        ``"sa"``, ``"sa_zero_temperature"`` or ``"usa"``.
+    beta : float
+        Inverse temperature, >= 0 (``inf`` for the zero-temperature model).
+    Q, K, V : ndarray, shape (d, d)
+        Query, key and value matrices.
+    """
+
+    name: str
+    beta: float
+    Q: Array
+    K: Array
+    V: Array
+    kind: ModelKind = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", MODELS.get(self.name, "model.name"))
+        for label in ("Q", "K", "V"):
+            m = np.array(getattr(self, label), dtype=float)
+            m.setflags(write=False)
+            object.__setattr__(self, label, m)
+
+    @property
+    def d(self) -> int:
+        """Ambient dimension d (2 for the circle, 3 for the sphere)."""
+        return int(self.Q.shape[0])
+
+    @property
+    def B(self) -> Array:
+        """B = Q^T K, so that <Q x, K y> = <B^T x, y>."""
+        return self.Q.T @ self.K
+
+    @property
+    def V_norm(self) -> float:
+        """Spectral norm ||V||_2: the bound of |X| for the softmax models."""
+        return float(np.linalg.norm(self.V, 2))
+
+    def zero_temperature_velocity(self, x: Array) -> Array:
+        """X_inf(x) = P_x V B^T x / |B^T x| at points x of shape (..., d)."""
+        bx = x @ self.B  # rows: (B^T x)^T = x^T B
+        u = bx / np.linalg.norm(bx, axis=-1, keepdims=True)
+        return tangent_project(x, u @ self.V.T)
+
+
+def rotation_multiple_2d(B: Array, *, rtol: float = 1e-12) -> tuple[float, float] | None:
+    """Write a 2x2 matrix as B = a R(phi0) with a > 0 and R a rotation, if possible.
+
+    Returns
+    -------
+    (a, phi0) or None
+        ``None`` when B is not a positive multiple of a rotation (to relative tolerance rtol).
+    """
+    B = np.asarray(B, dtype=float)
+    if B.shape != (2, 2):
+        return None
+    det = float(np.linalg.det(B))
+    scale = float(np.abs(B).max())
+    if det <= 0.0 or scale == 0.0:
+        return None
+    a = np.sqrt(det)
+    if np.abs(B.T @ B - a * a * np.eye(2)).max() > rtol * scale * scale:
+        return None
+    return float(a), float(np.arctan2(B[1, 0], B[0, 0]))
+
+
+@dataclass(frozen=True)
+class ProjectionTarget:
+    """The zero-temperature limit map Pi(x) = P_1 x / |P_1 x| of MODELS.md section 3.
+
+    Attributes
+    ----------
+    holds : bool
+        Whether Assumption 1 holds (B invertible, A = V B^T symmetric, mu_1 > mu_2).
+    reason : str
+        Why it does not hold (empty when it holds).
+    A : ndarray (d, d)
+        V B^T.
+    eigenvalues : ndarray (d,)
+        Eigenvalues of the symmetric part of A, decreasing.
+    basis : ndarray (dim E_1, d)
+        Orthonormal basis (rows) of the top eigenspace E_1.
+    """
+
+    holds: bool
+    reason: str
+    A: Array
+    eigenvalues: Array
+    basis: Array
+
+    @property
+    def spectral_gap(self) -> float:
+        return float(self.eigenvalues[0] - self.eigenvalues[1])
+
+    @property
+    def projector(self) -> Array:
+        """Orthogonal projector P_1 onto E_1."""
+        return self.basis.T @ self.basis
+
+
+#: relative tolerance under which A = V B^T counts as symmetric: matrices typed with six
+#: significant digits (as in the examples of the concentration paper digest) qualify
+SYMMETRY_RTOL = 1e-5
+
+
+def projection_target(model: Model, *, rtol: float = 1e-9, symmetry_rtol: float = SYMMETRY_RTOL
+                      ) -> ProjectionTarget:
+    """Check Assumption 1 for ``model`` and describe Pi_# of MODELS.md section 3.
+
+    Parameters
+    ----------
+    model : Model
+    rtol : float
+        Relative tolerance for invertibility of B and eigenvalue multiplicity (eigenvalues
+        within ``rtol * max|A_ij|`` of mu_1 belong to E_1).
+    symmetry_rtol : float
+        A counts as symmetric when max|A - A^T| <= symmetry_rtol * max|A_ij|; E_1 is then taken
+        from the symmetric part (A + A^T) / 2.
+    """
+    B, V = model.B, model.V
+    A = V @ B.T
+    scale = max(float(np.abs(A).max()), np.finfo(float).tiny)
+    sym = 0.5 * (A + A.T)
+    w, U = np.linalg.eigh(sym)
+    order = np.argsort(w)[::-1]
+    w, U = w[order], U[:, order]
+    in_top = w >= w[0] - rtol * scale
+    basis = U[:, in_top].T.copy()
+    reason = ""
+    svals = np.linalg.svd(B, compute_uv=False)
+    if svals[-1] <= rtol * max(svals[0], np.finfo(float).tiny):
+        reason = "B = Q^T K is singular"
+    elif np.abs(A - A.T).max() > symmetry_rtol * scale:
+        reason = "A = V B^T is not symmetric"
+    elif in_top.all():
+        reason = "A = V B^T has no spectral gap (all eigenvalues equal)"
+    return ProjectionTarget(reason == "", reason, A, w, basis)

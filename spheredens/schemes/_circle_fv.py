@@ -1,0 +1,121 @@
+"""Finite volumes on the circle: upwind fluxes with face velocities and limited slopes."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..grids import CircleGrid
+from ..integrators import INTEGRATORS
+from ..interaction import make_interaction
+from ..models import Model
+from . import SCHEMES
+from ._common import validate_choice, validate_integrator, validate_interaction
+
+Array = NDArray[np.float64]
+
+#: limiter name -> theta of the generalized minmod slope (0: first order)
+LIMITERS = {"mc": 2.0, "minmod": 1.0, "first_order": 0.0}
+
+
+def limited_slopes(rho: Array, theta: float) -> Array:
+    """Generalized minmod slopes (per cell) along the last axis, periodic.
+
+    s_j = minmod(theta (rho_j - rho_{j-1}), (rho_{j+1} - rho_{j-1}) / 2, theta (rho_{j+1} - rho_j));
+    theta = 1 is minmod, theta = 2 the monotonized central (MC) limiter. With theta <= 2 the
+    reconstructed face values rho_j +- s_j / 2 lie between neighbouring cell averages.
+    """
+    if theta == 0.0:
+        return np.zeros_like(rho)
+    fwd = np.roll(rho, -1, axis=-1) - rho
+    bwd = rho - np.roll(rho, 1, axis=-1)
+    cen = 0.5 * (fwd + bwd)
+    same_sign = (fwd * bwd) > 0.0
+    mag = np.minimum(np.minimum(theta * np.abs(fwd), theta * np.abs(bwd)), np.abs(cen))
+    return np.where(same_sign, np.sign(cen) * mag, 0.0)
+
+
+@SCHEMES.register("fv")
+class FiniteVolumeScheme:
+    """Positivity-preserving finite volumes on S^1 (Carrillo, Chertock & Huang 2015).
+
+    Cell averages rho_j on n uniform cells [j h, (j+1) h] evolve by
+
+        d rho_j / dt = -(F_{j+1/2} - F_{j-1/2}) / h,
+        F_{j+1/2} = max(v_{j+1/2}, 0) rho^E_j + min(v_{j+1/2}, 0) rho^W_{j+1},
+
+    where v_{j+1/2} = <tau, X[rho]> is the velocity evaluated *at the face* (by quadrature of
+    the attention integrals over the cell averages) and rho^{E,W}_j = rho_j +- s_j / 2 are the
+    face values of a limited linear reconstruction (:func:`limited_slopes`). The fluxes
+    telescope, so the mass sum_j rho_j h is conserved to round-off. With an SSP Runge-Kutta
+    method and dt <= h / (2 max|v|) (``time.cfl`` <= 0.5) cell averages stay non-negative.
+
+    Options (``[discretization]``)
+    ------------------------------
+    limiter : ``"mc"`` (default), ``"minmod"`` or ``"first_order"``
+    interaction : ``"auto"`` (default), ``"direct"`` or ``"fft"``
+    integrator : ``"ssprk3"`` (default) or any registered tableau
+
+    References
+    ----------
+    J. A. Carrillo, A. Chertock, Y. Huang, "A finite-volume method for nonlinear nonlocal
+    equations with a gradient flow structure", Commun. Comput. Phys. 17 (2015) 233-258.
+    """
+
+    name = "fv"
+    domain = "circle"
+    min_n = 8
+    even_n = False
+    options = ("limiter", "interaction", "integrator")
+
+    @classmethod
+    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
+        return {
+            "limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter"),
+            "interaction": validate_interaction(table, prefix, model),
+            "integrator": validate_integrator(table, prefix, "ssprk3"),
+        }
+
+    def __init__(self, problem: Any, n: int, *, limiter: str = "mc", interaction: str = "auto",
+                 integrator: str = "ssprk3") -> None:
+        self.problem = problem
+        self.grid = CircleGrid(n, offset=0.5)
+        self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h
+        self.limiter = limiter
+        self._theta = LIMITERS[limiter]
+        self.interaction = make_interaction(problem.model, self.grid, self.faces, interaction)
+        self.integrator = INTEGRATORS.get(integrator)
+        self.last_max_speed = 0.0
+
+    def initial_state(self) -> Array:
+        """Cell averages of rho_0 (4-point Gauss per cell), renormalized to unit discrete mass."""
+        rho0 = self.grid.cell_averages(self.problem.initial)
+        rho0 = rho0 / np.sum(rho0 * self.grid.weight)
+        return np.repeat(rho0[None, :], self.problem.n_xi, axis=0)
+
+    def face_velocity(self, state: Array) -> Array:
+        """Tangential velocity v_{j+1/2} at the faces, shape (n_xi, n)."""
+        vel = self.interaction.velocity(state)
+        return np.einsum("xfd,fd->xf", vel, self.faces.tangents)
+
+    def rhs(self, state: Array, t: float) -> Array:
+        v = self.face_velocity(state)
+        self.last_max_speed = float(np.abs(v).max())
+        slope = limited_slopes(state, self._theta)
+        east = state + 0.5 * slope  # value at the right face of cell j
+        west = state - 0.5 * slope  # value at the left face of cell j
+        flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
+        return -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h
+
+    def stable_dt(self, cfl: float, max_speed: float) -> float:
+        """dt = cfl * h / max|v| (positivity for cfl <= 0.5 with SSP methods)."""
+        return cfl * self.grid.h / max_speed
+
+    def density(self, state: Array) -> Array:
+        """Cell averages are the density values written out."""
+        return state
+
+    def attributes(self) -> dict[str, Any]:
+        return {"limiter": self.limiter, "interaction": self.interaction.name,
+                "integrator": self.integrator.name}

@@ -1,0 +1,179 @@
+"""The time loop: an integrator driven by a scheme, landing exactly on snapshot times."""
+from __future__ import annotations
+
+import logging
+import sys
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .config import TimeConfig
+
+Array = NDArray[np.float64]
+logger = logging.getLogger(__name__)
+
+#: why a simulation stopped
+STOP_REASONS = ("end", "nan", "dt_collapse", "interrupted")
+
+
+class Observer(Protocol):
+    """Something told about a run: at its start, at every snapshot time, and at its end."""
+
+    def start(self, info: dict[str, Any]) -> None: ...
+    def observe(self, t: float, state: Array) -> None: ...
+    def finish(self, result: "SimulationResult") -> None: ...
+
+
+@dataclass
+class SimulationResult:
+    """How a simulation ended.
+
+    Attributes
+    ----------
+    stop_reason : str
+        ``"end"`` (reached t_end), ``"nan"`` (non-finite values), ``"dt_collapse"`` (the CFL
+        step fell below 1e-14 t_end) or ``"interrupted"`` (KeyboardInterrupt).
+    message : str
+        Human-readable explanation.
+    t : float
+        Time of ``state``, the last good state.
+    state : ndarray
+    n_steps : int
+    wall_time : float
+        Seconds.
+    """
+
+    stop_reason: str
+    message: str
+    t: float
+    state: Array
+    n_steps: int
+    wall_time: float
+    max_speeds: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def completed(self) -> bool:
+        return self.stop_reason == "end"
+
+
+def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
+             state: Array | None = None, t_start: float = 0.0) -> SimulationResult:
+    """Integrate ``scheme`` from ``t_start`` to ``time.t_end``.
+
+    Each step uses dt = ``scheme.stable_dt(time.cfl, max|v|)`` with the speed of the state at
+    the start of the step, shortened so that every snapshot time and t_end is hit exactly (a
+    step that would leave less than one more full step before the next stop is split in two
+    equal halves, to avoid slivers). Observers see the state at every snapshot time.
+
+    Parameters
+    ----------
+    scheme : scheme object (see :mod:`spheredens.schemes`)
+    time : TimeConfig
+    observers : sequence of observers (``start``, ``observe``, ``finish``; optional ``step``)
+    state, t_start : optional initial state and time (default: ``scheme.initial_state()`` at 0)
+    """
+    y = scheme.initial_state() if state is None else np.array(state, dtype=float)
+    t = float(t_start)
+    t_end = time.t_end
+    snapshots = [s for s in time.snapshot_times() if s >= t]
+    stops = sorted(set(snapshots) | {t_end})
+    stops = [s for s in stops if s > t]
+    snapshot_set = set(snapshots)
+    integrator = scheme.integrator
+    clock = _time.perf_counter()
+    info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme}
+    for obs in observers:
+        obs.start(info)
+    if t in snapshot_set:
+        for obs in observers:
+            obs.observe(t, y)
+    steps = 0
+    reason, message = "end", f"reached t_end = {t_end:g}"
+    dt_floor = 1e-14 * max(1.0, t_end)
+    try:
+        for target in stops:
+            while t < target:
+                k1 = scheme.rhs(y, t)
+                speed = scheme.last_max_speed
+                if not (np.isfinite(speed) and np.all(np.isfinite(k1))):
+                    reason, message = "nan", ("the right-hand side is not finite (the grid is too "
+                                              "coarse for this beta, or the run is unstable)")
+                    raise _Stop
+                dt = scheme.stable_dt(time.cfl, speed) if speed > 0.0 else target - t
+                if dt < dt_floor:
+                    reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below {dt_floor:.3g} "
+                                                      f"(max speed {speed:.3g})")
+                    raise _Stop
+                land = t + dt >= target
+                if land:
+                    dt = target - t
+                elif t + 2.0 * dt > target:
+                    dt = 0.5 * (target - t)
+                y_new = integrator.step(scheme.rhs, y, t, dt, k1)
+                if not np.all(np.isfinite(y_new)):
+                    reason, message = "nan", f"the state became non-finite in a step of dt = {dt:.3g}"
+                    raise _Stop
+                y = y_new
+                t = target if land else t + dt
+                steps += 1
+                for obs in observers:
+                    on_step = getattr(obs, "step", None)
+                    if on_step is not None:
+                        on_step(t, dt)
+            if target in snapshot_set:
+                for obs in observers:
+                    obs.observe(target, y)
+    except _Stop:
+        logger.warning("simulation stopped at t = %g: %s", t, message)
+    except KeyboardInterrupt:
+        reason, message = "interrupted", f"interrupted at t = {t:g}"
+    result = SimulationResult(reason, message, t, y, steps, _time.perf_counter() - clock)
+    for obs in observers:
+        obs.finish(result)
+    return result
+
+
+class _Stop(Exception):
+    pass
+
+
+class Progress:
+    """A one-line progress bar on stderr, shown only on a terminal and after ``delay`` seconds."""
+
+    def __init__(self, stream: Any = None, *, delay: float = 2.0, enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = (self.stream.isatty() if enabled is None and hasattr(self.stream, "isatty")
+                        else bool(enabled))
+        self.delay = delay
+        self._shown = False
+
+    def start(self, info: dict[str, Any]) -> None:
+        self._t0, self._t_start, self._t_end = _time.perf_counter(), info["t_start"], info["t_end"]
+        self._last = 0.0
+
+    def observe(self, t: float, state: Array) -> None:
+        pass
+
+    def step(self, t: float, dt: float) -> None:
+        if not self.enabled:
+            return
+        now = _time.perf_counter()
+        elapsed = now - self._t0
+        if elapsed < self.delay or now - self._last < 0.2:
+            return
+        self._last = now
+        frac = (t - self._t_start) / max(self._t_end - self._t_start, 1e-300)
+        left = elapsed * (1.0 - frac) / frac if frac > 0 else float("nan")
+        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
+        self.stream.write(f"\r  t = {t:9.4g} / {self._t_end:g} [{bar}] {100 * frac:5.1f}%  "
+                          f"{elapsed:6.1f} s elapsed, ~{left:6.1f} s left ")
+        self.stream.flush()
+        self._shown = True
+
+    def finish(self, result: SimulationResult) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
