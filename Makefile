@@ -2,7 +2,6 @@
 #   make demo   set everything up, then run the built-in default (runs/circle_example_c)
 #   make test   set everything up, then run the test suite
 VENV ?= .venv
-export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup demo test bench clean
 

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+#: "example C" of the concentration paper digest (A = V B^T symmetric, eigenvalues 2 and 1)
+EXAMPLE_C = {
+    "Q": [[1.0, 0.0], [0.0, 1.0]],
+    "K": [[1.75, 0.866025], [0.433013, 2.5]],
+    "V": [[1.0, 0.0], [0.0, 0.5]],
+}
+
+
+@pytest.fixture(autouse=True)
+def _floating_point_errors_raise():
+    """Overflow, invalid operations and division by zero are errors in tests (py-pde)."""
+    old = np.seterr(all="raise", under="ignore")
+    yield
+    np.seterr(**old)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def make_config(*, model=None, initial=None, discretization=None, time=None, output=None,
+                base_dir="."):
+    """A validated RunConfig from partial tables (circle, defaults elsewhere)."""
+    from spheredens.config import config_from_dict
+
+    model = {"name": "sa", **(model or {})}
+    if model["name"] != "sa_zero_temperature":
+        model.setdefault("beta", 1.0)
+    data = {"model": model,
+            "domain": {"name": "circle"},
+            "initial": initial or {"name": "uniform"},
+            "discretization": discretization or {"scheme": "fv", "n": 64},
+            "time": time or {"t_end": 1.0, "snapshots": 3}}
+    if output:
+        data["output"] = output
+    return config_from_dict(data, base_dir=base_dir)
