@@ -19,7 +19,8 @@ def check_keys(table: Mapping[str, Any], allowed: Iterable[str], prefix: str) ->
     for key in table:
         if key not in allowed:
             hint = ", ".join(repr(a) for a in allowed) if allowed else "none"
-            raise ConfigError(f"{prefix}.{key}", f"unknown key; allowed keys here are {hint}")
+            name = f"{prefix}.{key}" if prefix else key
+            raise ConfigError(name, f"unknown {'key' if prefix else 'section'}; allowed here: {hint}")
 
 
 def as_table(value: Any, key: str) -> dict[str, Any]:

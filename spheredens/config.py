@@ -186,7 +186,7 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     with 11 snapshots, cfl = 0.4, no output file.
     """
     data = as_table(data, "configuration")
-    check_keys(data, SECTIONS, "configuration")
+    check_keys(data, SECTIONS, "")
     base = Path(base_dir)
     tables = {s: as_table(data.get(s, {}), s) for s in SECTIONS}
     domain = _domain(tables["domain"])
