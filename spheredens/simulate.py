@@ -64,7 +64,7 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     """Integrate ``scheme`` from ``t_start`` to ``time.t_end``.
 
     Each step uses dt = ``scheme.stable_dt(time.cfl, max|v|)`` with the speed of the state at
-    the start of the step, shortened so that every snapshot time and t_end is hit exactly (a
+    the start of the step (at least ``scheme.speed_floor``; a zero speed means a steady state), shortened so that every snapshot time and t_end is hit exactly (a
     step that would leave less than one more full step before the next stop is split in two
     equal halves, to avoid slivers). Observers see the state at every snapshot time.
 
@@ -97,7 +97,7 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
         for target in stops:
             while t < target:
                 k1 = scheme.rhs(y, t)
-                speed = scheme.last_max_speed
+                speed = max(scheme.last_max_speed, getattr(scheme, "speed_floor", 0.0))
                 if not (np.isfinite(speed) and np.all(np.isfinite(k1))):
                     reason, message = "nan", ("the right-hand side is not finite (the grid is too "
                                               "coarse for this beta, or the run is unstable)")

@@ -11,7 +11,7 @@ from ..integrators import INTEGRATORS
 from ..interaction import make_interaction
 from ..models import Model
 from . import SCHEMES
-from ._common import validate_choice, validate_integrator, validate_interaction
+from ._common import speed_floor, validate_choice, validate_integrator, validate_interaction
 
 Array = NDArray[np.float64]
 
@@ -87,6 +87,7 @@ class FiniteVolumeScheme:
         self.interaction = make_interaction(problem.model, self.grid, self.faces, interaction)
         self.integrator = INTEGRATORS.get(integrator)
         self.last_max_speed = 0.0
+        self.speed_floor = speed_floor(problem.model)
 
     def initial_state(self) -> Array:
         """Cell averages of rho_0 (4-point Gauss per cell), renormalized to unit discrete mass."""

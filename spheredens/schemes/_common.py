@@ -36,3 +36,13 @@ def validate_integrator(table: Mapping[str, Any], prefix: str, default: str) -> 
     value = as_str(table.get("integrator", default), f"{prefix}.integrator")
     INTEGRATORS.get(value, f"{prefix}.integrator")
     return value
+
+
+def speed_floor(model: Model) -> float:
+    """Smallest speed used in the CFL rule: 0.1 ||V|| for interacting models, else 0.
+
+    A density at (or near) an unstable steady state has a tiny velocity that would allow huge
+    steps; the softmax velocity can grow to ||V|| within one, so steps are capped at
+    10 cfl h / ||V||. The zero-temperature field is fixed, and its own maximum is exact.
+    """
+    return 0.1 * model.V_norm if model.kind.interacting else 0.0
