@@ -73,13 +73,20 @@ class DirectQuadrature:
         self._chunk = max(1, _CHUNK_ENTRIES // max(n_s, 1))
 
     # -- pieces -------------------------------------------------------------------------
-    def _rows(self, rows: slice | Array) -> tuple[Array, Array]:
-        """Rescaled kernel rows E and their log-scales (row maxima) for target indices rows."""
+    def _kernel_products(self, rows: Array | None, scaled: Array) -> tuple[Array, Array]:
+        """(E @ scaled) and the row log-scales max_j L_fj, for all targets or for ``rows``."""
         if self._kernel is not None and self._rowmax is not None:
-            return self._kernel[rows], self._rowmax[rows]
-        logits = self._beta_bx[rows] @ self.sources.T
-        rowmax = logits.max(axis=1)
-        return np.exp(logits - rowmax[:, None]), rowmax
+            if rows is None:  # no fancy indexing: it would copy the whole kernel
+                return self._kernel @ scaled, self._rowmax
+            return self._kernel[rows] @ scaled, self._rowmax[rows]
+        idx = np.arange(len(self.targets)) if rows is None else rows
+        outs, maxima = [], []
+        for start in range(0, len(idx), self._chunk):
+            logits = self._beta_bx[idx[start:start + self._chunk]] @ self.sources.T
+            rowmax = logits.max(axis=1)
+            outs.append(np.exp(logits - rowmax[:, None]) @ scaled)
+            maxima.append(rowmax)
+        return np.concatenate(outs), np.concatenate(maxima)
 
     def _logsumexp_rows(self, rows: Array, a: Array) -> tuple[Array, Array, Array]:
         """Z and N for target rows in log-sum-exp form, with their common log-scale M."""
@@ -113,27 +120,20 @@ class DirectQuadrature:
         a = np.asarray(rho, dtype=float) * self.weight
         a = np.where(a > 0.0, a, 0.0)
         a_max = float(a.max())
-        n_t = len(self.targets)
-        all_rows = np.arange(n_t) if rows is None else np.asarray(rows)
+        rows = None if rows is None else np.asarray(rows)
         d = self.sources.shape[1]
         if a_max == 0.0:
-            return np.zeros((len(all_rows), d))
+            return np.zeros((len(self.targets) if rows is None else len(rows), d))
         scaled = np.empty((len(a), 1 + d))
         scaled[:, 0] = a / a_max
         scaled[:, 1:] = scaled[:, :1] * self._vy
-        z = np.empty(len(all_rows))
-        n = np.empty((len(all_rows), d))
-        logscale = np.empty(len(all_rows))
-        for start in range(0, len(all_rows), self._chunk if self._kernel is None else n_t):
-            idx = all_rows[start:start + (self._chunk if self._kernel is None else n_t)]
-            kernel, rowmax = self._rows(idx)
-            out = kernel @ scaled
-            z[start:start + len(idx)] = out[:, 0]
-            n[start:start + len(idx)] = out[:, 1:]
-            logscale[start:start + len(idx)] = rowmax + np.log(a_max)
+        out, rowmax = self._kernel_products(rows, scaled)
+        z, n = out[:, 0], out[:, 1:]
+        logscale = rowmax + np.log(a_max)
         small = np.flatnonzero(z < _UNDERFLOW_GUARD)
         if small.size:
-            z[small], n[small], logscale[small] = self._logsumexp_rows(all_rows[small], a)
+            targets = small if rows is None else rows[small]
+            z[small], n[small], logscale[small] = self._logsumexp_rows(targets, a)
         if self.model.kind.normalized:
             return clip_norm(n / z[:, None], self._v_norm)
         return n * np.exp(logscale)[:, None]
