@@ -7,11 +7,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..grids import CircleGrid
-from ..integrators import INTEGRATORS
-from ..interaction import make_interaction
 from ..models import Model
 from . import SCHEMES
-from ._common import speed_floor, validate_choice, validate_integrator, validate_interaction
+from ._common import CircleScheme, validate_choice, validate_integrator, validate_interaction
 
 Array = NDArray[np.float64]
 
@@ -35,7 +33,7 @@ FILTERS = ("exponential", "two_thirds", "none")
 
 
 @SCHEMES.register("fourier")
-class FourierScheme:
+class FourierScheme(CircleScheme):
     """Pseudo-spectral collocation on S^1: rho at n nodes theta_j = j h.
 
         d rho / dt = -d/dtheta (rho v),  v = <tau, X[rho]>,
@@ -69,39 +67,22 @@ class FourierScheme:
 
     def __init__(self, problem: Any, n: int, *, filter: str = "exponential",
                  interaction: str = "auto", integrator: str = "rk4") -> None:
-        self.problem = problem
-        self.grid = CircleGrid(n, offset=0.0)
+        self.grid = self.velocity_grid = CircleGrid(n, offset=0.0)
+        self._setup(problem, interaction, integrator)
         self.filter = filter
         k = np.arange(n // 2 + 1)
         self._ik = 1j * k * spectral_filter(n, filter)
         self._ik[-1] = 0.0  # Nyquist mode of an odd derivative
-        self.interaction = make_interaction(problem.model, self.grid, self.grid, interaction)
-        self.integrator = INTEGRATORS.get(integrator)
-        self.last_max_speed = 0.0
-        self.speed_floor = speed_floor(problem.model)
 
-    def initial_state(self) -> Array:
-        """rho_0 at the nodes, renormalized to unit discrete (trapezoid) mass."""
-        rho0 = self.grid.point_values(self.problem.initial)
-        rho0 = rho0 / np.sum(rho0 * self.grid.weight)
-        return np.repeat(rho0[None, :], self.problem.n_xi, axis=0)
-
-    def node_velocity(self, state: Array) -> Array:
-        vel = self.interaction.velocity(state)
-        return np.einsum("xfd,fd->xf", vel, self.grid.tangents)
+    def initial_values(self) -> Array:
+        """rho_0 at the nodes."""
+        return self.grid.point_values(self.problem.initial)
 
     def rhs(self, state: Array, t: float) -> Array:
-        v = self.node_velocity(state)
+        v = self.tangential_velocity(state)
         self.last_max_speed = float(np.abs(v).max())
         flux_hat = np.fft.rfft(state * v, axis=-1)
         return -np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1)
-
-    def stable_dt(self, cfl: float, max_speed: float) -> float:
-        """dt = cfl * h / max|v| (RK4 is stable for spectral advection up to about 0.9)."""
-        return cfl * self.grid.h / max_speed
-
-    def density(self, state: Array) -> Array:
-        return state
 
     def attributes(self) -> dict[str, Any]:
         return {"filter": self.filter, "interaction": self.interaction.name,

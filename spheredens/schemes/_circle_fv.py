@@ -7,11 +7,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..grids import CircleGrid
-from ..integrators import INTEGRATORS
-from ..interaction import make_interaction
 from ..models import Model
 from . import SCHEMES
-from ._common import speed_floor, validate_choice, validate_integrator, validate_interaction
+from ._common import CircleScheme, validate_choice, validate_integrator, validate_interaction
 
 Array = NDArray[np.float64]
 
@@ -37,7 +35,7 @@ def limited_slopes(rho: Array, theta: float) -> Array:
 
 
 @SCHEMES.register("fv")
-class FiniteVolumeScheme:
+class FiniteVolumeScheme(CircleScheme):
     """Positivity-preserving finite volumes on S^1 (Carrillo, Chertock & Huang 2015).
 
     Cell averages rho_j on n uniform cells [j h, (j+1) h] evolve by
@@ -79,26 +77,19 @@ class FiniteVolumeScheme:
 
     def __init__(self, problem: Any, n: int, *, limiter: str = "mc", interaction: str = "auto",
                  integrator: str = "ssprk3") -> None:
-        self.problem = problem
         self.grid = CircleGrid(n, offset=0.5)
-        self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h
+        self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h
+        self._setup(problem, interaction, integrator)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
-        self.interaction = make_interaction(problem.model, self.grid, self.faces, interaction)
-        self.integrator = INTEGRATORS.get(integrator)
-        self.last_max_speed = 0.0
-        self.speed_floor = speed_floor(problem.model)
 
-    def initial_state(self) -> Array:
-        """Cell averages of rho_0 (4-point Gauss per cell), renormalized to unit discrete mass."""
-        rho0 = self.grid.cell_averages(self.problem.initial)
-        rho0 = rho0 / np.sum(rho0 * self.grid.weight)
-        return np.repeat(rho0[None, :], self.problem.n_xi, axis=0)
+    def initial_values(self) -> Array:
+        """Cell averages of rho_0 (4-point Gauss per cell)."""
+        return self.grid.cell_averages(self.problem.initial)
 
     def face_velocity(self, state: Array) -> Array:
         """Tangential velocity v_{j+1/2} at the faces, shape (n_xi, n)."""
-        vel = self.interaction.velocity(state)
-        return np.einsum("xfd,fd->xf", vel, self.faces.tangents)
+        return self.tangential_velocity(state)
 
     def rhs(self, state: Array, t: float) -> Array:
         v = self.face_velocity(state)
@@ -108,14 +99,6 @@ class FiniteVolumeScheme:
         west = state - 0.5 * slope  # value at the left face of cell j
         flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
         return -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h
-
-    def stable_dt(self, cfl: float, max_speed: float) -> float:
-        """dt = cfl * h / max|v| (positivity for cfl <= 0.5 with SSP methods)."""
-        return cfl * self.grid.h / max_speed
-
-    def density(self, state: Array) -> Array:
-        """Cell averages are the density values written out."""
-        return state
 
     def attributes(self) -> dict[str, Any]:
         return {"limiter": self.limiter, "interaction": self.interaction.name,

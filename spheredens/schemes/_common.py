@@ -3,11 +3,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
+from numpy.typing import NDArray
+
 from .._validate import as_str
 from ..exceptions import ConfigError
+from ..grids import CircleGrid
 from ..integrators import INTEGRATORS
-from ..interaction import INTERACTIONS, fft_applies
+from ..interaction import INTERACTIONS, fft_applies, make_interaction
 from ..models import Model
+
+Array = NDArray[np.float64]
 
 
 def validate_choice(table: Mapping[str, Any], key: str, prefix: str, allowed: Mapping[str, Any],
@@ -46,3 +52,44 @@ def speed_floor(model: Model) -> float:
     10 cfl h / ||V||. The zero-temperature field is fixed, and its own maximum is exact.
     """
     return 0.1 * model.V_norm if model.kind.interacting else 0.0
+
+
+class CircleScheme:
+    """What the circle schemes share: grids, evaluator, integrator, CFL rule, slices.
+
+    Subclasses set ``grid`` (where the state lives) and ``velocity_grid`` (where the
+    velocity is needed) before calling :meth:`_setup`, and implement ``rhs`` and
+    ``initial_values`` (rho_0 sampled on ``grid``).
+    """
+
+    grid: CircleGrid
+    velocity_grid: CircleGrid
+
+    def _setup(self, problem: Any, interaction: str, integrator: str) -> None:
+        self.problem = problem
+        self.interaction = make_interaction(problem.model, self.grid, self.velocity_grid, interaction)
+        self.integrator = INTEGRATORS.get(integrator)
+        self.last_max_speed = 0.0
+        self.speed_floor = speed_floor(problem.model)
+
+    def initial_values(self) -> Array:
+        raise NotImplementedError
+
+    def initial_state(self) -> Array:
+        """rho_0 on the grid, renormalized to unit discrete mass, one copy per slice."""
+        rho0 = self.initial_values()
+        rho0 = rho0 / np.sum(rho0 * self.grid.weight)
+        return np.repeat(rho0[None, :], self.problem.n_xi, axis=0)
+
+    def tangential_velocity(self, state: Array) -> Array:
+        """v = <tau, X[rho]> at the points of ``velocity_grid``, shape (n_xi, n)."""
+        vel = self.interaction.velocity(state)
+        return np.einsum("xfd,fd->xf", vel, self.velocity_grid.tangents)
+
+    def stable_dt(self, cfl: float, max_speed: float) -> float:
+        """dt = cfl * h / max|v|."""
+        return cfl * self.grid.h / max_speed
+
+    def density(self, state: Array) -> Array:
+        """The state holds density values (cell averages or nodal values) directly."""
+        return state
