@@ -24,6 +24,15 @@ the density at the requested times, with its diagnostics, to a netCDF file.
 """
 
 
+def _shown(path: Path | str) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
     from .runner import run
@@ -36,15 +45,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ds = run(cfg, output=output, progress=None if not args.quiet else False)
     except KeyboardInterrupt:
         path = output or cfg.output_path()
-        print(f"spheredens: interrupted; the snapshots so far are in {path}", file=sys.stderr)
+        print(f"spheredens: interrupted; the snapshots so far are in {_shown(path)}", file=sys.stderr)
         return 130
     path = Path(output) if output is not None else cfg.output_path()
-    print(f"wrote {path}")
+    print(f"wrote {_shown(path)}")
     if cfg.output.figure and not args.no_figure:
         from .plot import plot_circle_run
 
         figure = plot_circle_run(ds, Path(path).with_suffix(".png"))
-        print(f"wrote {figure}")
+        print(f"wrote {_shown(figure)}")
     if not args.quiet:
         w2 = ds["w2_projection"].values
         summary = (f"t = {float(ds.time[-1]):g}, {ds.attrs['n_steps']} steps in "
@@ -87,7 +96,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     ds = open_run(args.file)
     out = args.output or Path(args.file).with_suffix(".png")
-    print(f"wrote {plot_circle_run(ds, out)}")
+    print(f"wrote {_shown(plot_circle_run(ds, out))}")
     return 0
 
 

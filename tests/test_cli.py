@@ -50,11 +50,13 @@ def test_default_example_runs_end_to_end(tmp_path):
     folder = tmp_path / "circle_example_c"
     folder.mkdir()
     shutil.copy(ROOT / "runs" / "circle_example_c" / "config.toml", folder / "config.toml")
-    proc = subprocess.run([sys.executable, "-m", "spheredens.cli", "run", str(folder / "config.toml")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "spheredens.cli", "run",
+                           "circle_example_c/config.toml"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     nc, png = folder / "circle_example_c.nc", folder / "circle_example_c.png"
-    assert f"wrote {nc}" in proc.stdout and f"wrote {png}" in proc.stdout
+    assert "wrote circle_example_c/circle_example_c.nc" in proc.stdout
+    assert "wrote circle_example_c/circle_example_c.png" in proc.stdout
     assert png.stat().st_size > 10_000
     ds = sd.open_run(nc)
     assert ds.sizes["time"] == 161 and float(ds.time[-1]) == 40.0
