@@ -36,10 +36,8 @@ __all__ = [
 
 Matrix = tuple[tuple[float, ...], ...]
 
-#: the largest number of grid points accepted on the circle (direct quadrature is O(n^2))
-MAX_CIRCLE_POINTS = 1 << 16
 #: domains implemented in this version
-AVAILABLE_DOMAINS = ("circle",)
+AVAILABLE_DOMAINS = ("circle", "sphere")
 
 
 @dataclass(frozen=True)
@@ -78,11 +76,21 @@ class InitialConfig:
 
 @dataclass(frozen=True)
 class DiscretizationConfig:
-    """``[discretization]``: scheme, resolution and scheme options (with defaults filled in)."""
+    """``[discretization]``: scheme name and its options, resolution included (``n`` on the
+    circle, ``lmax`` on the sphere), with defaults filled in."""
 
     scheme: str
-    n: int
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int | None:
+        """Number of cells / nodes (circle schemes)."""
+        return self.options.get("n")
+
+    @property
+    def lmax(self) -> int | None:
+        """Spherical-harmonic truncation degree (sphere spectral scheme)."""
+        return self.options.get("lmax")
 
 
 @dataclass(frozen=True)
@@ -247,20 +255,17 @@ def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
                     ) -> DiscretizationConfig:
     from .schemes import SCHEMES  # registries are consulted at call time
 
-    name = as_str(t.get("scheme", "fv"), "discretization.scheme")
+    default = {"circle": "fv", "sphere": "sh_spectral"}[domain.name]
+    name = as_str(t.get("scheme", default), "discretization.scheme")
     spec = SCHEMES.get(name, "discretization.scheme")
     if spec.domain != domain.name:
         allowed = [s for s in SCHEMES if SCHEMES.get(s).domain == domain.name]
         raise ConfigError("discretization.scheme", f"{name!r} is a scheme for the {spec.domain}, "
                           f"not for domain {domain.name!r}; choose one of {', '.join(map(repr, allowed))}")
-    check_keys(t, ["scheme", "n", *spec.options], "discretization")
-    n = as_int(t.get("n", 256), "discretization.n", minimum=spec.min_n, maximum=MAX_CIRCLE_POINTS,
-               what=f" for scheme {name!r}")
-    if spec.even_n and n % 2:
-        raise ConfigError("discretization.n", f"= {n} must be even for scheme {name!r}")
-    options = spec.validate_options({k: v for k, v in t.items() if k not in ("scheme", "n")},
+    check_keys(t, ["scheme", *spec.options], "discretization")
+    options = spec.validate_options({k: v for k, v in t.items() if k != "scheme"},
                                     "discretization", model.build())
-    return DiscretizationConfig(name, n, options)
+    return DiscretizationConfig(name, options)
 
 
 def _time(t: dict[str, Any]) -> TimeConfig:
@@ -311,8 +316,7 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
         "model": model,
         "domain": {"name": cfg.domain.name},
         "initial": {"name": cfg.initial.name, **cfg.initial.density.to_params()},
-        "discretization": {"scheme": cfg.discretization.scheme, "n": cfg.discretization.n,
-                           **dict(cfg.discretization.options)},
+        "discretization": {"scheme": cfg.discretization.scheme, **dict(cfg.discretization.options)},
         "time": time,
         "output": output,
     }

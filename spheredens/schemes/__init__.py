@@ -22,4 +22,4 @@ __all__ = ["SCHEMES", "FiniteVolumeScheme", "FourierScheme", "make_scheme"]
 def make_scheme(problem: Any, discretization: Any) -> Any:
     """Build the scheme named by ``discretization.scheme`` for ``problem``."""
     cls = SCHEMES.get(discretization.scheme, "discretization.scheme")
-    return cls(problem, discretization.n, **dict(discretization.options))
+    return cls(problem, **dict(discretization.options))

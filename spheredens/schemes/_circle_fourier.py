@@ -9,7 +9,8 @@ from numpy.typing import NDArray
 from ..grids import CircleGrid
 from ..models import Model
 from . import SCHEMES
-from ._common import CircleScheme, validate_choice, validate_integrator, validate_interaction
+from ._common import (CircleScheme, validate_choice, validate_integrator, validate_interaction,
+                      validate_n)
 
 Array = NDArray[np.float64]
 
@@ -54,18 +55,19 @@ class FourierScheme(CircleScheme):
     domain = "circle"
     min_n = 8
     even_n = True
-    options = ("filter", "interaction", "integrator")
+    options = ("n", "filter", "interaction", "integrator")
 
     @classmethod
     def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
         return {
+            "n": validate_n(table, prefix, cls.name, cls.min_n, cls.even_n),
             "filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS), "exponential",
                                       "spectral filter"),
             "interaction": validate_interaction(table, prefix, model),
             "integrator": validate_integrator(table, prefix, "rk4"),
         }
 
-    def __init__(self, problem: Any, n: int, *, filter: str = "exponential",
+    def __init__(self, problem: Any, *, n: int = 256, filter: str = "exponential",
                  interaction: str = "auto", integrator: str = "rk4") -> None:
         self.grid = self.velocity_grid = CircleGrid(n, offset=0.0)
         self._setup(problem, interaction, integrator)

@@ -9,7 +9,8 @@ from numpy.typing import NDArray
 from ..grids import CircleGrid
 from ..models import Model
 from . import SCHEMES
-from ._common import CircleScheme, validate_choice, validate_integrator, validate_interaction
+from ._common import (CircleScheme, validate_choice, validate_integrator, validate_interaction,
+                      validate_n)
 
 Array = NDArray[np.float64]
 
@@ -65,17 +66,18 @@ class FiniteVolumeScheme(CircleScheme):
     domain = "circle"
     min_n = 8
     even_n = False
-    options = ("limiter", "interaction", "integrator")
+    options = ("n", "limiter", "interaction", "integrator")
 
     @classmethod
     def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
         return {
+            "n": validate_n(table, prefix, cls.name, cls.min_n, cls.even_n),
             "limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter"),
             "interaction": validate_interaction(table, prefix, model),
             "integrator": validate_integrator(table, prefix, "ssprk3"),
         }
 
-    def __init__(self, problem: Any, n: int, *, limiter: str = "mc", interaction: str = "auto",
+    def __init__(self, problem: Any, *, n: int = 256, limiter: str = "mc", interaction: str = "auto",
                  integrator: str = "ssprk3") -> None:
         self.grid = CircleGrid(n, offset=0.5)
         self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validate import as_str
+from .._validate import as_int, as_str
 from ..exceptions import ConfigError
 from ..grids import CircleGrid
 from ..integrators import INTEGRATORS
@@ -23,6 +23,19 @@ def validate_choice(table: Mapping[str, Any], key: str, prefix: str, allowed: Ma
         raise ConfigError(f"{prefix}.{key}", f"{value!r} is not a known {what}; choose one of "
                           f"{', '.join(map(repr, allowed))}")
     return value
+
+
+#: the largest number of grid points accepted on the circle (direct quadrature is O(n^2))
+MAX_CIRCLE_POINTS = 1 << 16
+
+
+def validate_n(table: Mapping[str, Any], prefix: str, scheme: str, minimum: int, even: bool) -> int:
+    """``n``: number of cells / nodes on the circle."""
+    n = as_int(table.get("n", 256), f"{prefix}.n", minimum=minimum, maximum=MAX_CIRCLE_POINTS,
+               what=f" for scheme {scheme!r}")
+    if even and n % 2:
+        raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {scheme!r}")
+    return n
 
 
 def validate_interaction(table: Mapping[str, Any], prefix: str, model: Model) -> str:
