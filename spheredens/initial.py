@@ -18,7 +18,7 @@ from scipy import special
 from ._registry import Registry
 from ._validate import as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys
 from .exceptions import ConfigError
-from .geometry import circle_angle, sphere_area
+from .geometry import circle_angle, circle_points, sphere_area
 
 Array = NDArray[np.float64]
 
@@ -109,7 +109,11 @@ class RandomSmooth:
     """rho proportional to exp(amplitude * f), f a random band-limited field (seeded).
 
     On the circle f(theta) = sum_{k=1}^{bandwidth} (a_k cos k theta + b_k sin k theta) / sqrt(bandwidth)
-    with a_k, b_k independent standard normal (``numpy.random.default_rng(seed)``).
+    with a_k, b_k independent standard normal (``numpy.random.default_rng(seed)``). On the
+    sphere f = sum_{l=1}^{bandwidth} sum_{j=1}^{2l+1} g_lj P_l(<x, n_lj>) / sqrt(bandwidth) with
+    Legendre polynomials P_l, random directions n_lj (uniform) and g_lj standard normal: each
+    degree-l term is a spherical harmonic of degree l, and f has unit variance at every point. The normalizing constant comes from a Gauss product quadrature fine enough to
+    be exact to round-off.
 
     Parameters (TOML)
     -----------------
@@ -125,8 +129,6 @@ class RandomSmooth:
     def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
                     ) -> "RandomSmooth":
         check_keys(params, ["seed", "bandwidth", "amplitude"], key)
-        if d != 2:
-            raise ConfigError(f"{key}.name", "'random_smooth' is only available on the circle so far")
         seed = as_int(params.get("seed", 0), f"{key}.seed", minimum=0)
         bandwidth = as_int(params.get("bandwidth", 6), f"{key}.bandwidth", minimum=1, maximum=4096)
         amplitude = as_float(params.get("amplitude", 1.0), f"{key}.amplitude", minimum=0.0,
@@ -138,20 +140,42 @@ class RandomSmooth:
         ab = rng.standard_normal((2, self.bandwidth)) / math.sqrt(self.bandwidth)
         return ab[0], ab[1]
 
-    def _log_unnormalized(self, theta: Array) -> Array:
-        a, b = self._coefficients()
-        k = np.arange(1, self.bandwidth + 1)
-        phase = np.multiply.outer(theta, k)
-        return self.amplitude * (np.cos(phase) @ a + np.sin(phase) @ b)
+    def _log_unnormalized(self, x: Array) -> Array:
+        if self.d == 2:
+            a, b = self._coefficients()
+            k = np.arange(1, self.bandwidth + 1)
+            phase = np.multiply.outer(circle_angle(x), k)
+            return self.amplitude * (np.cos(phase) @ a + np.sin(phase) @ b)
+        rng = np.random.default_rng(self.seed)
+        f = np.zeros(np.shape(x)[:-1])
+        for l in range(1, self.bandwidth + 1):
+            centres = rng.standard_normal((2 * l + 1, 3))
+            centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+            g = rng.standard_normal(2 * l + 1)
+            legendre = np.zeros(l + 1)
+            legendre[l] = 1.0
+            f += np.polynomial.legendre.legval(x @ centres.T, legendre) @ g
+        return self.amplitude * f / math.sqrt(self.bandwidth)
+
+    def _log_mass(self) -> tuple[float, float]:
+        """(shift, mass) with mass = int exp(log_unnormalized - shift), by a quadrature that is
+        exact to round-off for this entire, band-limited exponent."""
+        m = 8 * self.bandwidth + 64 + int(8 * self.amplitude)
+        if self.d == 2:
+            fine = self._log_unnormalized(circle_points(2.0 * np.pi * np.arange(m) / m))
+            shift = float(fine.max())
+            return shift, 2.0 * np.pi * float(np.mean(np.exp(fine - shift)))
+        nodes, wts = np.polynomial.legendre.leggauss(m // 2)
+        phi = 2.0 * np.pi * np.arange(m) / m
+        st = np.sqrt(1.0 - nodes**2)[:, None]
+        pts = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), nodes[:, None]), axis=-1)
+        fine = self._log_unnormalized(pts)
+        shift = float(fine.max())
+        return shift, float(np.sum(np.exp(fine - shift) * wts[:, None]) * 2.0 * np.pi / m)
 
     def __call__(self, x: Array) -> Array:
-        # normalization by the trapezoid rule on 8 * bandwidth + 64 points per period is exact
-        # to round-off for this entire, band-limited exponent (geometric convergence)
-        m = 8 * self.bandwidth + 64 + int(8 * self.amplitude)
-        fine = self._log_unnormalized(2.0 * np.pi * np.arange(m) / m)
-        shift = fine.max()
-        mass = 2.0 * np.pi * np.mean(np.exp(fine - shift))
-        return np.exp(self._log_unnormalized(circle_angle(x)) - shift) / mass
+        shift, mass = self._log_mass()
+        return np.exp(self._log_unnormalized(x) - shift) / mass
 
     def to_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "bandwidth": self.bandwidth, "amplitude": self.amplitude}
@@ -182,7 +206,7 @@ class FromFile:
     path: str
     variable: str
     time: float | None
-    theta: Array
+    theta: Any  # circle: angles (n,); sphere: (lat, lon) in degrees
     values: Array
 
     @classmethod
@@ -196,14 +220,14 @@ class FromFile:
         time = params.get("time")
         if time is not None:
             time = as_float(time, f"{key}.time")
-        if d != 2:
-            raise ConfigError(f"{key}.name", "'file' is only available on the circle so far")
         full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
-        theta, values = _read_circle_density(full, variable, time, f"{key}")
-        return cls(path, variable, time, theta, values)
+        coords, values = _read_density(full, variable, time, key, d)
+        return cls(path, variable, time, coords, values)
 
     def __call__(self, x: Array) -> Array:
-        return np.interp(circle_angle(x), self.theta, self.values, period=2.0 * np.pi)
+        if x.shape[-1] == 2:
+            return np.interp(circle_angle(x), self.theta, self.values, period=2.0 * np.pi)
+        return _interp_lat_lon(self.theta, self.values, x)
 
     def to_params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "variable": self.variable}
@@ -212,8 +236,23 @@ class FromFile:
         return out
 
 
-def _read_circle_density(path: Path, variable: str, time: float | None, key: str
-                         ) -> tuple[Array, Array]:
+def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Array:
+    """Bilinear interpolation in (lat, lon), periodic in longitude, clamped beyond the extreme
+    latitudes (non-negative values stay non-negative)."""
+    from scipy.interpolate import RegularGridInterpolator
+
+    lat, lon = coords
+    lon_ext = np.concatenate([lon[-1:] - 360.0, lon, lon[:1] + 360.0])
+    vals = np.concatenate([values[:, -1:], values, values[:, :1]], axis=1)
+    interp = RegularGridInterpolator((lat, lon_ext), vals, method="linear")
+    q_lat = np.clip(np.degrees(np.arcsin(np.clip(x[..., 2], -1.0, 1.0))), lat[0], lat[-1])
+    q_lon = np.mod(np.degrees(np.arctan2(x[..., 1], x[..., 0])) - lon_ext[0], 360.0) + lon_ext[0]
+    q_lon = np.clip(q_lon, lon_ext[0], lon_ext[-1])
+    return interp(np.stack([q_lat, q_lon], axis=-1))
+
+
+def _read_density(path: Path, variable: str, time: float | None, key: str, d: int
+                  ) -> tuple[Any, Array]:
     import xarray as xr
 
     if not path.is_file():
@@ -237,20 +276,32 @@ def _read_circle_density(path: Path, variable: str, time: float | None, key: str
                                       f"{str(path)!r} (it has {ds.sizes['time']} times in "
                                       f"[{float(ds['time'].min())}, {float(ds['time'].max())}])")
                 rho = rho.isel(time=idx)
-        if rho.dims != ("theta",):
+        dims = ("theta",) if d == 2 else ("lat", "lon")
+        if rho.dims != dims:
             raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has dims {rho.dims}; "
-                              "a circle density needs dims ('theta',) (after choosing a time)")
-        theta = np.asarray(ds["theta"].values, dtype=float)
+                              f"a density on this domain needs dims {dims} (after choosing a time)")
         values = np.asarray(rho.values, dtype=float)
-        n = theta.size
-        weight = (np.asarray(ds["weight"].values, dtype=float) if "weight" in ds
-                  else np.full(n, 2.0 * np.pi / n))
-    if n < 2 or not np.all(np.isfinite(values)) or np.any(values < 0):
+        if "weight" in ds:
+            weight = np.asarray(ds["weight"].transpose(*dims).values, dtype=float)
+        elif d == 2:
+            weight = np.full(values.shape, 2.0 * np.pi / values.size)
+        else:
+            raise ConfigError(f"{key}.path", f"{str(path)!r} has no 'weight' variable: the mass of a "
+                              "sphere density cannot be checked without quadrature weights")
+        if d == 2:
+            coords: Any = np.asarray(ds["theta"].values, dtype=float)
+        else:
+            coords = (np.asarray(ds["lat"].values, dtype=float), np.asarray(ds["lon"].values, dtype=float))
+    if values.size < 2 or not np.all(np.isfinite(values)) or np.any(values < 0):
         raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} must be finite and "
                           "non-negative on at least 2 points")
     mass = float(np.sum(values * weight))
     if abs(mass - 1.0) > 1e-6:
         raise ConfigError(f"{key}.path", f"the density {variable!r} in {str(path)!r} has mass "
                           f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first")
-    order = np.argsort(np.mod(theta, 2.0 * np.pi))
-    return np.mod(theta, 2.0 * np.pi)[order], values[order]
+    if d == 2:
+        order = np.argsort(np.mod(coords, 2.0 * np.pi))
+        return np.mod(coords, 2.0 * np.pi)[order], values[order]
+    lat, lon = coords
+    i, j = np.argsort(lat), np.argsort(np.mod(lon, 360.0))
+    return (lat[i], np.mod(lon, 360.0)[j]), values[np.ix_(i, j)]

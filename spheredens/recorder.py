@@ -9,7 +9,8 @@ from numpy.typing import NDArray
 
 from ._version import __version__
 from .config import RunConfig
-from .diagnostics import energy_defined, interaction_energy, mass, projection_distance
+from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
+                          projection_distance)
 from .problem import Problem
 
 Array = NDArray[np.float64]
@@ -33,6 +34,8 @@ class Recorder:
         self.rho: list[Array] = []
         self.diagnostics: dict[str, list[float]] = {"mass": [], "min_rho": [], "energy": [],
                                                     "w2_projection": []}
+        if hasattr(scheme, "filter_effect"):
+            self.diagnostics["filter_effect"] = []
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
@@ -42,22 +45,28 @@ class Recorder:
     def start(self, info: dict[str, Any]) -> None:
         rho0 = self.scheme.density(info["initial_state"])
         # the projection target is built from rho_0 (marginal over slices)
-        marginal0 = np.sum(self.problem.xi_weight[:, None] * rho0, axis=0)
-        self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid.theta,
-                                                        self.grid.weight, marginal0)
+        marginal0 = np.tensordot(self.problem.xi_weight, rho0, axes=1)
+        self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
+                                                        self.problem.initial)
 
     def observe(self, t: float, state: Array) -> None:
         rho = np.array(self.scheme.density(state), dtype=float)
         xi_w = self.problem.xi_weight
-        marginal = np.sum(xi_w[:, None] * rho, axis=0)
+        marginal = np.tensordot(xi_w, rho, axes=1)
         self.times.append(float(t))
         self.rho.append(rho)
         d = self.diagnostics
         d["mass"].append(mass(rho, self.grid.weight, xi_w))
         d["min_rho"].append(float(rho.min()))
-        d["energy"].append(np.nan if self._energy_reason else
-                           interaction_energy(marginal, self.grid.points, self.grid.weight,
-                                              self.problem.model.beta))
+        beta = self.problem.model.beta
+        if self._energy_reason:
+            d["energy"].append(np.nan)
+        elif hasattr(self.grid, "analys"):
+            d["energy"].append(interaction_energy_spectral(marginal, self.grid, beta))
+        else:
+            d["energy"].append(interaction_energy(marginal, self.grid.points, self.grid.weight, beta))
+        if "filter_effect" in d:
+            d["filter_effect"].append(self.scheme.filter_effect(state))
         d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal))
 
     def finish(self, result: Any) -> None:
@@ -77,20 +86,14 @@ class Recorder:
             rho_var = (("time", "xi") + space, rho)
         else:
             rho_var = (("time",) + space, rho[:, 0])
-        coords = {
-            "time": ("time", np.array(self.times, dtype=float),
-                     {"long_name": "model time", "units": "1", "standard_name": "time"}),
-            "theta": ("theta", grid.theta,
-                      {"long_name": "angle on the circle, x = (cos theta, sin theta)",
-                       "units": "radian"}),
-        }
+        coords = {"time": ("time", np.array(self.times, dtype=float),
+                           {"long_name": "model time", "units": "1", "standard_name": "time"}),
+                  **grid.dataset_coords()}
         if problem.has_auxiliary:
             coords["xi"] = ("xi", problem.xi, {"long_name": "auxiliary variable of each slice"})
         data_vars: dict[str, Any] = {
-            "rho": rho_var + ({"long_name": "density with respect to arc length",
-                               "units": "radian-1"},),
-            "weight": (space, grid.weight, {"long_name": "quadrature weight (cell length)",
-                                            "units": "radian"}),
+            "rho": rho_var + (dict(grid.rho_attrs),),
+            "weight": (space, grid.weight, dict(grid.weight_attrs)),
         }
         if problem.has_auxiliary:
             data_vars["xi_weight"] = ("xi", problem.xi_weight,
@@ -102,7 +105,12 @@ class Recorder:
         data_vars["mass"] = ("time", np.array(d["mass"]),
                              {"long_name": "total mass sum(rho * weight)", "units": "1"})
         data_vars["min_rho"] = ("time", np.array(d["min_rho"]),
-                                {"long_name": "minimum of rho over the grid", "units": "radian-1"})
+                                {"long_name": "minimum of rho over the grid",
+                                 "units": grid.rho_attrs["units"]})
+        if "filter_effect" in d:
+            data_vars["filter_effect"] = ("time", np.array(d["filter_effect"]), {
+                "long_name": "share of d rho/dt removed by the spectral filter "
+                             "(||(1 - sigma) d rho/dt|| / ||d rho/dt||)", "units": "1"})
         energy_attrs = {"long_name": "interaction energy E_beta (MODELS.md section 4)", "units": "1"}
         if self._energy_reason:
             energy_attrs["comment"] = f"not defined: {self._energy_reason}"
@@ -110,9 +118,7 @@ class Recorder:
         w2_attrs = {"long_name": "W2 distance to the zero-temperature target Pi_# rho_0",
                     "units": "radian"}
         if self._w2 is not None:
-            w2_attrs["comment"] = ("exact W2 on the circle (POT wasserstein_circle, geodesic cost); "
-                                   "target atoms at angles " + ", ".join(f"{a:.12g}" for a in self._w2.atoms)
-                                   + " with masses " + ", ".join(f"{m:.12g}" for m in self._w2.masses))
+            w2_attrs["comment"] = self._w2.comment()
         else:
             w2_attrs["comment"] = f"not defined: {self._w2_reason}"
         data_vars["w2_projection"] = ("time", np.array(d["w2_projection"]), w2_attrs)
@@ -128,7 +134,6 @@ class Recorder:
             "config": cfg.to_toml(),
             "title": f"spheredens {model.name} on the {problem.domain}, beta = {model.beta:g}",
             "history": f"{now}: written by spheredens {__version__}",
-            "n": int(grid.n),
             "cfl": float(cfg.time.cfl),
             "t_end": float(cfg.time.t_end),
         }

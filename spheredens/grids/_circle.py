@@ -50,6 +50,15 @@ class CircleGrid:
         """Names of the space dimensions in a Dataset (DATASET.md)."""
         return ("theta",)
 
+    def dataset_coords(self) -> dict[str, tuple]:
+        """Coordinates for a Dataset (DATASET.md): name -> (dims, values, attrs)."""
+        return {"theta": ("theta", self.theta, {"long_name": "angle on the circle, "
+                                                 "x = (cos theta, sin theta)", "units": "radian"})}
+
+    #: attributes of the ``weight`` and ``rho`` variables
+    weight_attrs = {"long_name": "quadrature weight (cell length)", "units": "radian"}
+    rho_attrs = {"long_name": "density with respect to arc length", "units": "radian-1"}
+
     def shifted(self, by: float) -> "CircleGrid":
         """The grid moved by ``by`` spacings (e.g. 0.5: from cell centres to right faces)."""
         return CircleGrid(self.n, self.offset + by)

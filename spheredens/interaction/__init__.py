@@ -12,18 +12,29 @@ from .._registry import Registry
 from ..grids import CircleGrid
 from ..models import Model, rotation_multiple_2d
 from ._fourier import FourierConvolution, aliased_multipliers
+from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
+                          funk_hecke_multipliers, orthogonal_multiple)
 from ._quadrature import DirectQuadrature, clip_norm
 
 __all__ = ["DirectQuadrature", "FourierConvolution", "ZeroTemperatureField", "make_interaction",
-           "INTERACTIONS", "aliased_multipliers", "clip_norm"]
+           "INTERACTIONS", "aliased_multipliers", "clip_norm", "FunkHeckeInteraction",
+           "KappaInterpolation", "SphereDirectQuadrature", "funk_hecke_multipliers",
+           "orthogonal_multiple", "make_sphere_interaction", "DOMAIN_INTERACTIONS", "sphere_choice"]
 
 Array = NDArray[np.float64]
 
 #: names accepted by ``discretization.interaction``
 INTERACTIONS = Registry("interaction evaluator")
-INTERACTIONS.register("auto")("fft where B = Q^T K is a positive multiple of a rotation, else direct")
+INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere: funk_hecke, "
+                              "else kappa_interpolation, else direct")
 INTERACTIONS.register("direct")("direct quadrature with log-sum-exp: any Q, K, V, beta <= 1e4")
-INTERACTIONS.register("fft")("FFT convolution with Bessel multipliers (B a multiple of a rotation)")
+INTERACTIONS.register("fft")("circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)")
+INTERACTIONS.register("funk_hecke")("sphere: Funk-Hecke multipliers (B a multiple of an orthogonal matrix)")
+INTERACTIONS.register("kappa_interpolation")("sphere: Funk-Hecke multipliers interpolated in "
+                                             "kappa = beta |B^T x| (B invertible, cond <= 1e3)")
+#: evaluator names valid on each domain
+DOMAIN_INTERACTIONS = {"circle": ("auto", "direct", "fft"),
+                       "sphere": ("auto", "direct", "funk_hecke", "kappa_interpolation")}
 
 
 class ZeroTemperatureField:
@@ -33,6 +44,7 @@ class ZeroTemperatureField:
 
     def __init__(self, model: Model, targets: Array) -> None:
         self._field = model.zero_temperature_velocity(np.asarray(targets, dtype=float))
+        self.guarded_fraction = 0.0
 
     def velocity(self, rho: Array) -> Array:
         rho = np.atleast_2d(rho)
@@ -55,3 +67,21 @@ def make_interaction(model: Model, sources: CircleGrid, targets: CircleGrid, cho
     if choice == "fft" or (choice == "auto" and fft_applies(model)):
         return FourierConvolution(model, sources, targets)
     return DirectQuadrature(model, sources.points, sources.weight, targets.points)
+
+
+def sphere_choice(model: Model) -> str:
+    """The evaluator ``auto`` picks on the sphere for ``model``."""
+    if orthogonal_multiple(model.B) is not None or model.beta == 0.0:
+        return "funk_hecke"
+    sigma = np.linalg.svd(model.B, compute_uv=False)
+    return "kappa_interpolation" if sigma[-1] > 1e-3 * sigma[0] else "direct"
+
+
+def make_sphere_interaction(model: Model, grid, choice: str = "auto"):
+    """The interaction evaluator on a :class:`~spheredens.grids.GaussGrid` (input: coefficients)."""
+    if not model.kind.interacting:
+        return ZeroTemperatureField(model, grid.points)
+    if choice == "auto":
+        choice = sphere_choice(model)
+    return {"funk_hecke": FunkHeckeInteraction, "kappa_interpolation": KappaInterpolation,
+            "direct": SphereDirectQuadrature}[choice](model, grid)

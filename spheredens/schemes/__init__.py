@@ -15,8 +15,9 @@ SCHEMES = Registry("scheme")
 
 from ._circle_fv import FiniteVolumeScheme  # noqa: E402  (registers "fv")
 from ._circle_fourier import FourierScheme  # noqa: E402  (registers "fourier")
+from ._sh_spectral import SHSpectralScheme  # noqa: E402  (registers "sh_spectral")
 
-__all__ = ["SCHEMES", "FiniteVolumeScheme", "FourierScheme", "make_scheme"]
+__all__ = ["SCHEMES", "FiniteVolumeScheme", "FourierScheme", "SHSpectralScheme", "make_scheme"]
 
 
 def make_scheme(problem: Any, discretization: Any) -> Any:

@@ -87,5 +87,5 @@ class FourierScheme(CircleScheme):
         return -np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1)
 
     def attributes(self) -> dict[str, Any]:
-        return {"filter": self.filter, "interaction": self.interaction.name,
+        return {"n": self.grid.n, "filter": self.filter, "interaction": self.interaction.name,
                 "integrator": self.integrator.name}

@@ -103,5 +103,5 @@ class FiniteVolumeScheme(CircleScheme):
         return -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h
 
     def attributes(self) -> dict[str, Any]:
-        return {"limiter": self.limiter, "interaction": self.interaction.name,
+        return {"n": self.grid.n, "limiter": self.limiter, "interaction": self.interaction.name,
                 "integrator": self.integrator.name}

@@ -10,7 +10,7 @@ from .._validate import as_int, as_str
 from ..exceptions import ConfigError
 from ..grids import CircleGrid
 from ..integrators import INTEGRATORS
-from ..interaction import INTERACTIONS, fft_applies, make_interaction
+from ..interaction import DOMAIN_INTERACTIONS, INTERACTIONS, fft_applies, make_interaction
 from ..models import Model
 
 Array = NDArray[np.float64]
@@ -38,10 +38,15 @@ def validate_n(table: Mapping[str, Any], prefix: str, scheme: str, minimum: int,
     return n
 
 
-def validate_interaction(table: Mapping[str, Any], prefix: str, model: Model) -> str:
-    """``interaction``: auto | direct | fft (fft only where B is a multiple of a rotation)."""
+def validate_interaction(table: Mapping[str, Any], prefix: str, model: Model,
+                         domain: str = "circle") -> str:
+    """``interaction``: an evaluator name valid on ``domain`` (fft only where B is a multiple
+    of a rotation)."""
     value = as_str(table.get("interaction", "auto"), f"{prefix}.interaction")
     INTERACTIONS.get(value, f"{prefix}.interaction")
+    if value not in DOMAIN_INTERACTIONS[domain]:
+        raise ConfigError(f"{prefix}.interaction", f"{value!r} is not available on the {domain}; "
+                          f"choose one of {', '.join(map(repr, DOMAIN_INTERACTIONS[domain]))}")
     if not model.kind.interacting and value != "auto":
         raise ConfigError(f"{prefix}.interaction", f"= {value!r}, but {model.name} has no "
                           "interaction (its velocity does not depend on rho); remove the key")

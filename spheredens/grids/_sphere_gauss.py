@@ -1,0 +1,194 @@
+"""Gauss-Legendre latitude-longitude grid on S^2 with its shtns transform."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+Coefficients = NDArray[np.complex128]
+
+#: largest truncation degree accepted (memory and transform cost grow like lmax^3)
+MAX_LMAX = 1023
+
+
+def import_shtns() -> Any:
+    """``import shtns`` without its banner (shtns prints to the C-level stdout on import)."""
+    if "shtns" in sys.modules:
+        return sys.modules["shtns"]
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            import shtns
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    return shtns
+
+
+#: shtns refuses (and exits the process) below this number of latitudes
+MIN_NLAT = 32
+
+
+def default_grid_size(lmax: int) -> tuple[int, int]:
+    """(nlat, nphi) de-aliasing quadratic products: nlat >= 3 (lmax + 1) / 2 (even, >= 32),
+    nphi = 2 nlat."""
+    nlat = max(MIN_NLAT, 2 * math.ceil(3 * (lmax + 1) / 4))
+    return nlat, 2 * nlat
+
+
+class GaussGrid:
+    """Gauss-Legendre grid (nlat x nphi) on S^2 and the spherical-harmonic transform of degree lmax.
+
+    Points are ordered north to south in colatitude theta (shtns' order) and by longitude
+    phi_j = 2 pi j / nphi; x = (sin theta cos phi, sin theta sin phi, cos theta), latitude
+    lat = 90 - theta in degrees. Coefficients use shtns' orthonormal normalization with the
+    Condon-Shortley phase (the convention ``ducc0.sht`` uses too), m >= 0 only, m-major order.
+
+    Parameters
+    ----------
+    lmax : int
+        Truncation degree.
+    nthreads : int
+        Threads for shtns (explicit: the OpenMP default was ~50x slower on 2-core machines).
+    nlat, nphi : int, optional
+        Grid size (default :func:`default_grid_size`: quadratic products are alias-free).
+
+    Attributes
+    ----------
+    points : ndarray (nlat, nphi, 3)
+    e_theta, e_phi : ndarray (nlat, nphi, 3)
+        Unit vectors towards increasing colatitude (south) and longitude (east).
+    weight : ndarray (nlat, nphi)
+        Quadrature weights in steradians (sum 4 pi); exact for degree < 2 nlat in latitude.
+    l : ndarray (nlm,)
+        Degree of each coefficient.
+    """
+
+    def __init__(self, lmax: int, *, nthreads: int = 1, nlat: int | None = None,
+                 nphi: int | None = None) -> None:
+        shtns = import_shtns()
+        d_nlat, d_nphi = default_grid_size(lmax)
+        self.lmax = int(lmax)
+        self.nlat = int(nlat or d_nlat)
+        self.nphi = int(nphi or d_nphi)
+        # shtns calls exit(1) on bad sizes: check everything before calling it
+        if self.nlat <= lmax or self.nphi <= 2 * lmax or self.nlat % 2 or self.nlat < MIN_NLAT:
+            raise ValueError(f"grid {self.nlat} x {self.nphi} too small for lmax = {lmax}")
+        self.nthreads = int(nthreads)
+        self.sh = shtns.sht(self.lmax, self.lmax, 1, shtns.sht_orthonormal, nthreads=self.nthreads)
+        self.sh.set_grid(self.nlat, self.nphi, flags=shtns.sht_gauss, polar_opt=0.0)
+        self.colat = np.arccos(self.sh.cos_theta)
+        self.phi = 2.0 * np.pi * np.arange(self.nphi) / self.nphi
+        self.lat = 90.0 - np.degrees(self.colat)
+        self.lon = np.degrees(self.phi)
+        st, ct = np.sin(self.colat)[:, None], np.cos(self.colat)[:, None]
+        sp, cp = np.sin(self.phi)[None, :], np.cos(self.phi)[None, :]
+        self.points = np.stack(np.broadcast_arrays(st * cp, st * sp, ct), axis=-1)
+        self.e_theta = np.stack(np.broadcast_arrays(ct * cp, ct * sp, -st), axis=-1)
+        self.e_phi = np.stack(np.broadcast_arrays(-sp + 0 * st, cp + 0 * st, 0 * st * sp), axis=-1)
+        half = np.asarray(self.sh.gauss_wts())
+        wlat = np.concatenate([half, half[::-1]])
+        self.weight = np.repeat(wlat[:, None] * (2.0 * np.pi / self.nphi), self.nphi, axis=1)
+        self.l = np.asarray(self.sh.l, dtype=float)
+        self.nlm = int(self.sh.nlm)
+
+    # -- Dataset contract -------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.nlat, self.nphi)
+
+    @property
+    def space_dims(self) -> tuple[str, str]:
+        return ("lat", "lon")
+
+    def dataset_coords(self) -> dict[str, tuple]:
+        """CF coordinates for a Dataset: name -> (dims, values, attrs)."""
+        return {"lat": ("lat", self.lat, {"long_name": "latitude (Gauss-Legendre nodes)",
+                                          "standard_name": "latitude", "units": "degrees_north"}),
+                "lon": ("lon", self.lon, {"long_name": "longitude", "standard_name": "longitude",
+                                          "units": "degrees_east"})}
+
+    weight_attrs = {"long_name": "quadrature weight (Gauss-Legendre x uniform longitude)",
+                    "units": "steradian"}
+    rho_attrs = {"long_name": "density with respect to surface area", "units": "steradian-1"}
+
+    @property
+    def h(self) -> float:
+        """Resolution length pi / (lmax + 1) (radians) used by the CFL rule."""
+        return math.pi / (self.lmax + 1)
+
+    # -- transforms ---------------------------------------------------------------------
+    def analys(self, f: Array) -> Coefficients:
+        """Coefficients of a field given on the grid (projection on degrees <= lmax)."""
+        return self.sh.analys(np.ascontiguousarray(f, dtype=float))
+
+    def synth(self, c: Coefficients) -> Array:
+        """Grid values of a coefficient array."""
+        return self.sh.synth(np.ascontiguousarray(c, dtype=complex))
+
+    def synth_grad(self, c: Coefficients) -> tuple[Array, Array]:
+        """Surface gradient components (d/dtheta f, (1/sin theta) d/dphi f) on the grid."""
+        return self.sh.synth_grad(np.ascontiguousarray(c, dtype=complex))
+
+    def divergence_coefficients(self, f_theta: Array, f_phi: Array) -> Coefficients:
+        """Coefficients of div_S F for a tangent field F = f_theta e_theta + f_phi e_phi.
+
+        div F is the Laplacian of the spheroidal potential: -l (l + 1) s_lm.
+        """
+        s, _ = self.sh.analys(np.ascontiguousarray(f_theta), np.ascontiguousarray(f_phi))
+        return -self.l * (self.l + 1.0) * s
+
+    def point_values(self, f: Callable[[Array], Array]) -> Array:
+        return np.asarray(f(self.points.reshape(-1, 3)), dtype=float).reshape(self.shape)
+
+    def integrate(self, f: Array) -> float:
+        return float(np.sum(f * self.weight))
+
+
+def points_to_colat_lon(x: Array) -> Array:
+    """(theta, phi) in radians, shape (..., 2), of unit vectors x (..., 3)."""
+    theta = np.arccos(np.clip(x[..., 2], -1.0, 1.0))
+    phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2.0 * np.pi)
+    return np.stack([theta, phi], axis=-1)
+
+
+class OffGridSynthesis:
+    """Evaluate coefficient arrays of a :class:`GaussGrid` at fixed arbitrary points (ducc0).
+
+    ``ducc0.sht.synthesis_general`` accepts shtns' orthonormal coefficients with the
+    Condon-Shortley phase directly; accuracy ``epsilon`` (relative to the coefficients' norm).
+    """
+
+    def __init__(self, grid: GaussGrid, points: Array, *, epsilon: float = 1e-13) -> None:
+        import ducc0
+
+        self._sht = ducc0.sht
+        self.grid = grid
+        self.shape = points.shape[:-1]
+        self.loc = np.ascontiguousarray(points_to_colat_lon(points.reshape(-1, 3)))
+        sp, cp = np.sin(self.loc[:, 1]), np.cos(self.loc[:, 1])
+        st, ct = np.sin(self.loc[:, 0]), np.cos(self.loc[:, 0])
+        self.e_theta = np.stack([ct * cp, ct * sp, -st], axis=-1)
+        self.e_phi = np.stack([-sp, cp, np.zeros_like(sp)], axis=-1)
+        self.epsilon = epsilon
+        self._grad_factor = np.sqrt(grid.l * (grid.l + 1.0))
+
+    def values(self, c: Coefficients) -> Array:
+        out = self._sht.synthesis_general(alm=np.ascontiguousarray(c)[None, :], spin=0,
+                                          lmax=self.grid.lmax, loc=self.loc, epsilon=self.epsilon,
+                                          nthreads=self.grid.nthreads)
+        return out[0]
+
+    def gradient(self, c: Coefficients) -> Array:
+        """Cartesian surface gradient at the points, shape (n, 3)."""
+        alm = np.stack([self._grad_factor * c, np.zeros_like(c)])
+        g = self._sht.synthesis_general(alm=alm, spin=1, lmax=self.grid.lmax, loc=self.loc,
+                                        epsilon=self.epsilon, nthreads=self.grid.nthreads)
+        return g[0][:, None] * self.e_theta + g[1][:, None] * self.e_phi
