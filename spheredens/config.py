@@ -101,6 +101,7 @@ class TimeConfig:
     times: tuple[float, ...] | None
     snapshots: int | None
     cfl: float
+    max_dt: float | None = None
 
     def snapshot_times(self) -> tuple[float, ...]:
         """The model times at which the density is written, increasing, exactly as requested."""
@@ -269,7 +270,7 @@ def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
 
 
 def _time(t: dict[str, Any]) -> TimeConfig:
-    check_keys(t, ["t_end", "times", "snapshots", "cfl"], "time")
+    check_keys(t, ["t_end", "times", "snapshots", "cfl", "max_dt"], "time")
     t_end = as_float(t.get("t_end", 1.0), "time.t_end", minimum=0.0, strict=True,
                      what=" (the model time to integrate to)")
     cfl = as_float(t.get("cfl", 0.4), "time.cfl", minimum=0.0, strict=True, maximum=1.0)
@@ -288,7 +289,9 @@ def _time(t: dict[str, Any]) -> TimeConfig:
             raise ConfigError("time.times", "must be strictly increasing")
     else:
         snapshots = as_int(t.get("snapshots", 11), "time.snapshots", minimum=2, maximum=100000)
-    return TimeConfig(t_end, times, snapshots, cfl)
+    max_dt = (as_float(t["max_dt"], "time.max_dt", minimum=0.0, strict=True,
+                       what=" (largest step allowed, in model time)") if "max_dt" in t else None)
+    return TimeConfig(t_end, times, snapshots, cfl, max_dt)
 
 
 def _output(t: dict[str, Any]) -> OutputConfig:
@@ -305,6 +308,8 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
                              "Q": [list(r) for r in m.Q], "K": [list(r) for r in m.K],
                              "V": [list(r) for r in m.V]}
     time: dict[str, Any] = {"t_end": cfg.time.t_end, "cfl": cfg.time.cfl}
+    if cfg.time.max_dt is not None:
+        time["max_dt"] = cfg.time.max_dt
     if cfg.time.times is not None:
         time["times"] = list(cfg.time.times)
     else:

@@ -64,7 +64,8 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     """Integrate ``scheme`` from ``t_start`` to ``time.t_end``.
 
     Each step uses dt = ``scheme.stable_dt(time.cfl, max|v|)`` with the speed of the state at
-    the start of the step (at least ``scheme.speed_floor``; a zero speed means a steady state), shortened so that every snapshot time and t_end is hit exactly (a
+    the start of the step (at least ``scheme.speed_floor``; a zero speed means a steady state),
+    and at most ``time.max_dt`` when set, shortened so that every snapshot time and t_end is hit exactly (a
     step that would leave less than one more full step before the next stop is split in two
     equal halves, to avoid slivers). Observers see the state at every snapshot time.
 
@@ -83,6 +84,7 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     stops = [s for s in stops if s > t]
     snapshot_set = set(snapshots)
     integrator = scheme.integrator
+    post_step = getattr(scheme, "post_step", None)  # e.g. a spectral filter
     clock = _time.perf_counter()
     info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme}
     for obs in observers:
@@ -103,6 +105,8 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                                               "coarse for this beta, or the run is unstable)")
                     raise _Stop
                 dt = scheme.stable_dt(time.cfl, speed) if speed > 0.0 else target - t
+                if time.max_dt is not None:
+                    dt = min(dt, time.max_dt)
                 if dt < dt_floor:
                     reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below {dt_floor:.3g} "
                                                       f"(max speed {speed:.3g})")
@@ -113,6 +117,8 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                 elif t + 2.0 * dt > target:
                     dt = 0.5 * (target - t)
                 y_new = integrator.step(scheme.rhs, y, t, dt, k1)
+                if post_step is not None:
+                    y_new = post_step(y_new, dt)
                 if not np.all(np.isfinite(y_new)):
                     reason, message = "nan", f"the state became non-finite in a step of dt = {dt:.3g}"
                     raise _Stop

@@ -22,11 +22,12 @@ FILTERS = ("exponential", "none")
 
 
 def sphere_filter(l: Array, lmax: int, kind: str) -> Array:
-    """Filter factors sigma(l) applied to the tendency: exp(-36 (l / lmax)^36) or 1.
+    """Filter factors sigma(l) applied to the state after every step: exp(-36 (l / lmax)^36) or 1.
 
     The exponential filter (Hou & Li 2007) leaves degrees l < 0.37 lmax untouched to
-    round-off and damps the top few degrees, where the pseudo-spectral product rho X aliases
-    least but ringing of concentrating densities accumulates. l = 0 is never touched (mass).
+    round-off (sigma > 1 - 1e-15) and removes the top few degrees, where the ringing of
+    concentrating densities accumulates. l = 0 (the mass) is never touched. ``filter_effect``
+    in the output reports ||(1 - sigma) rho_lm|| / ||rho_lm|| per snapshot.
     """
     if kind == "exponential":
         return np.exp(-36.0 * (np.asarray(l) / lmax) ** 36)
@@ -44,7 +45,11 @@ class SHSpectralScheme:
        when B is a multiple of an orthogonal matrix, interpolation in kappa for a general B,
        direct quadrature on request);
     3. the flux rho X, its spheroidal potential s_lm (vector analysis), and
-       d rho_lm / dt = sigma(l) l (l + 1) s_lm  (= -[div_S(rho X)]_lm, filtered).
+       d rho_lm / dt = l (l + 1) s_lm  (= -[div_S(rho X)]_lm);
+
+    after each step the filter multiplies rho_lm by sigma(l) (:func:`sphere_filter`). Where the
+    spectral density has negative Gibbs lobes, the interaction sees max(rho, 0) (re-analysed),
+    so that N/Z stays a convex combination of the V y and the velocity stays meaningful.
 
     The l = 0 coefficient never changes, so the mass sqrt(4 pi) rho_00 is conserved to
     round-off. RK4 by default; dt = cfl (pi / (lmax + 1)) / max|X|.
@@ -95,6 +100,7 @@ class SHSpectralScheme:
         self.integrator = INTEGRATORS.get(integrator)
         self.last_max_speed = 0.0
         self.speed_floor = speed_floor(problem.model)
+        self.clip_negative = True
 
     def initial_state(self) -> NDArray[np.complex128]:
         """Coefficients of rho_0 (Gauss-grid analysis), renormalized to unit mass."""
@@ -105,27 +111,33 @@ class SHSpectralScheme:
     def tendency(self, state: NDArray[np.complex128]) -> NDArray[np.complex128]:
         """-[div_S(rho X[rho])]_lm before filtering, shape (n_xi, nlm); sets last_max_speed."""
         g = self.grid
-        vel = self.interaction.velocity(state)
+        rho_grid = [g.synth(c) for c in state]
+        attention_state = state
+        if self.clip_negative and any(r.min() < 0.0 for r in rho_grid):
+            # attention weights of a density are non-negative: Gibbs lobes are clipped before
+            # the interaction so that N/Z remains a convex combination of the V y
+            attention_state = np.stack([g.analys(np.maximum(r, 0.0)) for r in rho_grid])
+        vel = self.interaction.velocity(attention_state)
         self.last_max_speed = float(np.sqrt(np.max(np.sum(vel * vel, axis=-1))))
         out = np.empty_like(state)
-        for k, c in enumerate(state):
-            rho = g.synth(c)
+        for k, rho in enumerate(rho_grid):
             v_theta = np.einsum("ijd,ijd->ij", vel[k], g.e_theta)
             v_phi = np.einsum("ijd,ijd->ij", vel[k], g.e_phi)
             out[k] = -g.divergence_coefficients(rho * v_theta, rho * v_phi)
         return out
 
     def rhs(self, state: NDArray[np.complex128], t: float) -> NDArray[np.complex128]:
-        return self._sigma * self.tendency(state)
+        return self.tendency(state)
+
+    def post_step(self, state: NDArray[np.complex128], dt: float) -> NDArray[np.complex128]:
+        """Apply the filter to the state after each step (l = 0, the mass, is untouched)."""
+        return state if self.filter == "none" else self._sigma * state
 
     def filter_effect(self, state: NDArray[np.complex128]) -> float:
-        """||(1 - sigma) d rho/dt|| / ||d rho/dt|| (coefficient 2-norm): the share of the
-        tendency the filter removes at this state (0 without filter)."""
-        if self.filter == "none":
-            return 0.0
-        tend = self.tendency(state)
-        norm = float(np.linalg.norm(tend))
-        return float(np.linalg.norm((1.0 - self._sigma) * tend)) / norm if norm > 0 else 0.0
+        """||(1 - sigma) rho_lm|| / ||rho_lm|| (coefficient 2-norm): the relative change one
+        application of the filter (one step) makes to this state; 0 without filter."""
+        norm = float(np.linalg.norm(state))
+        return float(np.linalg.norm((1.0 - self._sigma) * state)) / norm if norm > 0 else 0.0
 
     def stable_dt(self, cfl: float, max_speed: float) -> float:
         return cfl * self.grid.h / max_speed
