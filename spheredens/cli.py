@@ -17,7 +17,7 @@ from .exceptions import SimulationError, SpheredensError
 DESCRIPTION = """\
 spheredens solves the mean-field continuity equation of self-attention,
 
-    d/dt rho + div_S( rho X[rho] ) = 0   on the circle S^1 (and, later, the sphere S^2),
+    d/dt rho + div_S( rho X[rho] ) = 0   on the circle S^1 or the sphere S^2,
 
 for a probability density rho (models sa, sa_zero_temperature, usa of MODELS.md), and writes
 the density at the requested times, with its diagnostics, to a netCDF file.
@@ -50,9 +50,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     path = Path(output) if output is not None else cfg.output_path()
     print(f"wrote {_shown(path)}")
     if cfg.output.figure and not args.no_figure:
-        from .plot import plot_circle_run
+        from .plot import plot_run
 
-        figure = plot_circle_run(ds, Path(path).with_suffix(".png"))
+        figure = plot_run(ds, Path(path).with_suffix(".png"))
         print(f"wrote {_shown(figure)}")
     if not args.quiet:
         w2 = ds["w2_projection"].values
@@ -92,11 +92,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .io import open_run
-    from .plot import plot_circle_run
+    from .plot import plot_run
 
     ds = open_run(args.file)
     out = args.output or Path(args.file).with_suffix(".png")
-    print(f"wrote {_shown(plot_circle_run(ds, out))}")
+    options = {"times": args.times} if args.times and ds.attrs.get("domain") == "sphere" else {}
+    print(f"wrote {_shown(plot_run(ds, out, **options))}")
     return 0
 
 
@@ -120,10 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List every registered name accepted in a configuration.")
     p.set_defaults(func=_cmd_info)
     p = sub.add_parser("plot", help="draw the figure of a run file",
-                       description="Draw the space-time density and W2-to-projection figure of a "
-                       "run file (PNG).")
+                       description="Draw the figure of a run file (PNG): on the circle the "
+                       "space-time density beside W2 to Pi_# rho_0; on the sphere orthographic views "
+                       "and a Mollweide map per snapshot, with W2 and min rho below.")
     p.add_argument("file", help="a netCDF file written by spheredens run")
     p.add_argument("--output", "-o", help="PNG file (default: FILE with suffix .png)")
+    p.add_argument("--times", type=float, nargs="+", metavar="T",
+                   help="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)")
     p.set_defaults(func=_cmd_plot)
     return parser
 

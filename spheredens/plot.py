@@ -56,3 +56,111 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _edges(centres: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    mid = 0.5 * (centres[1:] + centres[:-1])
+    return np.concatenate([[lo], mid, [hi]])
+
+
+def _orthographic(ax, lat_e, lon_e, rho, view, norm, cmap):
+    """Draw rho (lat, lon) seen from direction ``view`` on a unit disk (orthographic projection)."""
+    lat_r, lon_r = np.radians(lat_e)[:, None], np.radians(lon_e)[None, :]
+    x = np.stack(np.broadcast_arrays(np.cos(lat_r) * np.cos(lon_r), np.cos(lat_r) * np.sin(lon_r),
+                                     np.sin(lat_r)), axis=-1)
+    view = np.asarray(view, float) / np.linalg.norm(view)
+    up = np.array([0.0, 0.0, 1.0]) if abs(view[2]) < 0.9 else np.array([1.0, 0.0, 0.0])
+    right = np.cross(up, view)
+    right /= np.linalg.norm(right)
+    up = np.cross(view, right)
+    depth = 0.25 * (x[:-1, :-1] + x[1:, :-1] + x[:-1, 1:] + x[1:, 1:]) @ view
+    data = np.ma.masked_where(depth <= 0.0, rho)
+    ax.pcolormesh(x @ right, x @ up, data, norm=norm, cmap=cmap, shading="flat")
+    ax.add_patch(__import__("matplotlib").patches.Circle((0, 0), 1.0, fill=False, lw=0.6))
+    ax.set_xlim(-1.02, 1.02)
+    ax.set_ylim(-1.02, 1.02)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: int = 4) -> Path:
+    """Density on the sphere at a few snapshots: two orthographic views (from +z and from the
+    direction of +x) and a Mollweide map per row, with W2 to Pi_# rho_0 and min rho below.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A sphere run (schema spheredens-1, dims (time, lat, lon)).
+    path : path
+        PNG file to write.
+    times : sequence of float, optional
+        Snapshot times to draw (nearest stored); default up to ``max_rows`` evenly spaced ones.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
+
+    t_all = ds["time"].values
+    if times is None:
+        idx = np.unique(np.linspace(0, t_all.size - 1, min(max_rows, t_all.size)).round().astype(int))
+    else:
+        idx = np.array([int(np.argmin(np.abs(t_all - t))) for t in np.atleast_1d(times)])
+    rho_all = np.asarray(ds["rho"].values)
+    if rho_all.ndim == 4:  # slices: the marginal
+        rho_all = np.einsum("k,tkij->tij", ds["xi_weight"].values, rho_all)
+    lat, lon = ds["lat"].values, ds["lon"].values
+    order = np.argsort(lat)
+    lat_e = _edges(lat[order], -90.0, 90.0)
+    dlon = 360.0 / lon.size
+    lon_e = np.concatenate([lon - dlon / 2, [lon[-1] + dlon / 2]])
+    centred = np.where(lon >= 180.0, lon - 360.0, lon)  # Mollweide wants [-180, 180)
+    moll_order = np.argsort(centred)
+    moll_lon_e = _edges(centred[moll_order], -180.0, 180.0)
+    rows = len(idx)
+    fig = plt.figure(figsize=(11, 3.0 * rows + 2.6))
+    grid = fig.add_gridspec(rows + 1, 3, height_ratios=[3.0] * rows + [2.2], width_ratios=[1, 1, 1.9])
+    cmap = "magma"
+    for r, i in enumerate(idx):
+        rho = rho_all[i][order]
+        norm = Normalize(vmin=0.0, vmax=float(rho.max()))
+        for c, (view, label) in enumerate([((0.0, 0.0, 1.0), "from +z"), ((1.0, 0.0, 0.0), "from +x")]):
+            ax = fig.add_subplot(grid[r, c])
+            _orthographic(ax, lat_e, lon_e, rho, view, norm, cmap)
+            ax.set_title(f"t = {t_all[i]:g}, {label}", fontsize=8)
+        ax = fig.add_subplot(grid[r, 2], projection="mollweide")
+        mesh = ax.pcolormesh(np.radians(moll_lon_e), np.radians(lat_e), rho[:, moll_order],
+                             norm=norm, cmap=cmap, shading="flat")
+        ax.set_xticklabels([])
+        ax.set_yticklabels([])
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"Mollweide; min rho = {float(rho.min()):.3g}", fontsize=8)
+        fig.colorbar(mesh, ax=ax, shrink=0.8, label="rho (per sr)")
+    ax = fig.add_subplot(grid[rows, :])
+    w2 = ds["w2_projection"].values
+    if np.any(np.isfinite(w2)):
+        ax.semilogy(t_all, w2, "-", color="C3", label="W2(rho_t, Pi_# rho_0)")
+    top = np.maximum(rho_all.max(axis=(1, 2)), 1e-300)
+    negative = np.maximum(-ds["min_rho"].values, 0.0) / top
+    if np.any(negative > 0):
+        ax.semilogy(t_all, np.where(negative > 0, negative, np.nan), ":", color="C0",
+                    label="-min rho / max rho (Gibbs undershoot)")
+    ax.set_xlabel("t")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.suptitle(f"{ds.attrs.get('model')} on the sphere, beta = {ds.attrs.get('beta')}, "
+                 f"{ds.attrs.get('scheme')} lmax = {ds.attrs.get('lmax')}", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_run(ds: Any, path: str | Path, **options: Any) -> Path:
+    """The figure of a run file, circle or sphere."""
+    if ds.attrs.get("domain") == "sphere":
+        return plot_sphere_run(ds, path, **options)
+    return plot_circle_run(ds, path)
