@@ -24,6 +24,10 @@ Array = NDArray[np.float64]
 
 INITIAL_DENSITIES = Registry("initial density")
 
+#: a density read from a file may undershoot zero by this fraction of its maximum (Gibbs
+#: oscillations of a spectral run); such values are clipped to 0, larger ones refused
+NEGATIVE_TOLERANCE = 1e-2
+
 
 @INITIAL_DENSITIES.register("uniform")
 @dataclass(frozen=True)
@@ -198,8 +202,10 @@ class FromFile:
     Notes
     -----
     The density must integrate to 1 within 1e-6 with the file's own ``weight`` (or, without
-    one, with uniform weights 2 pi / n on an evenly spaced circle grid). Values are
-    interpolated linearly and periodically in theta, which keeps them non-negative; the solver
+    one, with uniform weights 2 pi / n on an evenly spaced circle grid; a sphere file needs its
+    ``weight``). Undershoots down to -1e-2 x max (Gibbs oscillations of a spectral run) are
+    clipped to 0. Values are interpolated linearly (periodically in theta or longitude,
+    clamped beyond the extreme latitudes), which keeps them non-negative; the solver
     renormalizes the discrete mass afterwards.
     """
 
@@ -292,10 +298,15 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, d: in
             coords: Any = np.asarray(ds["theta"].values, dtype=float)
         else:
             coords = (np.asarray(ds["lat"].values, dtype=float), np.asarray(ds["lon"].values, dtype=float))
-    if values.size < 2 or not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} must be finite and "
-                          "non-negative on at least 2 points")
+    if values.size < 2 or not np.all(np.isfinite(values)) or values.max() <= 0:
+        raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} must be finite with "
+                          "positive values on at least 2 points")
+    if values.min() < -NEGATIVE_TOLERANCE * values.max():
+        raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has values down to "
+                          f"{values.min():.3g} (max {values.max():.3g}); a density must be non-negative "
+                          f"(undershoots above -{NEGATIVE_TOLERANCE:g} x max are clipped)")
     mass = float(np.sum(values * weight))
+    values = np.maximum(values, 0.0)
     if abs(mass - 1.0) > 1e-6:
         raise ConfigError(f"{key}.path", f"the density {variable!r} in {str(path)!r} has mass "
                           f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first")
