@@ -16,6 +16,7 @@ test: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_circle_rhs.py
+	$(VENV)/bin/python benchmarks/bench_sphere_rhs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -50,6 +50,17 @@ class ZeroTemperatureField:
         rho = np.atleast_2d(rho)
         return np.broadcast_to(self._field, (rho.shape[0],) + self._field.shape)
 
+    def tangent_components(self, state: Array) -> Array:
+        """Sphere: (X . e_theta, X . e_phi), shape (n_xi, 2, nlat, nphi) (set by ``for_grid``)."""
+        return np.broadcast_to(self._components, (len(np.atleast_2d(state)),) + self._components.shape)
+
+    @classmethod
+    def for_grid(cls, model: Model, grid) -> "ZeroTemperatureField":
+        field = cls(model, grid.points)
+        field._components = np.stack([np.einsum("ijd,ijd->ij", field._field, grid.e_theta),
+                                      np.einsum("ijd,ijd->ij", field._field, grid.e_phi)])
+        return field
+
 
 def fft_applies(model: Model) -> bool:
     """Whether the FFT evaluator applies: d = 2 and B = Q^T K = a R with a > 0, R a rotation."""
@@ -80,7 +91,7 @@ def sphere_choice(model: Model) -> str:
 def make_sphere_interaction(model: Model, grid, choice: str = "auto"):
     """The interaction evaluator on a :class:`~spheredens.grids.GaussGrid` (input: coefficients)."""
     if not model.kind.interacting:
-        return ZeroTemperatureField(model, grid.points)
+        return ZeroTemperatureField.for_grid(model, grid)
     if choice == "auto":
         choice = sphere_choice(model)
     return {"funk_hecke": FunkHeckeInteraction, "kappa_interpolation": KappaInterpolation,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from numpy.typing import NDArray
@@ -86,6 +87,24 @@ class _SphereEvaluator:
     def attention_average(self, rho_c: Coefficients) -> Array:
         raise NotImplementedError
 
+    def tangent_components(self, state: Coefficients) -> Array:
+        """(X . e_theta, X . e_phi) on the grid, shape (n_xi, 2, nlat, nphi)."""
+        vel = self.velocity(state)
+        g = self.grid
+        return np.stack([np.stack([np.einsum("ijd,ijd->ij", v, g.e_theta),
+                                   np.einsum("ijd,ijd->ij", v, g.e_phi)]) for v in vel])
+
+
+def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
+    """Angles (psi, theta, phi) for ``ducc0.sht.rotate_alm`` so that the rotated coefficients
+    describe f(R^T x) (checked against direct evaluation in the tests)."""
+    from scipy.spatial.transform import Rotation
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gimbal lock is harmless here
+        alpha, beta, gamma = Rotation.from_matrix(R).as_euler("ZYZ")
+    return float(gamma), float(beta), float(alpha)
+
 
 class FunkHeckeInteraction(_SphereEvaluator):
     """Exact spectral velocity when B = Q^T K = a R, a > 0, R orthogonal.
@@ -113,24 +132,78 @@ class FunkHeckeInteraction(_SphereEvaluator):
             raise ValueError("FunkHeckeInteraction needs B = Q^T K to be a positive multiple of an "
                              "orthogonal matrix")
         a, R = decomposition
+        self._r = R
         self.kappa = model.beta * a
         self._s, self._ds = funk_hecke_multipliers(grid.l, self.kappa)
-        self._vrt = model.V @ R.T
-        self._rotation = None
-        if np.abs(R - np.eye(3)).max() > 1e-15:
-            # rho_R on the grid is rho at the points R^T x (rows: x^T R)
-            self._rotation = OffGridSynthesis(grid, grid.points @ R)
+        # rho_R(z) = rho(R^T z): a rotation of the coefficients (R = -R' for det R = -1 is the
+        # rotation R' followed by the parity x -> -x, i.e. a factor (-1)^l)
+        self._parity = None
+        if np.linalg.det(R) < 0:
+            R = -R
+            self._parity = (-1.0) ** grid.l
+        self._euler = None if np.abs(R - np.eye(3)).max() <= 1e-15 else rotation_euler_zyz(R)
+        # tangent components of N = V R^T M with M = x D + (g_theta e_theta + g_phi e_phi) / kappa:
+        # <e_r, W e_s> for r in (theta, phi), s in (x, theta, phi), W = V R^T (one R^T for
+        # det R = -1 too: W uses the original R)
+        W = model.V @ (decomposition[1]).T
+        self._w = {(r, c): np.einsum("ijd,de,ije->ij", er, W, ec)
+                   for r, er in (("t", grid.e_theta), ("p", grid.e_phi), ("x", grid.points))
+                   for c, ec in (("x", grid.points), ("t", grid.e_theta), ("p", grid.e_phi))}
+
+    def _rotated(self, rho_c: Coefficients) -> Coefficients:
+        if self._euler is not None:
+            import ducc0
+
+            rho_c = ducc0.sht.rotate_alm(np.ascontiguousarray(rho_c), self.grid.lmax, *self._euler)
+        if self._parity is not None:
+            rho_c = self._parity * rho_c
+        return rho_c
+
+    def _fields(self, rho_c: Coefficients) -> tuple[Array, Array, Array, Array]:
+        g = self.grid
+        rho_c = self._rotated(rho_c)
+        f_c = self._s * rho_c
+        gt, gp = g.synth_grad(f_c)
+        return g.synth(f_c), g.synth(self._ds * rho_c), gt / self.kappa, gp / self.kappa
 
     def attention_average(self, rho_c: Coefficients) -> Array:
         g = self.grid
-        if self._rotation is not None:
-            rho_c = g.analys(self._rotation.values(rho_c).reshape(g.shape))
-        f_c = self._s * rho_c
-        z = g.synth(f_c)
-        dz = g.synth(self._ds * rho_c)
-        gt, gp = g.synth_grad(f_c)
-        m = g.points * dz[..., None] + (gt[..., None] * g.e_theta + gp[..., None] * g.e_phi) / self.kappa
-        return self._finish(z, m @ self._vrt.T, self.kappa)
+        z, dz, gt, gp = self._fields(rho_c)
+        m = g.points * dz[..., None] + gt[..., None] * g.e_theta + gp[..., None] * g.e_phi
+        n = m @ (self.model.V @ self._r.T).T
+        return self._finish(z, n, self.kappa)
+
+    def tangent_components(self, state: Coefficients) -> Array:
+        """Fast path: (X . e_theta, X . e_phi) from precomputed <e_r, V R^T e_s>, no 3-vectors.
+
+        The guard clips the tangent speed to ||V|| where it exceeds it (|P_x N / Z| <= ||V||).
+        """
+        if self.model.beta == 0.0:
+            return super().tangent_components(state)
+        w = self._w
+        out = np.empty((len(state), 2) + self.grid.shape)
+        for k, c in enumerate(np.atleast_2d(state)):
+            z, dz, gt, gp = self._fields(c)
+            xt = w["t", "x"] * dz + w["t", "t"] * gt + w["t", "p"] * gp
+            xp = w["p", "x"] * dz + w["p", "t"] * gt + w["p", "p"] * gp
+            if self.model.kind.normalized:
+                small = z < GUARD_RELATIVE_Z * z.max()
+                self.guarded_fraction = float(small.mean())
+                inv = 1.0 / np.where(z > 0.0, z, np.inf)
+                xt *= inv
+                xp *= inv
+                speed2 = xt * xt + xp * xp
+                over = speed2 > self._v_norm**2
+                if over.any():
+                    scale = np.where(over, self._v_norm / np.sqrt(np.where(over, speed2, 1.0)), 1.0)
+                    xt *= scale
+                    xp *= scale
+            else:
+                factor = math.exp(self.kappa)
+                xt *= factor
+                xp *= factor
+            out[k, 0], out[k, 1] = xt, xp
+        return out
 
 
 def chebyshev_log_nodes(a: float, b: float, p: int) -> Array:

@@ -117,13 +117,11 @@ class SHSpectralScheme:
             # attention weights of a density are non-negative: Gibbs lobes are clipped before
             # the interaction so that N/Z remains a convex combination of the V y
             attention_state = np.stack([g.analys(np.maximum(r, 0.0)) for r in rho_grid])
-        vel = self.interaction.velocity(attention_state)
-        self.last_max_speed = float(np.sqrt(np.max(np.sum(vel * vel, axis=-1))))
+        vel = self.interaction.tangent_components(attention_state)
+        self.last_max_speed = float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2)))
         out = np.empty_like(state)
         for k, rho in enumerate(rho_grid):
-            v_theta = np.einsum("ijd,ijd->ij", vel[k], g.e_theta)
-            v_phi = np.einsum("ijd,ijd->ij", vel[k], g.e_phi)
-            out[k] = -g.divergence_coefficients(rho * v_theta, rho * v_phi)
+            out[k] = -g.divergence_coefficients(rho * vel[k, 0], rho * vel[k, 1])
         return out
 
     def rhs(self, state: NDArray[np.complex128], t: float) -> NDArray[np.complex128]:

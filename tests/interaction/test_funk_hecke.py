@@ -101,3 +101,17 @@ def test_guard_bounds_velocity_on_concentrated_density():
     assert np.all(np.isfinite(vel))
     assert np.linalg.norm(vel, axis=-1).max() <= np.linalg.norm(V, 2) * (1 + 1e-14)
     assert 0.0 < ev.guarded_fraction < 1.0  # the guard did act, on part of the sphere
+
+
+@pytest.mark.parametrize("case", ["identity", "scaled_rotation", "scaled_reflection"])
+@pytest.mark.parametrize("name", ["sa", "usa"])
+def test_fast_tangent_components_match_velocity(case, name):
+    """The scheme's fast path (precomputed <e_r, V R^T e_s>) against the 3-vector path."""
+    grid = GaussGrid(LMAX)
+    model = Model(name, 20.0, np.eye(3), B_CASES[case], V)
+    ev = FunkHeckeInteraction(model, grid)
+    c = smooth_coefficients(grid)
+    vel = ev.velocity(c)[0]
+    comps = ev.tangent_components(c[None])[0]
+    want = np.stack([np.einsum("ijd,ijd->ij", vel, grid.e_theta), np.einsum("ijd,ijd->ij", vel, grid.e_phi)])
+    assert np.abs(comps - want).max() <= 1e-13 * np.abs(want).max()

@@ -1,0 +1,81 @@
+"""Cost of the sphere right-hand side relative to shtns transforms, and speed-up over direct quadrature.
+
+Problem: sa, beta = 30, V = diag(1, 0.8, 0.5), rho_0 random_smooth (seed 1), scheme sh_spectral,
+shtns with 1 thread. B = Q^T K is
+- "identity": B = I (Funk-Hecke, no rotation),
+- "rotation": B = 1.3 R, R a rotation (Funk-Hecke + rotation of rho),
+- "general": B = [[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]] (kappa interpolation).
+
+For lmax = 63, 127, 255 it reports the time of one analysis + synthesis pair, of one
+right-hand side, their ratio, and (lmax 63 and 127) the time of one direct-quadrature velocity
+evaluation (N^2 exponentials) against the spectral one, with the largest velocity difference.
+
+Usage: python benchmarks/bench_sphere_rhs.py  (writes benchmarks/results/sphere_rhs.json)
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+import spheredens as sd
+from spheredens.config import config_from_dict
+from spheredens.interaction import SphereDirectQuadrature
+
+from _common import best_time, stamp, write_rows
+
+LMAXS = (63, 127, 255)
+DIRECT_LMAXS = (63, 127)
+B_CASES = {
+    "identity": np.eye(3),
+    "rotation": 1.3 * Rotation.from_rotvec([0.3, -0.7, 0.4]).as_matrix(),
+    "general": np.array([[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]]),
+}
+
+
+def scheme_for(lmax: int, B: np.ndarray):
+    cfg = config_from_dict({
+        "model": {"name": "sa", "beta": 30.0, "K": B.tolist(), "V": np.diag([1.0, 0.8, 0.5]).tolist()},
+        "domain": {"name": "sphere"},
+        "initial": {"name": "random_smooth", "seed": 1, "bandwidth": 4},
+        "discretization": {"scheme": "sh_spectral", "lmax": lmax, "nthreads": 1},
+        "time": {"t_end": 1.0, "snapshots": 2},
+    })
+    return sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization)
+
+
+def main() -> None:
+    rows = []
+    base = stamp()
+    for lmax in LMAXS:
+        for label, B in B_CASES.items():
+            scheme = scheme_for(lmax, B)
+            grid = scheme.grid
+            state = scheme.initial_state()
+            field = grid.synth(state[0])
+            pair = best_time(lambda: grid.synth(grid.analys(field)))
+            rhs = best_time(lambda: scheme.rhs(state, 0.0), repeat=3)
+            velocity = best_time(lambda: scheme.interaction.velocity(state), repeat=3)
+            row = {**base, "lmax": lmax, "nlat": grid.nlat, "nphi": grid.nphi, "B": label,
+                   "interaction": scheme.interaction.name, "pair_s": pair, "rhs_s": rhs,
+                   "rhs_over_pair": rhs / pair, "velocity_s": velocity}
+            if lmax in DIRECT_LMAXS and label != "identity":
+                direct = SphereDirectQuadrature(scheme.problem.model, grid)
+                t0 = time.perf_counter()
+                v_direct = direct.velocity(state)
+                row["direct_velocity_s"] = time.perf_counter() - t0
+                row["speedup_over_direct"] = row["direct_velocity_s"] / velocity
+                v_spec = scheme.interaction.velocity(state)
+                row["max_velocity_difference"] = float(np.abs(v_spec - v_direct).max())
+            rows.append(row)
+            print(f"lmax {lmax:4d} {label:9s} {scheme.interaction.name:20s} pair {1e3 * pair:8.3f} ms  "
+                  f"rhs {1e3 * rhs:9.2f} ms  rhs/pair {rhs / pair:7.1f}"
+                  + (f"  direct {row['direct_velocity_s']:7.2f} s  speed-up {row['speedup_over_direct']:7.0f}"
+                     f"  |dv| {row['max_velocity_difference']:.1e}" if "direct_velocity_s" in row else ""),
+                  flush=True)
+    print(f"wrote {write_rows('sphere_rhs', rows)}")
+
+
+if __name__ == "__main__":
+    main()
