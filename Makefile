@@ -3,13 +3,16 @@
 #   make test   set everything up, then run the test suite
 VENV ?= .venv
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo demo-sphere test bench clean
 
 setup:
 	@VENV=$(VENV) bash scripts/setup.sh
 
 demo: setup
 	$(VENV)/bin/spheredens run runs/circle_example_c/config.toml
+
+demo-sphere: setup
+	$(VENV)/bin/spheredens run runs/sphere_great_circle/config.toml
 
 test: setup
 	$(VENV)/bin/python -m pytest -q
