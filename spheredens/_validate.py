@@ -6,6 +6,7 @@ that validate their own parameters.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -46,7 +47,7 @@ def as_float(
     what: str = "",
 ) -> float:
     """A real number, optionally bounded (``strict`` makes the minimum exclusive)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ConfigError(key, f"must be a number{what}, got {value!r}")
     x = float(value)
     if math.isnan(x) or (math.isinf(x) and not allow_inf):
@@ -61,7 +62,7 @@ def as_float(
 
 def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
            what: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ConfigError(key, f"must be an integer{what}, got {value!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(key, f"= {value} is too small: must be >= {minimum}{what}")

@@ -101,6 +101,96 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_seeds(text: str) -> list[int]:
+    """'0..7' -> 0, 1, ..., 7; '1,4,9' -> 1, 4, 9."""
+    from .exceptions import ConfigError
+
+    try:
+        if ".." in text:
+            lo, hi = (int(v) for v in text.split(".."))
+            seeds = list(range(lo, hi + 1))
+        else:
+            seeds = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError("--seeds", f"{text!r} is not a seed list; write e.g. 0..7 or 1,4,9") from None
+    if not seeds or min(seeds) < 0:
+        raise ConfigError("--seeds", f"{text!r} gives no non-negative seeds")
+    return seeds
+
+
+def _cmd_particles(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .particles import particles_output_path, run_particles
+
+    cfg = load_config(args.config)
+    if cfg.particles is None:
+        from .exceptions import ConfigError
+
+        raise ConfigError("particles", f"{args.config} has no [particles] table (e.g. [particles] "
+                          "n = 1000, initialization = 'iid', dt = 0.01)")
+    seeds = parse_seeds(args.seeds) if args.seeds else [cfg.particles.seed]
+    several = len(seeds) > 1
+    for seed in seeds:
+        if args.output:
+            out = Path(args.output)
+            if several:
+                out = out.with_name(f"{out.stem}_seed{seed}.nc")
+        else:
+            out = particles_output_path(cfg, seed, several=several) or \
+                Path(args.config).with_name(Path(args.config).stem + (f"_particles_seed{seed}.nc"
+                                                                      if several else "_particles.nc"))
+        try:
+            ds = run_particles(cfg, seed=seed, output=out, progress=None if not args.quiet else False)
+        except KeyboardInterrupt:
+            print(f"spheredens: interrupted; the snapshots so far are in {_shown(out)}", file=sys.stderr)
+            return 130
+        print(f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
+              f"seed {seed}, {ds.attrs['n_steps']} steps)")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, plot_comparison
+    from .io import open_particles, open_run, write_dataset
+
+    density = open_run(args.density)
+    runs = [open_particles(p) for p in args.particles]
+    out = Path(args.output) if args.output else Path(args.particles[0]).with_name(
+        Path(args.particles[0]).stem + "_compare.nc")
+    result = compare(density, runs, n_points=args.points, density_file=str(args.density),
+                     particle_files=[str(p) for p in args.particles])
+    write_dataset(result, out)
+    print(f"wrote {_shown(out)}")
+    if not args.no_figure:
+        fig = plot_comparison(result, density, runs[0], out.with_suffix(".png"), times=args.times)
+        print(f"wrote {_shown(fig)}")
+    for t, m, sd_, r in zip(result["time"].values, result["w2_mean"].values, result["w2_std"].values,
+                            result["density_resolution"].values):
+        spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
+        print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from .io import convert_particles, write_dataset
+
+    times = None
+    if args.times:
+        times = [float(v) for v in args.times]
+    out = Path(args.output)
+    if out.exists() and not args.overwrite:
+        from .exceptions import SchemaError
+
+        raise SchemaError(f"{str(out)!r} exists; choose another name or pass --overwrite")
+    ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
+                           angles=True if args.angles else None,
+                           attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
+                                  if v is not None})
+    write_dataset(ds, out)
+    print(f"wrote {_shown(out)}  ({ds.sizes['time']} times, {ds.sizes['particle']} particles)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spheredens", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,6 +207,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-figure", action="store_true", help="do not draw the PNG figure")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
     p.set_defaults(func=_cmd_run)
+    p = sub.add_parser("particles", help="integrate the n-particle system of a configuration",
+                       description="Integrate the particle system of the model in CONFIG (its "
+                       "[particles] table: n, seed, initialization iid | quantile (circle) | "
+                       "quasi_uniform (sphere), dt, integrator) with log-sum-exp softmax and RK4 "
+                       "renormalized to the sphere, at the snapshot times of [time]; writes the "
+                       "spheredens-particles-1 layout.")
+    p.add_argument("config", help="run configuration (TOML) with a [particles] table")
+    p.add_argument("--seeds", help="an ensemble of i.i.d. runs, e.g. 0..7 or 1,4,9 (one file each, "
+                   "suffix _seed<k>)")
+    p.add_argument("--output", "-o", help="netCDF file (default: particles.path, else "
+                   "output.path with suffix _particles)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_particles)
+    p = sub.add_parser("compare", help="W2 between a density run and particle runs",
+                       description="W2 (geodesic cost) between the density of DENSITY and the "
+                       "particle measure of each PARTICLES file at every common snapshot time "
+                       "(never interpolated in time). Circle: exact (POT). Sphere: exact EMD after "
+                       "coarsening the density to about --points atoms (the bound is written). "
+                       "With several particle files: mean and standard deviation over them.")
+    p.add_argument("density", help="a density file (spheredens run)")
+    p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
+    p.add_argument("--output", "-o", help="comparison file (default: first particle file with "
+                   "suffix _compare.nc)")
+    p.add_argument("--points", type=int, default=4096, help="sphere: atoms of the coarsened density "
+                   "(default 4096)")
+    p.add_argument("--times", type=float, nargs="+", metavar="T", help="snapshots to draw")
+    p.add_argument("--no-figure", action="store_true", help="do not draw the PNG figure")
+    p.set_defaults(func=_cmd_compare)
+    p = sub.add_parser("convert-particles", help="convert .npy/.npz particle arrays to spheredens-particles-1",
+                       description="Convert a particle run from a .npy array (time, n, d), or (time, "
+                       "n) angles on the circle, or an .npz with keys position/positions/x/X or "
+                       "theta/angles, time/t and weight/weights, into the spheredens-particles-1 "
+                       "netCDF layout. Positions must be finite unit vectors of the domain's dimension.")
+    p.add_argument("input", help=".npy or .npz file")
+    p.add_argument("output", help="netCDF file to write")
+    p.add_argument("--domain", choices=("circle", "sphere"), required=True)
+    p.add_argument("--times", nargs="+", metavar="T", help="snapshot times (when the file has none)")
+    p.add_argument("--dt", type=float, help="time between snapshots (t_k = k dt), when the file has no times")
+    p.add_argument("--angles", action="store_true", help="the array holds angles (circle)")
+    p.add_argument("--model", help="model attribute to record (e.g. sa)")
+    p.add_argument("--beta", type=float, help="beta attribute to record")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=_cmd_convert)
     p = sub.add_parser("info", help="list the models, schemes, evaluators and initial densities",
                        description="List every registered name accepted in a configuration.")
     p.set_defaults(func=_cmd_info)

@@ -120,6 +120,22 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class ParticlesConfig:
+    """``[particles]``: the n-particle system of the same model (``spheredens particles``)."""
+
+    n: int
+    seed: int
+    initialization: str
+    dt: float
+    integrator: str
+    path: str | None
+
+
+#: particle initializations allowed on each domain
+PARTICLE_INITIALIZATIONS = {"circle": ("iid", "quantile"), "sphere": ("iid", "quasi_uniform")}
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A complete, validated run configuration.
 
@@ -134,6 +150,7 @@ class RunConfig:
     time: TimeConfig
     output: OutputConfig
     base_dir: Path = Path(".")
+    particles: ParticlesConfig | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as a TOML-ready nested dict (defaults filled in)."""
@@ -184,7 +201,7 @@ def load_config(path: str | Path) -> RunConfig:
     return config_from_dict(data, base_dir=path.resolve().parent)
 
 
-SECTIONS = ("model", "domain", "initial", "discretization", "time", "output")
+SECTIONS = ("model", "domain", "initial", "discretization", "time", "output", "particles")
 
 
 def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> RunConfig:
@@ -204,7 +221,8 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
     output = _output(tables["output"])
-    return RunConfig(model, domain, initial, discretization, time, output, base)
+    particles = _particles(tables["particles"], domain) if "particles" in data else None
+    return RunConfig(model, domain, initial, discretization, time, output, base, particles)
 
 
 def _domain(t: dict[str, Any]) -> DomainConfig:
@@ -302,6 +320,27 @@ def _output(t: dict[str, Any]) -> OutputConfig:
     return OutputConfig(path, as_bool(t.get("figure", True), "output.figure"))
 
 
+def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
+    from .integrators import INTEGRATORS
+
+    check_keys(t, ["n", "seed", "initialization", "dt", "integrator", "path"], "particles")
+    n = as_int(t.get("n", 1000), "particles.n", minimum=1, maximum=100_000)
+    seed = as_int(t.get("seed", 0), "particles.seed", minimum=0)
+    allowed = PARTICLE_INITIALIZATIONS[domain.name]
+    init = as_str(t.get("initialization", "iid"), "particles.initialization")
+    if init not in allowed:
+        raise ConfigError("particles.initialization", f"{init!r} is not available on the "
+                          f"{domain.name}; choose one of {', '.join(map(repr, allowed))}")
+    dt = as_float(t.get("dt", 0.01), "particles.dt", minimum=0.0, strict=True, maximum=1.0,
+                  what=" (time step of the particle integrator)")
+    integrator = as_str(t.get("integrator", "rk4"), "particles.integrator")
+    INTEGRATORS.get(integrator, "particles.integrator")
+    path = as_str(t["path"], "particles.path") if "path" in t else None
+    if path is not None and not path.endswith(".nc"):
+        raise ConfigError("particles.path", f"= {path!r} must end in '.nc' (a netCDF file)")
+    return ParticlesConfig(n, seed, init, dt, integrator, path)
+
+
 def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
     m = cfg.model
     model: dict[str, Any] = {"name": m.name, "beta": m.beta,
@@ -317,7 +356,7 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
     output: dict[str, Any] = {"figure": cfg.output.figure}
     if cfg.output.path is not None:
         output["path"] = cfg.output.path
-    return {
+    out = {
         "model": model,
         "domain": {"name": cfg.domain.name},
         "initial": {"name": cfg.initial.name, **cfg.initial.density.to_params()},
@@ -325,6 +364,11 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
         "time": time,
         "output": output,
     }
+    if cfg.particles is not None:
+        p = cfg.particles
+        out["particles"] = {"n": p.n, "seed": p.seed, "initialization": p.initialization, "dt": p.dt,
+                            "integrator": p.integrator, **({"path": p.path} if p.path else {})}
+    return out
 
 
 def _toml_value(v: Any) -> str:

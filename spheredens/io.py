@@ -102,3 +102,151 @@ def open_run(path: str | Path) -> Any:
     with ds:
         validate_schema(ds)
         return ds.load()
+
+
+PARTICLE_SCHEMA = "spheredens-particles-1"
+#: positions may deviate from unit length by this much (files from other codes, float32)
+UNIT_TOLERANCE = 1e-6
+
+
+def validate_particles(ds: Any, *, name: str = "particle file") -> None:
+    """Raise :class:`SchemaError` unless ``ds`` follows spheredens-particles-1 with sane values:
+    ``position`` (time, particle, component) finite unit vectors with 2 or 3 components matching
+    ``domain``, ``particle_weight`` (particle) non-negative summing to 1, increasing ``time``."""
+    import numpy as np
+
+    if "position" not in ds:
+        raise SchemaError(f"{name}: variable 'position' (time, particle, component) missing")
+    pos = ds["position"]
+    if pos.dims != ("time", "particle", "component"):
+        raise SchemaError(f"{name}: 'position' has dims {pos.dims}, expected ('time', 'particle', 'component')")
+    if "time" not in ds.coords and "time" not in ds:
+        raise SchemaError(f"{name}: coordinate 'time' missing")
+    d = pos.shape[-1]
+    domain = ds.attrs.get("domain")
+    expected = {"circle": 2, "sphere": 3}.get(domain)
+    if d not in (2, 3) or (expected is not None and d != expected):
+        raise SchemaError(f"{name}: positions have {d} components; the {domain or 'circle/sphere'} "
+                          f"needs {expected or '2 or 3'}")
+    x = np.asarray(pos.values, dtype=float)
+    if not np.all(np.isfinite(x)):
+        raise SchemaError(f"{name}: 'position' holds NaN or infinite values")
+    dev = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max()) if x.size else 0.0
+    if dev > UNIT_TOLERANCE:
+        raise SchemaError(f"{name}: positions are not unit vectors (| |x| - 1 | up to {dev:.3g}, "
+                          f"tolerance {UNIT_TOLERANCE:g})")
+    t = np.asarray(ds["time"].values, dtype=float)
+    if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise SchemaError(f"{name}: 'time' must be finite and strictly increasing")
+    if "particle_weight" in ds:
+        w = np.asarray(ds["particle_weight"].values, dtype=float)
+        if w.shape != (pos.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0) \
+                or abs(float(w.sum()) - 1.0) > 1e-9:
+            raise SchemaError(f"{name}: 'particle_weight' must be {pos.shape[1]} non-negative numbers "
+                              "summing to 1")
+
+
+def open_particles(path: str | Path) -> Any:
+    """Open and validate a particle file (schema spheredens-particles-1); uniform weights are
+    added when ``particle_weight`` is absent."""
+    import numpy as np
+    import xarray as xr
+
+    path = Path(path)
+    if not path.is_file():
+        raise SchemaError(f"{str(path)!r} does not exist")
+    try:
+        ds = xr.open_dataset(path)
+    except Exception as exc:  # reader failures become one line
+        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
+    with ds:
+        validate_particles(ds, name=str(path))
+        ds = ds.load()
+    if "particle_weight" not in ds:
+        n = ds.sizes["particle"]
+        ds["particle_weight"] = ("particle", np.full(n, 1.0 / n))
+    return ds
+
+
+def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt: float | None = None,
+                      angles: bool | None = None, attrs: dict[str, Any] | None = None) -> Any:
+    """Read a particle run from a common array format and return a spheredens-particles-1 Dataset.
+
+    Accepted: ``.npy`` holding positions (time, n, d) or angles (time, n) on the circle;
+    ``.npz`` with one of the keys ``position``/``positions``/``x``/``X`` (time, n, d) or
+    ``theta``/``angles`` (time, n), optionally ``time``/``t`` and ``weight``/``weights``/
+    ``particle_weight``. Times come from the file, from ``times`` or from ``dt`` (t_k = k dt).
+
+    Raises
+    ------
+    SchemaError
+        Wrong shapes, NaN, non-unit vectors, a dimension that does not match ``domain``, or
+        times of the wrong length.
+    """
+    import numpy as np
+    import xarray as xr
+
+    source = Path(source)
+    if domain not in ("circle", "sphere"):
+        raise SchemaError(f"domain must be 'circle' or 'sphere', not {domain!r}")
+    if not source.is_file():
+        raise SchemaError(f"{str(source)!r} does not exist")
+    weight = file_times = None
+    try:
+        if source.suffix == ".npy":
+            arr = np.load(source, allow_pickle=False)
+        elif source.suffix == ".npz":
+            with np.load(source, allow_pickle=False) as data:
+                keys = set(data.files)
+                pos_key = next((k for k in ("position", "positions", "x", "X", "theta", "angles")
+                                if k in keys), None)
+                if pos_key is None:
+                    raise SchemaError(f"{str(source)!r} has none of the keys position, positions, x, X, "
+                                      f"theta, angles (it has {', '.join(sorted(keys))})")
+                arr = data[pos_key]
+                if pos_key in ("theta", "angles"):
+                    angles = True
+                t_key = next((k for k in ("time", "t") if k in keys), None)
+                file_times = data[t_key] if t_key else None
+                w_key = next((k for k in ("particle_weight", "weight", "weights") if k in keys), None)
+                weight = data[w_key] if w_key else None
+        else:
+            raise SchemaError(f"{str(source)!r}: expected a .npy or .npz file")
+    except SchemaError:
+        raise
+    except Exception as exc:  # unreadable arrays become one line
+        raise SchemaError(f"cannot read {str(source)!r}: {exc}") from None
+    arr = np.asarray(arr, dtype=float)
+    if angles is None:
+        angles = domain == "circle" and arr.ndim == 2
+    if angles:
+        if domain != "circle" or arr.ndim != 2:
+            raise SchemaError(f"angles must be an array (time, n) and the domain the circle; got shape "
+                              f"{arr.shape} on the {domain}")
+        arr = np.stack([np.cos(arr), np.sin(arr)], axis=-1)
+    if arr.ndim != 3:
+        raise SchemaError(f"positions must have shape (time, n, d) (or angles (time, n) on the "
+                          f"circle), got {arr.shape}")
+    d = {"circle": 2, "sphere": 3}[domain]
+    if arr.shape[-1] != d:
+        raise SchemaError(f"positions have d = {arr.shape[-1]} components, the {domain} needs {d}")
+    n_t, n = arr.shape[:2]
+    if file_times is not None:
+        t = np.asarray(file_times, dtype=float).reshape(-1)
+    elif times is not None:
+        t = np.asarray(times, dtype=float).reshape(-1)
+    elif dt is not None:
+        t = dt * np.arange(n_t)
+    else:
+        raise SchemaError("no times: the file has none; give times or dt")
+    if t.size != n_t:
+        raise SchemaError(f"{t.size} times for {n_t} snapshots")
+    w = np.full(n, 1.0 / n) if weight is None else np.asarray(weight, dtype=float).reshape(-1)
+    ds = xr.Dataset({"position": (("time", "particle", "component"), arr,
+                                  {"long_name": "particle position (unit vector)", "units": "1"}),
+                     "particle_weight": ("particle", w, {"long_name": "particle weight", "units": "1"})},
+                    coords={"time": ("time", t, {"long_name": "model time", "units": "1"})},
+                    attrs={"Conventions": "CF-1.10", "spheredens_schema": PARTICLE_SCHEMA,
+                           "domain": domain, "source": str(source), **(attrs or {})})
+    validate_particles(ds, name=str(source))
+    return ds

@@ -111,10 +111,11 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                     reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below {dt_floor:.3g} "
                                                       f"(max speed {speed:.3g})")
                     raise _Stop
-                land = t + dt >= target
+                # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
+                land = t + dt * (1.0 + 1e-9) >= target
                 if land:
                     dt = target - t
-                elif t + 2.0 * dt > target:
+                elif t + 2.0 * dt * (1.0 + 1e-9) > target:
                     dt = 0.5 * (target - t)
                 y_new = integrator.step(scheme.rhs, y, t, dt, k1)
                 if post_step is not None:

@@ -14,12 +14,12 @@ from ..models import Model, rotation_multiple_2d
 from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers, orthogonal_multiple)
-from ._quadrature import DirectQuadrature, clip_norm
+from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
 __all__ = ["DirectQuadrature", "FourierConvolution", "ZeroTemperatureField", "make_interaction",
            "INTERACTIONS", "aliased_multipliers", "clip_norm", "FunkHeckeInteraction",
            "KappaInterpolation", "SphereDirectQuadrature", "funk_hecke_multipliers",
-           "orthogonal_multiple", "make_sphere_interaction", "DOMAIN_INTERACTIONS", "sphere_choice"]
+           "orthogonal_multiple", "logsumexp_sums", "make_sphere_interaction", "DOMAIN_INTERACTIONS", "sphere_choice"]
 
 Array = NDArray[np.float64]
 

@@ -92,16 +92,7 @@ class DirectQuadrature:
         """Z and N for target rows in log-sum-exp form, with their common log-scale M."""
         with np.errstate(divide="ignore"):
             log_a = np.log(a)
-        zs, ns, ms = [], [], []
-        for start in range(0, len(rows), self._chunk):
-            r = rows[start:start + self._chunk]
-            g = self._beta_bx[r] @ self.sources.T + log_a[None, :]
-            m = g.max(axis=1)
-            w = np.exp(g - m[:, None])
-            zs.append(w.sum(axis=1))
-            ns.append(w @ self._vy)
-            ms.append(m)
-        return np.concatenate(zs), np.concatenate(ns), np.concatenate(ms)
+        return logsumexp_sums(self._beta_bx[rows], self.sources, log_a, self._vy, chunk=self._chunk)
 
     def attention_average(self, rho: Array, rows: Array | None = None) -> Array:
         """N/Z (``sa``) or N (``usa``) at the targets, for one density.
@@ -151,6 +142,31 @@ class DirectQuadrature:
         """
         rho = np.atleast_2d(rho)
         return np.stack([tangent_project(self.targets, self.attention_average(r)) for r in rho])
+
+
+def logsumexp_sums(beta_bx: Array, sources: Array, log_a: Array, vy: Array, *,
+                   chunk: int | None = None) -> tuple[Array, Array, Array]:
+    """Attention sums in log-sum-exp form for targets given by beta B^T x (rows of ``beta_bx``).
+
+    With logits g_fj = <beta B^T x_f, y_j> + log a_j and M_f = max_j g_fj, returns
+    (Z_f e^{-M_f}, N_f e^{-M_f}, M_f) where Z_f = sum_j e^{g_fj}, N_f = sum_j e^{g_fj} V y_j.
+    Terms with a_j = 0 (log a_j = -inf) drop out. Rows are processed ``chunk`` at a time.
+    """
+    n_t = len(beta_bx)
+    step = chunk or max(1, _CHUNK_ENTRIES // max(len(sources), 1))
+    zs, ns, ms = [], [], []
+    for start in range(0, n_t, step):
+        g = beta_bx[start:start + step] @ sources.T
+        g += log_a[None, :]
+        m = g.max(axis=1)
+        g -= m[:, None]
+        np.exp(g, out=g)  # in place: the n^2 block is the whole cost
+        zs.append(g.sum(axis=1))
+        ns.append(g @ vy)
+        ms.append(m)
+    if not zs:
+        return np.zeros(0), np.zeros((0, vy.shape[1])), np.zeros(0)
+    return np.concatenate(zs), np.concatenate(ns), np.concatenate(ms)
 
 
 def clip_norm(u: Array, bound: float) -> Array:

@@ -1,0 +1,180 @@
+"""Density versus particles: W2 at every common snapshot time (``spheredens compare``)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .exceptions import SchemaError
+from .geometry import circle_angle
+from .transport import circle_density_atoms, sphere_density_atoms, w2_circle, w2_sphere
+
+Array = NDArray[np.float64]
+
+#: two snapshot times are the same when they differ by less than this (relative to max(1, |t|))
+TIME_TOLERANCE = 1e-9
+
+
+def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
+    """Index pairs of the snapshot times present in both (within 1e-9); never interpolated."""
+    pairs = [(i, int(np.argmin(np.abs(t_particles - t)))) for i, t in enumerate(t_density)]
+    pairs = [(i, j) for i, j in pairs
+             if abs(t_particles[j] - t_density[i]) <= TIME_TOLERANCE * max(1.0, abs(t_density[i]))]
+    if not pairs:
+        raise SchemaError("the density and particle files have no snapshot time in common "
+                          f"(density: {_list(t_density)}; particles: {_list(t_particles)}); "
+                          "rerun one of them with the other's times (time.times)")
+    i, j = np.array(pairs).T
+    return i, j
+
+
+def _list(t: Array) -> str:
+    t = np.asarray(t)
+    shown = ", ".join(f"{v:g}" for v in t[:8])
+    return shown + (f", ... ({t.size} times)" if t.size > 8 else "")
+
+
+def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 4096,
+            density_file: str = "", particle_files: Sequence[str] = ()) -> Any:
+    """W2 between a density run and one or several particle runs at their common times.
+
+    Parameters
+    ----------
+    density : xarray.Dataset
+        Schema spheredens-1 (one density, no slices).
+    particles : Dataset or list of Datasets
+        Schema spheredens-particles-1, same domain.
+    n_points : int
+        Sphere: the density is coarsened to about this many atoms before the exact EMD.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``w2`` (run, time) in radians, ``w2_mean`` and ``w2_std`` over runs (time), and
+        ``density_resolution`` (time): on the circle h / sqrt(12) for uniform cells, the W2 between
+        the piecewise-constant density and its cell-centre atoms; on the sphere the coarsening
+        bound (see :func:`spheredens.transport.sphere_density_atoms`).
+    """
+    import xarray as xr
+
+    runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)
+    domain = density.attrs.get("domain")
+    for k, p in enumerate(runs):
+        if p.attrs.get("domain", domain) != domain:
+            raise SchemaError(f"particle run {k} is on the {p.attrs.get('domain')}, the density on the {domain}")
+        d = p["position"].shape[-1]
+        if d != {"circle": 2, "sphere": 3}[domain]:
+            raise SchemaError(f"particle run {k} has {d}-component positions; the {domain} needs "
+                              f"{ {'circle': 2, 'sphere': 3}[domain]}")
+    t_den = density["time"].values
+    index = [common_times(t_den, p["time"].values) for p in runs]
+    shared = sorted(set.intersection(*[set(i.tolist()) for i, _ in index]))
+    if not shared:
+        raise SchemaError("no snapshot time is common to the density and every particle run")
+    times = t_den[shared]
+    w2 = np.full((len(runs), len(shared)), np.nan)
+    resolution = np.zeros(len(shared))
+    for col, i in enumerate(shared):
+        rho = density["rho"].values[i]
+        if domain == "circle":
+            theta, weight = density["theta"].values, density["weight"].values
+            atoms, masses, _ = circle_density_atoms(theta, weight, rho)
+            resolution[col] = float(np.sqrt(np.sum(np.clip(rho, 0, None) * weight * weight**2)
+                                            / np.sum(np.clip(rho, 0, None) * weight) / 12.0))
+        else:
+            lat, lon = np.radians(density["lat"].values), np.radians(density["lon"].values)
+            pts = np.stack(np.broadcast_arrays(np.cos(lat)[:, None] * np.cos(lon)[None, :],
+                                               np.cos(lat)[:, None] * np.sin(lon)[None, :],
+                                               np.sin(lat)[:, None]), axis=-1)
+            atoms, masses, resolution[col] = sphere_density_atoms(pts, density["weight"].values, rho,
+                                                                  n_points=n_points)
+        for k, (p, (di, pj)) in enumerate(zip(runs, index)):
+            j = int(pj[list(di).index(i)])
+            x = np.asarray(p["position"].values[j])
+            w = np.asarray(p["particle_weight"].values)
+            w2[k, col] = (w2_circle(atoms, masses, circle_angle(x), w) if domain == "circle"
+                          else w2_sphere(atoms, masses, x, w))
+    method = ("exact W2 on the circle (POT wasserstein_circle), density as 65536+ sub-atoms of its "
+              "piecewise-constant cells" if domain == "circle" else
+              f"exact EMD (POT emd2, squared geodesic cost), density coarsened to ~{n_points} atoms")
+    ds = xr.Dataset(
+        {"w2": (("run", "time"), w2, {"long_name": "W2 distance between density and particles",
+                                      "units": "radian"}),
+         "w2_mean": ("time", w2.mean(axis=0), {"long_name": "mean of w2 over particle runs",
+                                               "units": "radian"}),
+         "w2_std": ("time", w2.std(axis=0, ddof=1) if len(runs) > 1 else np.zeros(len(shared)),
+                    {"long_name": "standard deviation of w2 over particle runs (ddof = 1)",
+                     "units": "radian"}),
+         "density_resolution": ("time", resolution, {
+             "long_name": "W2 between the density and the atoms it is represented by "
+                          "(circle: cells to their centres; sphere: grid to coarse atoms, an upper bound)",
+             "units": "radian"}),
+         "seed": ("run", np.array([int(p.attrs.get("seed", -1)) for p in runs]),
+                  {"long_name": "seed of each particle run (-1: unknown)"}),
+         "n_particles": ("run", np.array([p.sizes["particle"] for p in runs]),
+                         {"long_name": "number of particles of each run"})},
+        coords={"time": ("time", times, {"long_name": "model time", "units": "1"})},
+        attrs={"Conventions": "CF-1.10", "spheredens_schema": "spheredens-compare-1",
+               "density_file": density_file, "particle_files": "\n".join(particle_files),
+               "domain": domain, "method": method,
+               "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
+                                                   for p in runs}))})
+    return ds
+
+
+def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None) -> Path:
+    """W2 against time (mean +- std over runs) and the density with particles overlaid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = cmp["time"].values
+    idx = (np.unique(np.linspace(0, t.size - 1, min(3, t.size)).round().astype(int)) if times is None
+           else [int(np.argmin(np.abs(t - v))) for v in np.atleast_1d(times)])
+    domain = cmp.attrs["domain"]
+    fig = plt.figure(figsize=(4.0 * (len(idx) + 1.3), 3.8))
+    ax = fig.add_subplot(1, len(idx) + 1, 1)
+    mean, std = cmp["w2_mean"].values, cmp["w2_std"].values
+    ax.semilogy(t, mean, "o-", color="C3", label=f"W2 ({cmp.sizes['run']} run(s))")
+    if cmp.sizes["run"] > 1:
+        ax.fill_between(t, np.maximum(mean - std, 1e-16), mean + std, color="C3", alpha=0.25)
+    ax.semilogy(t, cmp["density_resolution"].values, ":", color="k", label="density resolution")
+    ax.set_xlabel("t")
+    ax.set_ylabel("W2 (radians)")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    for c, i in enumerate(idx):
+        ti = t[i]
+        di = int(np.argmin(np.abs(density["time"].values - ti)))
+        pi = int(np.argmin(np.abs(particles["time"].values - ti)))
+        x = particles["position"].values[pi]
+        if domain == "circle":
+            a = fig.add_subplot(1, len(idx) + 1, c + 2)
+            a.hist(circle_angle(x), bins=max(20, int(np.sqrt(x.shape[0]))), range=(0, 2 * np.pi),
+                   density=True, weights=particles["particle_weight"].values, color="C1", alpha=0.5,
+                   label="particles (histogram)")
+            a.plot(density["theta"].values, density["rho"].values[di], color="C0", label="rho")
+            a.set_xlabel("theta (radians)")
+            a.legend(fontsize=7)
+        else:
+            a = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
+            lat, lon = density["lat"].values, density["lon"].values
+            centred = np.where(lon >= 180, lon - 360, lon)
+            order = np.argsort(centred)
+            a.pcolormesh(np.radians(centred[order]), np.radians(lat), density["rho"].values[di][:, order],
+                         shading="nearest", cmap="magma")
+            plat = np.arcsin(np.clip(x[:, 2], -1, 1))
+            plon = np.arctan2(x[:, 1], x[:, 0])
+            a.scatter(plon, plat, s=2, c="cyan", alpha=0.6)
+            a.set_xticklabels([])
+            a.set_yticklabels([])
+        a.set_title(f"t = {ti:g}, W2 = {float(mean[i]):.3g}", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
