@@ -24,6 +24,7 @@ import numpy as np
 import spheredens as sd
 from spheredens.compare import compare
 from spheredens.config import config_from_dict
+from spheredens.geometry import sphere_points
 from spheredens.particles import run_particles
 
 from _common import stamp, write_rows
@@ -95,10 +96,7 @@ def as_particles(ds):
         th = ds["theta"].values
         pos = np.stack([np.cos(th), np.sin(th)], -1)
     else:
-        lat, lon = np.radians(ds["lat"].values), np.radians(ds["lon"].values)
-        pos = np.stack(np.broadcast_arrays(np.cos(lat)[:, None] * np.cos(lon)[None, :],
-                                           np.cos(lat)[:, None] * np.sin(lon)[None, :],
-                                           np.sin(lat)[:, None]), -1).reshape(-1, 3)
+        pos = sphere_points(ds["lat"].values, ds["lon"].values).reshape(-1, 3)
     w = (np.clip(ds["rho"].values[-1], 0, None) * ds["weight"].values).reshape(-1)
     return xr.Dataset({"position": (("time", "particle", "component"), pos[None]),
                        "particle_weight": ("particle", w / w.sum())},

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SchemaError
-from .geometry import circle_angle
+from .geometry import circle_angle, sphere_points
 from .transport import circle_density_atoms, sphere_density_atoms, w2_circle, w2_sphere
 
 Array = NDArray[np.float64]
@@ -84,10 +84,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
             resolution[col] = float(np.sqrt(np.sum(np.clip(rho, 0, None) * weight * weight**2)
                                             / np.sum(np.clip(rho, 0, None) * weight) / 12.0))
         else:
-            lat, lon = np.radians(density["lat"].values), np.radians(density["lon"].values)
-            pts = np.stack(np.broadcast_arrays(np.cos(lat)[:, None] * np.cos(lon)[None, :],
-                                               np.cos(lat)[:, None] * np.sin(lon)[None, :],
-                                               np.sin(lat)[:, None]), axis=-1)
+            pts = sphere_points(density["lat"].values, density["lon"].values)
             atoms, masses, resolution[col] = sphere_density_atoms(pts, density["weight"].values, rho,
                                                                   n_points=n_points)
         for k, (p, (di, pj)) in enumerate(zip(runs, index)):
@@ -131,6 +128,8 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .plot import save_figure
+
     t = cmp["time"].values
     idx = (np.unique(np.linspace(0, t.size - 1, min(3, t.size)).round().astype(int)) if times is None
            else [int(np.argmin(np.abs(t - v))) for v in np.atleast_1d(times)])
@@ -172,9 +171,4 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
             a.set_xticklabels([])
             a.set_yticklabels([])
         a.set_title(f"t = {ti:g}, W2 = {float(mean[i]):.3g}", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

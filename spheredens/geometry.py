@@ -36,6 +36,14 @@ def circle_angle(x: Array) -> Array:
     return np.mod(np.arctan2(x[..., 1], x[..., 0]), 2.0 * np.pi)
 
 
+def sphere_points(lat_deg: Array, lon_deg: Array) -> Array:
+    """Unit vectors (nlat, nlon, 3) of a (lat, lon) grid in degrees (DATASET.md):
+    x = (cos lat cos lon, cos lat sin lon, sin lat)."""
+    lat, lon = np.radians(np.asarray(lat_deg))[:, None], np.radians(np.asarray(lon_deg))[None, :]
+    return np.stack(np.broadcast_arrays(np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon),
+                                        np.sin(lat)), axis=-1)
+
+
 def tangent_project(x: Array, v: Array) -> Array:
     """P_x v = v - <x, v> x for unit vectors x, broadcasting over leading axes."""
     return v - np.sum(x * v, axis=-1, keepdims=True) * x

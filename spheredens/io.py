@@ -90,6 +90,11 @@ def open_run(path: str | Path) -> Any:
     SchemaError
         When the file cannot be read or lacks part of the layout.
     """
+    return _open_checked(path, validate_schema)
+
+
+def _open_checked(path: str | Path, validate: Any) -> Any:
+    """Open a netCDF file, run ``validate(ds)`` on it, and return it loaded in memory."""
     import xarray as xr
 
     path = Path(path)
@@ -100,7 +105,7 @@ def open_run(path: str | Path) -> Any:
     except Exception as exc:  # reader failures become one line
         raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
     with ds:
-        validate_schema(ds)
+        validate(ds)
         return ds.load()
 
 
@@ -150,18 +155,8 @@ def open_particles(path: str | Path) -> Any:
     """Open and validate a particle file (schema spheredens-particles-1); uniform weights are
     added when ``particle_weight`` is absent."""
     import numpy as np
-    import xarray as xr
 
-    path = Path(path)
-    if not path.is_file():
-        raise SchemaError(f"{str(path)!r} does not exist")
-    try:
-        ds = xr.open_dataset(path)
-    except Exception as exc:  # reader failures become one line
-        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
-    with ds:
-        validate_particles(ds, name=str(path))
-        ds = ds.load()
+    ds = _open_checked(path, lambda d: validate_particles(d, name=str(path)))
     if "particle_weight" not in ds:
         n = ds.sizes["particle"]
         ds["particle_weight"] = ("particle", np.full(n, 1.0 / n))

@@ -7,6 +7,18 @@ from typing import Any
 import numpy as np
 
 
+def save_figure(fig: Any, path: str | Path, *, dpi: int = 100) -> Path:
+    """Write a matplotlib figure (creating the folder) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def plot_circle_run(ds: Any, path: str | Path) -> Path:
     """Space-time image of rho on the circle (log colour scale) with W2 to Pi_# rho_0 beside it.
 
@@ -50,12 +62,7 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
         ax1.set_title(ds["w2_projection"].attrs.get("comment", ""), fontsize=8)
     ax1.set_xlabel("t")
     ax1.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def _edges(centres: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -151,12 +158,7 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     ax.legend(fontsize=8)
     fig.suptitle(f"{ds.attrs.get('model')} on the sphere, beta = {ds.attrs.get('beta')}, "
                  f"{ds.attrs.get('scheme')} lmax = {ds.attrs.get('lmax')}", fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_run(ds: Any, path: str | Path, **options: Any) -> Path:

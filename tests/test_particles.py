@@ -8,6 +8,7 @@ import xarray as xr
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.compare import compare
+from spheredens.geometry import sphere_points
 from spheredens.io import convert_particles, open_particles, write_dataset
 from spheredens.particles import ParticleSystem, initial_particles, run_particles
 from conftest import EXAMPLE_C
@@ -103,10 +104,7 @@ def grid_particles(ds, domain):
         th = ds["theta"].values
         pos = np.stack([np.cos(th), np.sin(th)], -1)
     else:
-        lat, lon = np.radians(ds["lat"].values), np.radians(ds["lon"].values)
-        pos = np.stack(np.broadcast_arrays(np.cos(lat)[:, None] * np.cos(lon)[None, :],
-                                           np.cos(lat)[:, None] * np.sin(lon)[None, :],
-                                           np.sin(lat)[:, None]), -1).reshape(-1, 3)
+        pos = sphere_points(ds["lat"].values, ds["lon"].values).reshape(-1, 3)
     rho = np.clip(ds["rho"].values, 0, None)
     w = (rho * ds["weight"].values).reshape(rho.shape[0], -1)
     # one particle set per time is not the layout: use the last snapshot, weights of that time
