@@ -9,10 +9,10 @@ setup:
 	@VENV=$(VENV) bash scripts/setup.sh
 
 demo: setup
-	$(VENV)/bin/spheredens run runs/circle_example_c/config.toml
+	$(VENV)/bin/spheredens run runs/circle_example_c/config.toml --overwrite
 
 demo-sphere: setup
-	$(VENV)/bin/spheredens run runs/sphere_great_circle/config.toml
+	$(VENV)/bin/spheredens run runs/sphere_great_circle/config.toml --overwrite
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

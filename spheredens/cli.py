@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -42,11 +43,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if output is None and cfg.output_path() is None:
         output = Path(args.config).with_suffix(".nc")
     try:
-        ds = run(cfg, output=output, progress=None if not args.quiet else False)
-    except KeyboardInterrupt:
+        with _stop_on_signals() as received:
+            ds = run(cfg, output=output, progress=None if not args.quiet else False,
+                     resume=args.resume, overwrite=args.overwrite,
+                     checkpoint_seconds=args.checkpoint_seconds)
+    except KeyboardInterrupt as exc:
         path = output or cfg.output_path()
-        print(f"spheredens: interrupted; the snapshots so far are in {_shown(path)}", file=sys.stderr)
-        return 130
+        print(f"spheredens: {exc or 'interrupted'}; the snapshots so far and a checkpoint are in "
+              f"{_shown(path)}; continue with: spheredens run {args.config} --resume"
+              + (f" --output {output}" if args.output else ""), file=sys.stderr)
+        return 143 if received.get("signal") == signal.SIGTERM else 130
     path = Path(output) if output is not None else cfg.output_path()
     print(f"wrote {_shown(path)}")
     if cfg.output.figure and not args.no_figure:
@@ -116,6 +122,31 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds or min(seeds) < 0:
         raise ConfigError("--seeds", f"{text!r} gives no non-negative seeds")
     return seeds
+
+
+class _stop_on_signals:
+    """Turn SIGINT and SIGTERM into a clean stop after the current step (file + checkpoint)."""
+
+    def __enter__(self) -> dict:
+        from .simulate import request_stop
+
+        self.received: dict = {}
+        self._old = {}
+
+        def handler(signum, frame):
+            self.received["signal"] = signum
+            request_stop("terminated" if signum == signal.SIGTERM else "interrupted")
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, handler)
+            except ValueError:  # not in the main thread: keep the defaults
+                pass
+        return self.received
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 def _cmd_particles(args: argparse.Namespace) -> int:
@@ -200,12 +231,21 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Integrate the run described by CONFIG (a TOML file, see "
                        "CONFIG.md) and write the density at the snapshot times, with mass, min_rho, "
                        "energy and w2_projection, to a netCDF file (DATASET.md layout). The file is "
-                       "rewritten as snapshots arrive, so an interrupted run keeps what it did.")
+                       "rewritten as snapshots arrive, with a checkpoint, so an interrupted run "
+                       "(Ctrl-C: exit 130, SIGTERM: exit 143) keeps what it did and --resume "
+                       "continues it.")
     p.add_argument("config", help="run configuration (TOML)")
     p.add_argument("--output", "-o", help="netCDF file to write (default: output.path of the "
                    "config, else CONFIG with suffix .nc)")
     p.add_argument("--no-figure", action="store_true", help="do not draw the PNG figure")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
+    p.add_argument("--resume", action="store_true", help="continue the partial run in the output "
+                   "file from its last checkpoint (bit for bit the uninterrupted result)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file "
+                   "(otherwise an existing file is never touched)")
+    p.add_argument("--checkpoint-seconds", type=float, default=60.0, metavar="S",
+                   help="wall-clock seconds between checkpoints written between snapshots "
+                   "(default 60)")
     p.set_defaults(func=_cmd_run)
     p = sub.add_parser("particles", help="integrate the n-particle system of a configuration",
                        description="Integrate the particle system of the model in CONFIG (its "

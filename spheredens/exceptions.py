@@ -10,6 +10,7 @@ __all__ = [
     "ConfigError",
     "SchemaError",
     "SimulationError",
+    "OutputError",
     "SpheredensWarning",
 ]
 
@@ -52,6 +53,10 @@ class SimulationError(SpheredensError, RuntimeError):
             where.append(f"step {step}")
         prefix = f"at {', '.join(where)}: " if where else ""
         super().__init__(prefix + message)
+
+
+class OutputError(SpheredensError, OSError):
+    """A result file could not be written (disk full, permissions); earlier files are intact."""
 
 
 class SpheredensWarning(UserWarning):

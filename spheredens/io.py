@@ -7,7 +7,7 @@ import time as _time
 from pathlib import Path
 from typing import Any
 
-from .exceptions import SchemaError
+from .exceptions import OutputError, SchemaError
 from .recorder import SCHEMA, Recorder
 
 logger = logging.getLogger(__name__)
@@ -38,34 +38,63 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
 
 
 class FileWriter:
-    """Observer that rewrites the output file (atomically) as snapshots arrive.
+    """Observer that rewrites the output file atomically as the run goes, with a checkpoint.
 
     The file is rewritten after a snapshot unless the previous write was less than
-    ``5 x (its own duration)`` ago, which keeps writing below ~20% of the run time; it is
-    always written at the end, also when the run stopped early or was interrupted.
+    ``5 x (its own duration)`` ago (writing stays below ~20% of the run time), after any step
+    when ``checkpoint_seconds`` of wall time have passed since the last write, and at the end,
+    also when the run stopped early or was interrupted. Each file holds the snapshots so far and
+    the full solver state at its last step boundary (``checkpoint_state``), from which
+    ``--resume`` continues bit for bit. A failed write (disk full, ...) leaves the previous
+    file intact; it is retried at the next occasion and, if the last one fails, reported by
+    :meth:`finish` raising :class:`OutputError`.
     """
 
-    def __init__(self, recorder: Recorder, path: str | Path) -> None:
+    def __init__(self, recorder: Any, path: str | Path, *, checkpoint_seconds: float = 60.0) -> None:
         self.recorder = recorder
         self.path = Path(path)
+        self.checkpoint_seconds = float(checkpoint_seconds)
         self._last_end = -float("inf")
         self._last_cost = 0.0
+        self._steps = 0
+        self.error: OSError | None = None
 
     def _write(self) -> None:
         t0 = _time.perf_counter()
-        write_dataset(self.recorder.dataset(), self.path)
+        try:
+            write_dataset(self.recorder.dataset(), self.path)
+        except OSError as exc:
+            self.error = exc
+            logger.error("could not write %s: %s (the previous file is kept)", self.path, exc)
+            self._last_end = _time.perf_counter()
+            return
+        self.error = None
         self._last_end = _time.perf_counter()
         self._last_cost = self._last_end - t0
 
     def start(self, info: dict[str, Any]) -> None:
-        pass
+        self._steps = int(info.get("steps_done", 0))
 
     def observe(self, t: float, state: Any) -> None:
+        if hasattr(self.recorder, "set_checkpoint"):
+            self.recorder.set_checkpoint(t, state, self._steps)
         if _time.perf_counter() - self._last_end >= 5.0 * self._last_cost:
             self._write()
 
+    def step(self, t: float, dt: float, state: Any = None) -> None:
+        self._steps += 1
+        if state is not None and _time.perf_counter() - self._last_end >= self.checkpoint_seconds:
+            if hasattr(self.recorder, "set_checkpoint"):
+                self.recorder.set_checkpoint(t, state, self._steps)
+            self._write()
+
     def finish(self, result: Any) -> None:
+        if hasattr(self.recorder, "set_checkpoint"):
+            self.recorder.set_checkpoint(result.t, result.state, result.n_steps)
         self._write()
+        if self.error is not None:
+            raise OutputError(f"could not write {str(self.path)!r}: {self.error}; the file there "
+                              "(if any) holds the last snapshots written before the failure")
 
 
 def validate_schema(ds: Any) -> None:

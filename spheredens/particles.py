@@ -126,6 +126,7 @@ class ParticleSystem:
         self.integrator = INTEGRATORS.get(integrator)
         self.last_max_speed = 0.0
         self.speed_floor = 0.0
+        self.speed_bound = problem.model.V_norm if problem.model.kind.normalized else float("inf")
 
     def initial_state(self) -> Array:
         return self.x0[None].copy()

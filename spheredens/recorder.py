@@ -9,6 +9,7 @@ from numpy.typing import NDArray
 
 from ._version import __version__
 from .config import RunConfig
+from .exceptions import SchemaError
 from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
                           projection_distance)
 from .problem import Problem
@@ -41,9 +42,34 @@ class Recorder:
         self._energy_reason = energy_defined(problem.model)
         self._w2 = None
         self._w2_reason = ""
+        self.checkpoint: tuple[float, Array, int] | None = None
+
+    def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
+        """Remember the full solver state at a step boundary; written with the next file."""
+        self.checkpoint = (float(t), np.array(state), int(steps))
+
+    def restore(self, ds: Any) -> tuple[float, Array, int]:
+        """Take over the snapshots of a partial run file and return its checkpoint
+        (t, state, steps) to continue from."""
+        if "checkpoint_state" not in ds:
+            raise SchemaError("the file has no checkpoint to resume from")
+        rho = np.asarray(ds["rho"].values)
+        if not self.problem.has_auxiliary:
+            rho = rho[:, None]
+        self.times = [float(t) for t in ds["time"].values]
+        self.rho = [r for r in rho]
+        for name in self.diagnostics:
+            self.diagnostics[name] = [float(v) for v in ds[name].values]
+        raw = np.asarray(ds["checkpoint_state"].values)
+        shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
+        state = (raw[0] + 1j * raw[1]) if int(ds.attrs["checkpoint_complex"]) else raw[0]
+        self.checkpoint = (float(ds.attrs["checkpoint_time"]), state.reshape(shape),
+                           int(ds.attrs["checkpoint_steps"]))
+        return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
-        rho0 = self.scheme.density(info["initial_state"])
+        # the target of w2_projection always comes from rho_0 (also when resuming)
+        rho0 = self.scheme.density(self.scheme.initial_state())
         # the projection target is built from rho_0 (marginal over slices)
         marginal0 = np.tensordot(self.problem.xi_weight, rho0, axes=1)
         self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
@@ -139,4 +165,15 @@ class Recorder:
         }
         attrs.update({k: v for k, v in self.scheme.attributes().items()})
         attrs.update(self.status)
+        if self.checkpoint is not None:
+            t_c, state, steps = self.checkpoint
+            parts = np.stack([state.real, state.imag]) if np.iscomplexobj(state) else state.real[None]
+            data_vars["checkpoint_state"] = (("checkpoint_part", "checkpoint_value"),
+                                             parts.reshape(len(parts), -1),
+                                             {"long_name": "full solver state at checkpoint_time "
+                                                           "(real and imaginary parts for spectral "
+                                                           "coefficients), for --resume"})
+            attrs.update({"checkpoint_time": t_c, "checkpoint_steps": steps,
+                          "checkpoint_shape": ",".join(map(str, state.shape)),
+                          "checkpoint_complex": int(np.iscomplexobj(state))})
         return xr.Dataset(data_vars, coords=coords, attrs=attrs)

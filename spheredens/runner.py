@@ -26,7 +26,8 @@ def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
 
 
 def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Path | None = None,
-        progress: bool | None = None) -> Any:
+        progress: bool | None = None, resume: bool = False, overwrite: bool = False,
+        checkpoint_seconds: float = 60.0) -> Any:
     """Run a configuration and return its ``xarray.Dataset`` (schema ``spheredens-1``).
 
     Parameters
@@ -35,22 +36,37 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         The run configuration (see CONFIG.md).
     output : path, optional
         Where to write the netCDF file; overrides ``output.path``. Without either, nothing is
-        written. The file is rewritten atomically as snapshots arrive, so an interrupted or
-        failed run leaves a readable file with the snapshots done so far
-        (attribute ``run_status = "partial"``).
+        written. The file is rewritten atomically as the run goes, with the snapshots so far and
+        a checkpoint of the full solver state, so an interrupted or failed run leaves a readable
+        file (attribute ``run_status = "partial"``) that ``resume=True`` continues.
     progress : bool, optional
         Show a progress bar on stderr (default: only when stderr is a terminal).
+    resume : bool
+        Continue the partial run in the output file (same configuration) from its checkpoint;
+        the result is bit for bit that of an uninterrupted run. A complete file is returned as
+        it is; a missing file starts a new run.
+    overwrite : bool
+        Replace an existing output file. Without ``resume`` or ``overwrite`` an existing file
+        is never touched.
+    checkpoint_seconds : float
+        Wall-clock interval between checkpoints written between snapshots.
 
     Raises
     ------
     ConfigError
-        For an invalid configuration (nothing is computed).
+        For an invalid configuration or an output file that exists (nothing is computed).
+    SchemaError
+        When the file to resume from is not a run of this configuration.
     SimulationError
         When the integration stops early (non-finite values, step-size collapse); the file
         then holds the snapshots computed before.
     KeyboardInterrupt
-        Re-raised after the snapshots so far have been written.
+        After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
+        once the snapshots so far and a checkpoint have been written.
     """
+    from .exceptions import ConfigError, SchemaError
+    from .io import open_run
+
     cfg = as_config(config)
     if output is not None:
         cfg = cfg.replace(**{"output.path": str(Path(output).resolve())})
@@ -58,14 +74,43 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     problem = Problem.from_config(cfg)
     scheme = make_scheme(problem, cfg.discretization)
     recorder = Recorder(problem, scheme, cfg)
+    start: dict[str, Any] = {}
+    if path is not None and path.exists():
+        if resume:
+            previous = open_run(path)
+            if not same_run(previous.attrs["config"], cfg):
+                raise SchemaError(f"{str(path)!r} was written by a different configuration; "
+                                  "resume needs the same one (or choose another output path)")
+            if previous.attrs.get("run_status") == "complete":
+                logger.info("%s is already complete", path)
+                return previous
+            t0, state, steps = recorder.restore(previous)
+            start = {"state": state, "t_start": t0, "steps_done": steps}
+        elif not overwrite:
+            raise ConfigError("output.path", f"{str(path)!r} exists; pass --resume to continue it, "
+                              "--overwrite to replace it, or choose another path")
     observers: list[Any] = [recorder, Progress(enabled=progress)]
     if path is not None:
-        observers.append(FileWriter(recorder, path))
-    result = simulate(scheme, cfg.time, observers)
+        observers.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
+    result = simulate(scheme, cfg.time, observers, **start)
     ds = recorder.dataset()
-    if result.stop_reason == "interrupted":
+    if result.stop_reason in ("interrupted", "terminated"):
         raise KeyboardInterrupt(result.message)
     if not result.completed:
         where = f"; the snapshots before it are in {str(path)!r}" if path is not None else ""
         raise SimulationError(result.message + where, time=result.t, step=result.n_steps)
     return ds
+
+
+def same_run(config_text: str, cfg: RunConfig) -> bool:
+    """Whether the configuration stored in a file describes the same run as ``cfg`` (all
+    sections but ``[output]``)."""
+    import tomllib
+
+    try:
+        stored = tomllib.loads(config_text)
+    except tomllib.TOMLDecodeError:
+        return False
+    current = cfg.to_dict()
+    keys = set(stored) | set(current)
+    return all(stored.get(k) == current.get(k) for k in keys if k != "output")

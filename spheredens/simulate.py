@@ -16,7 +16,18 @@ Array = NDArray[np.float64]
 logger = logging.getLogger(__name__)
 
 #: why a simulation stopped
-STOP_REASONS = ("end", "nan", "dt_collapse", "interrupted")
+STOP_REASONS = ("end", "nan", "dt_collapse", "speed_bound", "interrupted", "terminated")
+
+_stop_request: dict[str, str | None] = {"reason": None}
+
+
+def request_stop(reason: str = "interrupted") -> None:
+    """Ask the running simulation to stop after its current step (signal handlers call this).
+
+    The loop then finishes the step, tells its observers (the file is written with a
+    checkpoint) and returns with ``stop_reason = reason``.
+    """
+    _stop_request["reason"] = reason
 
 
 class Observer(Protocol):
@@ -60,7 +71,7 @@ class SimulationResult:
 
 
 def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
-             state: Array | None = None, t_start: float = 0.0) -> SimulationResult:
+             state: Array | None = None, t_start: float = 0.0, steps_done: int = 0) -> SimulationResult:
     """Integrate ``scheme`` from ``t_start`` to ``time.t_end``.
 
     Each step uses dt = ``scheme.stable_dt(time.cfl, max|v|)`` with the speed of the state at
@@ -73,10 +84,18 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     ----------
     scheme : scheme object (see :mod:`spheredens.schemes`)
     time : TimeConfig
-    observers : sequence of observers (``start``, ``observe``, ``finish``; optional ``step``)
-    state, t_start : optional initial state and time (default: ``scheme.initial_state()`` at 0)
+    observers : sequence of observers (``start``, ``observe``, ``finish``; optional
+        ``step(t, dt, state)`` after every step)
+    state, t_start, steps_done : a checkpoint to continue from (default: ``scheme.initial_state()``
+        at t = 0). Steps depend only on (t, state), so continuing from a checkpoint taken at a
+        step boundary reproduces the uninterrupted run bit for bit.
+
+    Stops early, keeping the last good state, when values become non-finite (``nan``), the
+    CFL step collapses (``dt_collapse``), a softmax speed exceeds ||V|| (``speed_bound``:
+    a corrupted state), or :func:`request_stop` / KeyboardInterrupt asks for it.
     """
-    y = scheme.initial_state() if state is None else np.array(state, dtype=float)
+    _stop_request["reason"] = None
+    y = scheme.initial_state() if state is None else np.array(state)
     t = float(t_start)
     t_end = time.t_end
     snapshots = [s for s in time.snapshot_times() if s >= t]
@@ -86,13 +105,15 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     integrator = scheme.integrator
     post_step = getattr(scheme, "post_step", None)  # e.g. a spectral filter
     clock = _time.perf_counter()
-    info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme}
+    info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme,
+            "steps_done": steps_done}
     for obs in observers:
         obs.start(info)
-    if t in snapshot_set:
+    if t in snapshot_set and steps_done == 0:
         for obs in observers:
             obs.observe(t, y)
-    steps = 0
+    steps = steps_done
+    speed_bound = getattr(scheme, "speed_bound", np.inf)
     reason, message = "end", f"reached t_end = {t_end:g}"
     dt_floor = 1e-14 * max(1.0, t_end)
     try:
@@ -101,15 +122,21 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                 k1 = scheme.rhs(y, t)
                 speed = max(scheme.last_max_speed, getattr(scheme, "speed_floor", 0.0))
                 if not (np.isfinite(speed) and np.all(np.isfinite(k1))):
-                    reason, message = "nan", ("the right-hand side is not finite (the grid is too "
-                                              "coarse for this beta, or the run is unstable)")
+                    reason, message = "nan", ("d rho/dt is not finite: the resolution is too coarse "
+                                              "for this beta, or the state is corrupted")
+                    raise _Stop
+                if speed > speed_bound * (1.0 + 1e-9):
+                    reason, message = "speed_bound", (f"the speed {speed:.6g} exceeds ||V|| = "
+                                                      f"{speed_bound:.6g}, impossible for softmax "
+                                                      "attention: the state is corrupted")
                     raise _Stop
                 dt = scheme.stable_dt(time.cfl, speed) if speed > 0.0 else target - t
                 if time.max_dt is not None:
                     dt = min(dt, time.max_dt)
                 if dt < dt_floor:
                     reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below {dt_floor:.3g} "
-                                                      f"(max speed {speed:.3g})")
+                                                      f"(max speed {speed:.3g}): the velocity blew up; "
+                                                      "use a finer grid or a smaller beta")
                     raise _Stop
                 # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
                 land = t + dt * (1.0 + 1e-9) >= target
@@ -121,7 +148,8 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                 if post_step is not None:
                     y_new = post_step(y_new, dt)
                 if not np.all(np.isfinite(y_new)):
-                    reason, message = "nan", f"the state became non-finite in a step of dt = {dt:.3g}"
+                    reason, message = "nan", (f"rho became non-finite in a step of dt = {dt:.3g}: the "
+                                              "resolution is too coarse for this beta, or the step too large")
                     raise _Stop
                 y = y_new
                 t = target if land else t + dt
@@ -129,14 +157,20 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                 for obs in observers:
                     on_step = getattr(obs, "step", None)
                     if on_step is not None:
-                        on_step(t, dt)
+                        on_step(t, dt, y)
+                if _stop_request["reason"] is not None:
+                    reason = str(_stop_request["reason"])
+                    message = f"{reason} at t = {t:g} (step {steps})"
+                    raise _Stop
             if target in snapshot_set:
                 for obs in observers:
                     obs.observe(target, y)
     except _Stop:
-        logger.warning("simulation stopped at t = %g: %s", t, message)
+        if reason not in ("interrupted", "terminated"):
+            logger.warning("simulation stopped at t = %g: %s", t, message)
     except KeyboardInterrupt:
         reason, message = "interrupted", f"interrupted at t = {t:g}"
+    _stop_request["reason"] = None
     result = SimulationResult(reason, message, t, y, steps, _time.perf_counter() - clock)
     for obs in observers:
         obs.finish(result)
@@ -164,7 +198,7 @@ class Progress:
     def observe(self, t: float, state: Array) -> None:
         pass
 
-    def step(self, t: float, dt: float) -> None:
+    def step(self, t: float, dt: float, state: Array | None = None) -> None:
         if not self.enabled:
             return
         now = _time.perf_counter()

@@ -45,7 +45,7 @@ class Recorder:
         self.times.append(t)
         self.states.append(y.copy())
 
-    def step(self, t, dt):
+    def step(self, t, dt, state=None):
         self.dts = getattr(self, "dts", []) + [dt]
 
     def finish(self, result):

@@ -72,6 +72,12 @@ def speed_floor(model: Model) -> float:
     return 0.1 * model.V_norm if model.kind.interacting else 0.0
 
 
+def speed_bound(model: Model) -> float:
+    """Largest possible speed: ||V|| for softmax attention (N/Z is a convex combination of the
+    V y) and for the zero-temperature field; none (inf) for unnormalized attention."""
+    return model.V_norm if model.kind.normalized else float("inf")
+
+
 class CircleScheme:
     """What the circle schemes share: grids, evaluator, integrator, CFL rule, slices.
 
@@ -89,6 +95,7 @@ class CircleScheme:
         self.integrator = INTEGRATORS.get(integrator)
         self.last_max_speed = 0.0
         self.speed_floor = speed_floor(problem.model)
+        self.speed_bound = speed_bound(problem.model)
 
     def initial_values(self) -> Array:
         raise NotImplementedError

@@ -14,7 +14,7 @@ from ..integrators import INTEGRATORS
 from ..interaction import make_sphere_interaction, orthogonal_multiple
 from ..models import Model
 from . import SCHEMES
-from ._common import speed_floor, validate_choice, validate_integrator, validate_interaction
+from ._common import speed_bound, speed_floor, validate_choice, validate_integrator, validate_interaction
 
 Array = NDArray[np.float64]
 
@@ -100,6 +100,7 @@ class SHSpectralScheme:
         self.integrator = INTEGRATORS.get(integrator)
         self.last_max_speed = 0.0
         self.speed_floor = speed_floor(problem.model)
+        self.speed_bound = speed_bound(problem.model)
         self.clip_negative = True
 
     def initial_state(self) -> NDArray[np.complex128]:
