@@ -260,6 +260,11 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
         if beta > 1e4:
             raise ConfigError("model.beta", f"= {beta:g} is too large: must be <= 1e4 "
                               "(use sa_zero_temperature for the beta -> inf limit)")
+        growth = beta * float(np.linalg.norm(np.array(mats["Q"]).T @ np.array(mats["K"]), 2))
+        if name == "usa" and growth > 700.0:
+            raise ConfigError("model.beta", f"= {beta:g}: unnormalized attention grows like "
+                              f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "
+                              "use beta ||Q^T K|| <= 700")
     return ModelConfig(name, beta, mats["Q"], mats["K"], mats["V"])
 
 

@@ -85,7 +85,9 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
                 logger.info("%s is already complete", path)
                 return previous
             t0, state, steps = recorder.restore(previous)
-            start = {"state": state, "t_start": t0, "steps_done": steps}
+            # a checkpoint taken on a snapshot time just before its snapshot was recorded
+            start = {"state": state, "t_start": t0, "steps_done": steps,
+                     "observe_start": t0 not in recorder.times}
         elif not overwrite:
             raise ConfigError("output.path", f"{str(path)!r} exists; pass --resume to continue it, "
                               "--overwrite to replace it, or choose another path")

@@ -71,7 +71,8 @@ class SimulationResult:
 
 
 def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
-             state: Array | None = None, t_start: float = 0.0, steps_done: int = 0) -> SimulationResult:
+             state: Array | None = None, t_start: float = 0.0, steps_done: int = 0,
+             observe_start: bool | None = None) -> SimulationResult:
     """Integrate ``scheme`` from ``t_start`` to ``time.t_end``.
 
     Each step uses dt = ``scheme.stable_dt(time.cfl, max|v|)`` with the speed of the state at
@@ -89,6 +90,10 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     state, t_start, steps_done : a checkpoint to continue from (default: ``scheme.initial_state()``
         at t = 0). Steps depend only on (t, state), so continuing from a checkpoint taken at a
         step boundary reproduces the uninterrupted run bit for bit.
+    observe_start : bool, optional
+        Whether observers see ``state`` at ``t_start`` when it is a snapshot time (default: only
+        for a fresh start, ``steps_done == 0``; a resumed run passes False when the file already
+        holds that snapshot).
 
     Stops early, keeping the last good state, when values become non-finite (``nan``), the
     CFL step collapses (``dt_collapse``), a softmax speed exceeds ||V|| (``speed_bound``:
@@ -109,7 +114,9 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
             "steps_done": steps_done}
     for obs in observers:
         obs.start(info)
-    if t in snapshot_set and steps_done == 0:
+    if observe_start is None:
+        observe_start = steps_done == 0
+    if t in snapshot_set and observe_start:
         for obs in observers:
             obs.observe(t, y)
     steps = steps_done

@@ -92,7 +92,8 @@ class FourierConvolution:
             if small.size:
                 out[small] = self._fallback.attention_average(rho, rows=small)
             return clip_norm(out, self._v_norm)
-        out = n * np.exp(self.kappa)
+        with np.errstate(over="ignore"):  # usa at large beta overflows: inf, caught by the loop
+            out = n * np.exp(self.kappa)
         if small.size:
             out[small] = self._fallback.attention_average(rho, rows=small)
         return out

@@ -61,7 +61,8 @@ class _SphereEvaluator:
     def _finish(self, z: Array, n: Array, log_scale: Array | float) -> Array:
         """N/Z (sa) or N e^{log_scale} (usa) on the grid, guarded where Z is round-off."""
         if not self.model.kind.normalized:
-            return n * np.exp(log_scale)[..., None] if np.ndim(log_scale) else n * math.exp(log_scale)
+            with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
+                return n * np.exp(log_scale)[..., None] if np.ndim(log_scale) else n * np.exp(log_scale)
         small = z < GUARD_RELATIVE_Z * z.max()
         self.guarded_fraction = float(small.mean())
         out = n / np.where(z > 0.0, z, np.inf)[..., None]
@@ -199,9 +200,10 @@ class FunkHeckeInteraction(_SphereEvaluator):
                     xt *= scale
                     xp *= scale
             else:
-                factor = math.exp(self.kappa)
-                xt *= factor
-                xp *= factor
+                with np.errstate(over="ignore", invalid="ignore"):
+                    factor = np.exp(self.kappa)
+                    xt *= factor
+                    xp *= factor
             out[k, 0], out[k, 1] = xt, xp
         return out
 

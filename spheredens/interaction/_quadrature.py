@@ -127,7 +127,8 @@ class DirectQuadrature:
             z[small], n[small], logscale[small] = self._logsumexp_rows(targets, a)
         if self.model.kind.normalized:
             return clip_norm(n / z[:, None], self._v_norm)
-        return n * np.exp(logscale)[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
+            return n * np.exp(logscale)[:, None]
 
     def velocity(self, rho: Array) -> Array:
         """Tangent velocity X[rho] at the targets.
