@@ -222,7 +222,49 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     time = _time(tables["time"])
     output = _output(tables["output"])
     particles = _particles(tables["particles"], domain) if "particles" in data else None
-    return RunConfig(model, domain, initial, discretization, time, output, base, particles)
+    cfg = RunConfig(model, domain, initial, discretization, time, output, base, particles)
+    check_memory(cfg)
+    return cfg
+
+
+def estimated_memory(cfg: RunConfig) -> dict[str, float]:
+    """Rough peak memory of a run in bytes, by what holds it: the snapshots kept for the output
+    file (and one copy while writing), the solver's work arrays, the cached kernels."""
+    from .grids._sphere_gauss import default_grid_size
+
+    disc = cfg.discretization
+    if cfg.domain.name == "circle":
+        points = int(disc.n or 256)
+        kernel = 8.0 * min(points * points, 1 << 25)
+    else:
+        nlat, nphi = default_grid_size(int(disc.lmax or 31))
+        points = nlat * nphi
+        kernel = 8.0 * 64 * 5 * points if disc.options.get("interaction") == "kappa_interpolation" else 0.0
+    snapshots = len(cfg.time.snapshot_times())
+    out = {"snapshots": 8.0 * points * 2 * snapshots, "work arrays": 8.0 * points * 200,
+           "kernels": kernel}
+    if cfg.particles is not None:
+        out["particles"] = 8.0 * cfg.particles.n * (cfg.particles.n / 8 + 10 * snapshots)
+    return out
+
+
+def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
+    """Refuse a configuration whose estimated memory exceeds ``fraction`` of the machine's."""
+    import os
+
+    try:
+        total = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return
+    parts = estimated_memory(cfg)
+    need = sum(parts.values())
+    if need > fraction * total:
+        worst = max(parts, key=parts.get)
+        key = {"snapshots": "time.snapshots", "particles": "particles.n"}.get(
+            worst, "discretization.lmax" if cfg.domain.name == "sphere" else "discretization.n")
+        raise ConfigError(key, f"the run would need about {need / 2**30:.1f} GiB of memory (mostly "
+                          f"{worst}: {parts[worst] / 2**30:.1f} GiB), more than {fraction:.0%} of this "
+                          f"machine's {total / 2**30:.1f} GiB; reduce it")
 
 
 def _domain(t: dict[str, Any]) -> DomainConfig:

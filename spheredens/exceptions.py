@@ -31,6 +31,9 @@ class ConfigError(SpheredensError, ValueError):
     """
 
     def __init__(self, key: str, message: str) -> None:
+        # keys come from user files: show odd ones (newlines, control characters) quoted
+        key = key if key.isprintable() else repr(key)
+        message = message if message.isprintable() else repr(message)[1:-1]
         self.key = key
         self.message = message
         super().__init__(f"{key}: {message}" if key else message)

@@ -287,6 +287,9 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, d: in
             raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has dims {rho.dims}; "
                               f"a density on this domain needs dims {dims} (after choosing a time)")
         values = np.asarray(rho.values, dtype=float)
+        if values.size < 2:
+            raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has {values.size} "
+                              "values; a density needs at least 2 points")
         if "weight" in ds:
             weight = np.asarray(ds["weight"].transpose(*dims).values, dtype=float)
         elif d == 2:
@@ -298,16 +301,20 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, d: in
             coords: Any = np.asarray(ds["theta"].values, dtype=float)
         else:
             coords = (np.asarray(ds["lat"].values, dtype=float), np.asarray(ds["lon"].values, dtype=float))
-    if values.size < 2 or not np.all(np.isfinite(values)) or values.max() <= 0:
+    if not np.all(np.isfinite(values)) or values.max() <= 0:
         raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} must be finite with "
                           "positive values on at least 2 points")
     if values.min() < -NEGATIVE_TOLERANCE * values.max():
         raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has values down to "
                           f"{values.min():.3g} (max {values.max():.3g}); a density must be non-negative "
                           f"(undershoots above -{NEGATIVE_TOLERANCE:g} x max are clipped)")
-    mass = float(np.sum(values * weight))
+    if weight.shape != values.shape or not np.all(np.isfinite(weight)) or np.any(weight <= 0):
+        raise ConfigError(f"{key}.path", f"the 'weight' of {str(path)!r} must be positive and finite, "
+                          f"with the shape {values.shape} of the density")
+    with np.errstate(all="ignore"):  # huge values overflow to inf: refused just below
+        mass = float(np.sum(values * weight))
     values = np.maximum(values, 0.0)
-    if abs(mass - 1.0) > 1e-6:
+    if not abs(mass - 1.0) <= 1e-6:
         raise ConfigError(f"{key}.path", f"the density {variable!r} in {str(path)!r} has mass "
                           f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first")
     if d == 2:

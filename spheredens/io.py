@@ -163,9 +163,12 @@ def validate_particles(ds: Any, *, name: str = "particle file") -> None:
         raise SchemaError(f"{name}: positions have {d} components; the {domain or 'circle/sphere'} "
                           f"needs {expected or '2 or 3'}")
     x = np.asarray(pos.values, dtype=float)
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise SchemaError(f"{name}: no snapshots or no particles (position has shape {x.shape})")
     if not np.all(np.isfinite(x)):
         raise SchemaError(f"{name}: 'position' holds NaN or infinite values")
-    dev = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max()) if x.size else 0.0
+    with np.errstate(all="ignore"):
+        dev = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max())
     if dev > UNIT_TOLERANCE:
         raise SchemaError(f"{name}: positions are not unit vectors (| |x| - 1 | up to {dev:.3g}, "
                           f"tolerance {UNIT_TOLERANCE:g})")
