@@ -171,10 +171,13 @@ def _cmd_particles(args: argparse.Namespace) -> int:
                 Path(args.config).with_name(Path(args.config).stem + (f"_particles_seed{seed}.nc"
                                                                       if several else "_particles.nc"))
         try:
-            ds = run_particles(cfg, seed=seed, output=out, progress=None if not args.quiet else False)
-        except KeyboardInterrupt:
-            print(f"spheredens: interrupted; the snapshots so far are in {_shown(out)}", file=sys.stderr)
-            return 130
+            with _stop_on_signals() as received:
+                ds = run_particles(cfg, seed=seed, output=out, progress=None if not args.quiet else False,
+                                   resume=args.resume, overwrite=args.overwrite)
+        except KeyboardInterrupt as exc:
+            print(f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
+                  f"continue with: spheredens particles {args.config} --resume", file=sys.stderr)
+            return 143 if received.get("signal") == signal.SIGTERM else 130
         print(f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
               f"seed {seed}, {ds.attrs['n_steps']} steps)")
     return 0
@@ -188,6 +191,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     runs = [open_particles(p) for p in args.particles]
     out = Path(args.output) if args.output else Path(args.particles[0]).with_name(
         Path(args.particles[0]).stem + "_compare.nc")
+    if out.exists() and not args.overwrite:
+        from .exceptions import SchemaError
+
+        raise SchemaError(f"{str(out)!r} exists; choose another name (--output) or pass --overwrite")
     result = compare(density, runs, n_points=args.points, density_file=str(args.density),
                      particle_files=[str(p) for p in args.particles])
     write_dataset(result, out)
@@ -259,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="netCDF file (default: particles.path, else "
                    "output.path with suffix _particles)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--resume", action="store_true", help="continue partial particle files")
+    p.add_argument("--overwrite", action="store_true", help="replace existing particle files")
     p.set_defaults(func=_cmd_particles)
     p = sub.add_parser("compare", help="W2 between a density run and particle runs",
                        description="W2 (geodesic cost) between the density of DENSITY and the "
@@ -274,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 4096)")
     p.add_argument("--times", type=float, nargs="+", metavar="T", help="snapshots to draw")
     p.add_argument("--no-figure", action="store_true", help="do not draw the PNG figure")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing comparison file")
     p.set_defaults(func=_cmd_compare)
     p = sub.add_parser("convert-particles", help="convert .npy/.npz particle arrays to spheredens-particles-1",
                        description="Convert a particle run from a .npy array (time, n, d), or (time, "

@@ -155,6 +155,22 @@ class ParticleRecorder:
         self.times: list[float] = []
         self.positions: list[Array] = []
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running", "n_steps": 0}
+        self.checkpoint: tuple[float, Array, int] | None = None
+
+    def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
+        self.checkpoint = (float(t), np.array(state), int(steps))
+
+    def restore(self, ds: Any) -> tuple[float, Array, int]:
+        """Take over the snapshots of a partial particle file; return its checkpoint."""
+        from .exceptions import SchemaError
+
+        if "checkpoint_position" not in ds:
+            raise SchemaError("the particle file has no checkpoint to resume from")
+        self.times = [float(t) for t in ds["time"].values]
+        self.positions = [np.array(x) for x in ds["position"].values]
+        self.checkpoint = (float(ds.attrs["checkpoint_time"]), np.asarray(ds["checkpoint_position"].values)[None],
+                           int(ds.attrs["checkpoint_steps"]))
+        return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
         pass
@@ -184,6 +200,11 @@ class ParticleRecorder:
             data[name] = (("row", "col"), np.asarray(getattr(model, name)),
                           {"long_name": f"attention matrix {name}", "units": "1"})
         coords = {"time": ("time", np.array(self.times), {"long_name": "model time", "units": "1"})}
+        checkpoint: dict[str, Any] = {}
+        if self.checkpoint is not None:
+            data["checkpoint_position"] = (("particle", "component"), self.checkpoint[1][0],
+                                           {"long_name": "positions at checkpoint_time, for --resume"})
+            checkpoint = {"checkpoint_time": self.checkpoint[0], "checkpoint_steps": self.checkpoint[2]}
         attrs = {"Conventions": "CF-1.10", "spheredens_schema": PARTICLE_SCHEMA,
                  "spheredens_version": __version__, "model": model.name,
                  "domain": self.system.problem.domain, "beta": float(model.beta),
@@ -192,7 +213,7 @@ class ParticleRecorder:
                  "integrator": self.system.integrator.name,
                  "title": f"spheredens particles: {model.name} on the {self.system.problem.domain}, "
                           f"n = {len(self.system.weight)}, {self.initialization}",
-                 "history": f"{now}: written by spheredens {__version__}", **self.status}
+                 "history": f"{now}: written by spheredens {__version__}", **self.status, **checkpoint}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -211,14 +232,18 @@ def particles_output_path(cfg: RunConfig, seed: int, *, several: bool) -> Path |
 
 
 def run_particles(config: RunConfig, *, seed: int | None = None, output: str | Path | None = None,
-                  progress: bool | None = None) -> Any:
+                  progress: bool | None = None, resume: bool = False, overwrite: bool = False) -> Any:
     """Integrate the particle system of ``config`` (its ``[particles]`` table) and return the
     Dataset (schema spheredens-particles-1); write it to ``output`` when given.
 
-    The snapshot times are those of ``[time]``; ``seed`` overrides ``particles.seed``.
+    The snapshot times are those of ``[time]``; ``seed`` overrides ``particles.seed``. As for
+    :func:`spheredens.run`, the file carries a checkpoint (the positions at a step boundary):
+    ``resume=True`` continues a partial file bit for bit, an existing file is only replaced
+    with ``overwrite=True``.
     """
-    from .exceptions import ConfigError, SimulationError
-    from .io import FileWriter
+    from .exceptions import ConfigError, SchemaError, SimulationError
+    from .io import FileWriter, open_particles
+    from .runner import same_run
     from .simulate import Progress, simulate
 
     if config.particles is None:
@@ -230,11 +255,25 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     x0, w = initial_particles(problem, p.n, p.initialization, seed)
     system = ParticleSystem(problem, x0, w, p.dt, p.integrator)
     recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
+    start: dict[str, Any] = {}
+    if output is not None and Path(output).exists():
+        if resume:
+            previous = open_particles(output)
+            if not same_run(previous.attrs.get("config", ""), config) or int(previous.attrs["seed"]) != seed:
+                raise SchemaError(f"{str(output)!r} was written by a different configuration or seed")
+            if previous.attrs.get("run_status") == "complete":
+                return previous
+            t0, state, steps = recorder.restore(previous)
+            start = {"state": state, "t_start": t0, "steps_done": steps,
+                     "observe_start": t0 not in recorder.times}
+        elif not overwrite:
+            raise ConfigError("particles.path", f"{str(output)!r} exists; pass --resume to continue "
+                              "it, --overwrite to replace it, or choose another path")
     observers: list[Any] = [recorder, Progress(enabled=progress)]
     if output is not None:
         observers.append(FileWriter(recorder, output))
-    result = simulate(system, config.time, observers)
-    if result.stop_reason == "interrupted":
+    result = simulate(system, config.time, observers, **start)
+    if result.stop_reason in ("interrupted", "terminated"):
         raise KeyboardInterrupt(result.message)
     if not result.completed:
         raise SimulationError(result.message, time=result.t, step=result.n_steps)

@@ -204,3 +204,32 @@ def test_corrupted_velocity_is_caught(tmp_path, monkeypatch):
     with pytest.raises(sd.SimulationError, match="exceeds \\|\\|V\\|\\|"):
         sd.run(cfg, progress=False)
     assert sd.open_run(tmp_path / "x.nc").sizes["time"] == 1
+
+
+def test_particle_run_resumes_bit_for_bit(tmp_path):
+    from spheredens.particles import run_particles
+
+    cfg = sd.config_from_dict({"model": {"beta": 3.0}, "time": {"t_end": 1.0, "snapshots": 5},
+                               "particles": {"n": 50, "dt": 0.05, "seed": 4}}, base_dir=tmp_path)
+    full = run_particles(cfg)
+    sim = sys.modules["spheredens.simulate"]
+    calls = {"n": 0}
+    original = sim.Progress.step
+
+    def stop_midway(self, t, dt, state=None):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            sim.request_stop("terminated")
+        return original(self, t, dt, state)
+
+    sim.Progress.step = stop_midway
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_particles(cfg, output=tmp_path / "p.nc")
+    finally:
+        sim.Progress.step = original
+    assert xr.open_dataset(tmp_path / "p.nc").attrs["run_status"] == "partial"
+    with pytest.raises(sd.ConfigError, match="exists"):
+        run_particles(cfg, output=tmp_path / "p.nc")
+    resumed = run_particles(cfg, output=tmp_path / "p.nc", resume=True)
+    np.testing.assert_array_equal(resumed["position"].values, full["position"].values)
