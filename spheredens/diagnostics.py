@@ -9,8 +9,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .geometry import circle_angle
-from .models import Model, ProjectionTarget, projection_target
-from .transport import w2_circle
+from .models import Model
+from .transport import sphere_density_atoms, w2_circle, w2_sphere
 
 Array = NDArray[np.float64]
 
@@ -62,150 +62,48 @@ def interaction_energy_spectral(rho: Array, grid, beta: float) -> float:
         return float(np.exp(beta) / (2.0 * beta) * total)
 
 
-def positive_half_fraction(theta: Array, weight: Array, u: Array) -> Array:
-    """Fraction of the arc [theta_j - w_j/2, theta_j + w_j/2] where <x, u> > 0."""
-    phi = np.mod(theta - circle_angle(np.asarray(u)) + 0.5 * np.pi, 2.0 * np.pi)
-    lo, hi = phi - 0.5 * weight, phi + 0.5 * weight
-    length = np.zeros_like(phi)
-    for shift in (-2.0 * np.pi, 0.0, 2.0 * np.pi):
-        length += np.clip(np.minimum(hi, np.pi + shift) - np.maximum(lo, shift), 0.0, None)
-    return length / weight
-
-
 class ProjectionDistance:
-    """W2(rho_t, Pi_# rho_0) on the circle for a model satisfying Assumption 1.
+    """W2(rho_t, Pi_# rho_0) for a model satisfying Assumption 1.
 
-    On S^1 the top eigenspace E_1 = span(u) of A = V B^T is a line (Assumption 1 gives a gap),
-    so Pi_# rho_0 = m_+ delta_u + m_- delta_{-u} with m_+ the rho_0-mass of {<x, u> > 0}.
-    m_+ is computed from the initial grid density, each point carrying the arc of length
-    ``weight`` centred on it, split exactly at the boundary (error O(h^2)). rho_t is treated as
-    atoms at the grid points with masses rho_j w_j; W2 is exact (POT, geodesic cost).
+    The target is :func:`spheredens.targets.projection_measure` (masses from the initial
+    density function, exact to quadrature round-off). Circle: rho_t as atoms at the grid points
+    with masses rho_j w_j, exact W2 (POT's circle solver). Sphere: rho_t coarsened to about
+    ``n_points`` atoms (:func:`spheredens.transport.sphere_density_atoms`), exact EMD.
     """
 
-    def __init__(self, target: ProjectionTarget, theta: Array, weight: Array, rho0: Array) -> None:
-        self.target = target
-        u = target.basis[0]
-        self.atoms = np.array([circle_angle(u), circle_angle(-u)])
-        m_plus = float(np.sum(rho0 * weight * positive_half_fraction(theta, weight, u)))
-        total = float(np.sum(rho0 * weight))
-        self.masses = np.array([m_plus, total - m_plus]) / total
-        self.theta, self.weight = theta, weight
+    def __init__(self, model: Model, initial, grid, *, n_points: int = 2048) -> None:
+        from .targets import projection_measure
+
+        self.target = projection_measure(model, initial)
+        self.grid = grid
+        self.n_points = n_points
+        self.circle = hasattr(grid, "theta")
+        if self.circle:
+            self.atoms = circle_angle(self.target.points)
+        self.masses = self.target.masses
 
     def __call__(self, rho: Array) -> float:
-        return w2_circle(self.theta, rho * self.weight, self.atoms, self.masses)
+        if self.circle:
+            return w2_circle(self.grid.theta, rho * self.grid.weight, self.atoms, self.masses)
+        atoms, masses, _ = sphere_density_atoms(self.grid.points, self.grid.weight, rho,
+                                                n_points=self.n_points)
+        return w2_sphere(atoms, masses, self.target.points, self.masses)
 
     def comment(self) -> str:
-        return ("exact W2 on the circle (POT wasserstein_circle, geodesic cost); target atoms at "
-                "angles " + ", ".join(f"{a:.12g}" for a in self.atoms) + " with masses "
-                + ", ".join(f"{m:.12g}" for m in self.masses))
+        how = ("exact W2 on the circle (POT wasserstein_circle, geodesic cost), rho_t as atoms at "
+               "the grid points" if self.circle else
+               f"exact W2 on the sphere (POT emd2, squared geodesic cost), rho_t coarsened to "
+               f"~{self.n_points} atoms")
+        return (f"{how}; target Pi_# rho_0: {self.target.description}, masses "
+                + ", ".join(f"{m:.12g}" for m in self.masses[:4]) + (" ..." if self.masses.size > 4 else "")
+                + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
 
 
 def projection_distance(model: Model, grid, rho0: Array, initial=None):
-    """A callable rho -> W2(rho, Pi_# rho_0) for ``grid``, or None and the reason it is undefined."""
-    target = projection_target(model)
-    if not target.holds:
-        return None, f"Assumption 1 does not hold: {target.reason}"
-    if hasattr(grid, "theta"):
-        return ProjectionDistance(target, grid.theta, grid.weight, rho0), ""
-    if target.basis.shape[0] > 2:
-        return None, "E_1 is the whole space (no target)"
-    return SphereProjectionDistance(target, initial, grid), ""
+    """A callable rho -> W2(rho, Pi_# rho_0) on ``grid``, or None and the reason it is undefined."""
+    from .targets import AssumptionError
 
-
-def _aligned_quadrature(pole: Array, e1: Array, e2: Array, psi_edges: Array, n_alpha: int = 96,
-                        n_psi: int = 8) -> tuple[Array, Array, Array]:
-    """Points, weights and sector index of a product quadrature in coordinates
-    x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha) pole, d sigma = cos(alpha) d alpha d psi:
-    Gauss-Legendre in alpha on each half [-pi/2, 0], [0, pi/2] and in psi on each sector."""
-    ga, wa = np.polynomial.legendre.leggauss(n_alpha)
-    alpha = np.concatenate([(ga - 1) * np.pi / 4, (ga + 1) * np.pi / 4])
-    w_alpha = np.concatenate([wa, wa]) * np.pi / 4 * np.cos(alpha)
-    gp, wp = np.polynomial.legendre.leggauss(n_psi)
-    lo, hi = psi_edges[:-1], psi_edges[1:]
-    psi = (0.5 * (lo + hi)[:, None] + 0.5 * (hi - lo)[:, None] * gp).reshape(-1)
-    w_psi = (0.5 * (hi - lo)[:, None] * wp).reshape(-1)
-    sector = np.repeat(np.arange(len(lo)), n_psi)
-    ca, sa = np.cos(alpha)[:, None, None], np.sin(alpha)[:, None, None]
-    ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-    x = ca * ring[None] + sa * pole
-    w = w_alpha[:, None] * w_psi[None, :]
-    return x.reshape(-1, 3), w.reshape(-1), np.broadcast_to(sector, w.shape).reshape(-1), alpha
-
-
-class SphereProjectionDistance:
-    """W2(rho_t, Pi_# rho_0) on S^2 (exact EMD, geodesic cost) for Assumption 1 with dim E_1 <= 2.
-
-    Target: dim E_1 = 1, E_1 = span(u): atoms at +-u with the rho_0-masses of the two
-    hemispheres; dim E_1 = 2: the great circle S cap E_1 sampled at ``circle_points`` equally
-    spaced atoms, each carrying the rho_0-mass of the lune of directions that Pi maps to its
-    arc. The masses are computed from the initial density function by a product Gauss
-    quadrature aligned with E_1 (spectrally accurate for smooth rho_0).
-
-    rho_t is coarsened before the EMD: the Gauss grid is cut into blocks of about
-    N / ``n_points`` cells; each block becomes one atom at its mass-weighted centroid
-    (renormalized to the sphere) carrying the block's mass (negative values clipped).
-    """
-
-    def __init__(self, target: ProjectionTarget, initial, grid, *, n_points: int = 2048,
-                 circle_points: int = 256) -> None:
-        self.target = target
-        self.grid = grid
-        basis = target.basis
-        if basis.shape[0] == 1:
-            u = basis[0]
-            e1, e2 = _orthonormal_complement(u)
-            x, w, _, alpha = _aligned_quadrature(u, e1, e2, np.array([0.0, 2 * np.pi]), n_psi=256)
-            values = initial(x) * w
-            upper = np.repeat(alpha > 0, w.size // alpha.size)
-            m_plus = float(values[upper].sum())
-            self.atoms = np.array([u, -u])
-            self.masses = np.array([m_plus, float(values.sum()) - m_plus])
-            self.description = "two atoms at +-u, u = " + ", ".join(f"{c:.12g}" for c in u)
-        else:
-            e1, e2 = basis[0], basis[1]
-            pole = np.cross(e1, e2)
-            edges = np.linspace(0.0, 2 * np.pi, circle_points + 1)
-            x, w, sector, _ = _aligned_quadrature(pole, e1, e2, edges)
-            masses = np.bincount(sector, weights=initial(x) * w, minlength=circle_points)
-            psi = 0.5 * (edges[:-1] + edges[1:])
-            self.atoms = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-            self.masses = masses
-            self.description = (f"{circle_points} atoms on the great circle of E_1 spanned by "
-                                + "(" + ", ".join(f"{c:.12g}" for c in e1) + ") and ("
-                                + ", ".join(f"{c:.12g}" for c in e2) + ")")
-        self.masses = self.masses / self.masses.sum()
-        block = max(1, int(np.ceil(np.sqrt(grid.nlat * grid.nphi / n_points))))
-        self._lat_edges = np.arange(0, grid.nlat, block)
-        self._lon_edges = np.arange(0, grid.nphi, block)
-        self.n_points = len(self._lat_edges) * len(self._lon_edges)
-        self.description += f"; rho_t coarsened to {self.n_points} atoms (blocks of {block} x {block} cells)"
-
-    def comment(self) -> str:
-        return ("exact W2 on the sphere (POT emd2, squared geodesic cost); target: "
-                + self.description)
-
-    def coarsen(self, rho: Array) -> tuple[Array, Array]:
-        """Atoms (k, 3) and masses (k,) of the block-coarsened density."""
-        a = np.clip(rho, 0.0, None) * self.grid.weight
-        ax = a[..., None] * self.grid.points
-        def blocks(f):
-            return np.add.reduceat(np.add.reduceat(f, self._lat_edges, axis=0), self._lon_edges, axis=1)
-        m = blocks(a).reshape(-1)
-        c = blocks(ax).reshape(-1, 3)
-        norm = np.linalg.norm(c, axis=1)
-        keep = (m > 0) & (norm > 0)
-        return c[keep] / norm[keep, None], m[keep] / m[keep].sum()
-
-    def __call__(self, rho: Array) -> float:
-        import ot
-
-        atoms, masses = self.coarsen(rho)
-        cost = np.arccos(np.clip(atoms @ self.atoms.T, -1.0, 1.0)) ** 2
-        return float(np.sqrt(max(ot.emd2(masses, self.masses, cost, numItermax=10_000_000), 0.0)))
-
-
-def _orthonormal_complement(u: Array) -> tuple[Array, Array]:
-    helper = np.eye(3)[int(np.argmin(np.abs(u)))]
-    e1 = np.cross(u, helper)
-    e1 /= np.linalg.norm(e1)
-    return e1, np.cross(u, e1)
+    try:
+        return ProjectionDistance(model, initial, grid), ""
+    except AssumptionError as exc:
+        return None, str(exc)

@@ -34,12 +34,17 @@ class Recorder:
         self.times: list[float] = []
         self.rho: list[Array] = []
         self.diagnostics: dict[str, list[float]] = {"mass": [], "min_rho": [], "energy": [],
-                                                    "w2_projection": []}
+                                                    "w2_projection": [], "w2_terminal": []}
         if hasattr(scheme, "filter_effect"):
             self.diagnostics["filter_effect"] = []
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
+        from .targets import terminal_subspace
+
+        self._terminal = terminal_subspace(problem.model)
+        pts = self.grid.points
+        self._points = pts
         self._w2 = None
         self._w2_reason = ""
         self.checkpoint: tuple[float, Array, int] | None = None
@@ -94,6 +99,8 @@ class Recorder:
         if "filter_effect" in d:
             d["filter_effect"].append(self.scheme.filter_effect(state))
         d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal))
+        d["w2_terminal"].append(np.nan if self._terminal.basis is None else
+                                self._terminal.w2(marginal, self._points, self.grid.weight))
 
     def finish(self, result: Any) -> None:
         self.status = {"run_status": "complete" if result.completed else "partial",
@@ -148,6 +155,11 @@ class Recorder:
         else:
             w2_attrs["comment"] = f"not defined: {self._w2_reason}"
         data_vars["w2_projection"] = ("time", np.array(d["w2_projection"]), w2_attrs)
+        data_vars["w2_terminal"] = ("time", np.array(d["w2_terminal"]), {
+            "long_name": "W2 to the measures supported on the dominant eigenspace of V "
+                         "(sqrt(int d(x, S cap E_V)^2 rho))", "units": "radian",
+            "comment": self._terminal.definition + ("" if self._terminal.basis is not None else
+                                                    "; the whole space: not defined")})
         now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         attrs: dict[str, Any] = {
             "Conventions": "CF-1.10",

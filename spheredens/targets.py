@@ -1,0 +1,200 @@
+"""Limit targets of MODELS.md section 3 as measures: Pi_# rho_0 and the terminal subspace of V.
+
+Functions of the model and of the initial density *function* (not of a grid), so that the
+target is exact up to a stated quadrature / sampling error:
+
+* :func:`projection_measure`: Pi_# rho_0 for Assumption 1 (B invertible, A = V B^T symmetric,
+  spectral gap): two atoms +-u (dim E_1 = 1) or equally spaced atoms on the great circle
+  S cap E_1 (dim E_1 = 2, sphere) carrying the rho_0-masses of the sets Pi maps onto them.
+* :func:`terminal_subspace`: the dominant eigenspace of V (the conjectured support of the
+  terminal phase) and the W2 distance of a density to the measures supported on it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .exceptions import SpheredensError
+from .geometry import circle_points
+from .models import Model, projection_target as assumption_1
+
+Array = NDArray[np.float64]
+
+#: atoms used to sample the great-circle target (dim E_1 = 2): W2 sampling error <= pi / M
+CIRCLE_TARGET_ATOMS = 512
+
+
+class AssumptionError(SpheredensError, ValueError):
+    """The zero-temperature target is undefined because Assumption 1 fails (says which part)."""
+
+
+@dataclass(frozen=True)
+class TargetMeasure:
+    """A discrete measure sum_k masses_k delta_{points_k} on S^{d-1}.
+
+    Attributes
+    ----------
+    points : ndarray (k, d)
+    masses : ndarray (k,), summing to 1
+    description : str
+    sampling_error : float
+        Upper bound of W2 between this discrete measure and the exact target (radians; 0 for
+        atoms, pi / M for a great circle sampled at M equal arcs, each atom at its arc's middle).
+    """
+
+    points: Array
+    masses: Array
+    description: str
+    sampling_error: float
+
+
+def _gauss(a: float, b: float, panels: int, order: int = 16) -> tuple[Array, Array]:
+    """Composite Gauss-Legendre nodes and weights on [a, b]."""
+    x, w = np.polynomial.legendre.leggauss(order)
+    edges = np.linspace(a, b, panels + 1)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    return (0.5 * (lo + hi) + 0.5 * (hi - lo) * x).reshape(-1), (0.5 * (hi - lo) * w).reshape(-1)
+
+
+def _orthonormal_complement(u: Array) -> tuple[Array, Array]:
+    helper = np.eye(3)[int(np.argmin(np.abs(u)))]
+    e1 = np.cross(u, helper)
+    e1 /= np.linalg.norm(e1)
+    return e1, np.cross(u, e1)
+
+
+def sector_masses(initial: Callable[[Array], Array], d: int, e1: Array, e2: Array, edges: Array,
+                  *, panels_per_sector: int = 1, alpha_panels: int = 8, order: int = 8) -> Array:
+    """rho_0-masses of the sets {x : angle of (<x, e1>, <x, e2>) in [edges_k, edges_{k+1})}.
+
+    Circle (d = 2): integrals of rho_0 over arcs; sphere: over lunes, in coordinates
+    x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha) (e1 x e2), d sigma = cos(alpha) d alpha d psi.
+    Composite Gauss-Legendre (``order`` points per panel; 8 x 8 panels of 8 points in
+    latitude): exact to round-off for smooth rho_0.
+    """
+    k = len(edges) - 1
+    psi_list, w_list, sector = [], [], []
+    for j in range(k):
+        p, w = _gauss(edges[j], edges[j + 1], panels_per_sector, order)
+        psi_list.append(p)
+        w_list.append(w)
+        sector.append(np.full(p.size, j))
+    psi, w_psi, sector = np.concatenate(psi_list), np.concatenate(w_list), np.concatenate(sector)
+    ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
+    if d == 2:
+        values = initial(ring) * w_psi
+        return np.bincount(sector, weights=values, minlength=k)
+    pole = np.cross(e1, e2)
+    alpha, w_alpha = _gauss(-0.5 * np.pi, 0.5 * np.pi, alpha_panels, 16)
+    x = np.cos(alpha)[:, None, None] * ring[None] + np.sin(alpha)[:, None, None] * pole
+    values = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
+    per_psi = (values * (w_alpha * np.cos(alpha))[:, None]).sum(axis=0) * w_psi
+    return np.bincount(sector, weights=per_psi, minlength=k)
+
+
+def projection_measure(model: Model, initial: Callable[[Array], Array], *,
+                       circle_atoms: int = CIRCLE_TARGET_ATOMS) -> TargetMeasure:
+    """Pi_# rho_0 (MODELS.md section 3) as a discrete measure.
+
+    Raises
+    ------
+    AssumptionError
+        When Assumption 1 fails, naming the failing part, or when E_1 is the whole space.
+    """
+    target = assumption_1(model)
+    if not target.holds:
+        raise AssumptionError(f"Pi_# rho_0 is undefined: Assumption 1 fails ({target.reason})")
+    basis = target.basis
+    d = model.d
+    if basis.shape[0] == 1:
+        u = basis[0]
+        if d == 2:
+            e1, e2 = u, np.array([-u[1], u[0]])
+            masses = sector_masses(initial, 2, e1, e2, np.array([-0.5, 0.5, 1.5]) * np.pi,
+                                   panels_per_sector=32, order=16)
+        else:
+            e1, e2 = _orthonormal_complement(u)
+            # hemispheres: lunes around the pole u would be awkward; use u as the pole instead
+            alpha, w_alpha = _gauss(0.0, 0.5 * np.pi, 32)
+            psi, w_psi = _gauss(0.0, 2 * np.pi, 64)
+            ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
+            masses = []
+            for sign in (1.0, -1.0):
+                x = np.cos(alpha)[:, None, None] * ring[None] + sign * np.sin(alpha)[:, None, None] * u
+                vals = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
+                masses.append(float(((vals * w_psi).sum(axis=1) * w_alpha * np.cos(alpha)).sum()))
+            masses = np.array(masses)
+        return TargetMeasure(np.array([u, -u]), masses / masses.sum(),
+                             "two atoms at +-u, u = (" + ", ".join(f"{c:.12g}" for c in u) + ")", 0.0)
+    if basis.shape[0] == 2 and d == 3:
+        e1, e2 = basis
+        edges = np.linspace(0.0, 2 * np.pi, circle_atoms + 1)
+        masses = sector_masses(initial, 3, e1, e2, edges)
+        psi = 0.5 * (edges[:-1] + edges[1:])
+        points = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
+        desc = (f"{circle_atoms} atoms on the great circle of E_1 = span((" + ", ".join(f"{c:.12g}" for c in e1)
+                + "), (" + ", ".join(f"{c:.12g}" for c in e2) + "))")
+        return TargetMeasure(points, masses / masses.sum(), desc, math.pi / circle_atoms)
+    raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
+
+
+def projection_target(config: Any) -> TargetMeasure:
+    """Pi_# rho_0 for a run configuration (its model and initial density)."""
+    from .problem import Problem
+
+    problem = Problem.from_config(config)
+    return projection_measure(problem.model, problem.initial)
+
+
+@dataclass(frozen=True)
+class TerminalSubspace:
+    """The dominant eigenspace of V: the conjectured support of the terminal phase.
+
+    Definition used: the eigenvalue(s) of V with the largest real part (the growth rate of
+    dx/dt = P_x V x, whose solutions are e^{tV} x_0 / |e^{tV} x_0|); for a real eigenvalue its
+    real eigenspace, for a complex pair the real invariant plane spanned by Re w and Im w.
+    ``basis`` is orthonormal (rows); ``None`` when that space is all of R^d.
+    """
+
+    basis: Array | None
+    eigenvalue: complex
+    definition: str
+
+    def distance(self, points: Array) -> Array:
+        """Geodesic distance from unit vectors to S cap E: arccos |P_E x|."""
+        assert self.basis is not None
+        proj = np.linalg.norm(points @ self.basis.T, axis=-1)
+        return np.arccos(np.clip(proj, -1.0, 1.0))
+
+    def w2(self, rho: Array, points: Array, weight: Array) -> float:
+        """W2 from rho to the set of measures supported on S cap E (each point to its nearest
+        point of S cap E): sqrt(int d(x, S cap E)^2 rho)."""
+        a = np.clip(rho, 0.0, None) * weight
+        return float(np.sqrt(np.sum(a * self.distance(points) ** 2) / np.sum(a)))
+
+
+def terminal_subspace(model: Model, *, rtol: float = 1e-9) -> TerminalSubspace:
+    """The dominant eigenspace of V (see :class:`TerminalSubspace` for the definition)."""
+    w, vecs = np.linalg.eig(model.V)
+    order = np.argsort(-w.real)
+    w, vecs = w[order], vecs[:, order]
+    top = w[0]
+    scale = max(float(np.abs(w).max()), 1e-300)
+    same = np.abs(w.real - top.real) <= rtol * scale
+    if abs(top.imag) > rtol * scale:
+        cols = [vecs[:, i] for i in np.flatnonzero(same)]
+        span = np.concatenate([[c.real, c.imag] for c in cols])
+        kind = "complex pair: the real invariant plane of its eigenvectors"
+    else:
+        span = np.array([vecs[:, i].real for i in np.flatnonzero(same)])
+        kind = "real eigenvalue: its eigenspace"
+    u, s, vt = np.linalg.svd(span)
+    rank = int(np.sum(s > 1e-9 * s[0]))
+    basis = vt[:rank]
+    definition = (f"dominant eigenvalue of V (largest real part) = {complex(top):.6g} ({kind}), "
+                  f"dimension {rank}")
+    return TerminalSubspace(None if rank >= model.d else basis, complex(top), definition)
