@@ -24,7 +24,6 @@ import numpy as np
 import spheredens as sd
 from spheredens.compare import compare
 from spheredens.config import config_from_dict
-from spheredens.geometry import sphere_points
 from spheredens.particles import run_particles
 
 from _common import stamp, write_rows
@@ -107,21 +106,6 @@ def density_error(ds, reference):
     a = np.clip(ds["rho"].values[-1].reshape(-1), 0, None) * w
     b = np.clip(ref_here, 0, None) * w
     return w2_sphere(pts, a, pts, b)
-
-
-def as_particles(ds):
-    """A density run as weighted particles at its nodes (last snapshot)."""
-    import xarray as xr
-
-    if ds.attrs["domain"] == "circle":
-        th = ds["theta"].values
-        pos = np.stack([np.cos(th), np.sin(th)], -1)
-    else:
-        pos = sphere_points(ds["lat"].values, ds["lon"].values).reshape(-1, 3)
-    w = (np.clip(ds["rho"].values[-1], 0, None) * ds["weight"].values).reshape(-1)
-    return xr.Dataset({"position": (("time", "particle", "component"), pos[None]),
-                       "particle_weight": ("particle", w / w.sum())},
-                      coords={"time": [float(ds["time"].values[-1])]}, attrs={"domain": ds.attrs["domain"]})
 
 
 def cost_table(rows, targets):
