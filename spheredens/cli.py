@@ -229,6 +229,23 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import load_sweep, run_sweep
+
+    sweep = load_sweep(args.sweep)
+    print(f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}")
+    combined, outcome = run_sweep(sweep, scheduler=args.scheduler, n_workers=args.workers,
+                                  progress=not args.quiet)
+    failed = {k: v for k, v in outcome.items() if v.startswith("failed")}
+    done = sum(1 for v in outcome.values() if v == "done earlier")
+    print(f"{len(outcome) - len(failed) - done} ran, {done} done earlier, {len(failed)} failed")
+    for name, why in failed.items():
+        print(f"  {name}: {why}", file=sys.stderr)
+    if combined is not None:
+        print(f"wrote {_shown(sweep.combined_path)}")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spheredens", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -300,6 +317,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", type=float, help="beta attribute to record")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.set_defaults(func=_cmd_convert)
+    p = sub.add_parser("sweep", help="run a sweep of configurations on Dask",
+                       description="Run every combination of the values listed in the [vary] table of "
+                       "SWEEP (a TOML file with base = the base configuration, output_dir, [vary] "
+                       "\"model.beta\" = [...], ...) as tasks on Dask distributed: a local cluster by "
+                       "default, or the scheduler at --scheduler. Finished cases are not recomputed; "
+                       "partial ones resume; a failed case is reported and the others go on. Writes "
+                       "one file per case and combined.nc with one dimension per varied key.")
+    p.add_argument("sweep", help="sweep file (TOML)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    p.add_argument("--workers", type=int, help="local cluster: number of worker processes (default 2)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no per-case progress lines")
+    p.set_defaults(func=_cmd_sweep)
     p = sub.add_parser("info", help="list the models, schemes, evaluators and initial densities",
                        description="List every registered name accepted in a configuration.")
     p.set_defaults(func=_cmd_info)

@@ -46,7 +46,8 @@ class SimulationResult:
     ----------
     stop_reason : str
         ``"end"`` (reached t_end), ``"nan"`` (non-finite values), ``"dt_collapse"`` (the CFL
-        step fell below 1e-14 t_end) or ``"interrupted"`` (KeyboardInterrupt).
+        step fell below 1e-9 t_end), ``"speed_bound"``, ``"interrupted"`` (KeyboardInterrupt or
+        SIGINT) or ``"terminated"`` (SIGTERM).
     message : str
         Human-readable explanation.
     t : float
@@ -122,7 +123,8 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     steps = steps_done
     speed_bound = getattr(scheme, "speed_bound", np.inf)
     reason, message = "end", f"reached t_end = {t_end:g}"
-    dt_floor = 1e-14 * max(1.0, t_end)
+    # a step below t_end / 1e9 would take more than a billion steps: the velocity has blown up
+    dt_floor = 1e-9 * t_end
     try:
         for target in stops:
             while t < target:
@@ -141,9 +143,9 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                 if time.max_dt is not None:
                     dt = min(dt, time.max_dt)
                 if dt < dt_floor:
-                    reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below {dt_floor:.3g} "
-                                                      f"(max speed {speed:.3g}): the velocity blew up; "
-                                                      "use a finer grid or a smaller beta")
+                    reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below t_end / 1e9 = "
+                                                      f"{dt_floor:.3g} (max speed {speed:.3g}): the "
+                                                      "velocity blew up; use a finer grid or a smaller beta")
                     raise _Stop
                 # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
                 land = t + dt * (1.0 + 1e-9) >= target

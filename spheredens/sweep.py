@@ -1,0 +1,286 @@
+"""Sweeps: a base configuration and lists of values, every case a task on Dask distributed.
+
+A sweep file (TOML)::
+
+    base = "config.toml"              # the base run configuration (relative to this file)
+    output_dir = "cases"              # one netCDF file per case, and the combined dataset
+    [vary]
+    "model.beta" = [10.0, 30.0, 100.0]
+    "discretization.n" = [256, 512]
+
+Every combination of the listed values is a case (here 6). Cases run as tasks on a local Dask
+cluster by default, or on an existing scheduler (``--scheduler tcp://host:port``). Each case
+runs :func:`spheredens.run` with ``resume=True``: a finished case file (same configuration) is
+never recomputed or rewritten, a partial one (a worker lost mid-case) continues from its
+checkpoint. A failed case is reported and does not stop the others. The combined dataset
+(``combined.nc``) holds the diagnostics of every case with one dimension per varied key (named
+by its last component: ``beta``, ``n``, ...), and ``rho`` when all cases share one grid.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ._validate import as_str, as_table, check_keys
+from .config import RunConfig, config_from_dict, load_config
+from .exceptions import ConfigError, SpheredensError
+
+logger = logging.getLogger(__name__)
+
+COMBINED_VARIABLES = ("mass", "min_rho", "energy", "w2_projection", "w2_terminal")
+
+
+@dataclass(frozen=True)
+class SweepCase:
+    """One case: its name, the values of the varied keys, its validated configuration."""
+
+    name: str
+    values: tuple[tuple[str, Any], ...]
+    config: RunConfig
+
+    @property
+    def path(self) -> Path:
+        path = self.config.output_path()
+        assert path is not None
+        return path
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: the cases and where their files go."""
+
+    cases: tuple[SweepCase, ...]
+    keys: tuple[str, ...]
+    levels: tuple[tuple[Any, ...], ...]
+    output_dir: Path
+    combined_path: Path
+
+
+def _dim_name(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _case_name(values: tuple[tuple[str, Any], ...]) -> str:
+    parts = [f"{_dim_name(k)}-{v}" for k, v in values]
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "_".join(parts)) or "case"
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and validate a sweep file; every case configuration is validated before any work."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("", f"sweep file {str(path)!r} does not exist")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError("", f"{str(path)!r} is not valid TOML: {exc}") from None
+    return sweep_from_dict(data, base_dir=path.resolve().parent)
+
+
+def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> Sweep:
+    base_dir = Path(base_dir)
+    check_keys(data, ["base", "output_dir", "combined", "vary"], "sweep")
+    if "base" not in data:
+        raise ConfigError("sweep.base", "is required: the base configuration file, or a table")
+    if isinstance(data["base"], str):
+        base_path = Path(data["base"]) if Path(data["base"]).is_absolute() else base_dir / data["base"]
+        load_config(base_path)  # validated as it is, then varied from its own tables
+        base = tomllib.loads(base_path.read_text(encoding="utf-8"))
+        base_cfg_dir = base_path.resolve().parent
+    else:
+        base = as_table(data["base"], "sweep.base")
+        base_cfg_dir = base_dir
+    output_dir = base_dir / as_str(data.get("output_dir", "cases"), "sweep.output_dir")
+    combined = output_dir / as_str(data.get("combined", "combined.nc"), "sweep.combined")
+    vary = as_table(data.get("vary", {}), "sweep.vary")
+    if not vary:
+        raise ConfigError("sweep.vary", "give at least one key to vary, e.g. \"model.beta\" = [10.0, 30.0]")
+    keys, levels = [], []
+    for key, values in vary.items():
+        if "." not in key:
+            raise ConfigError(f"sweep.vary.{key}", "use a dotted key 'section.key', e.g. \"model.beta\"")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"sweep.vary.{key}", f"must be a non-empty list of values, got {values!r}")
+        if len({repr(v) for v in values}) != len(values):
+            raise ConfigError(f"sweep.vary.{key}", "has repeated values")
+        keys.append(key)
+        levels.append(tuple(values))
+    if len({_dim_name(k) for k in keys}) != len(keys):
+        raise ConfigError("sweep.vary", "two varied keys end in the same name; the combined dataset "
+                          "names its dimensions after the last component of each key")
+    cases = []
+    for combo in itertools.product(*levels):
+        values = tuple(zip(keys, combo))
+        name = _case_name(values)
+        table = {s: dict(t) for s, t in base.items()}
+        for key, value in values:
+            section, _, item = key.partition(".")
+            table.setdefault(section, {})[item] = value
+        table.setdefault("output", {})["path"] = str((output_dir / f"{name}.nc").resolve())
+        table["output"]["figure"] = False
+        try:
+            cfg = config_from_dict(table, base_dir=base_cfg_dir)
+        except ConfigError as exc:
+            raise ConfigError(f"sweep case {name}", str(exc)) from None
+        cases.append(SweepCase(name, values, cfg))
+    return Sweep(tuple(cases), tuple(keys), tuple(levels), output_dir, combined)
+
+
+def case_status(case: SweepCase) -> str:
+    """``"done"`` (a complete file of this configuration), ``"partial"`` or ``"todo"``."""
+    from .io import open_run
+    from .runner import same_run
+
+    if not case.path.exists():
+        return "todo"
+    try:
+        ds = open_run(case.path)
+    except SpheredensError:
+        return "partial"
+    if not same_run(ds.attrs.get("config", ""), case.config):
+        raise ConfigError(f"sweep case {case.name}", f"{str(case.path)!r} holds a different run; "
+                          "move it away or choose another output_dir")
+    return "done" if ds.attrs.get("run_status") == "complete" else "partial"
+
+
+def _run_case(config_dict: dict, base_dir: str) -> dict:
+    """Task body (runs on a worker): run or resume one case; never raises."""
+    import traceback
+
+    from .config import config_from_dict as _from_dict
+    from .runner import run as _run
+
+    try:
+        cfg = _from_dict(config_dict, base_dir=base_dir)
+        ds = _run(cfg, progress=False, resume=True)
+        return {"ok": True, "n_steps": int(ds.attrs.get("n_steps", 0))}
+    except SpheredensError as exc:
+        return {"ok": False, "error": str(exc)}
+    except Exception as exc:  # a bug: report it with its traceback's last line, keep going
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc} "
+                                      f"({traceback.format_exc().strip().splitlines()[-2].strip()})"}
+
+
+def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | None = None,
+              progress: bool = True) -> tuple[Any, dict[str, str]]:
+    """Run the cases not done yet on Dask; return the combined dataset and each case's outcome.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    scheduler : str, optional
+        Address of a running Dask scheduler; default: a local cluster of ``n_workers``
+        processes (default min(2, cases to run)), one thread each, closed afterwards.
+    """
+    _quiet_dask()
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    sweep.output_dir.mkdir(parents=True, exist_ok=True)
+    outcome: dict[str, str] = {}
+    pending = []
+    for case in sweep.cases:
+        status = case_status(case)
+        if status == "done":
+            outcome[case.name] = "done earlier"
+        else:
+            pending.append(case)
+    if pending:
+        cluster = None
+        if scheduler is None:
+            cluster = LocalCluster(n_workers=n_workers or min(2, len(pending)), threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(scheduler, timeout=30)
+            except (OSError, TimeoutError) as exc:
+                raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        try:
+            futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), pure=False,
+                                     key=f"spheredens-{c.name}-{id(c)}"): c for c in pending}
+            for k, fut in enumerate(as_completed(futures), 1):
+                case = futures[fut]
+                try:
+                    result = fut.result()
+                except Exception as exc:  # the worker died: the case stays partial or todo
+                    result = {"ok": False, "error": f"worker lost: {exc}"}
+                outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
+                if progress:
+                    print(f"  [{k}/{len(pending)}] {case.name}: {outcome[case.name]}", flush=True)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    combined = combine(sweep)
+    if combined is not None:
+        from .io import write_dataset
+
+        write_dataset(combined, sweep.combined_path)
+    return combined, outcome
+
+
+def _quiet_dask() -> None:
+    """Dask logs every connection at INFO level, on this process and on the workers it starts:
+    keep warnings and errors only (set before the workers are spawned, they inherit it)."""
+    import os
+
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+    import dask
+
+    dask.config.set({"logging.distributed": "error"})
+    for name in list(logging.root.manager.loggerDict):
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def combine(sweep: Sweep) -> Any:
+    """The combined dataset of the finished cases (None when a case is missing): diagnostics
+    with one dimension per varied key, ``rho`` too when every case has the same grid."""
+    import xarray as xr
+
+    from .io import open_run
+
+    datasets = {}
+    for case in sweep.cases:
+        if case_status(case) != "done":
+            return None
+        datasets[case.name] = open_run(case.path)
+    first = next(iter(datasets.values()))
+    times = first["time"].values
+    for name, ds in datasets.items():
+        if not np.array_equal(ds["time"].values, times):
+            raise SpheredensError(f"case {name} has other snapshot times; the combined dataset "
+                                  "needs the same times in every case")
+    shape = tuple(len(lv) for lv in sweep.levels)
+    dims = tuple(_dim_name(k) for k in sweep.keys)
+    same_grid = all(ds["rho"].shape == first["rho"].shape for ds in datasets.values()) and all(
+        all(np.array_equal(ds[c].values, first[c].values) for c in first["rho"].dims if c != "time")
+        for ds in datasets.values())
+    names = [v for v in COMBINED_VARIABLES if v in first] + (["rho"] if same_grid else [])
+    data = {}
+    for var in names:
+        arr = np.empty(shape + first[var].shape, dtype=first[var].dtype)
+        for case in sweep.cases:
+            idx = tuple(lv.index(v) for lv, (_, v) in zip(sweep.levels, case.values))
+            arr[idx] = datasets[case.name][var].values
+        data[var] = (dims + first[var].dims, arr, dict(first[var].attrs))
+    coords = {d: (d, np.array(lv)) for d, lv in zip(dims, sweep.levels)}
+    coords["time"] = ("time", times, dict(first["time"].attrs))
+    if same_grid:
+        for c in first["rho"].dims:
+            if c != "time" and c in first.coords:
+                coords[c] = (c, first[c].values, dict(first[c].attrs))
+        if "weight" in first:
+            data["weight"] = (first["weight"].dims, first["weight"].values, dict(first["weight"].attrs))
+    attrs = {"Conventions": "CF-1.10", "spheredens_schema": "spheredens-sweep-1",
+             "varied_keys": ", ".join(sweep.keys), "domain": first.attrs["domain"],
+             "model": first.attrs["model"], "cases": "\n".join(str(c.path) for c in sweep.cases),
+             "rho_included": int(same_grid)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)

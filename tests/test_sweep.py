@@ -1,0 +1,133 @@
+"""Sweeps on Dask: combined dataset equals single runs bit for bit, finished cases are skipped,
+partial ones resume, failures are reported, an external scheduler works."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import spheredens as sd
+from spheredens.cli import main
+from spheredens.sweep import COMBINED_VARIABLES, load_sweep, run_sweep
+
+BASE = """
+[model]
+name = "sa"
+beta = 10.0
+K = [[1.75, 0.866025], [0.433013, 2.5]]
+V = [[1.0, 0.0], [0.0, 0.5]]
+[discretization]
+n = 128
+[time]
+t_end = 1.0
+snapshots = 5
+"""
+SWEEP = """
+base = "base.toml"
+output_dir = "cases"
+[vary]
+"model.beta" = [5.0, 10.0, 20.0]
+"discretization.scheme" = ["fv", "fourier"]
+"""
+
+
+def write(folder, sweep=SWEEP, base=BASE):
+    (folder / "base.toml").write_text(base)
+    (folder / "sweep.toml").write_text(sweep)
+    return folder / "sweep.toml"
+
+
+def test_six_cases_on_a_local_cluster(tmp_path, capsys):
+    path = write(tmp_path)
+    sweep = load_sweep(path)
+    assert len(sweep.cases) == 6
+    assert main(["sweep", str(path)]) == 0
+    combined = xr.open_dataset(tmp_path / "cases" / "combined.nc")
+    assert dict(combined.sizes) == {"beta": 3, "scheme": 2, "time": 5}
+    for case in sweep.cases:
+        single = sd.run(case.config.replace(**{"output.path": str(tmp_path / "single.nc")}),
+                        progress=False, overwrite=True)
+        sel = {k.rsplit(".", 1)[-1]: v for k, v in case.values}
+        for var in COMBINED_VARIABLES:
+            np.testing.assert_array_equal(combined[var].sel(sel).values, single[var].values)
+    # a second invocation recomputes nothing and rewrites no case file
+    stamps = {c.name: c.path.stat().st_mtime_ns for c in sweep.cases}
+    capsys.readouterr()
+    assert main(["sweep", str(path)]) == 0
+    assert "0 ran, 6 done earlier, 0 failed" in capsys.readouterr().out
+    assert stamps == {c.name: c.path.stat().st_mtime_ns for c in sweep.cases}
+
+
+def test_partial_case_resumes_and_failures_are_reported(tmp_path):
+    sweep_text = SWEEP.replace('"discretization.scheme" = ["fv", "fourier"]',
+                               '"model.name" = ["sa", "usa"]').replace("[5.0, 10.0, 20.0]", "[10.0, 200.0]")
+    sweep = load_sweep(write(tmp_path, sweep_text))
+    # a case interrupted midway (as by a lost worker) leaves a partial file with a checkpoint
+    case = next(c for c in sweep.cases if dict(c.values) == {"model.beta": 10.0, "model.name": "sa"})
+    sim = sys.modules["spheredens.simulate"]
+    original, calls = sim.Progress.step, {"n": 0}
+
+    def stop(self, t, dt, state=None):
+        calls["n"] += 1
+        if calls["n"] == 20:
+            sim.request_stop("interrupted")
+        return original(self, t, dt, state)
+
+    sim.Progress.step = stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sd.run(case.config, progress=False)
+    finally:
+        sim.Progress.step = original
+    assert sd.open_run(case.path).attrs["run_status"] == "partial"
+    combined, outcome = run_sweep(sweep, progress=False)
+    assert outcome[case.name] == "ran"
+    failed = {k: v for k, v in outcome.items() if v.startswith("failed")}
+    # usa with this B grows like exp(beta ||B||) = e^29, e^577: the CFL step collapses at once
+    assert set(failed) == {"beta-10.0_name-usa", "beta-200.0_name-usa"}
+    assert all("CFL step" in why for why in failed.values())
+    assert outcome["beta-200.0_name-sa"] == "ran"
+    assert combined is None  # not every case finished: no combined dataset yet
+    reference = sd.run(case.config.replace(**{"output.path": str(tmp_path / "ref.nc")}), progress=False)
+    np.testing.assert_array_equal(sd.open_run(case.path)["rho"].values, reference["rho"].values)
+
+
+def test_external_scheduler(tmp_path):
+    path = write(tmp_path, SWEEP.replace("[5.0, 10.0, 20.0]", "[5.0]"))
+    sched_file = tmp_path / "scheduler.json"
+    env_cmd = [sys.executable, "-m", "dask"]
+    scheduler = subprocess.Popen(env_cmd + ["scheduler", "--scheduler-file", str(sched_file),
+                                            "--host", "127.0.0.1", "--port", "0", "--no-dashboard"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = subprocess.Popen(env_cmd + ["worker", "--scheduler-file", str(sched_file),
+                                             "--nthreads", "1", "--no-dashboard"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert main(["sweep", str(path), "--scheduler", address, "-q"]) == 0
+        combined = xr.open_dataset(tmp_path / "cases" / "combined.nc")
+        assert dict(combined.sizes) == {"beta": 1, "scheme": 2, "time": 5}
+    finally:
+        for proc in (worker, scheduler):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
+def test_bad_sweep_files_are_refused(tmp_path, capsys):
+    path = write(tmp_path, SWEEP.replace('"model.beta" = [5.0, 10.0, 20.0]', '"model.beta" = [5.0, -1.0]'))
+    assert main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "sweep case beta--1.0_scheme-fv: model.beta" in err and err.count("\n") == 1
+    path = write(tmp_path, 'base = "base.toml"\n[vary]\nbeta = [1.0]\n')
+    assert main(["sweep", str(path)]) == 2
+    assert "sweep.vary.beta: use a dotted key" in capsys.readouterr().err
