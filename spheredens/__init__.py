@@ -17,7 +17,8 @@ or the explicit pieces::
 """
 from ._version import __version__
 from .config import RunConfig, config_from_dict, load_config
-from .exceptions import ConfigError, SchemaError, SimulationError, SpheredensError
+from .exceptions import (ConfigError, OutputError, SchemaError, SimulationError, SpheredensError,
+                         SpheredensWarning)
 from .io import open_run, write_dataset
 from .models import Model, projection_target
 from .problem import Problem
@@ -28,7 +29,7 @@ from .simulate import Progress, SimulationResult, simulate
 
 __all__ = [
     "__version__", "RunConfig", "config_from_dict", "load_config", "ConfigError", "SchemaError",
-    "SimulationError", "SpheredensError", "open_run", "write_dataset", "Model",
+    "SimulationError", "SpheredensError", "SpheredensWarning", "OutputError", "open_run", "write_dataset", "Model",
     "projection_target", "Problem", "Recorder", "run", "make_scheme", "Progress",
     "SimulationResult", "simulate",
 ]

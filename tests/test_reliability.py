@@ -179,7 +179,7 @@ def test_blow_up_is_diagnosed_and_keeps_last_snapshot(tmp_path, capsys):
     """usa at beta = 400: speeds ~ e^400 collapse the CFL step; the run stops at once with the
     diagnosis, and the file keeps the t = 0 snapshot."""
     (tmp_path / "b.toml").write_text("[model]\nname = 'usa'\nbeta = 400.0\n[initial]\nname = 'von_mises_fisher'\n"
-                                     "means = [[1.0, 0.0]]\nkappas = [3.0]\n[time]\nt_end = 1.0\n"
+                                     "means = [[1.0, 0.0]]\nkappas = [3.0]\n[discretization]\nn = 512\n[time]\nt_end = 1.0\n"
                                      "[output]\npath = 'b.nc'\nfigure = false\n")
     assert main(["run", str(tmp_path / "b.toml"), "-q"]) == 1
     err = capsys.readouterr().err

@@ -33,7 +33,7 @@ def written(tmp_path_factory):
     out = {}
     for label, model, scheme in [("sa", {"beta": 10.0, **EXAMPLE_C}, "fv"),
                                  ("usa", {"name": "usa", "beta": 3.0}, "fourier")]:
-        cfg = make_config(model=model, discretization={"scheme": scheme, "n": 96},
+        cfg = make_config(model=model, discretization={"scheme": scheme, "n": 128},
                           initial={"name": "random_smooth", "seed": 3, "amplitude": 0.7},
                           time={"t_end": 2.0, "snapshots": 5},
                           output={"path": f"{label}.nc"}, base_dir=folder)

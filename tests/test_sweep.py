@@ -22,7 +22,7 @@ beta = 10.0
 K = [[1.75, 0.866025], [0.433013, 2.5]]
 V = [[1.0, 0.0], [0.0, 0.5]]
 [discretization]
-n = 128
+n = 192
 [time]
 t_end = 1.0
 snapshots = 5
@@ -66,7 +66,7 @@ def test_six_cases_on_a_local_cluster(tmp_path, capsys):
 def test_partial_case_resumes_and_failures_are_reported(tmp_path):
     sweep_text = SWEEP.replace('"discretization.scheme" = ["fv", "fourier"]',
                                '"model.name" = ["sa", "usa"]').replace("[5.0, 10.0, 20.0]", "[10.0, 200.0]")
-    sweep = load_sweep(write(tmp_path, sweep_text))
+    sweep = load_sweep(write(tmp_path, sweep_text, BASE.replace("n = 192", "n = 512")))
     # a case interrupted midway (as by a lost worker) leaves a partial file with a checkpoint
     case = next(c for c in sweep.cases if dict(c.values) == {"model.beta": 10.0, "model.name": "sa"})
     sim = sys.modules["spheredens.simulate"]

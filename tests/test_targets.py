@@ -99,3 +99,30 @@ def test_runs_record_both_targets():
                                      "time": {"t_end": 0.5, "snapshots": 2}}), progress=False)
     assert np.all(np.isfinite(ds["w2_projection"])) and np.all(np.isfinite(ds["w2_terminal"]))
     assert "dominant eigenvalue of V" in ds["w2_terminal"].attrs["comment"]
+
+
+def test_zero_temperature_rate_matches_spectral_gap():
+    """W2(rho_t, Pi_# rho_0) for sa_zero_temperature decays like exp(-gamma t / (2 |B^T w|)),
+    w the unit vector of E_1^perp (circle).
+
+    Along characteristics tan(angle(x_t, E_1)) = e^{-gamma s} tan(angle(x_0, E_1)), ds/dt = 1 / |B^T x|.
+    A bounded rho_0 puts mass ~ 1/tau above tan(angle) = tau, i.e. near E_1^perp, where
+    |B^T x| ~ |B^T w|; those points dominate: W2^2 ~ int min(1, tau^2 e^{-2 gamma s}) d tau / tau^2
+    ~ e^{-gamma s}, so W2 ~ exp(-gamma t / (2 |B^T w|)). Example C: gamma = 1, |B^T w| = 1.803,
+    rate 0.2774.
+    """
+    K = np.array(EXAMPLE_C["K"])
+    cfg = sd.config_from_dict({"model": {"name": "sa_zero_temperature", **EXAMPLE_C},
+                               "discretization": {"scheme": "fv", "n": 2048},
+                               "time": {"t_end": 20.0, "snapshots": 41}})
+    ds = sd.run(cfg, progress=False)
+    target = projection_measure(cfg.model.build(), cfg.initial.density)
+    u = target.points[0]
+    w = np.array([-u[1], u[0]])
+    gap = 1.0  # eigenvalues of V B^T: 2 and 1
+    theory = gap / (2 * np.linalg.norm(K.T @ w))
+    t, w2 = ds["time"].values, ds["w2_projection"].values
+    window = (t >= 12) & (t <= 20)
+    assert w2[window].min() > 5 * 2 * np.pi / 2048 / np.sqrt(12)  # well above the grid floor
+    fitted = -np.polyfit(t[window], np.log(w2[window]), 1)[0]
+    assert abs(fitted - theory) <= 0.10 * theory, (fitted, theory)

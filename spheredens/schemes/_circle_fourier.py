@@ -9,8 +9,8 @@ from numpy.typing import NDArray
 from ..grids import CircleGrid
 from ..models import Model
 from . import SCHEMES
-from ._common import (CircleScheme, validate_choice, validate_integrator, validate_interaction,
-                      validate_n)
+from ._common import (CircleScheme, validate_allow_underresolved, validate_choice,
+                      validate_integrator, validate_interaction, validate_n)
 
 Array = NDArray[np.float64]
 
@@ -55,7 +55,7 @@ class FourierScheme(CircleScheme):
     domain = "circle"
     min_n = 8
     even_n = True
-    options = ("n", "filter", "interaction", "integrator")
+    options = ("n", "filter", "interaction", "integrator", "allow_underresolved")
 
     @classmethod
     def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
@@ -65,10 +65,11 @@ class FourierScheme(CircleScheme):
                                       "spectral filter"),
             "interaction": validate_interaction(table, prefix, model),
             "integrator": validate_integrator(table, prefix, "rk4"),
+            **validate_allow_underresolved(table, prefix),
         }
 
     def __init__(self, problem: Any, *, n: int = 256, filter: str = "exponential",
-                 interaction: str = "auto", integrator: str = "rk4") -> None:
+                 interaction: str = "auto", integrator: str = "rk4", allow_underresolved: bool = False) -> None:
         self.grid = self.velocity_grid = CircleGrid(n, offset=0.0)
         self._setup(problem, interaction, integrator)
         self.filter = filter

@@ -9,8 +9,8 @@ from numpy.typing import NDArray
 from ..grids import CircleGrid
 from ..models import Model
 from . import SCHEMES
-from ._common import (CircleScheme, validate_choice, validate_integrator, validate_interaction,
-                      validate_n)
+from ._common import (CircleScheme, validate_allow_underresolved, validate_choice,
+                      validate_integrator, validate_interaction, validate_n)
 
 Array = NDArray[np.float64]
 
@@ -66,7 +66,7 @@ class FiniteVolumeScheme(CircleScheme):
     domain = "circle"
     min_n = 8
     even_n = False
-    options = ("n", "limiter", "interaction", "integrator")
+    options = ("n", "limiter", "interaction", "integrator", "allow_underresolved")
 
     @classmethod
     def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
@@ -75,10 +75,11 @@ class FiniteVolumeScheme(CircleScheme):
             "limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter"),
             "interaction": validate_interaction(table, prefix, model),
             "integrator": validate_integrator(table, prefix, "ssprk3"),
+            **validate_allow_underresolved(table, prefix),
         }
 
     def __init__(self, problem: Any, *, n: int = 256, limiter: str = "mc", interaction: str = "auto",
-                 integrator: str = "ssprk3") -> None:
+                 integrator: str = "ssprk3", allow_underresolved: bool = False) -> None:
         self.grid = CircleGrid(n, offset=0.5)
         self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h
         self._setup(problem, interaction, integrator)

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validate import as_int, as_str
+from .._validate import as_bool, as_int, as_str
 from ..exceptions import ConfigError
 from ..grids import CircleGrid
 from ..integrators import INTEGRATORS
@@ -36,6 +36,14 @@ def validate_n(table: Mapping[str, Any], prefix: str, scheme: str, minimum: int,
     if even and n % 2:
         raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {scheme!r}")
     return n
+
+
+def validate_allow_underresolved(table: Mapping[str, Any], prefix: str) -> dict[str, bool]:
+    """``allow_underresolved``: run (with a warning) although the grid does not resolve the
+    attention kernel (see :func:`spheredens.runner.resolution_problem`)."""
+    if "allow_underresolved" not in table:
+        return {}
+    return {"allow_underresolved": as_bool(table["allow_underresolved"], f"{prefix}.allow_underresolved")}
 
 
 def validate_interaction(table: Mapping[str, Any], prefix: str, model: Model,

@@ -14,7 +14,8 @@ from ..integrators import INTEGRATORS
 from ..interaction import make_sphere_interaction, orthogonal_multiple
 from ..models import Model
 from . import SCHEMES
-from ._common import speed_bound, speed_floor, validate_choice, validate_integrator, validate_interaction
+from ._common import (speed_bound, speed_floor, validate_allow_underresolved, validate_choice,
+                      validate_integrator, validate_interaction)
 
 Array = NDArray[np.float64]
 
@@ -66,7 +67,7 @@ class SHSpectralScheme:
 
     name = "sh_spectral"
     domain = "sphere"
-    options = ("lmax", "filter", "interaction", "integrator", "nthreads")
+    options = ("lmax", "filter", "interaction", "integrator", "nthreads", "allow_underresolved")
 
     @classmethod
     def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
@@ -87,10 +88,12 @@ class SHSpectralScheme:
             "interaction": interaction,
             "integrator": validate_integrator(table, prefix, "rk4"),
             "nthreads": as_int(table.get("nthreads", 1), f"{prefix}.nthreads", minimum=1, maximum=256),
+            **validate_allow_underresolved(table, prefix),
         }
 
     def __init__(self, problem: Any, *, lmax: int = 31, filter: str = "exponential",
-                 interaction: str = "auto", integrator: str = "rk4", nthreads: int = 1) -> None:
+                 interaction: str = "auto", integrator: str = "rk4", nthreads: int = 1,
+                 allow_underresolved: bool = False) -> None:
         self.problem = problem
         self.grid = GaussGrid(lmax, nthreads=nthreads)
         self.filter = filter

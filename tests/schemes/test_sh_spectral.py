@@ -112,8 +112,10 @@ def test_zero_temperature_matches_characteristics():
 def test_strongly_concentrating_run_finishes():
     cfg = sphere_config({"name": "sa", "beta": 100.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]}, 31,
                         {"t_end": 20.0, "snapshots": 11},
-                        initial={"name": "random_smooth", "seed": 2, "bandwidth": 4})
-    ds = sd.run(cfg, progress=False)
+                        initial={"name": "random_smooth", "seed": 2, "bandwidth": 4},
+                        allow_underresolved=True)
+    with pytest.warns(sd.SpheredensWarning, match="lmax = 31 does not resolve"):
+        ds = sd.run(cfg, progress=False)
     assert ds.attrs["run_status"] == "complete" and float(ds.time[-1]) == 20.0
     assert np.all(np.isfinite(ds["rho"].values))
     assert np.all(np.isfinite(ds["min_rho"].values))
