@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from ._version import __version__
 from .exceptions import SimulationError, SpheredensError
 
@@ -246,6 +248,39 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    import xarray as xr
+
+    from .analysis import analyze_beta, plot_beta_study
+    from .exceptions import SchemaError
+    from .io import write_dataset
+
+    path = Path(args.combined)
+    if not path.is_file():
+        raise SchemaError(f"{str(path)!r} does not exist")
+    try:
+        combined = xr.open_dataset(path).load()
+    except Exception as exc:  # reader failures become one line
+        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
+    result = analyze_beta(combined)
+    out = Path(args.output) if args.output else path.with_name(path.stem + "_beta_analysis.nc")
+    write_dataset(result, out)
+    figure = plot_beta_study(combined, result, out.with_suffix(".png"))
+    other = [d for d in result["min_w2"].dims if d != "beta"]
+    flat = result.isel({d: -1 for d in other}) if other else result
+    print(f"spectral gap of V B^T: {result.attrs['spectral_gap']:.4g}; "
+          f"departure = {result.attrs['departure_definition']}")
+    print(f"{'beta':>8} {'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
+          f"{'min/bound':>9}")
+    for i, b in enumerate(result["beta"].values):
+        r = flat.isel(beta=i)
+        print(f"{b:8g} {float(r.min_w2):10.4g} {float(r.t_min):7.3g} {float(r.departure_time):9.3g} "
+              f"{float(r.early_rate):10.4g} {float(r.rate_over_gap):8.3g} {float(r.min_w2_over_bound):9.3g}")
+    print(f"slope of log min W2 against log beta: {np.asarray(flat.min_w2_slope).item():.3f}")
+    print(f"wrote {_shown(out)}\nwrote {_shown(figure)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spheredens", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,6 +364,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="local cluster: number of worker processes (default 2)")
     p.add_argument("--quiet", "-q", action="store_true", help="no per-case progress lines")
     p.set_defaults(func=_cmd_sweep)
+    p = sub.add_parser("analyze-beta", help="minimum of W2 to Pi_# rho_0, its time, departure, rates over beta",
+                       description="Analyze a combined sweep dataset over model.beta (spheredens sweep): "
+                       "for each beta the minimum over time of W2 to Pi_# rho_0, its time, the departure "
+                       "time (first time after the minimum with W2 > 2 min + 0.02), the early exponential "
+                       "rate (fit of log W2 on [t_min/4, 3 t_min/4]) against the spectral gap of V B^T, "
+                       "the log-log slope of min W2 against beta next to sqrt(log(beta+1)/beta), and the "
+                       "change of these from each resolution to the next when n or lmax is swept too. "
+                       "Writes a dataset and a figure.")
+    p.add_argument("combined", help="combined.nc written by spheredens sweep")
+    p.add_argument("--output", "-o", help="analysis file (default: COMBINED_beta_analysis.nc)")
+    p.set_defaults(func=_cmd_analyze)
     p = sub.add_parser("info", help="list the models, schemes, evaluators and initial densities",
                        description="List every registered name accepted in a configuration.")
     p.set_defaults(func=_cmd_info)

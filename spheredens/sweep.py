@@ -284,6 +284,9 @@ def combine(sweep: Sweep) -> Any:
                 coords[c] = (c, first[c].values, dict(first[c].attrs))
         if "weight" in first:
             data["weight"] = (first["weight"].dims, first["weight"].values, dict(first["weight"].attrs))
+    for name in ("Q", "K", "V"):  # the matrices, when no case changes them
+        if all(np.array_equal(ds[name].values, first[name].values) for ds in datasets.values()):
+            data[name] = (("row", "col"), first[name].values, dict(first[name].attrs))
     attrs = {"Conventions": "CF-1.10", "spheredens_schema": "spheredens-sweep-1",
              "varied_keys": ", ".join(sweep.keys), "domain": first.attrs["domain"],
              "model": first.attrs["model"], "cases": "\n".join(str(c.path) for c in sweep.cases),
