@@ -241,9 +241,9 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     ``resume=True`` continues a partial file bit for bit, an existing file is only replaced
     with ``overwrite=True``.
     """
-    from .exceptions import ConfigError, SchemaError, SimulationError
+    from .exceptions import ConfigError, SimulationError
     from .io import FileWriter, open_particles
-    from .runner import same_run
+    from .runner import resume_point, same_run
     from .simulate import Progress, simulate
 
     if config.particles is None:
@@ -255,20 +255,12 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     x0, w = initial_particles(problem, p.n, p.initialization, seed)
     system = ParticleSystem(problem, x0, w, p.dt, p.integrator)
     recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
-    start: dict[str, Any] = {}
-    if output is not None and Path(output).exists():
-        if resume:
-            previous = open_particles(output)
-            if not same_run(previous.attrs.get("config", ""), config) or int(previous.attrs["seed"]) != seed:
-                raise SchemaError(f"{str(output)!r} was written by a different configuration or seed")
-            if previous.attrs.get("run_status") == "complete":
-                return previous
-            t0, state, steps = recorder.restore(previous)
-            start = {"state": state, "t_start": t0, "steps_done": steps,
-                     "observe_start": t0 not in recorder.times}
-        elif not overwrite:
-            raise ConfigError("particles.path", f"{str(output)!r} exists; pass --resume to continue "
-                              "it, --overwrite to replace it, or choose another path")
+    start = resume_point(None if output is None else Path(output), recorder, open_particles,
+                         lambda ds: same_run(ds.attrs.get("config", ""), config)
+                         and int(ds.attrs.get("seed", -1)) == seed,
+                         resume=resume, overwrite=overwrite, key="particles.path")
+    if start.get("complete") is not None:
+        return start["complete"]
     observers: list[Any] = [recorder, Progress(enabled=progress)]
     if output is not None:
         observers.append(FileWriter(recorder, output))

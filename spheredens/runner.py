@@ -65,7 +65,7 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
         once the snapshots so far and a checkpoint have been written.
     """
-    from .exceptions import ConfigError, SchemaError
+    from .exceptions import ConfigError
     from .io import open_run
 
     cfg = as_config(config)
@@ -83,23 +83,10 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     problem = Problem.from_config(cfg)
     scheme = make_scheme(problem, cfg.discretization)
     recorder = Recorder(problem, scheme, cfg)
-    start: dict[str, Any] = {}
-    if path is not None and path.exists():
-        if resume:
-            previous = open_run(path)
-            if not same_run(previous.attrs["config"], cfg):
-                raise SchemaError(f"{str(path)!r} was written by a different configuration; "
-                                  "resume needs the same one (or choose another output path)")
-            if previous.attrs.get("run_status") == "complete":
-                logger.info("%s is already complete", path)
-                return previous
-            t0, state, steps = recorder.restore(previous)
-            # a checkpoint taken on a snapshot time just before its snapshot was recorded
-            start = {"state": state, "t_start": t0, "steps_done": steps,
-                     "observe_start": t0 not in recorder.times}
-        elif not overwrite:
-            raise ConfigError("output.path", f"{str(path)!r} exists; pass --resume to continue it, "
-                              "--overwrite to replace it, or choose another path")
+    start = resume_point(path, recorder, open_run, lambda ds: same_run(ds.attrs["config"], cfg),
+                         resume=resume, overwrite=overwrite, key="output.path")
+    if start.get("complete") is not None:
+        return start["complete"]
     observers: list[Any] = [recorder, Progress(enabled=progress)]
     if path is not None:
         observers.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
@@ -111,6 +98,34 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         where = f"; the snapshots before it are in {str(path)!r}" if path is not None else ""
         raise SimulationError(result.message + where, time=result.t, step=result.n_steps)
     return ds
+
+
+def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, resume: bool,
+                 overwrite: bool, key: str) -> dict[str, Any]:
+    """How a run starts given an existing output file: keyword arguments for
+    :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
+    when the file already holds the finished run. Refuses to touch an existing file without
+    ``resume`` or ``overwrite``, and to resume a file that ``same(ds)`` does not recognize."""
+    from .exceptions import ConfigError, SchemaError
+
+    if path is None or not Path(path).exists():
+        return {}
+    if not resume:
+        if overwrite:
+            return {}
+        raise ConfigError(key, f"{str(path)!r} exists; pass --resume to continue it, --overwrite "
+                          "to replace it, or choose another path")
+    previous = opener(path)
+    if not same(previous):
+        raise SchemaError(f"{str(path)!r} was written by a different configuration; resume needs "
+                          "the same one (or choose another output path)")
+    if previous.attrs.get("run_status") == "complete":
+        logger.info("%s is already complete", path)
+        return {"complete": previous}
+    t0, state, steps = recorder.restore(previous)
+    # a checkpoint taken on a snapshot time just before its snapshot was recorded
+    return {"state": state, "t_start": t0, "steps_done": steps,
+            "observe_start": t0 not in recorder.times}
 
 
 def resolution_problem(cfg: RunConfig) -> str:

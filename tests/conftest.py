@@ -40,3 +40,29 @@ def make_config(*, model=None, initial=None, discretization=None, time=None, out
     if output:
         data["output"] = output
     return config_from_dict(data, base_dir=base_dir)
+
+
+class stop_after_steps:
+    """Context manager: the next simulation stops (as on a signal) after ``steps`` steps."""
+
+    def __init__(self, steps, reason="interrupted"):
+        self.steps, self.reason = steps, reason
+
+    def __enter__(self):
+        import sys
+
+        sim = sys.modules["spheredens.simulate"]  # the package exports the function of that name
+        self._sim, self._original, count = sim, sim.Progress.step, {"n": 0}
+        original, steps, reason = self._original, self.steps, self.reason
+
+        def step(progress, t, dt, state=None):
+            count["n"] += 1
+            if count["n"] == steps:
+                sim.request_stop(reason)
+            return original(progress, t, dt, state)
+
+        sim.Progress.step = step
+        return self
+
+    def __exit__(self, *exc):
+        self._sim.Progress.step = self._original

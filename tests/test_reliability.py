@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 
 import spheredens as sd
+from conftest import stop_after_steps
 from spheredens.cli import main
 from spheredens.exceptions import OutputError
 
@@ -131,23 +132,9 @@ def test_spectral_state_resumes_bit_for_bit(tmp_path):
                                "time": {"t_end": 1.0, "snapshots": 5}, "output": {"path": "s.nc"}},
                               base_dir=tmp_path)
     full = sd.run(cfg.replace(**{"output.path": "full.nc"}), progress=False)
-    sim = sys.modules["spheredens.simulate"]  # the package exports the function of that name
-
-    calls = {"n": 0}
-    original = sim.Progress.step
-
-    def stop_midway(self, t, dt, state=None):
-        calls["n"] += 1
-        if calls["n"] == 7:
-            sim.request_stop("interrupted")
-        return original(self, t, dt, state)
-
-    sim.Progress.step = stop_midway
-    try:
+    with stop_after_steps(7, "interrupted"):
         with pytest.raises(KeyboardInterrupt):
             sd.run(cfg, progress=False)
-    finally:
-        sim.Progress.step = original
     assert sd.open_run(tmp_path / "s.nc").attrs["run_status"] == "partial"
     resumed = sd.run(cfg, progress=False, resume=True)
     np.testing.assert_array_equal(resumed["rho"].values, full["rho"].values)
@@ -212,22 +199,9 @@ def test_particle_run_resumes_bit_for_bit(tmp_path):
     cfg = sd.config_from_dict({"model": {"beta": 3.0}, "time": {"t_end": 1.0, "snapshots": 5},
                                "particles": {"n": 50, "dt": 0.05, "seed": 4}}, base_dir=tmp_path)
     full = run_particles(cfg)
-    sim = sys.modules["spheredens.simulate"]
-    calls = {"n": 0}
-    original = sim.Progress.step
-
-    def stop_midway(self, t, dt, state=None):
-        calls["n"] += 1
-        if calls["n"] == 7:
-            sim.request_stop("terminated")
-        return original(self, t, dt, state)
-
-    sim.Progress.step = stop_midway
-    try:
+    with stop_after_steps(7, "terminated"):
         with pytest.raises(KeyboardInterrupt):
             run_particles(cfg, output=tmp_path / "p.nc")
-    finally:
-        sim.Progress.step = original
     assert xr.open_dataset(tmp_path / "p.nc").attrs["run_status"] == "partial"
     with pytest.raises(sd.ConfigError, match="exists"):
         run_particles(cfg, output=tmp_path / "p.nc")

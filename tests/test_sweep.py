@@ -12,6 +12,7 @@ import pytest
 import xarray as xr
 
 import spheredens as sd
+from conftest import stop_after_steps
 from spheredens.cli import main
 from spheredens.sweep import COMBINED_VARIABLES, load_sweep, run_sweep
 
@@ -48,7 +49,7 @@ def test_six_cases_on_a_local_cluster(tmp_path, capsys):
     assert len(sweep.cases) == 6
     assert main(["sweep", str(path)]) == 0
     combined = xr.open_dataset(tmp_path / "cases" / "combined.nc")
-    assert dict(combined.sizes) == {"beta": 3, "scheme": 2, "time": 5}
+    assert dict(combined["w2_projection"].sizes) == {"beta": 3, "scheme": 2, "time": 5}
     for case in sweep.cases:
         single = sd.run(case.config.replace(**{"output.path": str(tmp_path / "single.nc")}),
                         progress=False, overwrite=True)
@@ -69,21 +70,9 @@ def test_partial_case_resumes_and_failures_are_reported(tmp_path):
     sweep = load_sweep(write(tmp_path, sweep_text, BASE.replace("n = 192", "n = 512")))
     # a case interrupted midway (as by a lost worker) leaves a partial file with a checkpoint
     case = next(c for c in sweep.cases if dict(c.values) == {"model.beta": 10.0, "model.name": "sa"})
-    sim = sys.modules["spheredens.simulate"]
-    original, calls = sim.Progress.step, {"n": 0}
-
-    def stop(self, t, dt, state=None):
-        calls["n"] += 1
-        if calls["n"] == 20:
-            sim.request_stop("interrupted")
-        return original(self, t, dt, state)
-
-    sim.Progress.step = stop
-    try:
+    with stop_after_steps(20, "interrupted"):
         with pytest.raises(KeyboardInterrupt):
             sd.run(case.config, progress=False)
-    finally:
-        sim.Progress.step = original
     assert sd.open_run(case.path).attrs["run_status"] == "partial"
     combined, outcome = run_sweep(sweep, progress=False)
     assert outcome[case.name] == "ran"
@@ -115,7 +104,7 @@ def test_external_scheduler(tmp_path):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert main(["sweep", str(path), "--scheduler", address, "-q"]) == 0
         combined = xr.open_dataset(tmp_path / "cases" / "combined.nc")
-        assert dict(combined.sizes) == {"beta": 1, "scheme": 2, "time": 5}
+        assert dict(combined["w2_projection"].sizes) == {"beta": 1, "scheme": 2, "time": 5}
     finally:
         for proc in (worker, scheduler):
             if proc is not None:
