@@ -200,7 +200,7 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         cluster = None
         if scheduler is None:
             cluster = LocalCluster(n_workers=n_workers or min(2, len(pending)), threads_per_worker=1,
-                                   processes=True, dashboard_address=None)
+                                   processes=True, dashboard_address=":0")
             client = Client(cluster)
         else:
             try:

@@ -95,10 +95,12 @@ def test_external_scheduler(tmp_path):
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     worker = None
     try:
-        deadline = time.time() + 60
-        while not sched_file.exists() and time.time() < deadline:
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+        deadline, address = time.time() + 60, None
+        while address is None and time.time() < deadline:  # the file appears before its content
+            try:
+                address = json.loads(sched_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
         worker = subprocess.Popen(env_cmd + ["worker", "--scheduler-file", str(sched_file),
                                              "--nthreads", "1", "--no-dashboard"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
