@@ -192,13 +192,18 @@ def load_config(path: str | Path) -> RunConfig:
         When the file is missing or unreadable, or any key is unknown, mistyped or out of range.
     """
     path = Path(path)
+    return config_from_dict(read_toml(path, "configuration file"), base_dir=path.resolve().parent)
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """The tables of a TOML file; a one-line ConfigError when it is missing or not TOML."""
+    path = Path(path)
     if not path.is_file():
-        raise ConfigError("", f"configuration file {str(path)!r} does not exist")
+        raise ConfigError("", f"{what} {str(path)!r} does not exist")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError("", f"{str(path)!r} is not valid TOML: {exc}") from None
-    return config_from_dict(data, base_dir=path.resolve().parent)
 
 
 SECTIONS = ("model", "domain", "initial", "discretization", "time", "output", "particles")

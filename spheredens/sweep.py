@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._validate import as_str, as_table, check_keys
-from .config import RunConfig, config_from_dict, load_config
+from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, SpheredensError
 from .runner import resolution_problem
 
@@ -76,13 +75,7 @@ def _case_name(values: tuple[tuple[str, Any], ...]) -> str:
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file; every case configuration is validated before any work."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("", f"sweep file {str(path)!r} does not exist")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError("", f"{str(path)!r} is not valid TOML: {exc}") from None
-    return sweep_from_dict(data, base_dir=path.resolve().parent)
+    return sweep_from_dict(read_toml(path, "sweep file"), base_dir=path.resolve().parent)
 
 
 def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> Sweep:
@@ -93,7 +86,7 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
     if isinstance(data["base"], str):
         base_path = Path(data["base"]) if Path(data["base"]).is_absolute() else base_dir / data["base"]
         load_config(base_path)  # validated as it is, then varied from its own tables
-        base = tomllib.loads(base_path.read_text(encoding="utf-8"))
+        base = read_toml(base_path, "base configuration")
         base_cfg_dir = base_path.resolve().parent
     else:
         base = as_table(data["base"], "sweep.base")
