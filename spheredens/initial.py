@@ -6,6 +6,7 @@ the circle, area on the sphere). ``to_params`` gives back the TOML table that re
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +164,10 @@ class RandomSmooth:
 
     def _log_mass(self) -> tuple[float, float]:
         """(shift, mass) with mass = int exp(log_unnormalized - shift), by a quadrature that is
-        exact to round-off for this entire, band-limited exponent."""
+        exact to round-off for this entire, band-limited exponent (computed once per parameters)."""
+        return _random_smooth_log_mass(self)
+
+    def _compute_log_mass(self) -> tuple[float, float]:
         m = 8 * self.bandwidth + 64 + int(8 * self.amplitude)
         if self.d == 2:
             fine = self._log_unnormalized(circle_points(2.0 * np.pi * np.arange(m) / m))
@@ -183,6 +187,11 @@ class RandomSmooth:
 
     def to_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "bandwidth": self.bandwidth, "amplitude": self.amplitude}
+
+
+@functools.lru_cache(maxsize=32)
+def _random_smooth_log_mass(density: RandomSmooth) -> tuple[float, float]:
+    return density._compute_log_mass()
 
 
 @INITIAL_DENSITIES.register("file")

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from ._version import __version__
 from .config import RunConfig
-from .geometry import circle_angle, circle_points, sphere_area, tangent_project
+from .geometry import circle_points, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import logsumexp_sums
 from .models import Model
@@ -271,7 +271,3 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
         raise SimulationError(result.message, time=result.t, step=result.n_steps)
     return recorder.dataset()
 
-
-def circle_angles(ds: Any) -> Array:
-    """Angles (time, particle) of the positions of a circle particle dataset."""
-    return circle_angle(np.asarray(ds["position"].values))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import sys
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -64,7 +64,6 @@ class SimulationResult:
     state: Array
     n_steps: int
     wall_time: float
-    max_speeds: list[float] = field(default_factory=list, repr=False)
 
     @property
     def completed(self) -> bool:
