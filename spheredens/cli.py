@@ -85,9 +85,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for name in MODELS:
         print(f"  {name:22s} {MODELS.get(name).description}")
     print("schemes:")
-    for name in SCHEMES:
-        spec = SCHEMES.get(name)
-        print(f"  {name:22s} {spec.domain}; options: {', '.join(spec.options)}")
+    for domain, registry in SCHEMES.items():
+        for name in registry:
+            spec = registry.get(name)
+            print(f"  {name:22s} {domain}; options: {', '.join(spec.options)}")
     print("interaction evaluators:")
     for name in INTERACTIONS:
         print(f"  {name:22s} {INTERACTIONS.get(name)}")

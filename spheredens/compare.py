@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SchemaError
-from .geometry import circle_angle, sphere_points
+from .geometry import circle_angle, dataset_sphere_points
 from .transport import circle_density_atoms, sphere_density_atoms, w2_circle, w2_sphere
 
 Array = NDArray[np.float64]
@@ -84,7 +84,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
             resolution[col] = float(np.sqrt(np.sum(np.clip(rho, 0, None) * weight * weight**2)
                                             / np.sum(np.clip(rho, 0, None) * weight) / 12.0))
         else:
-            pts = sphere_points(density["lat"].values, density["lon"].values)
+            pts = dataset_sphere_points(density)
             atoms, masses, resolution[col] = sphere_density_atoms(pts, density["weight"].values, rho,
                                                                   n_points=n_points)
         for k, (p, (di, pj)) in enumerate(zip(runs, index)):
@@ -160,10 +160,12 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
             a.legend(fontsize=7)
         else:
             a = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
-            lat, lon = density["lat"].values, density["lon"].values
+            from .plot import regular_sphere_view
+
+            lat, lon, rho_view = regular_sphere_view(density, density["rho"].values[di])
             centred = np.where(lon >= 180, lon - 360, lon)
             order = np.argsort(centred)
-            a.pcolormesh(np.radians(centred[order]), np.radians(lat), density["rho"].values[di][:, order],
+            a.pcolormesh(np.radians(centred[order]), np.radians(lat), rho_view[:, order],
                          shading="nearest", cmap="magma")
             plat = np.arcsin(np.clip(x[:, 2], -1, 1))
             plon = np.arctan2(x[:, 1], x[:, 0])

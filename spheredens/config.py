@@ -77,7 +77,8 @@ class InitialConfig:
 @dataclass(frozen=True)
 class DiscretizationConfig:
     """``[discretization]``: scheme name and its options, resolution included (``n`` on the
-    circle, ``lmax`` on the sphere), with defaults filled in."""
+    circle, ``lmax`` for the spectral scheme on the sphere, ``nlat`` for its finite volumes),
+    with defaults filled in."""
 
     scheme: str
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -91,6 +92,19 @@ class DiscretizationConfig:
     def lmax(self) -> int | None:
         """Spherical-harmonic truncation degree (sphere spectral scheme)."""
         return self.options.get("lmax")
+
+    @property
+    def nlat(self) -> int | None:
+        """Number of latitude rings (sphere finite volumes)."""
+        return self.options.get("nlat")
+
+    @property
+    def resolution_key(self) -> str:
+        """The configuration key that sets the resolution of this discretization."""
+        for name in ("n", "lmax", "nlat"):
+            if name in self.options:
+                return f"discretization.{name}"
+        return "discretization"
 
 
 @dataclass(frozen=True)
@@ -242,9 +256,13 @@ def estimated_memory(cfg: RunConfig) -> dict[str, float]:
         points = int(disc.n or 256)
         kernel = 8.0 * min(points * points, 1 << 25)
     else:
-        nlat, nphi = default_grid_size(int(disc.lmax or 31))
-        points = nlat * nphi
-        kernel = 8.0 * 64 * 5 * points if disc.options.get("interaction") == "kappa_interpolation" else 0.0
+        if disc.nlat is not None:  # finite volumes: cells, faces (~3 per cell), kernel if direct
+            points = int(4 * disc.nlat**2 / math.pi) + 2
+            kernel = 0.0 if disc.options.get("interaction") == "funk_hecke" else 8.0 * min(3 * points**2, 1 << 25)
+        else:
+            nlat, nphi = default_grid_size(int(disc.lmax or 31))
+            points = nlat * nphi
+            kernel = 8.0 * 64 * 5 * points if disc.options.get("interaction") == "kappa_interpolation" else 0.0
     snapshots = len(cfg.time.snapshot_times())
     out = {"snapshots": 8.0 * points * 2 * snapshots, "work arrays": 8.0 * points * 200,
            "kernels": kernel}
@@ -266,7 +284,7 @@ def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
     if need > fraction * total:
         worst = max(parts, key=parts.get)
         key = {"snapshots": "time.snapshots", "particles": "particles.n"}.get(
-            worst, "discretization.lmax" if cfg.domain.name == "sphere" else "discretization.n")
+            worst, cfg.discretization.resolution_key)
         raise ConfigError(key, f"the run would need about {need / 2**30:.1f} GiB of memory (mostly "
                           f"{worst}: {parts[worst] / 2**30:.1f} GiB), more than {fraction:.0%} of this "
                           f"machine's {total / 2**30:.1f} GiB; reduce it")
@@ -324,15 +342,11 @@ def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:
 
 def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
                     ) -> DiscretizationConfig:
-    from .schemes import SCHEMES  # registries are consulted at call time
+    from .schemes import scheme_class  # registries are consulted at call time
 
     default = {"circle": "fv", "sphere": "sh_spectral"}[domain.name]
     name = as_str(t.get("scheme", default), "discretization.scheme")
-    spec = SCHEMES.get(name, "discretization.scheme")
-    if spec.domain != domain.name:
-        allowed = [s for s in SCHEMES if SCHEMES.get(s).domain == domain.name]
-        raise ConfigError("discretization.scheme", f"{name!r} is a scheme for the {spec.domain}, "
-                          f"not for domain {domain.name!r}; choose one of {', '.join(map(repr, allowed))}")
+    spec = scheme_class(name, domain.name)
     check_keys(t, ["scheme", *spec.options], "discretization")
     options = spec.validate_options({k: v for k, v in t.items() if k != "scheme"},
                                     "discretization", model.build())

@@ -44,6 +44,20 @@ def sphere_points(lat_deg: Array, lon_deg: Array) -> Array:
                                         np.sin(lat)), axis=-1)
 
 
+def sphere_points_paired(lat_deg: Array, lon_deg: Array) -> Array:
+    """Unit vectors (n, 3) of n points given by paired (lat, lon) in degrees (cells of a mesh)."""
+    lat, lon = np.radians(np.asarray(lat_deg)), np.radians(np.asarray(lon_deg))
+    return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1)
+
+
+def dataset_sphere_points(ds) -> Array:
+    """The points where a sphere Dataset gives rho: (lat, lon, 3) on a grid, (cell, 3) on a mesh."""
+    lat, lon = ds["lat"], ds["lon"]
+    if lat.dims == lon.dims:
+        return sphere_points_paired(lat.values, lon.values)
+    return sphere_points(lat.values, lon.values)
+
+
 def tangent_project(x: Array, v: Array) -> Array:
     """P_x v = v - <x, v> x for unit vectors x, broadcasting over leading axes."""
     return v - np.sum(x * v, axis=-1, keepdims=True) * x

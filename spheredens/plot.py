@@ -90,6 +90,19 @@ def _orthographic(ax, lat_e, lon_e, rho, view, norm, cmap):
     ax.axis("off")
 
 
+def regular_sphere_view(ds: Any, rho: np.ndarray, *, nlat: int = 90) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lat, lon, rho on (..., lat, lon)) of a sphere run: the stored grid, or, for a run on the
+    finite-volume mesh (dims ``cell``), its cells sampled on a regular nlat x 2 nlat grid."""
+    if "cell" not in ds["rho"].dims:
+        return ds["lat"].values, ds["lon"].values, rho
+    from .grids import RingMesh
+
+    mesh = RingMesh(int(ds.sizes["ring"]))
+    if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
+        raise ValueError("the file's ring_count does not describe a spheredens ring mesh")
+    return mesh.to_latlon(rho, nlat, 2 * nlat)
+
+
 def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: int = 4) -> Path:
     """Density on the sphere at a few snapshots: two orthographic views (from +z and from the
     direction of +x) and a Mollweide map per row, with W2 to Pi_# rho_0 and min rho below.
@@ -115,9 +128,9 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     else:
         idx = np.array([int(np.argmin(np.abs(t_all - t))) for t in np.atleast_1d(times)])
     rho_all = np.asarray(ds["rho"].values)
-    if rho_all.ndim == 4:  # slices: the marginal
-        rho_all = np.einsum("k,tkij->tij", ds["xi_weight"].values, rho_all)
-    lat, lon = ds["lat"].values, ds["lon"].values
+    if "xi" in ds["rho"].dims:  # slices: the marginal
+        rho_all = np.einsum("k,tk...->t...", ds["xi_weight"].values, rho_all)
+    lat, lon, rho_all = regular_sphere_view(ds, rho_all)
     order = np.argsort(lat)
     lat_e = _edges(lat[order], -90.0, 90.0)
     dlon = 360.0 / lon.size
@@ -149,6 +162,7 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     if np.any(np.isfinite(w2)):
         ax.semilogy(t_all, w2, "-", color="C3", label="W2(rho_t, Pi_# rho_0)")
     top = np.maximum(rho_all.max(axis=(1, 2)), 1e-300)
+    ax.semilogy(t_all, top, "--", color="C2", label="max rho")
     negative = np.maximum(-ds["min_rho"].values, 0.0) / top
     if np.any(negative > 0):
         ax.semilogy(t_all, np.where(negative > 0, negative, np.nan), ":", color="C0",
@@ -157,7 +171,9 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.suptitle(f"{ds.attrs.get('model')} on the sphere, beta = {ds.attrs.get('beta')}, "
-                 f"{ds.attrs.get('scheme')} lmax = {ds.attrs.get('lmax')}", fontsize=10)
+                 f"{ds.attrs.get('scheme')} " + (f"lmax = {ds.attrs.get('lmax')}" if "lmax" in ds.attrs
+                                                  else f"nlat = {ds.attrs.get('nlat')} rings"),
+                 fontsize=10)
     return save_figure(fig, path)
 
 

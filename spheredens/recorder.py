@@ -128,6 +128,8 @@ class Recorder:
             "rho": rho_var + (dict(grid.rho_attrs),),
             "weight": (space, grid.weight, dict(grid.weight_attrs)),
         }
+        if hasattr(grid, "dataset_variables"):  # mesh description (cell bounds)
+            data_vars.update(grid.dataset_variables())
         if problem.has_auxiliary:
             data_vars["xi_weight"] = ("xi", problem.xi_weight,
                                       {"long_name": "mass of each slice", "units": "1"})

@@ -73,7 +73,7 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         cfg = cfg.replace(**{"output.path": str(Path(output).resolve())})
     problem_text = resolution_problem(cfg)
     if problem_text:
-        key = "discretization.lmax" if cfg.domain.name == "sphere" else "discretization.n"
+        key = cfg.discretization.resolution_key
         if not cfg.discretization.options.get("allow_underresolved", False):
             raise ConfigError(key, problem_text + "; refine the grid, or set "
                               "discretization.allow_underresolved = true to run anyway")
@@ -150,6 +150,13 @@ def resolution_problem(cfg: RunConfig) -> str:
         if n < need:
             return (f"n = {n} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
                     f"{(model.beta * sigma) ** -0.5:.3g} rad by 3 cells: needs n >= {need}")
+        return ""
+    if cfg.discretization.nlat is not None:
+        need = math.ceil(3.0 * math.pi * math.sqrt(model.beta * sigma))
+        nlat = int(cfg.discretization.nlat)
+        if nlat < need:
+            return (f"nlat = {nlat} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
+                    f"= {(model.beta * sigma) ** -0.5:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
         return ""
     need = math.ceil(3.0 * math.sqrt(2.0 * model.beta * sigma))
     lmax = int(cfg.discretization.lmax or 0)

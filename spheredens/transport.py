@@ -60,6 +60,8 @@ def sphere_density_atoms(points: Array, weight: Array, rho: Array, *, n_points: 
     cost of the coupling that moves each grid atom to its block's atom: an upper bound of W2
     between the grid atoms and the coarse atoms.
     """
+    if np.ndim(weight) == 1:
+        return _cell_atoms(points, weight, rho, n_points)
     nlat, nphi = weight.shape
     b = max(1, int(np.ceil(np.sqrt(nlat * nphi / n_points))))
     lat_edges, lon_edges = np.arange(0, nlat, b), np.arange(0, nphi, b)
@@ -81,6 +83,28 @@ def sphere_density_atoms(points: Array, weight: Array, rho: Array, *, n_points: 
     bound = float(np.sqrt(np.sum(a * dist**2)))
     keep = (mass > 0).reshape(-1)
     return centre.reshape(-1, 3)[keep], mass.reshape(-1)[keep], bound
+
+
+def _cell_atoms(points: Array, weight: Array, rho: Array, n_points: int) -> tuple[Array, Array, float]:
+    """Unstructured cells: group them by the cells of a coarse ring mesh of about ``n_points``
+    cells containing their centres; same atoms and bound as for a (lat, lon) grid."""
+    from .grids import RingMesh
+
+    a = np.clip(rho, 0.0, None) * weight
+    a = a / a.sum()
+    nlat = int(np.clip(np.ceil(np.sqrt(np.pi * n_points / 4.0)), 4, 2048))
+    coarse = RingMesh(nlat)
+    lat = np.arcsin(np.clip(points[:, 2], -1.0, 1.0))
+    lon = np.arctan2(points[:, 1], points[:, 0])
+    block = coarse.locate(lat, lon)
+    mass = np.bincount(block, a, coarse.n_cells)
+    centroid = np.stack([np.bincount(block, a * points[:, i], coarse.n_cells) for i in range(3)], axis=-1)
+    norm = np.linalg.norm(centroid, axis=-1, keepdims=True)
+    centre = centroid / np.where(norm > 0, norm, 1.0)
+    dist = np.arccos(np.clip(np.sum(centre[block] * points, axis=-1), -1.0, 1.0))
+    bound = float(np.sqrt(np.sum(a * dist**2)))
+    keep = mass > 0
+    return centre[keep], mass[keep], bound
 
 
 def w2_sphere(x: Array, a: Array, y: Array, b: Array) -> float:

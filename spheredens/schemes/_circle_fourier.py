@@ -8,7 +8,7 @@ from numpy.typing import NDArray
 
 from ..grids import CircleGrid
 from ..models import Model
-from . import SCHEMES
+from . import register_scheme
 from ._common import (CircleScheme, validate_allow_underresolved, validate_choice,
                       validate_integrator, validate_interaction, validate_n)
 
@@ -33,7 +33,7 @@ def spectral_filter(n: int, kind: str) -> Array:
 FILTERS = ("exponential", "two_thirds", "none")
 
 
-@SCHEMES.register("fourier")
+@register_scheme
 class FourierScheme(CircleScheme):
     """Pseudo-spectral collocation on S^1: rho at n nodes theta_j = j h.
 

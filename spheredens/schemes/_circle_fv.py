@@ -8,7 +8,7 @@ from numpy.typing import NDArray
 
 from ..grids import CircleGrid
 from ..models import Model
-from . import SCHEMES
+from . import register_scheme
 from ._common import (CircleScheme, validate_allow_underresolved, validate_choice,
                       validate_integrator, validate_interaction, validate_n)
 
@@ -35,7 +35,7 @@ def limited_slopes(rho: Array, theta: float) -> Array:
     return np.where(same_sign, np.sign(cen) * mag, 0.0)
 
 
-@SCHEMES.register("fv")
+@register_scheme
 class FiniteVolumeScheme(CircleScheme):
     """Positivity-preserving finite volumes on S^1 (Carrillo, Chertock & Huang 2015).
 

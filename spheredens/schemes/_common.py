@@ -64,6 +64,34 @@ def validate_interaction(table: Mapping[str, Any], prefix: str, model: Model,
     return value
 
 
+#: evaluators each sphere scheme can use
+SPHERE_SCHEME_INTERACTIONS = {"sh_spectral": ("auto", "direct", "funk_hecke", "kappa_interpolation"),
+                              "fv": ("auto", "direct", "funk_hecke")}
+
+
+def validate_sphere_interaction(table: Mapping[str, Any], prefix: str, model: Model, *,
+                                scheme: str) -> str:
+    """``interaction`` on the sphere, checked against B = Q^T K and the scheme."""
+    from ..interaction import orthogonal_multiple
+
+    interaction = validate_interaction(table, prefix, model, domain="sphere")
+    allowed = SPHERE_SCHEME_INTERACTIONS[scheme]
+    if interaction not in allowed:
+        raise ConfigError(f"{prefix}.interaction", f"{interaction!r} is not available with scheme "
+                          f"{scheme!r}; choose one of {', '.join(map(repr, allowed))}")
+    if interaction == "funk_hecke" and model.beta != 0.0 and orthogonal_multiple(model.B) is None:
+        raise ConfigError(f"{prefix}.interaction", "'funk_hecke' needs B = Q^T K to be a positive "
+                          "multiple of an orthogonal matrix; use "
+                          f"{'kappa_interpolation' if 'kappa_interpolation' in allowed else 'direct'!r} "
+                          "or 'auto'")
+    if interaction == "kappa_interpolation":
+        sigma = np.linalg.svd(model.B, compute_uv=False)
+        if sigma[-1] <= 1e-3 * sigma[0]:
+            raise ConfigError(f"{prefix}.interaction", "'kappa_interpolation' needs B = Q^T K "
+                              "invertible with condition number <= 1e3; use 'direct'")
+    return interaction
+
+
 def validate_integrator(table: Mapping[str, Any], prefix: str, default: str) -> str:
     value = as_str(table.get("integrator", default), f"{prefix}.integrator")
     INTEGRATORS.get(value, f"{prefix}.integrator")

@@ -7,15 +7,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._validate import as_int
-from ..exceptions import ConfigError
 from ..grids import GaussGrid
 from ..grids._sphere_gauss import MAX_LMAX
 from ..integrators import INTEGRATORS
-from ..interaction import make_sphere_interaction, orthogonal_multiple
+from ..interaction import make_sphere_interaction
 from ..models import Model
-from . import SCHEMES
+from . import register_scheme
 from ._common import (speed_bound, speed_floor, validate_allow_underresolved, validate_choice,
-                      validate_integrator, validate_interaction)
+                      validate_integrator, validate_sphere_interaction)
 
 Array = NDArray[np.float64]
 
@@ -35,7 +34,7 @@ def sphere_filter(l: Array, lmax: int, kind: str) -> Array:
     return np.ones(len(l))
 
 
-@SCHEMES.register("sh_spectral")
+@register_scheme
 class SHSpectralScheme:
     """Pseudo-spectral spherical-harmonic scheme on S^2.
 
@@ -72,15 +71,7 @@ class SHSpectralScheme:
     @classmethod
     def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
         lmax = as_int(table.get("lmax", 31), f"{prefix}.lmax", minimum=3, maximum=MAX_LMAX)
-        interaction = validate_interaction(table, prefix, model, domain="sphere")
-        if interaction == "funk_hecke" and model.beta != 0.0 and orthogonal_multiple(model.B) is None:
-            raise ConfigError(f"{prefix}.interaction", "'funk_hecke' needs B = Q^T K to be a positive "
-                              "multiple of an orthogonal matrix; use 'kappa_interpolation' or 'auto'")
-        if interaction == "kappa_interpolation":
-            sigma = np.linalg.svd(model.B, compute_uv=False)
-            if sigma[-1] <= 1e-3 * sigma[0]:
-                raise ConfigError(f"{prefix}.interaction", "'kappa_interpolation' needs B = Q^T K "
-                                  "invertible with condition number <= 1e3; use 'direct'")
+        interaction = validate_sphere_interaction(table, prefix, model, scheme=cls.name)
         return {
             "lmax": lmax,
             "filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS), "exponential",
