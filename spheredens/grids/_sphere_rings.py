@@ -72,6 +72,8 @@ class RingMesh:
         edges = -0.5 * math.pi + self.h * np.arange(nlat + 1)
         edges[-1] = 0.5 * math.pi
         self.lat_edges = edges
+        #: widest latitude face in longitude (radians); wider overlaps are split
+        self.max_face_dlon = self.h
         mid = 0.5 * (edges[:-1] + edges[1:])
         counts = np.maximum(3, np.rint(2 * nlat * np.cos(mid)).astype(int))
         counts[0] = counts[-1] = 1
@@ -122,6 +124,15 @@ class RingMesh:
             keep = np.concatenate([[True], np.diff(breaks) > 1e-12])
             breaks = breaks[keep]
             ends = np.append(breaks[1:], 2.0 * math.pi)
+            # near the poles an overlap spans a wide longitude range: the face is an arc of a
+            # small circle whose normal turns along it, and one midpoint would make the flux
+            # O(dlon^2) wrong. Split it into pieces of at most `max_dlon` radians of longitude.
+            pieces = np.maximum(1, np.ceil((ends - breaks) / self.max_face_dlon - 1e-9)).astype(int)
+            owner = np.repeat(np.arange(len(breaks)), pieces)
+            step = ((ends - breaks) / pieces)[owner]
+            index = np.arange(len(owner)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+            breaks = breaks[owner] + index * step
+            ends = breaks + step
             centre = 0.5 * (breaks + ends)
             south = start[j] + np.floor(centre * counts[j] / (2.0 * math.pi)).astype(int)
             north = start[j + 1] + np.floor(centre * counts[j + 1] / (2.0 * math.pi)).astype(int)
@@ -237,6 +248,29 @@ class RingMesh:
             vals = np.asarray(f(pts.reshape(-1, 3)), dtype=float).reshape(pts.shape[:-1])
             out[c] = np.einsum("ij,i,j->", vals, wts, wts2) / 4.0
         return out
+
+    def remap_from(self, fine: "RingMesh", rho: Array) -> Array:
+        """Exact conservative averages over this mesh's cells of a piecewise-constant density on
+        a finer ring mesh whose ``nlat`` is a multiple of this one's (the rings nest; in
+        longitude each fine cell is split where coarse cell edges cross it)."""
+        if fine.nlat % self.nlat:
+            raise ValueError(f"fine.nlat = {fine.nlat} is not a multiple of nlat = {self.nlat}")
+        factor = fine.nlat // self.nlat
+        rho = np.asarray(rho, dtype=float)
+        mass = np.zeros(rho.shape[:-1] + (self.n_cells,))
+        for jf in range(fine.nlat):
+            jc = jf // factor
+            nf, nc = fine.ring_count[jf], self.ring_count[jc]
+            breaks = np.unique(np.concatenate([2.0 * math.pi * np.arange(nf) / nf,
+                                               2.0 * math.pi * np.arange(nc) / nc]))
+            ends = np.append(breaks[1:], 2.0 * math.pi)
+            width = ends - breaks
+            centre = 0.5 * (breaks + ends)
+            cf = fine.ring_start[jf] + np.floor(centre * nf / (2.0 * math.pi)).astype(int)
+            cc = self.ring_start[jc] + np.floor(centre * nc / (2.0 * math.pi)).astype(int)
+            band = math.sin(fine.lat_edges[jf + 1]) - math.sin(fine.lat_edges[jf])
+            np.add.at(mass, (..., cc), rho[..., cf] * width * band)
+        return mass / self.area
 
     def point_values(self, f: Callable[[Array], Array]) -> Array:
         return np.asarray(f(self.points), dtype=float)
