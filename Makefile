@@ -20,6 +20,7 @@ test: setup
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_circle_rhs.py
 	$(VENV)/bin/python benchmarks/bench_sphere_rhs.py
+	$(VENV)/bin/python benchmarks/bench_sphere_fv.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -109,6 +109,7 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     snapshot_set = set(snapshots)
     integrator = scheme.integrator
     post_step = getattr(scheme, "post_step", None)  # e.g. a spectral filter
+    step_ok = getattr(scheme, "step_ok", None)  # a step it refuses is retried with dt / 2
     clock = _time.perf_counter()
     info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme,
             "steps_done": steps_done}
@@ -146,15 +147,21 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
                                                       f"{dt_floor:.3g} (max speed {speed:.3g}): the "
                                                       "velocity blew up; use a finer grid or a smaller beta")
                     raise _Stop
-                # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
-                land = t + dt * (1.0 + 1e-9) >= target
-                if land:
-                    dt = target - t
-                elif t + 2.0 * dt * (1.0 + 1e-9) > target:
-                    dt = 0.5 * (target - t)
-                y_new = integrator.step(scheme.rhs, y, t, dt, k1)
-                if post_step is not None:
-                    y_new = post_step(y_new, dt)
+                for attempt in range(MAX_STEP_RETRIES + 1):
+                    # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
+                    land = t + dt * (1.0 + 1e-9) >= target
+                    if land:
+                        dt = target - t
+                    elif t + 2.0 * dt * (1.0 + 1e-9) > target:
+                        dt = 0.5 * (target - t)
+                    y_new = integrator.step(scheme.rhs, y, t, dt, k1)
+                    if post_step is not None:
+                        y_new = post_step(y_new, dt)
+                    # e.g. positivity: the CFL bound uses the velocity of the first stage only
+                    if step_ok is None or attempt == MAX_STEP_RETRIES or step_ok(y, y_new):
+                        break
+                    dt *= 0.5
+                    scheme.retried_steps = getattr(scheme, "retried_steps", 0) + 1
                 if not np.all(np.isfinite(y_new)):
                     reason, message = "nan", (f"rho became non-finite in a step of dt = {dt:.3g}: the "
                                               "resolution is too coarse for this beta, or the step too large")
@@ -183,6 +190,10 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     for obs in observers:
         obs.finish(result)
     return result
+
+
+#: how many times a step refused by ``scheme.step_ok`` is halved before it is taken anyway
+MAX_STEP_RETRIES = 8
 
 
 class _Stop(Exception):

@@ -103,6 +103,12 @@ class FiniteVolumeScheme(CircleScheme):
         flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
         return -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h
 
+    def step_ok(self, old: Array, new: Array) -> bool:
+        """Refuse a step that makes a non-negative density negative (it is retried with dt / 2):
+        the step size comes from the velocity at the first stage, later stages may move faster."""
+        return bool(new.min() >= 0.0 or old.min() < 0.0)
+
     def attributes(self) -> dict[str, Any]:
         return {"n": self.grid.n, "limiter": self.limiter, "interaction": self.interaction.name,
-                "integrator": self.integrator.name}
+                "integrator": self.integrator.name,
+                "retried_steps": getattr(self, "retried_steps", 0)}

@@ -168,6 +168,11 @@ class SphereFiniteVolumeScheme:
         self.last_max_rate = float((outflow / m.area).max())
         return -(m.divergence @ flux.T).T
 
+    def step_ok(self, old: Array, new: Array) -> bool:
+        """Refuse a step that makes a non-negative density negative (it is retried with dt / 2):
+        the step size comes from the velocity at the first stage, later stages may move faster."""
+        return bool(new.min() >= 0.0 or old.min() < 0.0)
+
     def stable_dt(self, cfl: float, max_speed: float) -> float:
         """cfl min(h / max_speed, 1 / max_c outflow rate): rho >= 0 for cfl <= 0.5."""
         dt = self.grid.h / max_speed
@@ -181,7 +186,8 @@ class SphereFiniteVolumeScheme:
     def attributes(self) -> dict[str, Any]:
         out = {"nlat": self.grid.nlat, "n_cells": self.grid.n_cells, "mesh": "reduced latitude-longitude "
                "rings with polar caps", "limiter": self.limiter, "interaction": self.interaction.name,
-               "integrator": self.integrator.name}
+               "integrator": self.integrator.name,
+                "retried_steps": getattr(self, "retried_steps", 0)}
         if isinstance(self.interaction, FunkHeckePoints):
             out["interaction_lmax"] = self.interaction.lmax
         return out
