@@ -49,10 +49,12 @@ class ModelConfig:
     Q: Matrix
     K: Matrix
     V: Matrix
+    auxiliary: Any = None  # AuxiliaryKernel of usa_av (the [auxiliary] table)
 
     def build(self) -> Model:
         """The :class:`~spheredens.models.Model` these parameters describe."""
-        return Model(self.name, self.beta, np.array(self.Q), np.array(self.K), np.array(self.V))
+        return Model(self.name, self.beta, np.array(self.Q), np.array(self.K), np.array(self.V),
+                     self.auxiliary)
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,8 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
         raise ConfigError("", f"{str(path)!r} is not valid TOML: {exc}") from None
 
 
-SECTIONS = ("model", "domain", "initial", "discretization", "time", "output", "particles")
+SECTIONS = ("model", "domain", "initial", "discretization", "time", "output", "particles",
+            "auxiliary")
 
 
 def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> RunConfig:
@@ -236,6 +239,7 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     tables = {s: as_table(data.get(s, {}), s) for s in SECTIONS}
     domain = _domain(tables["domain"])
     model = _model(tables["model"], domain.d)
+    model = _with_auxiliary(model, tables["auxiliary"], "auxiliary" in data, domain.d)
     initial = _initial(tables["initial"], domain.d, base)
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
@@ -325,12 +329,33 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
         if beta > 1e4:
             raise ConfigError("model.beta", f"= {beta:g} is too large: must be <= 1e4 "
                               "(use sa_zero_temperature for the beta -> inf limit)")
+        if name == "usa_av":
+            for m in ("Q", "K", "V"):
+                if mats[m] != eye:
+                    raise ConfigError(f"model.{m}", "usa_av follows MODELS.md section 5, where "
+                                      "Q = K = V = I (the gauges G(xi) carry the geometry); remove the key")
+            if beta == 0.0:
+                raise ConfigError("model.beta", "usa_av needs beta > 0 (its energy has 1/(2 beta))")
         growth = beta * float(np.linalg.norm(np.array(mats["Q"]).T @ np.array(mats["K"]), 2))
-        if name == "usa" and growth > 700.0:
+        if name in ("usa", "usa_av") and growth > 700.0:
             raise ConfigError("model.beta", f"= {beta:g}: unnormalized attention grows like "
                               f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "
                               "use beta ||Q^T K|| <= 700")
     return ModelConfig(name, beta, mats["Q"], mats["K"], mats["V"])
+
+
+def _with_auxiliary(model: ModelConfig, table: dict[str, Any], given: bool, d: int) -> ModelConfig:
+    """Attach the [auxiliary] table (slices, kernel) to usa_av; refuse it for other models."""
+    from dataclasses import replace
+
+    from .auxiliary import auxiliary_from_params
+
+    if model.name != "usa_av":
+        if given:
+            raise ConfigError("auxiliary", f"the [auxiliary] table is for model 'usa_av', not "
+                              f"{model.name!r}; remove it or set model.name = \"usa_av\"")
+        return model
+    return replace(model, auxiliary=auxiliary_from_params(table, d))
 
 
 def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:
@@ -430,6 +455,8 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
         "time": time,
         "output": output,
     }
+    if cfg.model.auxiliary is not None:
+        out["auxiliary"] = cfg.model.auxiliary.to_params()
     if cfg.particles is not None:
         p = cfg.particles
         out["particles"] = {"n": p.n, "seed": p.seed, "initialization": p.initialization, "dt": p.dt,

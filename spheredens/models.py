@@ -9,12 +9,16 @@ differ in the velocity X:
     X(x) = P_x V B^T x / |B^T x|  (no dependence on rho; needs B = Q^T K invertible).
 ``usa``
     X(x) = P_x N(x)  (unnormalized attention).
+``usa_av``
+    one density rho_k per slice xi_k, X_k(x) = P_x sum_l r_l b_kl int exp(beta <G_k x, G_l y>)
+    G_k^T G_l y rho_l(y) dsigma(y) (Q = K = V = I; :mod:`spheredens.auxiliary`).
 
 Since <Qx, Ky> = <B^T x, y> with B = Q^T K, interaction code only needs B and V.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,6 +56,8 @@ MODELS.register("sa_zero_temperature")(
     ModelKind(True, False, "beta -> inf limit: linear transport by X(x) = P_x V B^T x / |B^T x|")
 )
 MODELS.register("usa")(ModelKind(False, True, "unnormalized self-attention"))
+MODELS.register("usa_av")(ModelKind(False, True, "unnormalized self-attention with auxiliary "
+                                    "variables: one density per slice xi, gauges G(xi), couplings b"))
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ class Model:
         Inverse temperature, >= 0 (``inf`` for the zero-temperature model).
     Q, K, V : ndarray, shape (d, d)
         Query, key and value matrices.
+    auxiliary : AuxiliaryKernel, optional
+        Slices, gauges and couplings of ``usa_av`` (:mod:`spheredens.auxiliary`).
     """
 
     name: str
@@ -73,6 +81,7 @@ class Model:
     Q: Array
     K: Array
     V: Array
+    auxiliary: Any = None
     kind: ModelKind = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -49,7 +49,33 @@ class Problem:
         """Whether the model carries auxiliary variables (an xi axis in the output)."""
         return self.model.name == "usa_av"
 
+    def slice_initials(self) -> list[Any]:
+        """The initial density of each slice as a function of points (unnormalized for
+        perturbed slices: schemes normalize each slice to unit discrete mass)."""
+        aux = self.model.auxiliary
+        if aux is None or aux.slice_perturbation == 0.0:
+            return [self.initial] * self.n_xi
+        out = []
+        for k in range(self.n_xi):
+            factor = aux.slice_factor(k)
+            out.append(lambda x, f=factor: self.initial(x) * f(x))
+        return out
+
+    def initial_values(self, sample: Any, weight: Any) -> Any:
+        """Slice initial densities sampled by ``sample(f) -> values``, each normalized to
+        sum(values * weight) = 1, stacked: shape (n_xi, ...)."""
+        out, cache = [], {}
+        for f in self.slice_initials():
+            if id(f) not in cache:
+                v = np.asarray(sample(f), dtype=float)
+                cache[id(f)] = v / np.sum(v * weight)
+            out.append(cache[id(f)])
+        return np.stack(out)
+
     @classmethod
     def from_config(cls, cfg: RunConfig) -> "Problem":
-        return cls(cfg.model.build(), cfg.domain.name, cfg.initial.density,
-                   np.zeros(1), np.ones(1))
+        model = cfg.model.build()
+        if model.auxiliary is not None:
+            return cls(model, cfg.domain.name, cfg.initial.density, model.auxiliary.xi,
+                       model.auxiliary.weight)
+        return cls(model, cfg.domain.name, cfg.initial.density, np.zeros(1), np.ones(1))

@@ -18,6 +18,17 @@ Array = NDArray[np.float64]
 
 SCHEMA = "spheredens-1"
 
+#: slice diagnostics of usa_av: name -> (long_name, units)
+SLICE_VARIABLES = {
+    "rho_marginal": ("marginal density sum_k r_k rho_k", ""),
+    "slice_mode": ("mode of each slice (unit vector)", "1"),
+    "slice_spread": ("W2 of each normalized slice to the Dirac mass at its mode", "radian"),
+    "marginal_mean_norm": ("|int x rho_marginal| (1 for a Dirac mass)", "1"),
+    "marginal_w2_dirac": ("W2 of the marginal to the nearest Dirac mass (collapse measure)", "radian"),
+    "orbit_z": ("z of the fitted orbit x*(xi) = G(xi)^T z", "1"),
+    "orbit_distance": ("rms over slices (weights r_k) of d(slice mode, G(xi_k)^T z)", "radian"),
+}
+
 
 class Recorder:
     """Observer collecting the density and its diagnostics at every snapshot time.
@@ -48,6 +59,9 @@ class Recorder:
         self._w2 = None
         self._w2_reason = ""
         self.checkpoint: tuple[float, Array, int] | None = None
+        #: per-snapshot arrays of the slice diagnostics (usa_av), name -> list of arrays
+        self.slice_diagnostics: dict[str, list[Array]] = (
+            {name: [] for name in SLICE_VARIABLES} if problem.has_auxiliary else {})
 
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         """Remember the full solver state at a step boundary; written with the next file."""
@@ -65,6 +79,8 @@ class Recorder:
         self.rho = [r for r in rho]
         for name in self.diagnostics:
             self.diagnostics[name] = [float(v) for v in ds[name].values]
+        for name in self.slice_diagnostics:
+            self.slice_diagnostics[name] = [np.asarray(v) for v in ds[name].values]
         raw = np.asarray(ds["checkpoint_state"].values)
         shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
         state = (raw[0] + 1j * raw[1]) if int(ds.attrs["checkpoint_complex"]) else raw[0]
@@ -90,7 +106,12 @@ class Recorder:
         d["mass"].append(mass(rho, self.grid.weight, xi_w))
         d["min_rho"].append(float(rho.min()))
         beta = self.problem.model.beta
-        if self._energy_reason:
+        if self.slice_diagnostics:
+            flat = rho.reshape(len(rho), -1)
+            d["energy"].append(self.scheme.interaction.energy(flat) if hasattr(self.scheme.interaction, "energy")
+                               else self.scheme.interaction.points.energy(flat))
+            self._observe_slices(flat, marginal.reshape(-1))
+        elif self._energy_reason:
             d["energy"].append(np.nan)
         elif hasattr(self.grid, "analys"):
             d["energy"].append(interaction_energy_spectral(marginal, self.grid, beta))
@@ -102,10 +123,51 @@ class Recorder:
         d["w2_terminal"].append(np.nan if self._terminal.basis is None else
                                 self._terminal.w2(marginal, self._points, self.grid.weight))
 
+    def _observe_slices(self, rho: Array, marginal: Array) -> None:
+        from . import slices
+
+        pts = self._points.reshape(-1, self._points.shape[-1])
+        w = self.grid.weight.reshape(-1)
+        kernel = self.problem.model.auxiliary
+        modes = slices.slice_modes(rho, pts, w)
+        z, dist = slices.fit_orbit(modes, kernel.gauges, kernel.weight)
+        gauge = kernel.uniform_coupling
+        out = {"rho_marginal": marginal, "slice_mode": modes,
+               "slice_spread": slices.slice_spread(rho, pts, w, modes),
+               "marginal_mean_norm": np.array(slices.mean_norm(marginal, pts, w)),
+               "marginal_w2_dirac": np.array(slices.w2_to_nearest_dirac(marginal, pts, w)),
+               "orbit_z": z if gauge else np.full(len(z), np.nan),
+               "orbit_distance": (np.array(float(np.sqrt(np.sum(kernel.weight * dist**2)))) if gauge
+                                  else np.array(np.nan))}
+        for name, value in out.items():
+            self.slice_diagnostics[name].append(np.asarray(value, dtype=float))
+
     def finish(self, result: Any) -> None:
         self.status = {"run_status": "complete" if result.completed else "partial",
                        "stop_reason": result.stop_reason, "stop_message": result.message,
                        "n_steps": int(result.n_steps), "wall_time_seconds": float(result.wall_time)}
+
+    def _slice_variables(self, space: tuple[str, ...]) -> dict[str, Any]:
+        kernel = self.problem.model.auxiliary
+        dims = {"rho_marginal": ("time",) + space, "slice_mode": ("time", "xi", "component"),
+                "slice_spread": ("time", "xi"), "marginal_mean_norm": ("time",),
+                "marginal_w2_dirac": ("time",), "orbit_z": ("time", "component"),
+                "orbit_distance": ("time",)}
+        out = {}
+        for name, (long_name, units) in SLICE_VARIABLES.items():
+            values = self.slice_diagnostics[name]
+            shape = (len(self.times),) + (self.grid.shape if name == "rho_marginal" else
+                                          np.shape(values[0]) if values else ())
+            data = np.array(values).reshape(shape) if values else np.zeros((0,) + shape[1:])
+            attrs = {"long_name": long_name,
+                     "units": self.grid.rho_attrs["units"] if name == "rho_marginal" else units}
+            if name.startswith("orbit") and not kernel.uniform_coupling:
+                attrs["comment"] = f"not defined: kernel {kernel.name!r} has no gauge orbit (b != 1)"
+            out[name] = (dims[name], data, attrs)
+        out["gauge"] = (("xi", "row", "col"), kernel.gauges, {"long_name": "gauge G(xi_k)", "units": "1"})
+        out["coupling"] = (("xi", "xi_other"), kernel.coupling,
+                           {"long_name": "coupling b(xi_k, xi_l)", "units": "1"})
+        return out
 
     def dataset(self):
         """The Dataset of the snapshots recorded so far."""
@@ -162,6 +224,8 @@ class Recorder:
                          "(sqrt(int d(x, S cap E_V)^2 rho))", "units": "radian",
             "comment": self._terminal.definition + ("" if self._terminal.basis is not None else
                                                     "; the whole space: not defined")})
+        if self.slice_diagnostics:
+            data_vars.update(self._slice_variables(space))
         now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         attrs: dict[str, Any] = {
             "Conventions": "CF-1.10",

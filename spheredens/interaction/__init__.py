@@ -11,12 +11,13 @@ from numpy.typing import NDArray
 from .._registry import Registry
 from ..grids import CircleGrid
 from ..models import Model, rotation_multiple_2d
+from ._auxiliary import AuxiliaryInteraction
 from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers, orthogonal_multiple)
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
-__all__ = ["DirectQuadrature", "FourierConvolution", "ZeroTemperatureField", "make_interaction",
+__all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "FourierConvolution", "ZeroTemperatureField", "make_interaction",
            "INTERACTIONS", "aliased_multipliers", "clip_norm", "FunkHeckeInteraction",
            "KappaInterpolation", "SphereDirectQuadrature", "funk_hecke_multipliers",
            "orthogonal_multiple", "logsumexp_sums", "make_sphere_interaction", "DOMAIN_INTERACTIONS", "sphere_choice"]
@@ -73,6 +74,8 @@ def make_interaction(model: Model, sources: CircleGrid, targets: CircleGrid, cho
     ``choice`` is ``"auto"`` (FFT where it applies, else direct), ``"direct"`` or ``"fft"``.
     The zero-temperature model ignores it: its field does not depend on rho.
     """
+    if model.auxiliary is not None:
+        return AuxiliaryInteraction(model, sources.points, sources.weight, targets.points)
     if not model.kind.interacting:
         return ZeroTemperatureField(model, targets.points)
     if choice == "fft" or (choice == "auto" and fft_applies(model)):
@@ -90,9 +93,35 @@ def sphere_choice(model: Model) -> str:
 
 def make_sphere_interaction(model: Model, grid, choice: str = "auto"):
     """The interaction evaluator on a :class:`~spheredens.grids.GaussGrid` (input: coefficients)."""
+    if model.auxiliary is not None:
+        return AuxiliaryOnGaussGrid(model, grid)
     if not model.kind.interacting:
         return ZeroTemperatureField.for_grid(model, grid)
     if choice == "auto":
         choice = sphere_choice(model)
     return {"funk_hecke": FunkHeckeInteraction, "kappa_interpolation": KappaInterpolation,
             "direct": SphereDirectQuadrature}[choice](model, grid)
+
+
+class AuxiliaryOnGaussGrid:
+    """:class:`AuxiliaryInteraction` for the spherical-harmonic scheme: slices given by their
+    coefficients, densities synthesized on the Gauss grid (nodes with Gauss weights as sources
+    and targets), velocity returned as (X . e_theta, X . e_phi) on the grid."""
+
+    name = "auxiliary_spectral"
+
+    def __init__(self, model: Model, grid) -> None:
+        self.grid = grid
+        pts = grid.points.reshape(-1, 3)
+        self.points = AuxiliaryInteraction(model, pts, grid.weight.reshape(-1), pts)
+        self.guarded_fraction = 0.0
+
+    def velocity(self, state: Array) -> Array:
+        rho = np.stack([self.grid.synth(c).reshape(-1) for c in np.atleast_2d(state)])
+        return self.points.velocity(rho).reshape((len(rho),) + self.grid.shape + (3,))
+
+    def tangent_components(self, state: Array) -> Array:
+        g = self.grid
+        vel = self.velocity(state)
+        return np.stack([np.einsum("kijd,ijd->kij", vel, g.e_theta),
+                         np.einsum("kijd,ijd->kij", vel, g.e_phi)], axis=1)

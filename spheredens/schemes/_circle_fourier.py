@@ -77,9 +77,9 @@ class FourierScheme(CircleScheme):
         self._ik = 1j * k * spectral_filter(n, filter)
         self._ik[-1] = 0.0  # Nyquist mode of an odd derivative
 
-    def initial_values(self) -> Array:
-        """rho_0 at the nodes."""
-        return self.grid.point_values(self.problem.initial)
+    def sample(self, f) -> Array:
+        """A density function at the nodes."""
+        return self.grid.point_values(f)
 
     def rhs(self, state: Array, t: float) -> Array:
         v = self.tangential_velocity(state)

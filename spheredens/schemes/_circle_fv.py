@@ -86,9 +86,9 @@ class FiniteVolumeScheme(CircleScheme):
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
 
-    def initial_values(self) -> Array:
-        """Cell averages of rho_0 (4-point Gauss per cell)."""
-        return self.grid.cell_averages(self.problem.initial)
+    def sample(self, f) -> Array:
+        """Cell averages of a density function (4-point Gauss per cell)."""
+        return self.grid.cell_averages(f)
 
     def face_velocity(self, state: Array) -> Array:
         """Tangential velocity v_{j+1/2} at the faces, shape (n_xi, n)."""

@@ -55,6 +55,9 @@ def validate_interaction(table: Mapping[str, Any], prefix: str, model: Model,
     if value not in DOMAIN_INTERACTIONS[domain]:
         raise ConfigError(f"{prefix}.interaction", f"{value!r} is not available on the {domain}; "
                           f"choose one of {', '.join(map(repr, DOMAIN_INTERACTIONS[domain]))}")
+    if model.auxiliary is not None and value != "auto":
+        raise ConfigError(f"{prefix}.interaction", f"= {value!r}: usa_av has its own spectral "
+                          "evaluator (gauges and couplings of the slices); remove the key")
     if not model.kind.interacting and value != "auto":
         raise ConfigError(f"{prefix}.interaction", f"= {value!r}, but {model.name} has no "
                           "interaction (its velocity does not depend on rho); remove the key")
@@ -119,7 +122,7 @@ class CircleScheme:
 
     Subclasses set ``grid`` (where the state lives) and ``velocity_grid`` (where the
     velocity is needed) before calling :meth:`_setup`, and implement ``rhs`` and
-    ``initial_values`` (rho_0 sampled on ``grid``).
+    ``sample`` (a density function sampled on ``grid``).
     """
 
     grid: CircleGrid
@@ -133,14 +136,13 @@ class CircleScheme:
         self.speed_floor = speed_floor(problem.model)
         self.speed_bound = speed_bound(problem.model)
 
-    def initial_values(self) -> Array:
+    def sample(self, f) -> Array:
+        """Values of a density function f(x) on ``grid`` (cell averages or nodal values)."""
         raise NotImplementedError
 
     def initial_state(self) -> Array:
-        """rho_0 on the grid, renormalized to unit discrete mass, one copy per slice."""
-        rho0 = self.initial_values()
-        rho0 = rho0 / np.sum(rho0 * self.grid.weight)
-        return np.repeat(rho0[None, :], self.problem.n_xi, axis=0)
+        """rho_0 of each slice on the grid, renormalized to unit discrete mass."""
+        return self.problem.initial_values(self.sample, self.grid.weight)
 
     def tangential_velocity(self, state: Array) -> Array:
         """v = <tau, X[rho]> at the points of ``velocity_grid``, shape (n_xi, n)."""

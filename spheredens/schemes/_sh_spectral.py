@@ -98,10 +98,10 @@ class SHSpectralScheme:
         self.clip_negative = True
 
     def initial_state(self) -> NDArray[np.complex128]:
-        """Coefficients of rho_0 (Gauss-grid analysis), renormalized to unit mass."""
-        c = self.grid.analys(self.grid.point_values(self.problem.initial))
-        c = c / (np.sqrt(4.0 * np.pi) * c[0].real)
-        return np.repeat(c[None, :], self.problem.n_xi, axis=0)
+        """Coefficients of each slice's rho_0 (Gauss-grid analysis), renormalized to unit mass."""
+        values = self.problem.initial_values(self.grid.point_values, self.grid.weight)
+        c = np.stack([self.grid.analys(v) for v in values])
+        return c / (np.sqrt(4.0 * np.pi) * c[:, :1].real)
 
     def tendency(self, state: NDArray[np.complex128]) -> NDArray[np.complex128]:
         """-[div_S(rho X[rho])]_lm before filtering, shape (n_xi, nlm); sets last_max_speed."""

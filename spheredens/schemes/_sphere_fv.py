@@ -11,7 +11,8 @@ from .._validate import as_int
 from ..grids import RingMesh
 from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
 from ..integrators import INTEGRATORS
-from ..interaction import DirectQuadrature, ZeroTemperatureField, orthogonal_multiple
+from ..interaction import (AuxiliaryInteraction, DirectQuadrature, ZeroTemperatureField,
+                           orthogonal_multiple)
 from ..interaction._points import FunkHeckePoints
 from ..models import Model
 from . import register_scheme
@@ -122,10 +123,8 @@ class SphereFiniteVolumeScheme:
 
     # -- contract ---------------------------------------------------------------------------
     def initial_state(self) -> Array:
-        """Cell averages of rho_0 renormalized to unit discrete mass, one copy per slice."""
-        rho0 = self.grid.cell_averages(self.problem.initial)
-        rho0 = rho0 / np.sum(rho0 * self.grid.area)
-        return np.repeat(rho0[None, :], self.problem.n_xi, axis=0)
+        """Cell averages of each slice's rho_0, renormalized to unit discrete mass."""
+        return self.problem.initial_values(self.grid.cell_averages, self.grid.area)
 
     def slopes(self, rho: Array) -> tuple[Array, Array]:
         """Limited slopes (d rho / d lat, d rho / d lon) per cell, shape (n_xi, n_cells) each,
@@ -198,6 +197,8 @@ def make_point_interaction(model: Model, sources: Array, weight: Array, targets:
     """Evaluator of X[rho] at ``targets`` for cell values at ``sources`` (areas ``weight``):
     the fixed zero-temperature field, Funk-Hecke through general spectral transforms
     (``auto`` when B is a multiple of an orthogonal matrix or beta = 0), or direct quadrature."""
+    if model.auxiliary is not None:
+        return AuxiliaryInteraction(model, sources, weight, targets)
     if not model.kind.interacting:
         return ZeroTemperatureField(model, targets)
     if choice == "auto":
