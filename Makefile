@@ -21,6 +21,7 @@ bench: setup
 	$(VENV)/bin/python benchmarks/bench_circle_rhs.py
 	$(VENV)/bin/python benchmarks/bench_sphere_rhs.py
 	$(VENV)/bin/python benchmarks/bench_sphere_fv.py
+	$(VENV)/bin/python benchmarks/bench_auxiliary.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
