@@ -96,6 +96,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for name in INTEGRATORS:
         print(f"  {name:22s} {INTEGRATORS.get(name).description}")
     print("initial densities: " + ", ".join(INITIAL_DENSITIES))
+    from .auxiliary import KERNELS
+
+    print("auxiliary kernels (usa_av):")
+    for name in KERNELS:
+        doc = " ".join((KERNELS.get(name).__doc__ or "").split())
+        print(f"  {name:22s} {doc}")
     return 0
 
 

@@ -177,8 +177,79 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     return save_figure(fig, path)
 
 
+def _angle_deg(points: np.ndarray) -> np.ndarray:
+    """Longitude / angle of points in degrees, unwrapped along the slices."""
+    return np.degrees(np.unwrap(np.arctan2(points[:, 1], points[:, 0])))
+
+
+def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
+    """The slices of a usa_av run: slice modes against xi at the last snapshot (with the fitted
+    orbit x*(xi) = G(xi)^T z for gauge kernels), the energy E_h against t, and the collapse
+    measures (W2 of the marginal to the nearest Dirac mass, orbit distance) against t.
+
+    ``particles``: optional list of (label, times, energies) curves drawn beside the energy.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = ds["time"].values
+    xi = ds["xi"].values
+    modes = ds["slice_mode"].values[-1]
+    gauges = ds["gauge"].values
+    z = ds["orbit_z"].values[-1]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax = axes[0]
+    fine_orbit = None
+    if np.all(np.isfinite(z)):
+        fine_orbit = np.einsum("kji,j->ki", gauges, z)
+    if modes.shape[1] == 2:
+        ax.plot(xi, _angle_deg(modes), "o", label="slice modes")
+        if fine_orbit is not None:
+            ax.plot(xi, _angle_deg(fine_orbit), "-", color="k", lw=0.8, label="orbit G(xi)^T z")
+        ax.set_ylabel("angle of the mode (degrees)")
+    else:
+        for comp, (name, color) in enumerate((("latitude", "C0"), ("longitude", "C1"))):
+            value = (np.degrees(np.arcsin(np.clip(modes[:, 2], -1, 1))) if comp == 0 else
+                     _angle_deg(modes))
+            ax.plot(xi, value, "o", color=color, label=f"mode {name}")
+            if fine_orbit is not None:
+                orbit = (np.degrees(np.arcsin(np.clip(fine_orbit[:, 2], -1, 1))) if comp == 0 else
+                         _angle_deg(fine_orbit))
+                ax.plot(xi, orbit, "-", color=color, lw=0.8)
+        ax.set_ylabel("degrees (lines: orbit G(xi)^T z)")
+    ax.set_xlabel("xi")
+    ax.set_title(f"slice modes at t = {t[-1]:g}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    ax.plot(t, ds["energy"].values, "-", color="C3", label="density")
+    for label, pt, pe in particles or []:
+        ax.plot(pt, pe, "--", lw=0.8, label=label)
+    ax.set_xlabel("t")
+    ax.set_ylabel("E_h")
+    ax.set_title("energy (never decreases)", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    ax.semilogy(t, np.maximum(ds["marginal_w2_dirac"].values, 1e-6), "-", label="W2(marginal, nearest Dirac)")
+    if np.any(np.isfinite(ds["orbit_distance"].values)):
+        ax.semilogy(t, np.maximum(ds["orbit_distance"].values, 1e-6), "-", label="orbit distance")
+    ax.semilogy(t, ds["slice_spread"].values.max(axis=1), ":", label="largest slice spread")
+    ax.set_xlabel("t")
+    ax.set_ylabel("radians")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(f"usa_av, kernel {ds.attrs.get('auxiliary_kernel', '')}, beta = {ds.attrs.get('beta')}, "
+                 f"{xi.size} slices, {ds.attrs.get('domain')}", fontsize=10)
+    return save_figure(fig, path, dpi=100)
+
+
 def plot_run(ds: Any, path: str | Path, **options: Any) -> Path:
-    """The figure of a run file, circle or sphere."""
+    """The figure of a run file, circle or sphere (for usa_av also ``<name>_slices.png``,
+    :func:`plot_slices`)."""
+    if "slice_mode" in ds:
+        path = Path(path)
+        plot_slices(ds, path.with_name(path.stem + "_slices.png"))
     if ds.attrs.get("domain") == "sphere":
         return plot_sphere_run(ds, path, **options)
     return plot_circle_run(ds, path)

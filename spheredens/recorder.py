@@ -242,6 +242,8 @@ class Recorder:
             "t_end": float(cfg.time.t_end),
         }
         attrs.update({k: v for k, v in self.scheme.attributes().items()})
+        if model.auxiliary is not None:
+            attrs["auxiliary_kernel"] = model.auxiliary.name
         attrs.update(self.status)
         if self.checkpoint is not None:
             t_c, state, steps = self.checkpoint
