@@ -3,7 +3,13 @@
     dx_i/dt = P_{x_i} sum_j w_j exp(beta <B^T x_i, x_j>) V x_j / sum_j w_j exp(beta <B^T x_i, x_j>)
 
 (``sa``; ``usa`` without the denominator; ``sa_zero_temperature``: X_inf(x_i)), i.e. the
-continuity equation of MODELS.md for the empirical measure sum_j w_j delta_{x_j}. Softmax in
+continuity equation of MODELS.md for the empirical measure sum_j w_j delta_{x_j}. For ``usa_av``
+every particle carries a slice index k(i) (label xi_{k(i)}, frozen) and
+
+    dx_i/dt = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>) G_{k(i)}^T G_{k(j)} x_j,
+
+the velocity X_k of MODELS.md section 5 for the empirical slice measures (slice k has mass
+r_k = sum_{k(j) = k} w_j), summed as e^beta sum_j ... exp(beta (<., .> - 1)). Softmax in
 log-sum-exp form, float64, O(n^2) pairs vectorized in row blocks; RK4 (default) with the
 positions renormalized to |x| = 1 after every step, fixed step ``particles.dt`` shortened to
 land exactly on the snapshot times.
@@ -29,6 +35,11 @@ from .problem import Problem
 Array = NDArray[np.float64]
 
 PARTICLE_SCHEMA = "spheredens-particles-1"
+
+#: kernel entries formed at once by the labelled-particle sums (row blocks)
+_CHUNK_ENTRIES = 1 << 22
+#: most runs of equal slice indices summed one product each (beyond: gathered couplings)
+_MAX_RUNS = 32
 
 
 # -- initial particles ----------------------------------------------------------------------
@@ -75,24 +86,86 @@ def quantile_circle(rho0: Callable[[Array], Array], n: int, *, fine: int = 1 << 
     return circle_points(theta)
 
 
+def _initial_points(rho0: Callable[[Array], Array], d: int, n: int, initialization: str,
+                    rng: Callable[[], np.random.Generator]) -> tuple[Array, Array]:
+    """n points of one (unnormalized) density and their weights summing to 1; ``rng()`` gives
+    the generator of ``iid`` (only called for it)."""
+    if initialization == "iid":
+        return sample_iid(rho0, d, n, rng()), np.full(n, 1.0 / n)
+    if initialization == "quantile":
+        return quantile_circle(rho0, n), np.full(n, 1.0 / n)
+    if initialization == "quasi_uniform":
+        x = fibonacci_sphere(n)
+        w = np.clip(rho0(x), 0.0, None)
+        if not w.sum() > 0.0:
+            from .exceptions import ConfigError
+
+            raise ConfigError("particles.initialization", "rho_0 vanishes at every quasi-uniform point")
+        return x, w / w.sum()
+    raise ValueError(f"unknown initialization {initialization!r}")
+
+
 def initial_particles(problem: Problem, n: int, initialization: str, seed: int) -> tuple[Array, Array]:
     """Positions (n, d) and weights (n,) (summing to 1) of the initial particles.
 
     ``iid``: independent samples of rho_0 (``numpy.random.default_rng(seed)``), weights 1/n;
     ``quantile`` (circle): the n quantiles of rho_0, weights 1/n; ``quasi_uniform`` (sphere):
     a Fibonacci lattice with weights proportional to rho_0 (times the equal cell areas).
+    Models with slices (``usa_av``): the positions and weights of :func:`initial_slice_particles`.
     """
-    d = problem.d
-    if initialization == "iid":
-        x = sample_iid(problem.initial, d, n, np.random.default_rng(seed))
-        return x, np.full(n, 1.0 / n)
-    if initialization == "quantile":
-        return quantile_circle(problem.initial, n), np.full(n, 1.0 / n)
-    if initialization == "quasi_uniform":
-        x = fibonacci_sphere(n)
-        w = np.clip(problem.initial(x), 0.0, None)
-        return x, w / w.sum()
-    raise ValueError(f"unknown initialization {initialization!r}")
+    if problem.has_auxiliary:
+        x, w, _ = initial_slice_particles(problem, n, initialization, seed)
+        return x, w
+    return _initial_points(problem.initial, problem.d, n, initialization,
+                           lambda: np.random.default_rng(seed))
+
+
+def slice_counts(r: Array, n: int) -> NDArray[np.int64]:
+    """Particles per slice: n r_k rounded by largest remainders (sum n; ties to the lower k).
+
+    Raises
+    ------
+    ConfigError
+        A slice with r_k > 0 would get no particle (n too small for the slice weights).
+    """
+    from .exceptions import ConfigError
+
+    r = np.asarray(r, dtype=float)
+    share = n * r / r.sum()
+    counts = np.floor(share).astype(np.int64)
+    rest = n - int(counts.sum())
+    if rest > 0:
+        counts[np.argsort(-(share - counts), kind="stable")[:rest]] += 1
+    empty = np.flatnonzero((counts == 0) & (r > 0))
+    if len(empty):
+        need = int(math.ceil(1.0 / float(r[r > 0].min() / r.sum())))
+        raise ConfigError("particles.n", f"= {n} leaves slice {int(empty[0])} (weight "
+                          f"{r[empty[0]] / r.sum():.3g}) without particles; use n >= {need}")
+    return counts
+
+
+def initial_slice_particles(problem: Problem, n: int, initialization: str, seed: int
+                            ) -> tuple[Array, Array, NDArray[np.int64]]:
+    """Positions (n, d), weights (n,) and slice indices (n,) of labelled particles (``usa_av``).
+
+    Slice k gets c_k = :func:`slice_counts` (n r_k rounded) particles, consecutive in the
+    arrays (indices sorted); they start from that slice's initial density
+    ``problem.slice_initials()[k]`` by ``initialization`` (``iid``: one generator
+    ``numpy.random.default_rng(seed)`` drawing the slices in order) and their weights sum to
+    r_k, so the slice masses of the particles are exactly those of the model (``iid`` and
+    ``quantile`` with n r_k integer: every weight is 1/n).
+    """
+    counts = slice_counts(problem.xi_weight, n)
+    rng = np.random.default_rng(seed)
+    xs, ws = [], []
+    for k, (f, c) in enumerate(zip(problem.slice_initials(), counts)):
+        if c == 0:
+            continue
+        x, w = _initial_points(f, problem.d, int(c), initialization, lambda: rng)
+        xs.append(x)
+        ws.append(w * problem.xi_weight[k])
+    w = np.concatenate(ws)
+    return np.concatenate(xs), w / w.sum(), np.repeat(np.arange(len(counts)), counts)
 
 
 # -- the particle system as a scheme ----------------------------------------------------------
@@ -110,15 +183,103 @@ def particle_velocity(model: Model, x: Array, weight: Array) -> Array:
     return tangent_project(x, avg)
 
 
+def _gauge_frames(model: Model, x: Array, slices: NDArray[np.int64]) -> tuple[Array, Array]:
+    """(G_{k(i)} per particle (n, d, d), z_i = G_{k(i)} x_i (n, d))."""
+    gauges = model.auxiliary.gauges[slices]
+    return gauges, np.einsum("nij,nj->ni", gauges, x)
+
+
+def _slice_runs(slices: NDArray[np.int64]) -> list[tuple[int, int, int]]:
+    """(k, start, stop) for each run of equal consecutive slice indices."""
+    edges = np.flatnonzero(np.diff(slices)) + 1
+    starts = np.concatenate([[0], edges])
+    stops = np.concatenate([edges, [len(slices)]])
+    return [(int(slices[a]), int(a), int(b)) for a, b in zip(starts, stops)]
+
+
+def _coupled_sums(model: Model, z: Array, weight: Array, slices: NDArray[np.int64],
+                  values: Callable[[Array, slice], Array]) -> Array:
+    """sum_j w_j b_{k(i)k(j)} exp(beta (<z_i, z_j> - 1)) values(j) for every i, stacked.
+
+    ``values(E, cols)`` contracts the block E (rows, len(cols)) of weighted kernel entries with
+    the quantity of the columns ``cols``; row blocks of ~2^22 entries. When b is not identically
+    1: one product per run of equal slice indices, or, for more than ``_MAX_RUNS`` runs, the
+    entries multiplied by the gathered b_{k(i)k(j)}.
+    """
+    aux = model.auxiliary
+    beta = float(model.beta)
+    uniform = aux.uniform_coupling
+    runs = None if uniform else _slice_runs(slices)
+    gather = runs is not None and len(runs) > _MAX_RUNS
+    n = len(z)
+    step = max(1, _CHUNK_ENTRIES // max(n, 1))
+    out = []
+    for start in range(0, n, step):
+        rows = slice(start, start + step)
+        e = z[rows] @ z.T
+        e -= 1.0
+        e *= beta
+        np.exp(e, out=e)  # <= 1: no overflow whatever beta
+        e *= weight[None, :]
+        if gather:
+            e *= aux.coupling[slices[rows, None], slices[None, :]]
+        if uniform or gather:
+            out.append(values(e, slice(0, n)))
+            continue
+        b_rows = aux.coupling[slices[rows]]  # (rows, M)
+        acc = 0.0
+        for k, a, c in runs:
+            part = values(e[:, a:c], slice(a, c))
+            acc = acc + b_rows[:, k].reshape((-1,) + (1,) * (part.ndim - 1)) * part
+        out.append(acc)
+    return np.concatenate(out)
+
+
+def auxiliary_particle_velocity(model: Model, x: Array, weight: Array, slices: NDArray[np.int64]) -> Array:
+    """Tangent velocities (n, d) of labelled particles (``usa_av``):
+
+        v_i = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>) G_{k(i)}^T G_{k(j)} x_j,
+
+    G, b = ``model.auxiliary.gauges``, ``.coupling``; formed as e^beta G_{k(i)}^T (sum_j w_j b
+    exp(beta (<z_i, z_j> - 1)) z_j) with z = G x, so no intermediate sum overflows.
+    """
+    slices = np.asarray(slices)
+    order = None
+    if np.any(np.diff(slices) < 0):  # group the slices (one product per run)
+        order = np.argsort(slices, kind="stable")
+        x, weight, slices = x[order], weight[order], slices[order]
+    gauges, z = _gauge_frames(model, x, slices)
+    u = _coupled_sums(model, z, weight, slices, lambda e, cols: e @ z[cols])
+    with np.errstate(over="ignore"):
+        v = tangent_project(x, np.einsum("nji,nj->ni", gauges, u) * math.exp(model.beta))
+    if order is not None:
+        v = v[np.argsort(order)]
+    return v
+
+
+def auxiliary_particle_energy(model: Model, x: Array, weight: Array, slices: NDArray[np.int64]) -> float:
+    """E_h = 1/(2 beta) sum_ij w_i w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>), the
+    energy of MODELS.md section 5 for the empirical slice measures (non-decreasing in time)."""
+    slices = np.asarray(slices)
+    order = np.argsort(slices, kind="stable")
+    x, weight, slices = x[order], weight[order], slices[order]
+    _, z = _gauge_frames(model, x, slices)
+    s = _coupled_sums(model, z, weight, slices, lambda e, cols: e.sum(axis=1))
+    return float(np.dot(weight, s)) * math.exp(model.beta) / (2.0 * model.beta)
+
+
 class ParticleSystem:
     """The n-particle system with the scheme contract, so :func:`spheredens.simulate` drives it.
 
     The state is the array of positions, shape (1, n, d); steps are ``dt`` (the CFL number is
-    not used), renormalized to the sphere after each step (``post_step``).
+    not used), renormalized to the sphere after each step (``post_step``). Models with slices
+    (``usa_av``) need ``slices``: the slice index k(i) of every particle (frozen).
     """
 
     def __init__(self, problem: Problem, x0: Array, weight: Array, dt: float,
-                 integrator: str = "rk4") -> None:
+                 integrator: str = "rk4", slices: Any = None) -> None:
+        from .exceptions import ConfigError
+
         self.problem = problem
         self.x0 = np.asarray(x0, dtype=float)
         self.weight = np.asarray(weight, dtype=float)
@@ -127,12 +288,33 @@ class ParticleSystem:
         self.last_max_speed = 0.0
         self.speed_floor = 0.0
         self.speed_bound = problem.model.V_norm if problem.model.kind.normalized else float("inf")
+        self.slices: NDArray[np.int64] | None = None
+        if problem.has_auxiliary:
+            if slices is None:
+                raise ConfigError("auxiliary", "usa_av particles need the slice index of every particle")
+            self.slices = np.asarray(slices, dtype=np.int64)
+            if self.slices.shape != (len(self.x0),) or self.slices.min() < 0 \
+                    or self.slices.max() >= problem.n_xi:
+                raise ConfigError("auxiliary", f"slice indices must be {len(self.x0)} integers in "
+                                  f"0..{problem.n_xi - 1}")
 
     def initial_state(self) -> Array:
         return self.x0[None].copy()
 
+    def velocity(self, x: Array) -> Array:
+        """Tangent velocities (n, d) at positions x (n, d)."""
+        if self.slices is not None:
+            return auxiliary_particle_velocity(self.problem.model, x, self.weight, self.slices)
+        return particle_velocity(self.problem.model, x, self.weight)
+
+    def energy(self, x: Array) -> float:
+        """E_h of :func:`auxiliary_particle_energy` (``usa_av`` only)."""
+        if self.slices is None:
+            raise ValueError("the particle energy is defined for usa_av")
+        return auxiliary_particle_energy(self.problem.model, x, self.weight, self.slices)
+
     def rhs(self, state: Array, t: float) -> Array:
-        v = particle_velocity(self.problem.model, state[0], self.weight)
+        v = self.velocity(state[0])
         self.last_max_speed = float(np.sqrt(np.max(np.sum(v * v, axis=-1))))
         return v[None]
 
@@ -166,6 +348,9 @@ class ParticleRecorder:
 
         if "checkpoint_position" not in ds:
             raise SchemaError("the particle file has no checkpoint to resume from")
+        slices = self.system.slices
+        if slices is not None and ("slice" not in ds or not np.array_equal(ds["slice"].values, slices)):
+            raise SchemaError("the particle file's slice indices differ from this configuration's")
         self.times = [float(t) for t in ds["time"].values]
         self.positions = [np.array(x) for x in ds["position"].values]
         self.checkpoint = (float(ds.attrs["checkpoint_time"]), np.asarray(ds["checkpoint_position"].values)[None],
@@ -199,6 +384,18 @@ class ParticleRecorder:
         for name in ("Q", "K", "V"):
             data[name] = (("row", "col"), np.asarray(getattr(model, name)),
                           {"long_name": f"attention matrix {name}", "units": "1"})
+        slices = self.system.slices
+        if slices is not None:
+            problem = self.system.problem
+            data["xi"] = ("particle", problem.xi[slices],
+                          {"long_name": "auxiliary label xi of each particle (frozen)", "units": "1"})
+            data["slice"] = ("particle", slices.astype(np.int32),
+                             {"long_name": "slice index k of each particle: xi = slice_xi[k]"})
+            data["slice_xi"] = ("slice_index", problem.xi, {"long_name": "label xi_k of slice k",
+                                                            "units": "1"})
+            data["slice_weight"] = ("slice_index", problem.xi_weight, {
+                "long_name": "model slice mass r_k (the particle weights of slice k sum to it)",
+                "units": "1"})
         coords = {"time": ("time", np.array(self.times), {"long_name": "model time", "units": "1"})}
         checkpoint: dict[str, Any] = {}
         if self.checkpoint is not None:
@@ -234,7 +431,9 @@ def particles_output_path(cfg: RunConfig, seed: int, *, several: bool) -> Path |
 def run_particles(config: RunConfig, *, seed: int | None = None, output: str | Path | None = None,
                   progress: bool | None = None, resume: bool = False, overwrite: bool = False) -> Any:
     """Integrate the particle system of ``config`` (its ``[particles]`` table) and return the
-    Dataset (schema spheredens-particles-1); write it to ``output`` when given.
+    Dataset (schema spheredens-particles-1); write it to ``output`` when given. ``usa_av``:
+    labelled particles (:func:`initial_slice_particles`), with ``xi`` and ``slice`` (particle)
+    in the file.
 
     The snapshot times are those of ``[time]``; ``seed`` overrides ``particles.seed``. As for
     :func:`spheredens.run`, the file carries a checkpoint (the positions at a step boundary):
@@ -252,8 +451,12 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     p = config.particles
     seed = p.seed if seed is None else int(seed)
     problem = Problem.from_config(config)
-    x0, w = initial_particles(problem, p.n, p.initialization, seed)
-    system = ParticleSystem(problem, x0, w, p.dt, p.integrator)
+    slices = None
+    if problem.has_auxiliary:
+        x0, w, slices = initial_slice_particles(problem, p.n, p.initialization, seed)
+    else:
+        x0, w = initial_particles(problem, p.n, p.initialization, seed)
+    system = ParticleSystem(problem, x0, w, p.dt, p.integrator, slices=slices)
     recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
     start = resume_point(None if output is None else Path(output), recorder, open_particles,
                          lambda ds: same_run(ds.attrs.get("config", ""), config)
