@@ -215,6 +215,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                             result["density_resolution"].values):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
         print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
+    if "w2_slice" in result:  # usa_av: the line above is the marginal
+        per_slice = result["w2_slice_mean"].values
+        for t, row in zip(result["time"].values, per_slice):
+            if np.all(np.isnan(row)):
+                print(f"  t = {t:8.4g}   slices: no particle labels")
+                continue
+            print(f"  t = {t:8.4g}   slices: W2 mean {np.nanmean(row):.4g}, max {np.nanmax(row):.4g} "
+                  f"over {int(np.sum(~np.isnan(row)))} slices")
     return 0
 
 

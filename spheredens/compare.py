@@ -1,4 +1,5 @@
-"""Density versus particles: W2 at every common snapshot time (``spheredens compare``)."""
+"""Density versus particles: W2 at every common snapshot time (``spheredens compare``); for runs
+with slices (``usa_av``) the marginal and every slice against the particles of that slice."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,6 +37,56 @@ def _list(t: Array) -> str:
     return shown + (f", ... ({t.size} times)" if t.size > 8 else "")
 
 
+def marginal_density(density: Any, index: int) -> Array:
+    """rho at snapshot ``index``; for runs with slices (an ``xi`` dim) the marginal
+    sum_k r_k rho_k (``rho_marginal`` when stored, else formed with ``xi_weight``)."""
+    if "xi" not in density["rho"].dims:
+        return np.asarray(density["rho"].values[index], dtype=float)
+    if "rho_marginal" in density:
+        return np.asarray(density["rho_marginal"].values[index], dtype=float)
+    return np.tensordot(density["xi_weight"].values, density["rho"].values[index], axes=1)
+
+
+def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") -> NDArray[np.int64] | None:
+    """Slice index (into the density's labels ``xi``) of every particle: from the particles'
+    ``xi`` labels when present (matched to within 1e-9), else from their ``slice`` indices;
+    None when the file carries neither (unlabelled particles).
+
+    Raises
+    ------
+    SchemaError
+        A label that is not among ``xi``, or a slice index out of range.
+    """
+    xi = np.asarray(xi, dtype=float)
+    if "xi" in particles and particles["xi"].dims == ("particle",):
+        labels = np.asarray(particles["xi"].values, dtype=float)
+        values, inverse = np.unique(labels, return_inverse=True)
+        nearest = np.abs(values[:, None] - xi[None, :]).argmin(axis=1)
+        bad = np.abs(xi[nearest] - values) > 1e-9 * np.maximum(1.0, np.abs(values))
+        if np.any(bad):
+            raise SchemaError(f"{name}: particle label xi = {values[bad][0]:g} is not a slice of the "
+                              f"density (xi: {_list(xi)})")
+        index = nearest[inverse.reshape(-1)]
+        return index.astype(np.int64)
+    if "slice" in particles and particles["slice"].dims == ("particle",):
+        index = np.asarray(particles["slice"].values).astype(np.int64)
+        if index.size and (index.min() < 0 or index.max() >= len(xi)):
+            raise SchemaError(f"{name}: slice indices must lie in 0..{len(xi) - 1} (the density's slices)")
+        return index
+    return None
+
+
+def _density_atoms(density: Any, rho: Array, domain: str, n_points: int) -> tuple[Array, Array, float]:
+    """Atoms and masses (normalized) of one density on the run's grid, and the W2 resolution."""
+    if domain == "circle":
+        theta, weight = density["theta"].values, density["weight"].values
+        atoms, masses, _ = circle_density_atoms(theta, weight, rho)
+        pos = np.clip(rho, 0, None)
+        return atoms, masses, float(np.sqrt(np.sum(pos * weight * weight**2) / np.sum(pos * weight) / 12.0))
+    return sphere_density_atoms(dataset_sphere_points(density), density["weight"].values, rho,
+                                n_points=n_points)
+
+
 def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 4096,
             density_file: str = "", particle_files: Sequence[str] = ()) -> Any:
     """W2 between a density run and one or several particle runs at their common times.
@@ -43,9 +94,11 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     Parameters
     ----------
     density : xarray.Dataset
-        Schema spheredens-1 (one density, no slices).
+        Schema spheredens-1. With slices (``usa_av``: dim ``xi``) ``w2`` compares the marginal
+        sum_k r_k rho_k with all particles (their weights), and ``w2_slice`` each slice.
     particles : Dataset or list of Datasets
-        Schema spheredens-particles-1, same domain.
+        Schema spheredens-particles-1, same domain; for a density with slices, particles
+        labelled by ``xi`` or ``slice`` (particle) (see :func:`particle_slices`).
     n_points : int
         Sphere: the density is coarsened to about this many atoms before the exact EMD.
 
@@ -55,7 +108,10 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
         ``w2`` (run, time) in radians, ``w2_mean`` and ``w2_std`` over runs (time), and
         ``density_resolution`` (time): on the circle h / sqrt(12) for uniform cells, the W2 between
         the piecewise-constant density and its cell-centre atoms; on the sphere the coarsening
-        bound (see :func:`spheredens.transport.sphere_density_atoms`).
+        bound (see :func:`spheredens.transport.sphere_density_atoms`). With slices also
+        ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k
+        (weights renormalized; NaN where a run has no particle of slice k or no labels) and
+        ``w2_slice_mean`` (time, xi) over runs.
     """
     import xarray as xr
 
@@ -74,25 +130,34 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     if not shared:
         raise SchemaError("no snapshot time is common to the density and every particle run")
     times = t_den[shared]
+    sliced = "xi" in density["rho"].dims
+    xi = density["xi"].values if sliced else np.zeros(0)
+    labels = [particle_slices(p, xi, name=f"particle run {k}") if sliced else None
+              for k, p in enumerate(runs)]
     w2 = np.full((len(runs), len(shared)), np.nan)
+    w2_slice = np.full((len(runs), len(shared), len(xi)), np.nan)
     resolution = np.zeros(len(shared))
+
+    def distance(atoms: Array, masses: Array, x: Array, w: Array) -> float:
+        return (w2_circle(atoms, masses, circle_angle(x), w) if domain == "circle"
+                else w2_sphere(atoms, masses, x, w))
+
     for col, i in enumerate(shared):
-        rho = density["rho"].values[i]
-        if domain == "circle":
-            theta, weight = density["theta"].values, density["weight"].values
-            atoms, masses, _ = circle_density_atoms(theta, weight, rho)
-            resolution[col] = float(np.sqrt(np.sum(np.clip(rho, 0, None) * weight * weight**2)
-                                            / np.sum(np.clip(rho, 0, None) * weight) / 12.0))
-        else:
-            pts = dataset_sphere_points(density)
-            atoms, masses, resolution[col] = sphere_density_atoms(pts, density["weight"].values, rho,
-                                                                  n_points=n_points)
+        atoms, masses, resolution[col] = _density_atoms(density, marginal_density(density, i),
+                                                        domain, n_points)
+        slice_atoms = [_density_atoms(density, np.asarray(density["rho"].values[i, m], dtype=float),
+                                      domain, n_points)[:2] for m in range(len(xi))]
         for k, (p, (di, pj)) in enumerate(zip(runs, index)):
             j = int(pj[list(di).index(i)])
             x = np.asarray(p["position"].values[j])
             w = np.asarray(p["particle_weight"].values)
-            w2[k, col] = (w2_circle(atoms, masses, circle_angle(x), w) if domain == "circle"
-                          else w2_sphere(atoms, masses, x, w))
+            w2[k, col] = distance(atoms, masses, x, w)
+            if labels[k] is None:
+                continue
+            for m, (a, ma) in enumerate(slice_atoms):
+                sel = labels[k] == m
+                if np.any(sel) and w[sel].sum() > 0 and ma.sum() > 0:
+                    w2_slice[k, col, m] = distance(a, ma, x[sel], w[sel])
     method = ("exact W2 on the circle (POT wasserstein_circle), density as 65536+ sub-atoms of its "
               "piecewise-constant cells" if domain == "circle" else
               f"exact EMD (POT emd2, squared geodesic cost), density coarsened to ~{n_points} atoms")
@@ -118,6 +183,17 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                "domain": domain, "method": method,
                "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
                                                    for p in runs}))})
+    if sliced:
+        ds = ds.assign_coords(xi=("xi", xi, {"long_name": "auxiliary variable of each slice"}))
+        ds["w2_slice"] = (("run", "time", "xi"), w2_slice, {
+            "long_name": "W2 between slice density rho_k and the particles of slice k (each normalized)",
+            "units": "radian"})
+        ds["w2_slice_mean"] = (("time", "xi"), w2_slice.mean(axis=0), {
+            "long_name": "mean of w2_slice over particle runs", "units": "radian"})
+        ds["w2"].attrs["long_name"] = ("W2 distance between the marginal density sum_k r_k rho_k and "
+                                       "all particles")
+        ds.attrs["slices"] = ("w2: marginal vs all particles; w2_slice: each slice vs its particles "
+                              "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")")
     return ds
 
 
@@ -155,14 +231,15 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
             a.hist(circle_angle(x), bins=max(20, int(np.sqrt(x.shape[0]))), range=(0, 2 * np.pi),
                    density=True, weights=particles["particle_weight"].values, color="C1", alpha=0.5,
                    label="particles (histogram)")
-            a.plot(density["theta"].values, density["rho"].values[di], color="C0", label="rho")
+            a.plot(density["theta"].values, marginal_density(density, di), color="C0",
+                   label="rho (marginal)" if "xi" in density["rho"].dims else "rho")
             a.set_xlabel("theta (radians)")
             a.legend(fontsize=7)
         else:
             a = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
             from .plot import regular_sphere_view
 
-            lat, lon, rho_view = regular_sphere_view(density, density["rho"].values[di])
+            lat, lon, rho_view = regular_sphere_view(density, marginal_density(density, di))
             centred = np.where(lon >= 180, lon - 360, lon)
             order = np.argsort(centred)
             a.pcolormesh(np.radians(centred[order]), np.radians(lat), rho_view[:, order],
