@@ -160,6 +160,11 @@ class SphereFiniteVolumeScheme:
         a, b = m.face_left, m.face_right
         left = state[:, a] + s_lat[:, a] * self._dlat[0] + s_lon[:, a] * self._dlon[0]
         right = state[:, b] + s_lat[:, b] * self._dlat[1] + s_lon[:, b] * self._dlon[1]
+        # the scaled slopes keep face values in [0, 2 rho_c]; enforce it against round-off
+        # (conservative: it changes face values, not the flux form)
+        lo = np.maximum(state, 0.0)
+        left = np.clip(left, 0.0, 2.0 * lo[:, a])
+        right = np.clip(right, 0.0, 2.0 * lo[:, b])
         up, un = np.maximum(u, 0.0) * m.face_length, np.minimum(u, 0.0) * m.face_length
         flux = up * left + un * right
         outflow = np.stack([np.bincount(a, up[k], m.n_cells) - np.bincount(b, un[k], m.n_cells)
