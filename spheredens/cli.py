@@ -62,6 +62,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         figure = plot_run(ds, Path(path).with_suffix(".png"))
         print(f"wrote {_shown(figure)}")
+        if "slice_mode" in ds:
+            print(f"wrote {_shown(figure.with_name(figure.stem + '_slices.png'))}")
     if not args.quiet:
         w2 = ds["w2_projection"].values
         summary = (f"t = {float(ds.time[-1]):g}, {ds.attrs['n_steps']} steps in "
@@ -69,6 +71,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
                    f"min rho {float(ds['min_rho'].min()):.3g}")
         if w2.size and w2[-1] == w2[-1]:
             summary += f"; min over t of W2 to Pi_# rho_0: {float(min(w2)):.4g}"
+        if "marginal_w2_dirac" in ds:
+            summary += (f"; energy {float(ds['energy'][0]):.4g} -> {float(ds['energy'][-1]):.4g}, "
+                        f"W2 of the marginal to the nearest Dirac mass "
+                        f"{float(ds['marginal_w2_dirac'][-1]):.3g}")
         print(summary)
     return 0
 
