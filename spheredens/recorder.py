@@ -108,8 +108,7 @@ class Recorder:
         beta = self.problem.model.beta
         if self.slice_diagnostics:
             flat = rho.reshape(len(rho), -1)
-            d["energy"].append(self.scheme.interaction.energy(flat) if hasattr(self.scheme.interaction, "energy")
-                               else self.scheme.interaction.points.energy(flat))
+            d["energy"].append(self.scheme.interaction.energy(flat))
             self._observe_slices(flat, marginal.reshape(-1))
         elif self._energy_reason:
             d["energy"].append(np.nan)

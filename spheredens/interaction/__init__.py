@@ -120,6 +120,10 @@ class AuxiliaryOnGaussGrid:
         rho = np.stack([self.grid.synth(c).reshape(-1) for c in np.atleast_2d(state)])
         return self.points.velocity(rho).reshape((len(rho),) + self.grid.shape + (3,))
 
+    def energy(self, rho: Array) -> float:
+        """E_h for slice values on the Gauss grid, shape (M, nlat * nphi)."""
+        return self.points.energy(rho)
+
     def tangent_components(self, state: Array) -> Array:
         g = self.grid
         vel = self.velocity(state)

@@ -26,112 +26,13 @@ import math
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import special
 from scipy.linalg import matmul_toeplitz
 
 from ..geometry import tangent_project
-from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
-from ._funk_hecke import funk_hecke_multipliers
-from ._points import MULTIPLIER_CUTOFF, degrees, multiplier_degree
+from ._points import CircleBasis, SphereBasis
 
 Array = NDArray[np.float64]
-
-
-def circle_multiplier_degree(kappa: float, cutoff: float = MULTIPLIER_CUTOFF) -> int:
-    """Smallest L with I_n(kappa) / I_0(kappa) < cutoff for |n| > L (at least 4)."""
-    n = np.arange(int(8 + 2 * math.sqrt(2.0 * kappa * math.log(1.0 / cutoff)) + 8))
-    ratio = special.ive(n, kappa) / special.ive(0, kappa)
-    above = np.flatnonzero(ratio >= cutoff)
-    return int(max(4, above[-1] + 1 if len(above) else 4))
-
-
-class _CircleBasis:
-    """Fourier modes n = -L..L on S^1: mu_hat(n) = sum_j a_j e^{-i n phi_j}."""
-
-    def __init__(self, kappa: float) -> None:
-        self.kappa = kappa
-        self.L = circle_multiplier_degree(kappa)
-        self.n = np.arange(-self.L, self.L + 1)
-        self.i_n = special.ive(self.n, kappa)  # e^{-kappa} I_n(kappa)
-        self.i_next = special.ive(self.n + 1, kappa)
-        self._cache: dict = {}
-        self._cached = 0
-
-    @staticmethod
-    def angles(points: Array) -> Array:
-        return np.arctan2(points[..., 1], points[..., 0])
-
-    def _modes(self, points: Array) -> Array:
-        """e^{i n phi} at the points, shape (len(points), 2L + 1); cached for fixed point sets
-        (the sources and targets of a scheme never change) up to 2^24 entries in all."""
-        key = (points.__array_interface__["data"][0], points.shape)
-        e = self._cache.get(key)
-        if e is None:
-            e = np.exp(1j * np.outer(self.angles(points), self.n))
-            if self._cached + e.size <= 1 << 24:
-                self._cache[key] = e
-                self._cached += e.size
-        return e
-
-    def analysis(self, points: Array, masses: Array) -> Array:
-        return masses @ self._modes(points).conj()
-
-    def fields(self, mu: Array, points: Array) -> tuple[Array, Array]:
-        """(F, tangent numerator) at the points: F = e^{-kappa} int exp(kappa <u, z>) mu, and
-        P_u M[mu](u) e^{-kappa} as vectors (n, 2)."""
-        phi = self.angles(points)
-        e = self._modes(points)
-        f = (e @ (mu * self.i_n)).real
-        # <tau, M> = Im sum_n mu(n) I_{n+1} e^{i n phi}, tau = (-sin, cos)
-        v = (e @ (mu * self.i_next)).imag
-        tau = np.stack([-np.sin(phi), np.cos(phi)], axis=-1)
-        return f, v[:, None] * tau
-
-    def inner(self, c: Array, mu: Array) -> float:
-        """e^{-kappa} int rho~ F[mu] for rho~ with coefficients c: sum_n conj(c) mu I_n."""
-        return float(np.sum(np.conj(c) * mu * self.i_n).real)
-
-
-class _SphereBasis:
-    """Spherical harmonics up to degree L on S^2 (m >= 0, shtns / ducc0 order), via ducc0."""
-
-    def __init__(self, kappa: float, nthreads: int = 1, epsilon: float = 1e-13) -> None:
-        import ducc0
-
-        self._sht = ducc0.sht
-        self.kappa = kappa
-        self.L = multiplier_degree(kappa)
-        l = degrees(self.L)
-        self.s, self.ds = funk_hecke_multipliers(l, kappa)
-        self.grad = self.s * np.sqrt(l * (l + 1.0))
-        self.real_weight = np.where(np.arange(len(l)) <= self.L, 1.0, 2.0)  # m = 0 first
-        self.nthreads, self.epsilon = nthreads, epsilon
-
-    def analysis(self, points: Array, masses: Array) -> Array:
-        loc = np.ascontiguousarray(points_to_colat_lon(points))
-        return self._sht.adjoint_synthesis_general(
-            map=np.ascontiguousarray(masses, dtype=float)[None, :], spin=0, lmax=self.L, loc=loc,
-            epsilon=self.epsilon, nthreads=self.nthreads)[0]
-
-    def fields(self, mu: Array, points: Array) -> tuple[Array, Array]:
-        loc = np.ascontiguousarray(points_to_colat_lon(points))
-
-        def synth(alm, spin):
-            return self._sht.synthesis_general(alm=alm, spin=spin, lmax=self.L, loc=loc,
-                                               epsilon=self.epsilon, nthreads=self.nthreads)
-
-        f = synth((self.s * mu)[None, :], 0)[0]
-        dz = synth((self.ds * mu)[None, :], 0)[0]
-        g = synth(np.stack([self.grad * mu, np.zeros_like(mu)]), 1)
-        th, ph = loc[:, 0], loc[:, 1]
-        e_theta = np.stack([np.cos(th) * np.cos(ph), np.cos(th) * np.sin(ph), -np.sin(th)], axis=-1)
-        e_phi = np.stack([-np.sin(ph), np.cos(ph), np.zeros_like(ph)], axis=-1)
-        m = points * dz[:, None] + (g[0][:, None] * e_theta + g[1][:, None] * e_phi) / self.kappa
-        return f, tangent_project(points, m)
-
-    def inner(self, c: Array, mu: Array) -> float:
-        return float(np.sum(self.real_weight * (np.conj(c) * self.s * mu).real))
 
 
 class AuxiliaryInteraction:
@@ -158,7 +59,7 @@ class AuxiliaryInteraction:
         self.weight = np.asarray(weight, dtype=float)
         self.targets = np.asarray(targets, dtype=float)
         self.kappa = float(model.beta)
-        self.basis = _CircleBasis(self.kappa) if model.d == 2 else _SphereBasis(self.kappa)
+        self.basis = CircleBasis(self.kappa) if model.d == 2 else SphereBasis(self.kappa)
         G = aux.gauges
         self._source_frames = np.einsum("kij,nj->kni", G, self.sources)  # G_l y
         self._target_frames = np.einsum("kij,nj->kni", G, self.targets)  # G_k x
@@ -190,10 +91,10 @@ class AuxiliaryInteraction:
         M, F = self.kernel.n_slices, len(self.targets)
         G = self.kernel.gauges
         if len(mu) == 1:  # every slice sees the same field: one synthesis at all M x F points
-            _, n = self.basis.fields(mu[0], self._all_targets)
-            n = n.reshape(M, F, -1)
+            m = self.basis.fields(mu[0], self._all_targets)[1].reshape(M, F, -1)
         else:
-            n = np.stack([self.basis.fields(mu[k], self._target_frames[k])[1] for k in range(M)])
+            m = np.stack([self.basis.fields(mu[k], self._target_frames[k])[1] for k in range(M)])
+        n = tangent_project(self._target_frames, m)
         # P_x G_k^T v = G_k^T P_{G_k x} v for orthogonal G_k
         with np.errstate(over="ignore", invalid="ignore"):
             return np.einsum("kji,kfj->kfi", G, n) * self._scale
