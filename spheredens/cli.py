@@ -257,8 +257,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     sweep = load_sweep(args.sweep)
     print(f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}")
-    combined, outcome = run_sweep(sweep, scheduler=args.scheduler, n_workers=args.workers,
-                                  progress=not args.quiet)
+    try:
+        combined, outcome = run_sweep(sweep, scheduler=args.scheduler, n_workers=args.workers,
+                                      progress=not args.quiet)
+    except KeyboardInterrupt as exc:
+        print(f"spheredens: {exc or 'sweep interrupted'}: spheredens sweep {args.sweep}"
+              + (f" --scheduler {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
+        return 130
     failed = {k: v for k, v in outcome.items() if v.startswith("failed")}
     done = sum(1 for v in outcome.values() if v == "done earlier")
     print(f"{len(outcome) - len(failed) - done} ran, {done} done earlier, {len(failed)} failed")

@@ -197,6 +197,72 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     return ds
 
 
+def w2_between_runs(runs: Sequence[Any], index: int = -1) -> Array:
+    """Pairwise W2 between particle runs at snapshot ``index``, a symmetric (R, R) matrix.
+
+    All particles of each run with their weights (on the circle the exact W2 of POT's
+    ``wasserstein_circle``, on the sphere the exact EMD with squared geodesic cost).
+    """
+    runs = list(runs)
+    out = np.zeros((len(runs), len(runs)))
+    for i in range(len(runs)):
+        xa, wa = runs[i]["position"].values[index], runs[i]["particle_weight"].values
+        for j in range(i + 1, len(runs)):
+            xb, wb = runs[j]["position"].values[index], runs[j]["particle_weight"].values
+            if xa.shape[-1] == 2:
+                out[i, j] = w2_circle(circle_angle(xa), wa, circle_angle(xb), wb)
+            else:
+                out[i, j] = w2_sphere(xa, wa, xb, wb)
+            out[j, i] = out[i, j]
+    return out
+
+
+def ensemble_agreement(to_density: Array, between: Array) -> dict[str, Any]:
+    """Is a density within the sampling error of an ensemble of particle runs?
+
+    Parameters
+    ----------
+    to_density : ndarray (R,)
+        W2 from the density to each of R particle runs (same n, different seeds).
+    between : ndarray (R, R)
+        W2 between the runs (:func:`w2_between_runs`).
+
+    Returns
+    -------
+    dict
+        ``density_mean``: mean W2 from the density to the runs; ``between_mean``: mean W2 over
+        pairs of runs; ``run_means``: for each run its mean W2 to the other runs;
+        ``rank``: how many runs have a smaller ``run_means`` than ``density_mean`` (0..R);
+        ``quantile`` = rank / R; ``no_farther_than_average``: density_mean <= between_mean;
+        ``within_spread``: rank < R, i.e. some run is farther from the others than the density
+        is from the runs.
+
+    Notes
+    -----
+    Two readings of "the density agrees with the particles to within their sampling error".
+    ``within_spread`` asks whether the density could pass for one more member of the ensemble:
+    its mean distance to the runs is not larger than every run's mean distance to the others
+    (with R runs, a density drawn like a run fails by chance with probability 1 / (R + 1)).
+    ``no_farther_than_average`` is stricter: the mean-field limit of unbiased fluctuations sits
+    at the ensemble's centre, closer to the runs than they are to each other (by sqrt 2 for
+    independent Gaussian fluctuations), and fails when the runs share a bias, e.g. mass that
+    is smaller than one particle's.
+    """
+    to_density = np.asarray(to_density, dtype=float)
+    between = np.asarray(between, dtype=float)
+    r = len(to_density)
+    if r < 2 or between.shape != (r, r):
+        raise ValueError(f"need at least 2 runs and an ({r}, {r}) matrix of distances between them, "
+                         f"got {r} runs and shape {between.shape}")
+    run_means = between.sum(axis=1) / (r - 1)
+    density_mean = float(to_density.mean())
+    between_mean = float(between[np.triu_indices(r, 1)].mean())
+    rank = int(np.sum(run_means < density_mean))
+    return {"density_mean": density_mean, "between_mean": between_mean, "run_means": run_means,
+            "rank": rank, "quantile": rank / r, "no_farther_than_average": density_mean <= between_mean,
+            "within_spread": rank < r}
+
+
 def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None) -> Path:
     """W2 against time (mean +- std over runs) and the density with particles overlaid."""
     import matplotlib

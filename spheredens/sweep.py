@@ -178,7 +178,7 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         processes (default min(2, cases to run)), one thread each, closed afterwards.
     """
     _quiet_dask()
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import Client, as_completed
 
     sweep.output_dir.mkdir(parents=True, exist_ok=True)
     outcome: dict[str, str] = {}
@@ -192,14 +192,14 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
     if pending:
         cluster = None
         if scheduler is None:
-            cluster = LocalCluster(n_workers=n_workers or min(2, len(pending)), threads_per_worker=1,
-                                   processes=True, dashboard_address=":0")
+            cluster = _local_cluster(n_workers or min(2, len(pending)))
             client = Client(cluster)
         else:
             try:
                 client = Client(scheduler, timeout=30)
             except (OSError, TimeoutError) as exc:
                 raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        interrupted = False
         try:
             futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), pure=False,
                                      key=f"spheredens-{c.name}-{id(c)}"): c for c in pending}
@@ -212,16 +212,63 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
                 outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
                 if progress:
                     print(f"  [{k}/{len(pending)}] {case.name}: {outcome[case.name]}", flush=True)
+        except KeyboardInterrupt:
+            interrupted = True
         finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            _shut_down(client, cluster)
+        if interrupted:
+            unfinished = [c.name for c in pending if c.name not in outcome]
+            raise KeyboardInterrupt(
+                f"sweep interrupted with {len(unfinished)} case(s) unfinished ({', '.join(unfinished)}); "
+                "finished cases are kept and a running case keeps its last checkpoint: run the "
+                "same command again to continue")
     combined = combine(sweep)
     if combined is not None:
         from .io import write_dataset
 
         write_dataset(combined, sweep.combined_path)
     return combined, outcome
+
+
+def _local_cluster(n_workers: int) -> Any:
+    """A local Dask cluster of ``n_workers`` processes, one thread each. Its processes ignore
+    Ctrl-C (they inherit SIGINT ignored): the sweep process handles it and shuts them down."""
+    import signal
+    import threading
+
+    from dask.distributed import LocalCluster
+
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                            dashboard_address=":0")
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def _shut_down(client: Any, cluster: Any) -> None:
+    """Close the client and the local cluster (its workers are terminated: a case they were
+    running keeps the checkpoint its file last got), ignoring further Ctrl-C meanwhile."""
+    import signal
+    import threading
+
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for closer in (client, cluster):
+            if closer is None:
+                continue
+            try:
+                closer.close(timeout=10)
+            except Exception as exc:  # shutting down after an interruption: report, keep going
+                logger.warning("closing %s: %s", type(closer).__name__, exc)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 def _quiet_dask() -> None:

@@ -244,3 +244,36 @@ def test_compare_sphere_finite_volumes_and_unlabelled_particles():
     wrong = labelled.assign(xi=("particle", labelled["xi"].values + 0.1))
     with pytest.raises(sd.SchemaError, match="is not a slice of the density"):
         compare(density, wrong, n_points=400)
+
+
+def test_ensemble_agreement_statistics():
+    """The two readings of "within the ensemble's sampling error", on distances worked by hand;
+    and the pairwise matrix of w2_between_runs is the W2 of each pair."""
+    from spheredens.compare import ensemble_agreement, w2_between_runs
+    from spheredens.transport import w2_circle
+
+    between = np.array([[0.0, 0.1, 0.3], [0.1, 0.0, 0.2], [0.3, 0.2, 0.0]])
+    # run means: 0.2, 0.15, 0.25; pairs: 0.2 on average
+    check = ensemble_agreement(np.array([0.2, 0.2, 0.23]), between)
+    assert check["density_mean"] == pytest.approx(0.21) and check["between_mean"] == pytest.approx(0.2)
+    np.testing.assert_allclose(check["run_means"], [0.2, 0.15, 0.25])
+    assert check["rank"] == 2 and not check["no_farther_than_average"] and check["within_spread"]
+    far = ensemble_agreement(np.array([0.3, 0.3, 0.3]), between)
+    assert far["rank"] == 3 and not far["within_spread"]
+    near = ensemble_agreement(np.array([0.1, 0.1, 0.1]), between)
+    assert near["rank"] == 0 and near["no_farther_than_average"] and near["within_spread"]
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        ensemble_agreement(np.array([0.1]), np.zeros((1, 1)))
+
+    rng = np.random.default_rng(3)
+    runs = []
+    for _ in range(3):
+        ang = rng.uniform(0, 2 * np.pi, 20)
+        runs.append(xr.Dataset({"position": (("time", "particle", "component"),
+                                             np.stack([np.cos(ang), np.sin(ang)], -1)[None]),
+                                "particle_weight": ("particle", np.full(20, 0.05))}))
+    m = w2_between_runs(runs)
+    a = [np.arctan2(r["position"].values[-1, :, 1], r["position"].values[-1, :, 0]) for r in runs]
+    assert m[0, 0] == 0.0 and m[1, 0] == m[0, 1]
+    assert m[0, 2] == pytest.approx(w2_circle(a[0], np.full(20, 0.05), a[2], np.full(20, 0.05)), abs=1e-14)
+    assert m[0, 2] > 0.05

@@ -122,3 +122,30 @@ def test_bad_sweep_files_are_refused(tmp_path, capsys):
     path = write(tmp_path, 'base = "base.toml"\n[vary]\nbeta = [1.0]\n')
     assert main(["sweep", str(path)]) == 2
     assert "sweep.vary.beta: use a dotted key" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_a_sweep_cleanly(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) stops the sweep: exit
+    status 130, one message saying how to continue, no traceback from the sweep or its workers,
+    and the running case's file is left readable (partial) for the next invocation."""
+    import os
+    import signal
+
+    base = BASE.replace("t_end = 1.0", "t_end = 1000.0").replace("snapshots = 5", "snapshots = 4001")
+    path = write(tmp_path, 'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0]\n', base)
+    proc = subprocess.Popen([sys.executable, "-m", "spheredens", "sweep", str(path), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    case = tmp_path / "cases" / "beta-5.0.nc"
+    deadline = time.monotonic() + 120
+    while not case.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert case.exists(), proc.communicate(timeout=60)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "sweep interrupted with 1 case(s) unfinished (beta-5.0)" in err
+    assert f"spheredens sweep {path}" in err
+    with xr.open_dataset(case) as ds:
+        assert ds.attrs["run_status"] == "partial"

@@ -1,0 +1,4 @@
+"""``python -m spheredens``: the ``spheredens`` command."""
+from .cli import main
+
+raise SystemExit(main())
