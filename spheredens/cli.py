@@ -199,13 +199,14 @@ def _cmd_particles(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, plot_comparison
+    from .compare import compare, ensemble_agreement, plot_comparison
     from .io import open_particles, open_run, write_dataset
 
     density = open_run(args.density)
     runs = [open_particles(p) for p in args.particles]
-    out = Path(args.output) if args.output else Path(args.particles[0]).with_name(
-        Path(args.particles[0]).stem + "_compare.nc")
+    # named after the density: a name like the particle files' would match their glob next time
+    out = Path(args.output) if args.output else Path(args.density).with_name(
+        Path(args.density).stem + "_compare.nc")
     if out.exists() and not args.overwrite:
         from .exceptions import SchemaError
 
@@ -221,6 +222,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                             result["density_resolution"].values):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
         print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
+    if "w2_between_runs" in result:
+        check = ensemble_agreement(result["w2"].values[:, -1], result["w2_between_runs"].values)
+        print(f"  ensemble at t = {result['time'].values[-1]:.4g}: W2 density-runs {check['density_mean']:.4g}, "
+              f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of "
+              f"{len(runs)}: within the spread: {'yes' if check['within_spread'] else 'no'}, "
+              f"no farther than average: {'yes' if check['no_farther_than_average'] else 'no'}")
     if "w2_slice" in result:  # usa_av: the line above is the marginal
         per_slice = result["w2_slice_mean"].values
         for t, row in zip(result["time"].values, per_slice):
@@ -352,10 +359,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "particle measure of each PARTICLES file at every common snapshot time "
                        "(never interpolated in time). Circle: exact (POT). Sphere: exact EMD after "
                        "coarsening the density to about --points atoms (the bound is written). "
-                       "With several particle files: mean and standard deviation over them.")
+                       "With several particle files (an ensemble of seeds): mean and standard "
+                       "deviation over them, the W2 between the runs at the last common time, and "
+                       "whether the density is within the ensemble's spread (its mean W2 to the "
+                       "runs not above every run's mean W2 to the others) and no farther than "
+                       "average (its mean W2 to the runs <= the mean W2 between runs).")
     p.add_argument("density", help="a density file (spheredens run)")
     p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
-    p.add_argument("--output", "-o", help="comparison file (default: first particle file with "
+    p.add_argument("--output", "-o", help="comparison file (default: the density file with "
                    "suffix _compare.nc)")
     p.add_argument("--points", type=int, default=4096, help="sphere: atoms of the coarsened density "
                    "(default 4096)")

@@ -108,7 +108,9 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
         ``w2`` (run, time) in radians, ``w2_mean`` and ``w2_std`` over runs (time), and
         ``density_resolution`` (time): on the circle h / sqrt(12) for uniform cells, the W2 between
         the piecewise-constant density and its cell-centre atoms; on the sphere the coarsening
-        bound (see :func:`spheredens.transport.sphere_density_atoms`). With slices also
+        bound (see :func:`spheredens.transport.sphere_density_atoms`). With several runs also
+        ``w2_between_runs`` (run, other_run): W2 between the runs at the last common time, the
+        ensemble's sampling error (:func:`ensemble_agreement`). With slices also
         ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k
         (weights renormalized; NaN where a run has no particle of slice k or no labels) and
         ``w2_slice_mean`` (time, xi) over runs.
@@ -183,6 +185,16 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                "domain": domain, "method": method,
                "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
                                                    for p in runs}))})
+    if len(runs) > 1:  # the ensemble's own spread at the last common time
+        last = [int(pj[list(di).index(shared[-1])]) for di, pj in index]
+        between = np.zeros((len(runs), len(runs)))
+        for a in range(len(runs)):
+            for b in range(a + 1, len(runs)):
+                between[a, b] = between[b, a] = w2_between_runs([runs[a], runs[b]], [last[a], last[b]])[0, 1]
+        ds["w2_between_runs"] = (("run", "other_run"), between, {
+            "long_name": "W2 between the particle runs at the last common time (the ensemble's "
+                         "sampling error; see spheredens.compare.ensemble_agreement)",
+            "units": "radian", "time": float(times[-1])})
     if sliced:
         ds = ds.assign_coords(xi=("xi", xi, {"long_name": "auxiliary variable of each slice"}))
         ds["w2_slice"] = (("run", "time", "xi"), w2_slice, {
@@ -197,18 +209,20 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     return ds
 
 
-def w2_between_runs(runs: Sequence[Any], index: int = -1) -> Array:
+def w2_between_runs(runs: Sequence[Any], index: int | Sequence[int] = -1) -> Array:
     """Pairwise W2 between particle runs at snapshot ``index``, a symmetric (R, R) matrix.
 
-    All particles of each run with their weights (on the circle the exact W2 of POT's
-    ``wasserstein_circle``, on the sphere the exact EMD with squared geodesic cost).
+    ``index`` is one snapshot index for all runs or one per run. All particles of each run
+    with their weights (on the circle the exact W2 of POT's ``wasserstein_circle``, on the
+    sphere the exact EMD with squared geodesic cost).
     """
     runs = list(runs)
+    idx = [index] * len(runs) if np.ndim(index) == 0 else list(index)
     out = np.zeros((len(runs), len(runs)))
     for i in range(len(runs)):
-        xa, wa = runs[i]["position"].values[index], runs[i]["particle_weight"].values
+        xa, wa = runs[i]["position"].values[idx[i]], runs[i]["particle_weight"].values
         for j in range(i + 1, len(runs)):
-            xb, wb = runs[j]["position"].values[index], runs[j]["particle_weight"].values
+            xb, wb = runs[j]["position"].values[idx[j]], runs[j]["particle_weight"].values
             if xa.shape[-1] == 2:
                 out[i, j] = w2_circle(circle_angle(xa), wa, circle_angle(xb), wb)
             else:

@@ -196,7 +196,16 @@ def test_cli_particles_and_compare(tmp_path, capsys):
     assert len(files) == 3
     assert main(["compare", str(tmp_path / "c.nc"), *map(str, files)]) == 0
     out = capsys.readouterr().out
-    assert "+-" in out and (tmp_path / "c_particles_seed0_compare.png").exists()
-    result = xr.open_dataset(tmp_path / "c_particles_seed0_compare.nc")
+    assert "+-" in out and (tmp_path / "c_compare.png").exists()
+    result = xr.open_dataset(tmp_path / "c_compare.nc")
     assert result.sizes["run"] == 3 and np.all(result["w2_std"].values > 0)
     assert "c.nc" in result.attrs["density_file"] and "seed2" in result.attrs["particle_files"]
+    # the ensemble's own spread at the last common time, and the verdict printed from it
+    from spheredens.compare import ensemble_agreement, w2_between_runs
+    from spheredens.io import open_particles
+
+    runs = [open_particles(f) for f in files]
+    np.testing.assert_array_equal(result["w2_between_runs"].values, w2_between_runs(runs))
+    check = ensemble_agreement(result["w2"].values[:, -1], result["w2_between_runs"].values)
+    assert (f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of 3" in out
+            and "within the spread: " in out and "no farther than average: " in out), out
