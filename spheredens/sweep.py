@@ -178,7 +178,7 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         processes (default min(2, cases to run)), one thread each, closed afterwards.
     """
     _quiet_dask()
-    from dask.distributed import Client, as_completed
+    from dask.distributed import Client
 
     sweep.output_dir.mkdir(parents=True, exist_ok=True)
     outcome: dict[str, str] = {}
@@ -201,18 +201,28 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
                 raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         interrupted = False
         try:
-            futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), pure=False,
-                                     key=f"spheredens-{c.name}-{id(c)}"): c for c in pending}
-            for k, fut in enumerate(as_completed(futures), 1):
-                case = futures[fut]
-                try:
-                    result = fut.result()
-                except Exception as exc:  # the worker died: the case stays partial or todo
-                    result = {"ok": False, "error": f"worker lost: {exc}"}
-                outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
-                if progress:
-                    print(f"  [{k}/{len(pending)}] {case.name}: {outcome[case.name]}", flush=True)
-        except KeyboardInterrupt:
+            with _StopRequest() as stop:
+                futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir),
+                                         pure=False, key=f"spheredens-{c.name}-{id(c)}"): c
+                           for c in pending}
+                remaining, k = list(futures), 0
+                while remaining and not stop.is_set():  # polled: a signal never lands inside Dask
+                    finished = [f for f in remaining if f.done()]
+                    if not finished:
+                        stop.wait(0.2)
+                        continue
+                    for fut in finished:
+                        remaining.remove(fut)
+                        case, k = futures[fut], k + 1
+                        try:
+                            result = fut.result()
+                        except Exception as exc:  # the worker died: the case stays partial or todo
+                            result = {"ok": False, "error": f"worker lost: {exc}"}
+                        outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
+                        if progress:
+                            print(f"  [{k}/{len(pending)}] {case.name}: {outcome[case.name]}", flush=True)
+                interrupted = stop.is_set()
+        except KeyboardInterrupt:  # a Ctrl-C outside the main thread's handler (not installed)
             interrupted = True
         finally:
             _shut_down(client, cluster)
@@ -228,6 +238,28 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
 
         write_dataset(combined, sweep.combined_path)
     return combined, outcome
+
+
+class _StopRequest:
+    """While active (main thread only), SIGINT and SIGTERM set an event instead of raising:
+    the sweep loop polls it and shuts the cluster down from a known place."""
+
+    def __enter__(self) -> Any:
+        import signal
+        import threading
+
+        self.event = threading.Event()
+        self._old: dict = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, lambda signum, frame: self.event.set())
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 def _local_cluster(n_workers: int) -> Any:
