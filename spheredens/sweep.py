@@ -12,18 +12,23 @@ Every combination of the listed values is a case (here 6). Cases run as tasks on
 cluster by default, or on an existing scheduler (``--scheduler tcp://host:port``). Each case
 runs :func:`spheredens.run` with ``resume=True``: a finished case file (same configuration) is
 never recomputed or rewritten, a partial one (a worker lost mid-case) continues from its
-checkpoint. A failed case is reported and does not stop the others. The combined dataset
+checkpoint. A failed case is reported and does not stop the others. Ctrl-C (or SIGTERM) stops
+the sweep: the workers are shut down, a running case keeps the checkpoint its file last got, and
+the same command continues. The combined dataset
 (``combined.nc``) holds the diagnostics of every case with one dimension per varied key (named
 by its last component: ``beta``, ``n``, ...), and ``rho`` when all cases share one grid.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import re
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -201,7 +206,7 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
                 raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         interrupted = False
         try:
-            with _StopRequest() as stop:
+            with _stop_request() as stop:
                 futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir),
                                          pure=False, key=f"spheredens-{c.name}-{id(c)}"): c
                            for c in pending}
@@ -240,57 +245,44 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
     return combined, outcome
 
 
-class _StopRequest:
-    """While active (main thread only), SIGINT and SIGTERM set an event instead of raising:
-    the sweep loop polls it and shuts the cluster down from a known place."""
+@contextlib.contextmanager
+def _signal_handler(handler: Any, signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator[None]:
+    """Install ``handler`` for ``signals`` while the block runs (main thread only: elsewhere
+    Python cannot set handlers, and nothing changes)."""
+    old: dict = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
-    def __enter__(self) -> Any:
-        import signal
-        import threading
 
-        self.event = threading.Event()
-        self._old: dict = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, lambda signum, frame: self.event.set())
-        return self.event
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+@contextlib.contextmanager
+def _stop_request() -> Iterator[threading.Event]:
+    """While active, SIGINT and SIGTERM set the event instead of raising: the sweep loop polls
+    it and shuts the cluster down from a known place."""
+    event = threading.Event()
+    with _signal_handler(lambda signum, frame: event.set(), (signal.SIGINT, signal.SIGTERM)):
+        yield event
 
 
 def _local_cluster(n_workers: int) -> Any:
     """A local Dask cluster of ``n_workers`` processes, one thread each. Its processes ignore
     Ctrl-C (they inherit SIGINT ignored): the sweep process handles it and shuts them down."""
-    import signal
-    import threading
-
     from dask.distributed import LocalCluster
 
-    old = None
-    if threading.current_thread() is threading.main_thread():
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with _signal_handler(signal.SIG_IGN):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                             dashboard_address=":0")
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
 
 
 def _shut_down(client: Any, cluster: Any) -> None:
     """Close the client and the local cluster (its workers are terminated: a case they were
     running keeps the checkpoint its file last got), ignoring further Ctrl-C meanwhile."""
-    import signal
-    import threading
-
-    old = None
-    if threading.current_thread() is threading.main_thread():
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with _signal_handler(signal.SIG_IGN):
         for closer in (client, cluster):
             if closer is None:
                 continue
@@ -298,9 +290,6 @@ def _shut_down(client: Any, cluster: Any) -> None:
                 closer.close(timeout=10)
             except Exception as exc:  # shutting down after an interruption: report, keep going
                 logger.warning("closing %s: %s", type(closer).__name__, exc)
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
 
 
 def _quiet_dask() -> None:
