@@ -187,11 +187,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                                                    for p in runs}))})
     if len(runs) > 1:  # the ensemble's own spread at the last common time
         last = [int(pj[list(di).index(shared[-1])]) for di, pj in index]
-        between = np.zeros((len(runs), len(runs)))
-        for a in range(len(runs)):
-            for b in range(a + 1, len(runs)):
-                between[a, b] = between[b, a] = w2_between_runs([runs[a], runs[b]], [last[a], last[b]])[0, 1]
-        ds["w2_between_runs"] = (("run", "other_run"), between, {
+        ds["w2_between_runs"] = (("run", "other_run"), w2_between_runs(runs, last), {
             "long_name": "W2 between the particle runs at the last common time (the ensemble's "
                          "sampling error; see spheredens.compare.ensemble_agreement)",
             "units": "radian", "time": float(times[-1])})
