@@ -27,7 +27,7 @@ from ._validate import (as_bool, as_float, as_int, as_matrix, as_str, as_table, 
 from .exceptions import ConfigError
 from .geometry import DOMAIN_DIMENSION
 from .initial import INITIAL_DENSITIES
-from .models import MODELS, Model, rotation_multiple_2d
+from .models import MODELS, Model
 
 __all__ = [
     "RunConfig", "ModelConfig", "DomainConfig", "InitialConfig", "DiscretizationConfig",

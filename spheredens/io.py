@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import OutputError, SchemaError
-from .recorder import SCHEMA, Recorder
+from .recorder import SCHEMA
 
 logger = logging.getLogger(__name__)
 

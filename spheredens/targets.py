@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SpheredensError
-from .geometry import circle_points
 from .models import Model, projection_target as assumption_1
 
 Array = NDArray[np.float64]
