@@ -99,8 +99,8 @@ class CircleBasis(_PointCache):
         vector M = int exp(kappa <u, z>) z mu, (n, 2)."""
         e = self._modes(points)
         f = (e @ (mu * self.i_n)).real
-        # M_x + i M_y = sum_n mu(n) I_{n+1} e^{i (n + 1) phi}
-        g = np.exp(1j * self.angles(points)) * (e @ (mu * self.i_next))
+        # M_x + i M_y = sum_n mu(n) I_{n+1} e^{i (n + 1) phi}; e^{i phi} is the cached mode n = 1
+        g = e[:, self.L + 1] * (e @ (mu * self.i_next))
         return f, np.stack([g.real, g.imag], axis=-1)
 
     def inner(self, c: Array, mu: Array) -> float:
