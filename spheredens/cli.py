@@ -6,11 +6,12 @@ exit code 2; a run stopped by a numerical failure exits with 1, an interrupted r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -139,29 +140,19 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-class _stop_on_signals:
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[dict]:
     """Turn SIGINT and SIGTERM into a clean stop after the current step (file + checkpoint)."""
+    from .simulate import request_stop, signal_handler
 
-    def __enter__(self) -> dict:
-        from .simulate import request_stop
+    received: dict = {}
 
-        self.received: dict = {}
-        self._old = {}
+    def handler(signum, frame):
+        received["signal"] = signum
+        request_stop("terminated" if signum == signal.SIGTERM else "interrupted")
 
-        def handler(signum, frame):
-            self.received["signal"] = signum
-            request_stop("terminated" if signum == signal.SIGTERM else "interrupted")
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._old[sig] = signal.signal(sig, handler)
-            except ValueError:  # not in the main thread: keep the defaults
-                pass
-        return self.received
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+    with signal_handler(handler, (signal.SIGINT, signal.SIGTERM)):
+        yield received
 
 
 def _cmd_particles(args: argparse.Namespace) -> int:

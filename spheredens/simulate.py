@@ -1,11 +1,14 @@
 """The time loop: an integrator driven by a scheme, landing exactly on snapshot times."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
+import threading
 import time as _time
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +31,22 @@ def request_stop(reason: str = "interrupted") -> None:
     checkpoint) and returns with ``stop_reason = reason``.
     """
     _stop_request["reason"] = reason
+
+
+@contextlib.contextmanager
+def signal_handler(handler: Any, signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator[None]:
+    """Install ``handler`` (a function or ``signal.SIG_IGN``) for ``signals`` while the block
+    runs, then restore the previous handlers. Only the main thread can set handlers: elsewhere
+    nothing changes."""
+    old: dict = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 class Observer(Protocol):

@@ -36,6 +36,7 @@ from ._validate import as_str, as_table, check_keys
 from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, SpheredensError
 from .runner import resolution_problem
+from .simulate import signal_handler
 
 logger = logging.getLogger(__name__)
 
@@ -246,26 +247,11 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
 
 
 @contextlib.contextmanager
-def _signal_handler(handler: Any, signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator[None]:
-    """Install ``handler`` for ``signals`` while the block runs (main thread only: elsewhere
-    Python cannot set handlers, and nothing changes)."""
-    old: dict = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in signals:
-            old[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
-
-
-@contextlib.contextmanager
 def _stop_request() -> Iterator[threading.Event]:
     """While active, SIGINT and SIGTERM set the event instead of raising: the sweep loop polls
     it and shuts the cluster down from a known place."""
     event = threading.Event()
-    with _signal_handler(lambda signum, frame: event.set(), (signal.SIGINT, signal.SIGTERM)):
+    with signal_handler(lambda signum, frame: event.set(), (signal.SIGINT, signal.SIGTERM)):
         yield event
 
 
@@ -274,7 +260,7 @@ def _local_cluster(n_workers: int) -> Any:
     Ctrl-C (they inherit SIGINT ignored): the sweep process handles it and shuts them down."""
     from dask.distributed import LocalCluster
 
-    with _signal_handler(signal.SIG_IGN):
+    with signal_handler(signal.SIG_IGN):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                             dashboard_address=":0")
 
@@ -282,7 +268,7 @@ def _local_cluster(n_workers: int) -> Any:
 def _shut_down(client: Any, cluster: Any) -> None:
     """Close the client and the local cluster (its workers are terminated: a case they were
     running keeps the checkpoint its file last got), ignoring further Ctrl-C meanwhile."""
-    with _signal_handler(signal.SIG_IGN):
+    with signal_handler(signal.SIG_IGN):
         for closer in (client, cluster):
             if closer is None:
                 continue
