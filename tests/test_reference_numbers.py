@@ -1,0 +1,47 @@
+"""The numbers of main before the architecture change, recomputed (issue 13, acceptance 6).
+
+``tests/data/reference_numbers.npz`` was written on main at 444443e, before the change, by
+``tests/reference_cases.py --write``: the ``make demo`` run of example C and one short run per
+(domain, scheme, evaluator) combination and model family (the exact zero-temperature
+references among them). Each is run again here, written to a file and read back; every
+numeric variable must agree to 1e-12 of its scale, and every attribute but the version,
+history and wall times must be identical.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reference_cases import DATA, all_names, numbers, run_case
+
+#: the change moves code, not arithmetic: agreement to 1e-12 of each variable's scale leaves
+#: room only for a reordered sum, never for a changed formula
+RTOL = 1e-12
+
+
+@pytest.fixture(scope="module")
+def stored():
+    with np.load(DATA) as f:
+        return {k: f[k] for k in f.files}
+
+
+@pytest.mark.parametrize("name", all_names())
+def test_same_numbers_as_before_the_change(name, stored, tmp_path):
+    before = {k.split("|", 1)[1]: v for k, v in stored.items() if k.startswith(name + "|")}
+    assert before, f"no stored numbers for {name}"
+    after = numbers(run_case(name, tmp_path))
+    assert sorted(after) == sorted(before)
+    assert json.loads(str(after.pop("attrs"))) == json.loads(str(before.pop("attrs")))
+    for key, ref in before.items():
+        new = after[key]
+        assert new.shape == ref.shape, key
+        if ref.dtype.kind not in "fc":
+            assert np.array_equal(new, ref), key
+            continue
+        assert np.array_equal(np.isnan(new), np.isnan(ref)), key
+        ok = ~np.isnan(ref)
+        scale = max(1.0, float(np.abs(ref[ok]).max())) if ok.any() else 1.0
+        err = float(np.abs(new[ok] - ref[ok]).max()) if ok.any() else 0.0
+        assert err <= RTOL * scale, (key, err, scale)
