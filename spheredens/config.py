@@ -25,7 +25,7 @@ import numpy as np
 
 from ._validate import (as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys)
 from .exceptions import ConfigError
-from .geometry import DOMAIN_DIMENSION
+from .geometry import DOMAINS, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .models import MODELS, Model
 
@@ -35,10 +35,6 @@ __all__ = [
 ]
 
 Matrix = tuple[tuple[float, ...], ...]
-
-#: domains implemented in this version
-AVAILABLE_DOMAINS = ("circle", "sphere")
-
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -64,8 +60,13 @@ class DomainConfig:
     name: str
 
     @property
+    def domain(self) -> Domain:
+        """The :class:`~spheredens.geometry.Domain` of this name."""
+        return get_domain(self.name)
+
+    @property
     def d(self) -> int:
-        return DOMAIN_DIMENSION[self.name]
+        return self.domain.d
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,6 @@ class ParticlesConfig:
     dt: float
     integrator: str
     path: str | None
-
-
-#: particle initializations allowed on each domain
-PARTICLE_INITIALIZATIONS = {"circle": ("iid", "quantile"), "sphere": ("iid", "quasi_uniform")}
 
 
 @dataclass(frozen=True)
@@ -297,11 +294,9 @@ def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
 def _domain(t: dict[str, Any]) -> DomainConfig:
     check_keys(t, ["name"], "domain")
     name = as_str(t.get("name", "circle"), "domain.name")
-    if name not in DOMAIN_DIMENSION:
-        raise ConfigError("domain.name", f"{name!r} is not a domain; choose 'circle' or 'sphere'")
-    if name not in AVAILABLE_DOMAINS:
-        raise ConfigError("domain.name", f"{name!r} is not available in this version of spheredens; "
-                          f"available: {', '.join(map(repr, AVAILABLE_DOMAINS))}")
+    if name not in DOMAINS:
+        raise ConfigError("domain.name", f"{name!r} is not a domain; choose "
+                          f"{' or '.join(map(repr, DOMAINS))}")
     return DomainConfig(name)
 
 
@@ -369,7 +364,7 @@ def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
                     ) -> DiscretizationConfig:
     from .schemes import scheme_class  # registries are consulted at call time
 
-    default = {"circle": "fv", "sphere": "sh_spectral"}[domain.name]
+    default = domain.domain.default_scheme
     name = as_str(t.get("scheme", default), "discretization.scheme")
     spec = scheme_class(name, domain.name)
     check_keys(t, ["scheme", *spec.options], "discretization")
@@ -417,7 +412,7 @@ def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
     check_keys(t, ["n", "seed", "initialization", "dt", "integrator", "path"], "particles")
     n = as_int(t.get("n", 1000), "particles.n", minimum=1, maximum=100_000)
     seed = as_int(t.get("seed", 0), "particles.seed", minimum=0)
-    allowed = PARTICLE_INITIALIZATIONS[domain.name]
+    allowed = domain.domain.particle_initializations
     init = as_str(t.get("initialization", "iid"), "particles.initialization")
     if init not in allowed:
         raise ConfigError("particles.initialization", f"{init!r} is not available on the "

@@ -1,21 +1,96 @@
-"""Geometry of S^{d-1}: embedding of angles, tangent projection, geodesic distance, area.
+"""Geometry of S^{d-1}: the domains, embedding of angles, tangent projection, geodesic distance.
 
-Functions of points only; nothing here knows about grids or files.
+Functions of points only, and the :class:`Domain` objects; nothing here knows about grids or
+files. A domain is looked up once, by name (:func:`get_domain`), and carries what depends on
+it: its dimension and area, its default scheme, its particle initializations, and the
+registries that the upper layers fill (schemes, evaluators, W2).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ._registry import Registry
+
 Array = NDArray[np.float64]
 
-#: domain name -> ambient dimension d (the domain is S^{d-1} in R^d)
-DOMAIN_DIMENSION = {"circle": 2, "sphere": 3}
+
+@dataclass(frozen=True, eq=False)
+class Domain:
+    """A domain S^{d-1} in R^d, and the registries of what is implemented on it.
+
+    Attributes
+    ----------
+    name : str
+        ``"circle"`` or ``"sphere"``: the string of configuration files and netCDF attributes.
+    d : int
+        Ambient dimension (2: the circle S^1, 3: the sphere S^2).
+    area : float
+        Total measure |S^{d-1}| (2 pi, 4 pi).
+    default_scheme : str
+        The scheme used when ``discretization.scheme`` is absent.
+    particle_initializations : tuple of str
+        The names ``particles.initialization`` accepts here.
+    schemes : Registry
+        Scheme classes on this domain (filled by :func:`spheredens.schemes.register_scheme`).
+    parts : dict
+        Domain-dependent functions registered by the upper layers with :meth:`provides`
+        (``"w2"``: W2 between atoms on the domain, in :mod:`spheredens.transport`).
+    """
+
+    name: str
+    d: int
+    area: float
+    default_scheme: str
+    particle_initializations: tuple[str, ...]
+    schemes: Registry = field(init=False, repr=False)
+    parts: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "schemes", Registry(f"scheme on the {self.name}"))
+
+    def provides(self, role: str) -> Callable[[Any], Any]:
+        """Decorator registering a domain-dependent function under ``role`` (e.g. ``"w2"``)."""
+
+        def decorator(obj: Any) -> Any:
+            self.parts[role] = obj
+            return obj
+
+        return decorator
+
+    def part(self, role: str) -> Any:
+        """The function registered under ``role`` for this domain."""
+        if role not in self.parts:
+            raise KeyError(f"nothing provides {role!r} on the {self.name}")
+        return self.parts[role]
+
+
+#: the domains, by name
+DOMAINS = Registry("domain")
+CIRCLE = DOMAINS.register("circle")(Domain("circle", 2, 2.0 * np.pi, "fv", ("iid", "quantile")))
+SPHERE = DOMAINS.register("sphere")(Domain("sphere", 3, 4.0 * np.pi, "sh_spectral",
+                                           ("iid", "quasi_uniform")))
+
+
+def get_domain(name: Any, key: str = "domain.name") -> Domain:
+    """The :class:`Domain` called ``name``; a ConfigError naming ``key`` otherwise."""
+    return name if isinstance(name, Domain) else DOMAINS.get(name, key)
+
+
+def domain_of_dimension(d: int) -> Domain:
+    """The domain S^{d-1} whose ambient dimension is ``d``."""
+    for name in DOMAINS:
+        if DOMAINS.get(name).d == d:
+            return DOMAINS.get(name)
+    raise ValueError(f"no domain has ambient dimension {d}")
 
 
 def sphere_area(d: int) -> float:
     """Total measure |S^{d-1}|: 2*pi for the circle (d = 2), 4*pi for the sphere (d = 3)."""
-    return {2: 2.0 * np.pi, 3: 4.0 * np.pi}[d]
+    return domain_of_dimension(d).area
 
 
 def circle_points(theta: Array) -> Array:

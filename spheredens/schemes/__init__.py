@@ -12,21 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._registry import Registry
 from ..exceptions import ConfigError
+from ..geometry import DOMAINS, get_domain
 
-#: domain -> registry of the schemes available on it
-SCHEMES = {"circle": Registry("scheme on the circle"), "sphere": Registry("scheme on the sphere")}
+#: domain name -> registry of the schemes available on it (each Domain's ``schemes``)
+SCHEMES = {name: get_domain(name).schemes for name in DOMAINS}
 
 
 def register_scheme(cls: Any) -> Any:
     """Class decorator: register ``cls`` under ``cls.name`` for ``cls.domain``."""
-    return SCHEMES[cls.domain].register(cls.name)(cls)
+    return get_domain(cls.domain).schemes.register(cls.name)(cls)
 
 
 def scheme_class(name: Any, domain: str, key: str = "discretization.scheme") -> Any:
     """The scheme class called ``name`` on ``domain``; a ConfigError naming ``key`` otherwise."""
-    registry = SCHEMES[domain]
+    registry = get_domain(domain).schemes
     if isinstance(name, str) and name not in registry:
         other = [d for d, r in SCHEMES.items() if name in r]
         if other:
