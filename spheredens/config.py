@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._validate import (as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys)
-from .exceptions import ConfigError
+from .exceptions import ConfigError, SpheredensWarning
 from .geometry import DOMAINS, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .models import MODELS, Model
@@ -85,6 +86,12 @@ class DiscretizationConfig:
 
     scheme: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    domain: str = "circle"
+
+    @property
+    def scheme_class(self) -> Any:
+        """The registered scheme class (:class:`~spheredens.schemes.Scheme`) of this name."""
+        return get_domain(self.domain).scheme_class(self.scheme)
 
     @property
     def n(self) -> int | None:
@@ -104,10 +111,7 @@ class DiscretizationConfig:
     @property
     def resolution_key(self) -> str:
         """The configuration key that sets the resolution of this discretization."""
-        for name in ("n", "lmax", "nlat"):
-            if name in self.options:
-                return f"discretization.{name}"
-        return "discretization"
+        return f"discretization.{self.scheme_class.resolution}"
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,28 @@ class RunConfig:
             data.setdefault(section, {})[key] = value
         return config_from_dict(data, base_dir=self.base_dir)
 
+    def resolution_problem(self) -> str:
+        """Why the grid does not resolve the attention kernel, or "" when it does (the rule of
+        the scheme: :meth:`~spheredens.schemes.Scheme.resolution_problem`)."""
+        disc = self.discretization
+        return disc.scheme_class.resolution_problem(self.model.build(), disc.options)
+
+    def check_resolution(self, *, key: str | None = None, fix: str = "refine the grid, or set "
+                         "discretization.allow_underresolved = true to run anyway",
+                         warn: bool = True) -> None:
+        """Refuse a grid that does not resolve the kernel (ConfigError naming ``key``, default
+        the resolution key, and saying ``fix``) unless ``discretization.allow_underresolved``;
+        then warn (when ``warn``) and go on."""
+        problem = self.resolution_problem()
+        if not problem:
+            return
+        key = key or self.discretization.resolution_key
+        if not self.discretization.options.get("allow_underresolved", False):
+            raise ConfigError(key, f"{problem}; {fix}")
+        if warn:
+            warnings.warn(f"{key}: {problem} (running anyway: allow_underresolved)",
+                          SpheredensWarning, stacklevel=3)
+
     def output_path(self) -> Path | None:
         """``output.path`` resolved against ``base_dir`` (None when unset)."""
         if self.output.path is None:
@@ -250,20 +276,8 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
 def estimated_memory(cfg: RunConfig) -> dict[str, float]:
     """Rough peak memory of a run in bytes, by what holds it: the snapshots kept for the output
     file (and one copy while writing), the solver's work arrays, the cached kernels."""
-    from .grids._sphere_gauss import default_grid_size
-
     disc = cfg.discretization
-    if cfg.domain.name == "circle":
-        points = int(disc.n or 256)
-        kernel = 8.0 * min(points * points, 1 << 25)
-    else:
-        if disc.nlat is not None:  # finite volumes: cells, faces (~3 per cell), kernel if direct
-            points = int(4 * disc.nlat**2 / math.pi) + 2
-            kernel = 0.0 if disc.options.get("interaction") == "funk_hecke" else 8.0 * min(3 * points**2, 1 << 25)
-        else:
-            nlat, nphi = default_grid_size(int(disc.lmax or 31))
-            points = nlat * nphi
-            kernel = 8.0 * 64 * 5 * points if disc.options.get("interaction") == "kappa_interpolation" else 0.0
+    points, kernel = disc.scheme_class.memory_estimate(disc.options)
     snapshots = len(cfg.time.snapshot_times())
     out = {"snapshots": 8.0 * points * 2 * snapshots, "work arrays": 8.0 * points * 200,
            "kernels": kernel}
@@ -362,15 +376,12 @@ def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:
 
 def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
                     ) -> DiscretizationConfig:
-    from .schemes import scheme_class  # registries are consulted at call time
-
-    default = domain.domain.default_scheme
-    name = as_str(t.get("scheme", default), "discretization.scheme")
-    spec = scheme_class(name, domain.name)
+    name = as_str(t.get("scheme", domain.domain.default_scheme), "discretization.scheme")
+    spec = domain.domain.scheme_class(name)  # the registry, filled by spheredens.schemes
     check_keys(t, ["scheme", *spec.options], "discretization")
     options = spec.validate_options({k: v for k, v in t.items() if k != "scheme"},
                                     "discretization", model.build())
-    return DiscretizationConfig(name, options)
+    return DiscretizationConfig(name, options, domain.name)
 
 
 def _time(t: dict[str, Any]) -> TimeConfig:

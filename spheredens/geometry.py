@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._registry import Registry
+from .exceptions import ConfigError
 
 Array = NDArray[np.float64]
 
@@ -51,6 +52,16 @@ class Domain:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schemes", Registry(f"scheme on the {self.name}"))
+
+    def scheme_class(self, name: Any, key: str = "discretization.scheme") -> Any:
+        """The scheme class called ``name`` here; a ConfigError naming ``key`` otherwise (saying
+        which domain has it, when another one does)."""
+        if isinstance(name, str) and name not in self.schemes:
+            other = [d for d in DOMAINS if name in DOMAINS.get(d).schemes]
+            if other:
+                raise ConfigError(key, f"{name!r} is a scheme for the {other[0]}, not for domain "
+                                  f"{self.name!r}; choose one of {self.schemes.quoted_names()}")
+        return self.schemes.get(name, key)
 
     def provides(self, role: str) -> Callable[[Any], Any]:
         """Decorator registering a domain-dependent function under ``role`` (e.g. ``"w2"``)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from .exceptions import OutputError, SchemaError
 from .recorder import SCHEMA
+from .simulate import Observer
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
     return path
 
 
-class FileWriter:
+class FileWriter(Observer):
     """Observer that rewrites the output file atomically as the run goes, with a checkpoint.
 
     The file is rewritten after a snapshot unless the previous write was less than

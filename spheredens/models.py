@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from ._registry import Registry
 from .geometry import tangent_project
+from .kernel import AttentionKernel, rotation_multiple_2d  # noqa: F401  (re-exported)
 
 Array = NDArray[np.float64]
 
@@ -83,6 +84,7 @@ class Model:
     V: Array
     auxiliary: Any = None
     kind: ModelKind = field(init=False, repr=False)
+    kernel: AttentionKernel = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", MODELS.get(self.name, "model.name"))
@@ -90,6 +92,7 @@ class Model:
             m = np.array(getattr(self, label), dtype=float)
             m.setflags(write=False)
             object.__setattr__(self, label, m)
+        object.__setattr__(self, "kernel", AttentionKernel(self.beta, self.Q.T @ self.K))
 
     @property
     def d(self) -> int:
@@ -99,7 +102,7 @@ class Model:
     @property
     def B(self) -> Array:
         """B = Q^T K, so that <Q x, K y> = <B^T x, y>."""
-        return self.Q.T @ self.K
+        return self.kernel.B
 
     @property
     def V_norm(self) -> float:
@@ -108,30 +111,9 @@ class Model:
 
     def zero_temperature_velocity(self, x: Array) -> Array:
         """X_inf(x) = P_x V B^T x / |B^T x| at points x of shape (..., d)."""
-        bx = x @ self.B  # rows: (B^T x)^T = x^T B
+        bx = x @ self.kernel.B  # rows: (B^T x)^T = x^T B
         u = bx / np.linalg.norm(bx, axis=-1, keepdims=True)
         return tangent_project(x, u @ self.V.T)
-
-
-def rotation_multiple_2d(B: Array, *, rtol: float = 1e-12) -> tuple[float, float] | None:
-    """Write a 2x2 matrix as B = a R(phi0) with a > 0 and R a rotation, if possible.
-
-    Returns
-    -------
-    (a, phi0) or None
-        ``None`` when B is not a positive multiple of a rotation (to relative tolerance rtol).
-    """
-    B = np.asarray(B, dtype=float)
-    if B.shape != (2, 2):
-        return None
-    det = float(np.linalg.det(B))
-    scale = float(np.abs(B).max())
-    if det <= 0.0 or scale == 0.0:
-        return None
-    a = np.sqrt(det)
-    if np.abs(B.T @ B - a * a * np.eye(2)).max() > rtol * scale * scale:
-        return None
-    return float(a), float(np.arctan2(B[1, 0], B[0, 0]))
 
 
 @dataclass(frozen=True)
@@ -197,8 +179,7 @@ def projection_target(model: Model, *, rtol: float = 1e-9, symmetry_rtol: float 
     in_top = w >= w[0] - rtol * scale
     basis = U[:, in_top].T.copy()
     reason = ""
-    svals = np.linalg.svd(B, compute_uv=False)
-    if svals[-1] <= rtol * max(svals[0], np.finfo(float).tiny):
+    if model.kernel.is_singular(rtol):
         reason = "B = Q^T K is singular"
     elif np.abs(A - A.T).max() > symmetry_rtol * scale:
         reason = "A = V B^T is not symmetric"

@@ -31,6 +31,8 @@ from .integrators import INTEGRATORS
 from .interaction import logsumexp_sums
 from .models import Model
 from .problem import Problem
+from .schemes import Scheme, Tendency
+from .simulate import Observer
 
 Array = NDArray[np.float64]
 
@@ -175,7 +177,7 @@ def particle_velocity(model: Model, x: Array, weight: Array) -> Array:
         return model.zero_temperature_velocity(x)
     with np.errstate(divide="ignore"):
         log_w = np.log(weight)
-    z, num, m = logsumexp_sums(model.beta * (x @ model.B), x, log_w, x @ model.V.T)
+    z, num, m = logsumexp_sums(model.kernel.query(x), x, log_w, x @ model.V.T)
     if model.kind.normalized:
         avg = num / z[:, None]
     else:
@@ -268,7 +270,7 @@ def auxiliary_particle_energy(model: Model, x: Array, weight: Array, slices: NDA
     return float(np.dot(weight, s)) * math.exp(model.beta) / (2.0 * model.beta)
 
 
-class ParticleSystem:
+class ParticleSystem(Scheme):
     """The n-particle system with the scheme contract, so :func:`spheredens.simulate` drives it.
 
     The state is the array of positions, shape (1, n, d); steps are ``dt`` (the CFL number is
@@ -285,7 +287,6 @@ class ParticleSystem:
         self.weight = np.asarray(weight, dtype=float)
         self.dt = float(dt)
         self.integrator = INTEGRATORS.get(integrator)
-        self.last_max_speed = 0.0
         self.speed_floor = 0.0
         self.speed_bound = problem.model.V_norm if problem.model.kind.normalized else float("inf")
         self.slices: NDArray[np.int64] | None = None
@@ -313,19 +314,18 @@ class ParticleSystem:
             raise ValueError("the particle energy is defined for usa_av")
         return auxiliary_particle_energy(self.problem.model, x, self.weight, self.slices)
 
-    def rhs(self, state: Array, t: float) -> Array:
+    def rhs(self, state: Array, t: float) -> Tendency:
         v = self.velocity(state[0])
-        self.last_max_speed = float(np.sqrt(np.max(np.sum(v * v, axis=-1))))
-        return v[None]
+        return Tendency(v[None], float(np.sqrt(np.max(np.sum(v * v, axis=-1)))))
 
-    def stable_dt(self, cfl: float, max_speed: float) -> float:
+    def stable_dt(self, cfl: float, tendency: Tendency) -> float:
         return self.dt
 
     def post_step(self, state: Array, dt: float) -> Array:
         return state / np.linalg.norm(state, axis=-1, keepdims=True)
 
 
-class ParticleRecorder:
+class ParticleRecorder(Observer):
     """Observer collecting positions at the snapshot times; ``dataset()`` in schema
     spheredens-particles-1."""
 

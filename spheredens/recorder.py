@@ -13,6 +13,7 @@ from .exceptions import SchemaError
 from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
                           projection_distance)
 from .problem import Problem
+from .simulate import Observer
 
 Array = NDArray[np.float64]
 
@@ -30,7 +31,7 @@ SLICE_VARIABLES = {
 }
 
 
-class Recorder:
+class Recorder(Observer):
     """Observer collecting the density and its diagnostics at every snapshot time.
 
     ``dataset()`` builds the Dataset at any moment (with the snapshots so far), so a file
@@ -46,8 +47,9 @@ class Recorder:
         self.rho: list[Array] = []
         self.diagnostics: dict[str, list[float]] = {"mass": [], "min_rho": [], "energy": [],
                                                     "w2_projection": [], "w2_terminal": []}
-        if hasattr(scheme, "filter_effect"):
-            self.diagnostics["filter_effect"] = []
+        for name in scheme.diagnostics:  # e.g. filter_effect
+            self.diagnostics[name] = []
+        self._stepper: Any = None  # the loop's Stepper (retried steps), from start()
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
@@ -89,6 +91,7 @@ class Recorder:
         return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
+        self._stepper = info.get("stepper")
         # the target of w2_projection always comes from rho_0 (also when resuming)
         rho0 = self.scheme.density(self.scheme.initial_state())
         # the projection target is built from rho_0 (marginal over slices)
@@ -112,12 +115,12 @@ class Recorder:
             self._observe_slices(flat, marginal.reshape(-1))
         elif self._energy_reason:
             d["energy"].append(np.nan)
-        elif hasattr(self.grid, "analys"):
+        elif self.scheme.evaluator_inputs == "coefficients":  # exact for the band-limited density
             d["energy"].append(interaction_energy_spectral(marginal, self.grid, beta))
         else:
             d["energy"].append(interaction_energy(marginal, self.grid.points, self.grid.weight, beta))
-        if "filter_effect" in d:
-            d["filter_effect"].append(self.scheme.filter_effect(state))
+        for name in self.scheme.diagnostics:
+            d[name].append(self.scheme.diagnostic(name, state))
         d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal))
         d["w2_terminal"].append(np.nan if self._terminal.basis is None else
                                 self._terminal.w2(marginal, self._points, self.grid.weight))
@@ -131,7 +134,8 @@ class Recorder:
         modes = slices.slice_modes(rho, pts, w)
         z, dist = slices.fit_orbit(modes, kernel.gauges, kernel.weight)
         gauge = kernel.uniform_coupling
-        out = {"rho_marginal": marginal, "slice_mode": modes,
+        # in the grid's shape, as restore() reads it back from a file (resume)
+        out = {"rho_marginal": marginal.reshape(self.grid.shape), "slice_mode": modes,
                "slice_spread": slices.slice_spread(rho, pts, w, modes),
                "marginal_mean_norm": np.array(slices.mean_norm(marginal, pts, w)),
                "marginal_w2_dirac": np.array(slices.w2_to_nearest_dirac(marginal, pts, w)),
@@ -241,6 +245,8 @@ class Recorder:
             "t_end": float(cfg.time.t_end),
         }
         attrs.update({k: v for k, v in self.scheme.attributes().items()})
+        if self.scheme.positive:  # steps refused for a negative density and retried with dt / 2
+            attrs["retried_steps"] = self._stepper.retried_steps if self._stepper is not None else 0
         if model.auxiliary is not None:
             attrs["auxiliary_kernel"] = model.auxiliary.name
         attrs.update(self.status)

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 from .config import RunConfig, config_from_dict, load_config
-from .exceptions import SimulationError, SpheredensWarning
+from .exceptions import SimulationError
 from .io import FileWriter
 from .problem import Problem
 from .recorder import Recorder
@@ -65,20 +64,12 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
         once the snapshots so far and a checkpoint have been written.
     """
-    from .exceptions import ConfigError
     from .io import open_run
 
     cfg = as_config(config)
     if output is not None:
         cfg = cfg.replace(**{"output.path": str(Path(output).resolve())})
-    problem_text = resolution_problem(cfg)
-    if problem_text:
-        key = cfg.discretization.resolution_key
-        if not cfg.discretization.options.get("allow_underresolved", False):
-            raise ConfigError(key, problem_text + "; refine the grid, or set "
-                              "discretization.allow_underresolved = true to run anyway")
-        warnings.warn(f"{key}: {problem_text} (running anyway: allow_underresolved)",
-                      SpheredensWarning, stacklevel=2)
+    cfg.check_resolution()
     path = cfg.output_path()
     problem = Problem.from_config(cfg)
     scheme = make_scheme(problem, cfg.discretization)
@@ -129,41 +120,9 @@ def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, re
 
 
 def resolution_problem(cfg: RunConfig) -> str:
-    """Why the grid does not resolve the attention kernel, or "" when it does.
-
-    The softmax kernel exp(beta <B^T x, y>) has width (beta |B^T x|)^(-1/2) >= (beta sigma_max(B))^(-1/2).
-    Circle: at least 3 cells across it, n >= 6 pi sqrt(beta sigma_max). Sphere (spectral): its
-    multipliers reach degree ~ sqrt(2 kappa ln(1/eps)); require lmax >= 3 sqrt(2 beta sigma_max).
-    The zero-temperature model has no kernel.
-    """
-    import math
-
-    import numpy as np
-
-    model = cfg.model
-    if model.name == "sa_zero_temperature" or model.beta == 0.0:
-        return ""
-    sigma = float(np.linalg.norm(np.array(model.Q).T @ np.array(model.K), 2))
-    if cfg.domain.name == "circle":
-        need = math.ceil(6.0 * math.pi * math.sqrt(model.beta * sigma))
-        n = int(cfg.discretization.n or 0)
-        if n < need:
-            return (f"n = {n} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
-                    f"{(model.beta * sigma) ** -0.5:.3g} rad by 3 cells: needs n >= {need}")
-        return ""
-    if cfg.discretization.nlat is not None:
-        need = math.ceil(3.0 * math.pi * math.sqrt(model.beta * sigma))
-        nlat = int(cfg.discretization.nlat)
-        if nlat < need:
-            return (f"nlat = {nlat} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-                    f"= {(model.beta * sigma) ** -0.5:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
-        return ""
-    need = math.ceil(3.0 * math.sqrt(2.0 * model.beta * sigma))
-    lmax = int(cfg.discretization.lmax or 0)
-    if lmax < need:
-        return (f"lmax = {lmax} does not resolve the attention kernel (beta sigma_max(B) = "
-                f"{model.beta * sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}")
-    return ""
+    """Why the grid of ``cfg`` does not resolve the attention kernel, or "" when it does
+    (:meth:`RunConfig.resolution_problem`)."""
+    return cfg.resolution_problem()
 
 
 def same_run(config_text: str, cfg: RunConfig) -> bool:

@@ -8,7 +8,7 @@ import sys
 import threading
 import time as _time
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,9 +17,6 @@ from .config import TimeConfig
 
 Array = NDArray[np.float64]
 logger = logging.getLogger(__name__)
-
-#: why a simulation stopped
-STOP_REASONS = ("end", "nan", "dt_collapse", "speed_bound", "interrupted", "terminated")
 
 _stop_request: dict[str, str | None] = {"reason": None}
 
@@ -49,12 +46,22 @@ def signal_handler(handler: Any, signals: tuple[int, ...] = (signal.SIGINT,)) ->
             signal.signal(sig, previous)
 
 
-class Observer(Protocol):
-    """Something told about a run: at its start, at every snapshot time, and at its end."""
+class Observer:
+    """Something told about a run: at its start, after every step, at every snapshot time, and
+    at its end. Subclass it and override what you need (every method does nothing here)."""
 
-    def start(self, info: dict[str, Any]) -> None: ...
-    def observe(self, t: float, state: Array) -> None: ...
-    def finish(self, result: "SimulationResult") -> None: ...
+    def start(self, info: dict[str, Any]) -> None:
+        """``info``: ``t_start``, ``t_end``, ``initial_state``, ``scheme``, ``steps_done`` and
+        ``stepper`` (its ``retried_steps`` grows as the run goes)."""
+
+    def step(self, t: float, dt: float, state: Array) -> None:
+        """After every accepted step, with the new time and state."""
+
+    def observe(self, t: float, state: Array) -> None:
+        """At every snapshot time."""
+
+    def finish(self, result: "SimulationResult") -> None:
+        """At the end, also after a failure or an interruption."""
 
 
 @dataclass
@@ -75,6 +82,8 @@ class SimulationResult:
     n_steps : int
     wall_time : float
         Seconds.
+    retried_steps : int
+        Steps the scheme refused (``step_ok``) and that were retried with dt / 2.
     """
 
     stop_reason: str
@@ -83,29 +92,96 @@ class SimulationResult:
     state: Array
     n_steps: int
     wall_time: float
+    retried_steps: int = 0
 
     @property
     def completed(self) -> bool:
         return self.stop_reason == "end"
 
 
-def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
+#: how many times a step refused by ``scheme.step_ok`` is halved before it is taken anyway
+MAX_STEP_RETRIES = 8
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+class Stepper:
+    """One step of a scheme (:class:`~spheredens.schemes.Scheme`) from (t, y) towards a stop.
+
+    The step size is dt = ``scheme.stable_dt(cfl, tendency)`` with the speeds of the state at
+    the start of the step (the speed at least ``scheme.speed_floor``; a zero speed means a
+    steady state), at most ``time.max_dt``, shortened so that the stop is hit exactly (a step
+    that would leave less than one more full step is split in two equal halves, to avoid
+    slivers). A step the scheme refuses (``step_ok``) is retried with dt / 2, at most
+    :data:`MAX_STEP_RETRIES` times. Raises ``_Stop`` on non-finite values, a speed above
+    ``scheme.speed_bound`` or a step below 1e-9 t_end.
+    """
+
+    def __init__(self, scheme: Any, time: TimeConfig) -> None:
+        self.scheme = scheme
+        self.cfl, self.max_dt = time.cfl, time.max_dt
+        # a step below t_end / 1e9 would take more than a billion steps: the velocity has blown up
+        self.dt_floor = 1e-9 * time.t_end
+        self.retried_steps = 0
+
+    def step_size(self, y: Array, t: float, target: float) -> tuple[float, Any]:
+        """(dt, rate at (t, y)) for the next step towards ``target``."""
+        scheme = self.scheme
+        tendency = scheme.rhs(y, t)
+        speed = max(tendency.max_speed, scheme.speed_floor)
+        if not (np.isfinite(speed) and np.all(np.isfinite(tendency.rate))):
+            raise _Stop("nan", "d rho/dt is not finite: the resolution is too coarse for this beta, "
+                        "or the state is corrupted")
+        if speed > scheme.speed_bound * (1.0 + 1e-9):
+            raise _Stop("speed_bound", f"the speed {speed:.6g} exceeds ||V|| = {scheme.speed_bound:.6g}, "
+                        "impossible for softmax attention: the state is corrupted")
+        dt = scheme.stable_dt(self.cfl, tendency._replace(max_speed=speed)) if speed > 0.0 else target - t
+        if self.max_dt is not None:
+            dt = min(dt, self.max_dt)
+        if dt < self.dt_floor:
+            raise _Stop("dt_collapse", f"the CFL step {dt:.3g} fell below t_end / 1e9 = "
+                        f"{self.dt_floor:.3g} (max speed {speed:.3g}): the velocity blew up; use a "
+                        "finer grid or a smaller beta")
+        return dt, tendency.rate
+
+    def advance(self, y: Array, t: float, target: float) -> tuple[Array, float, float]:
+        """One accepted step: (new state, new time, dt taken)."""
+        scheme = self.scheme
+        dt, k1 = self.step_size(y, t, target)
+        for attempt in range(MAX_STEP_RETRIES + 1):
+            # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
+            land = t + dt * (1.0 + 1e-9) >= target
+            if land:
+                dt = target - t
+            elif t + 2.0 * dt * (1.0 + 1e-9) > target:
+                dt = 0.5 * (target - t)
+            y_new = scheme.post_step(scheme.integrator.step(scheme.rate, y, t, dt, k1), dt)
+            if attempt == MAX_STEP_RETRIES or scheme.step_ok(y, y_new):
+                break
+            dt *= 0.5
+            self.retried_steps += 1
+        if not np.all(np.isfinite(y_new)):
+            raise _Stop("nan", f"rho became non-finite in a step of dt = {dt:.3g}: the resolution "
+                        "is too coarse for this beta, or the step too large")
+        return y_new, (target if land else t + dt), dt
+
+
+def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), *,
              state: Array | None = None, t_start: float = 0.0, steps_done: int = 0,
              observe_start: bool | None = None) -> SimulationResult:
-    """Integrate ``scheme`` from ``t_start`` to ``time.t_end``.
-
-    Each step uses dt = ``scheme.stable_dt(time.cfl, max|v|)`` with the speed of the state at
-    the start of the step (at least ``scheme.speed_floor``; a zero speed means a steady state),
-    and at most ``time.max_dt`` when set, shortened so that every snapshot time and t_end is hit exactly (a
-    step that would leave less than one more full step before the next stop is split in two
-    equal halves, to avoid slivers). Observers see the state at every snapshot time.
+    """Integrate ``scheme`` from ``t_start`` to ``time.t_end``, landing exactly on every
+    snapshot time of ``time`` (the controller around a :class:`Stepper`).
 
     Parameters
     ----------
-    scheme : scheme object (see :mod:`spheredens.schemes`)
+    scheme : :class:`~spheredens.schemes.Scheme`
     time : TimeConfig
-    observers : sequence of observers (``start``, ``observe``, ``finish``; optional
-        ``step(t, dt, state)`` after every step)
+    observers : sequence of :class:`Observer`
+        Told at the start, after every step, at every snapshot time and at the end.
     state, t_start, steps_done : a checkpoint to continue from (default: ``scheme.initial_state()``
         at t = 0). Steps depend only on (t, state), so continuing from a checkpoint taken at a
         step boundary reproduces the uninterrupted run bit for bit.
@@ -123,15 +199,12 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
     t = float(t_start)
     t_end = time.t_end
     snapshots = [s for s in time.snapshot_times() if s >= t]
-    stops = sorted(set(snapshots) | {t_end})
-    stops = [s for s in stops if s > t]
+    stops = [s for s in sorted(set(snapshots) | {t_end}) if s > t]
     snapshot_set = set(snapshots)
-    integrator = scheme.integrator
-    post_step = getattr(scheme, "post_step", None)  # e.g. a spectral filter
-    step_ok = getattr(scheme, "step_ok", None)  # a step it refuses is retried with dt / 2
+    stepper = Stepper(scheme, time)
     clock = _time.perf_counter()
     info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme,
-            "steps_done": steps_done}
+            "steps_done": steps_done, "stepper": stepper}
     for obs in observers:
         obs.start(info)
     if observe_start is None:
@@ -140,86 +213,35 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Any] = (), *,
         for obs in observers:
             obs.observe(t, y)
     steps = steps_done
-    speed_bound = getattr(scheme, "speed_bound", np.inf)
     reason, message = "end", f"reached t_end = {t_end:g}"
-    # a step below t_end / 1e9 would take more than a billion steps: the velocity has blown up
-    dt_floor = 1e-9 * t_end
     try:
         for target in stops:
             while t < target:
-                k1 = scheme.rhs(y, t)
-                speed = max(scheme.last_max_speed, getattr(scheme, "speed_floor", 0.0))
-                if not (np.isfinite(speed) and np.all(np.isfinite(k1))):
-                    reason, message = "nan", ("d rho/dt is not finite: the resolution is too coarse "
-                                              "for this beta, or the state is corrupted")
-                    raise _Stop
-                if speed > speed_bound * (1.0 + 1e-9):
-                    reason, message = "speed_bound", (f"the speed {speed:.6g} exceeds ||V|| = "
-                                                      f"{speed_bound:.6g}, impossible for softmax "
-                                                      "attention: the state is corrupted")
-                    raise _Stop
-                dt = scheme.stable_dt(time.cfl, speed) if speed > 0.0 else target - t
-                if time.max_dt is not None:
-                    dt = min(dt, time.max_dt)
-                if dt < dt_floor:
-                    reason, message = "dt_collapse", (f"the CFL step {dt:.3g} fell below t_end / 1e9 = "
-                                                      f"{dt_floor:.3g} (max speed {speed:.3g}): the "
-                                                      "velocity blew up; use a finer grid or a smaller beta")
-                    raise _Stop
-                for attempt in range(MAX_STEP_RETRIES + 1):
-                    # a step within 1e-9 relative of the stop lands on it (no round-off slivers)
-                    land = t + dt * (1.0 + 1e-9) >= target
-                    if land:
-                        dt = target - t
-                    elif t + 2.0 * dt * (1.0 + 1e-9) > target:
-                        dt = 0.5 * (target - t)
-                    y_new = integrator.step(scheme.rhs, y, t, dt, k1)
-                    if post_step is not None:
-                        y_new = post_step(y_new, dt)
-                    # e.g. positivity: the CFL bound uses the velocity of the first stage only
-                    if step_ok is None or attempt == MAX_STEP_RETRIES or step_ok(y, y_new):
-                        break
-                    dt *= 0.5
-                    scheme.retried_steps = getattr(scheme, "retried_steps", 0) + 1
-                if not np.all(np.isfinite(y_new)):
-                    reason, message = "nan", (f"rho became non-finite in a step of dt = {dt:.3g}: the "
-                                              "resolution is too coarse for this beta, or the step too large")
-                    raise _Stop
-                y = y_new
-                t = target if land else t + dt
+                y, t, dt = stepper.advance(y, t, target)
                 steps += 1
                 for obs in observers:
-                    on_step = getattr(obs, "step", None)
-                    if on_step is not None:
-                        on_step(t, dt, y)
+                    obs.step(t, dt, y)
                 if _stop_request["reason"] is not None:
                     reason = str(_stop_request["reason"])
-                    message = f"{reason} at t = {t:g} (step {steps})"
-                    raise _Stop
+                    raise _Stop(reason, f"{reason} at t = {t:g} (step {steps})")
             if target in snapshot_set:
                 for obs in observers:
                     obs.observe(target, y)
-    except _Stop:
+    except _Stop as stop:
+        reason, message = stop.reason, stop.message
         if reason not in ("interrupted", "terminated"):
             logger.warning("simulation stopped at t = %g: %s", t, message)
     except KeyboardInterrupt:
         reason, message = "interrupted", f"interrupted at t = {t:g}"
     _stop_request["reason"] = None
-    result = SimulationResult(reason, message, t, y, steps, _time.perf_counter() - clock)
+    result = SimulationResult(reason, message, t, y, steps, _time.perf_counter() - clock,
+                              stepper.retried_steps)
     for obs in observers:
         obs.finish(result)
     return result
 
 
-#: how many times a step refused by ``scheme.step_ok`` is halved before it is taken anyway
-MAX_STEP_RETRIES = 8
-
-
-class _Stop(Exception):
-    pass
-
-
-class Progress:
+class Progress(Observer):
     """A one-line progress bar on stderr, shown only on a terminal and after ``delay`` seconds."""
 
     def __init__(self, stream: Any = None, *, delay: float = 2.0, enabled: bool | None = None) -> None:

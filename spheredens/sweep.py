@@ -35,7 +35,6 @@ import numpy as np
 from ._validate import as_str, as_table, check_keys
 from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, SpheredensError
-from .runner import resolution_problem
 from .simulate import signal_handler
 
 logger = logging.getLogger(__name__)
@@ -129,10 +128,8 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
             cfg = config_from_dict(table, base_dir=base_cfg_dir)
         except ConfigError as exc:
             raise ConfigError(f"sweep case {name}", str(exc)) from None
-        problem = resolution_problem(cfg)
-        if problem and not cfg.discretization.options.get("allow_underresolved", False):
-            raise ConfigError(f"sweep case {name}", f"{problem}; refine the grid or set "
-                              "discretization.allow_underresolved = true in the base")
+        cfg.check_resolution(key=f"sweep case {name}", warn=False, fix="refine the grid or set "
+                             "discretization.allow_underresolved = true in the base")
         cases.append(SweepCase(name, values, cfg))
     return Sweep(tuple(cases), tuple(keys), tuple(levels), output_dir, combined)
 

@@ -1,131 +1,120 @@
 """Interaction evaluators: the velocity X[rho] at the points a scheme asks for.
 
-Contract: ``velocity(rho) -> ndarray (n_xi, n_targets, d)`` of tangent vectors, for densities
-``rho`` of shape ``(n_xi, n_sources)`` given at the evaluator's source points.
+Contract (:class:`~spheredens.interaction._base.Evaluator`): a class declares its ``name``,
+the ``domains`` it serves, the ``inputs`` it takes (density values at source points, or
+spherical-harmonic coefficients), ``applies(model) -> reason`` and ``build(model, layout)``;
+an instance answers ``velocity(state)``: X[rho] at the layout's targets, as vectors
+(n_xi, *targets, d) or as components along the layout's frame (n_xi, k, *targets).
+:func:`select_evaluator` is the one rule for validation and for ``"auto"``;
+:func:`make_evaluator` builds the choice. A new evaluator is a module with a registered
+class, imported below.
 """
 from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._registry import Registry
-from ..grids import CircleGrid
-from ..models import Model, rotation_multiple_2d
-from ._auxiliary import AuxiliaryInteraction
+from ..models import Model
+from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidates, choices,
+                    make_evaluator, register_evaluator, select_evaluator)
 from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers, orthogonal_multiple)
+from ._points import FunkHeckePoints
+from ._auxiliary import AuxiliaryInteraction
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
-__all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "FourierConvolution", "ZeroTemperatureField", "make_interaction",
-           "INTERACTIONS", "aliased_multipliers", "clip_norm", "FunkHeckeInteraction",
-           "KappaInterpolation", "SphereDirectQuadrature", "funk_hecke_multipliers",
-           "orthogonal_multiple", "logsumexp_sums", "make_sphere_interaction", "DOMAIN_INTERACTIONS", "sphere_choice"]
+__all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
+           "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
+           "INTERACTIONS", "KappaInterpolation", "Layout", "SphereDirectQuadrature",
+           "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "clip_norm",
+           "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "make_evaluator",
+           "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
+           "register_evaluator", "select_evaluator", "sphere_choice"]
 
 Array = NDArray[np.float64]
 
-#: names accepted by ``discretization.interaction``
-INTERACTIONS = Registry("interaction evaluator")
-INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere: funk_hecke, "
-                              "else kappa_interpolation, else direct")
-INTERACTIONS.register("direct")("direct quadrature with log-sum-exp: any Q, K, V, beta <= 1e4")
-INTERACTIONS.register("fft")("circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)")
-INTERACTIONS.register("funk_hecke")("sphere: Funk-Hecke multipliers (B a multiple of an orthogonal matrix)")
-INTERACTIONS.register("kappa_interpolation")("sphere: Funk-Hecke multipliers interpolated in "
-                                             "kappa = beta |B^T x| (B invertible, cond <= 1e3)")
-#: evaluator names valid on each domain
-DOMAIN_INTERACTIONS = {"circle": ("auto", "direct", "fft"),
-                       "sphere": ("auto", "direct", "funk_hecke", "kappa_interpolation")}
 
-
-class ZeroTemperatureField:
+@register_evaluator
+class ZeroTemperatureField(Evaluator):
     """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the targets."""
 
     name = "zero_temperature"
+    domains = None  # a formula of the points
+    inputs = ("values", "coefficients")
+    priority = 0
+    selectable = False
+
+    @classmethod
+    def applies(cls, model: Model) -> str:
+        return "" if not model.kind.interacting else "is the field of sa_zero_temperature"
+
+    @classmethod
+    def refusal(cls, model: Model, choice: str) -> str:
+        return (f"= {choice!r}, but {model.name} has no interaction (its velocity does not "
+                "depend on rho); remove the key")
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "ZeroTemperatureField":
+        return cls(model, layout.target_points)
 
     def __init__(self, model: Model, targets: Array) -> None:
         self._field = model.zero_temperature_velocity(np.asarray(targets, dtype=float))
-        self.guarded_fraction = 0.0
 
-    def velocity(self, rho: Array) -> Array:
-        rho = np.atleast_2d(rho)
-        return np.broadcast_to(self._field, (rho.shape[0],) + self._field.shape)
-
-    def tangent_components(self, state: Array) -> Array:
-        """Sphere: (X . e_theta, X . e_phi), shape (n_xi, 2, nlat, nphi) (set by ``for_grid``)."""
-        return np.broadcast_to(self._components, (len(np.atleast_2d(state)),) + self._components.shape)
-
-    @classmethod
-    def for_grid(cls, model: Model, grid) -> "ZeroTemperatureField":
-        field = cls(model, grid.points)
-        field._components = np.stack([np.einsum("ijd,ijd->ij", field._field, grid.e_theta),
-                                      np.einsum("ijd,ijd->ij", field._field, grid.e_phi)])
-        return field
+    def vectors(self, rho: Array) -> Array:
+        n_xi = len(rho) if np.ndim(rho) > 1 else 1
+        return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
 
 
-def fft_applies(model: Model) -> bool:
-    """Whether the FFT evaluator applies: d = 2 and B = Q^T K = a R with a > 0, R a rotation."""
-    return model.d == 2 and rotation_multiple_2d(model.B) is not None
-
-
-def make_interaction(model: Model, sources: CircleGrid, targets: CircleGrid, choice: str = "auto"):
-    """The interaction evaluator for ``model`` from grid ``sources`` to grid ``targets``.
-
-    ``choice`` is ``"auto"`` (FFT where it applies, else direct), ``"direct"`` or ``"fft"``.
-    The zero-temperature model ignores it: its field does not depend on rho.
-    """
-    if model.auxiliary is not None:
-        return AuxiliaryInteraction(model, sources.points, sources.weight, targets.points)
-    if not model.kind.interacting:
-        return ZeroTemperatureField(model, targets.points)
-    if choice == "fft" or (choice == "auto" and fft_applies(model)):
-        return FourierConvolution(model, sources, targets)
-    return DirectQuadrature(model, sources.points, sources.weight, targets.points)
-
-
-def sphere_choice(model: Model) -> str:
-    """The evaluator ``auto`` picks on the sphere for ``model``."""
-    if orthogonal_multiple(model.B) is not None or model.beta == 0.0:
-        return "funk_hecke"
-    sigma = np.linalg.svd(model.B, compute_uv=False)
-    return "kappa_interpolation" if sigma[-1] > 1e-3 * sigma[0] else "direct"
-
-
-def make_sphere_interaction(model: Model, grid, choice: str = "auto"):
-    """The interaction evaluator on a :class:`~spheredens.grids.GaussGrid` (input: coefficients)."""
-    if model.auxiliary is not None:
-        return AuxiliaryOnGaussGrid(model, grid)
-    if not model.kind.interacting:
-        return ZeroTemperatureField.for_grid(model, grid)
-    if choice == "auto":
-        choice = sphere_choice(model)
-    return {"funk_hecke": FunkHeckeInteraction, "kappa_interpolation": KappaInterpolation,
-            "direct": SphereDirectQuadrature}[choice](model, grid)
-
-
-class AuxiliaryOnGaussGrid:
+@register_evaluator
+class AuxiliaryOnGaussGrid(Evaluator):
     """:class:`AuxiliaryInteraction` for the spherical-harmonic scheme: slices given by their
     coefficients, densities synthesized on the Gauss grid (nodes with Gauss weights as sources
-    and targets), velocity returned as (X . e_theta, X . e_phi) on the grid."""
+    and targets)."""
 
-    name = "auxiliary_spectral"
+    name = AuxiliaryInteraction.name
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 0
+    selectable = False
+    applies = AuxiliaryInteraction.applies
+    refusal = AuxiliaryInteraction.refusal
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "AuxiliaryOnGaussGrid":
+        return cls(model, layout.sources)
 
     def __init__(self, model: Model, grid) -> None:
         self.grid = grid
         pts = grid.points.reshape(-1, 3)
         self.points = AuxiliaryInteraction(model, pts, grid.weight.reshape(-1), pts)
-        self.guarded_fraction = 0.0
 
-    def velocity(self, state: Array) -> Array:
+    def vectors(self, state: Array) -> Array:
         rho = np.stack([self.grid.synth(c).reshape(-1) for c in np.atleast_2d(state)])
-        return self.points.velocity(rho).reshape((len(rho),) + self.grid.shape + (3,))
+        return self.points.vectors(rho).reshape((len(rho),) + self.grid.shape + (3,))
 
     def energy(self, rho: Array) -> float:
         """E_h for slice values on the Gauss grid, shape (M, nlat * nphi)."""
         return self.points.energy(rho)
 
-    def tangent_components(self, state: Array) -> Array:
-        g = self.grid
-        vel = self.velocity(state)
-        return np.stack([np.einsum("kijd,ijd->kij", vel, g.e_theta),
-                         np.einsum("kijd,ijd->kij", vel, g.e_phi)], axis=1)
+
+def fft_applies(model: Model) -> bool:
+    """Whether the FFT evaluator applies: d = 2 and B = Q^T K = a R with a > 0, R a rotation."""
+    return not FourierConvolution.applies(model)
+
+
+def sphere_choice(model: Model) -> str:
+    """The evaluator ``auto`` picks on the sphere's Gauss grid for ``model``."""
+    return select_evaluator(model, "sphere", "coefficients").name
+
+
+def make_interaction(model: Model, sources, targets, choice: str = "auto") -> Evaluator:
+    """The evaluator for ``model`` from the circle grid ``sources`` to the circle grid
+    ``targets`` (velocity as vectors)."""
+    return make_evaluator(model, Layout("circle", "values", sources, targets), choice)
+
+
+def make_sphere_interaction(model: Model, grid, choice: str = "auto") -> Evaluator:
+    """The evaluator on a :class:`~spheredens.grids.GaussGrid` (input: coefficients; velocity
+    as vectors)."""
+    return make_evaluator(model, Layout("sphere", "coefficients", grid, grid), choice)

@@ -30,12 +30,14 @@ from scipy.linalg import matmul_toeplitz
 
 from ..geometry import tangent_project
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
 from ._points import CircleBasis, SphereBasis
 
 Array = NDArray[np.float64]
 
 
-class AuxiliaryInteraction:
+@register_evaluator
+class AuxiliaryInteraction(Evaluator):
     """Velocity X_k of every slice of ``usa_av`` at target points (module docstring).
 
     Parameters
@@ -51,6 +53,23 @@ class AuxiliaryInteraction:
     """
 
     name = "auxiliary_spectral"
+    domains = ("circle", "sphere")
+    inputs = ("values",)
+    priority = 0
+    selectable = False
+
+    @classmethod
+    def applies(cls, model: Model) -> str:
+        return "" if model.auxiliary is not None else "is the evaluator of usa_av"
+
+    @classmethod
+    def refusal(cls, model: Model, choice: str) -> str:
+        return (f"= {choice!r}: usa_av has its own spectral evaluator (gauges and couplings of "
+                "the slices); remove the key")
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "AuxiliaryInteraction":
+        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
     def __init__(self, model: Model, sources: Array, weight: Array, targets: Array) -> None:
         aux = model.auxiliary
@@ -85,7 +104,7 @@ class AuxiliaryInteraction:
                     + 1j * matmul_toeplitz((col, col), rc.imag, check_finite=False))
         return self.kernel.coupling @ rc
 
-    def velocity(self, rho: Array) -> Array:
+    def vectors(self, rho: Array) -> Array:
         """X_k at the targets, shape (M, F, d), for slice values ``rho`` (M, N) at the sources."""
         mu = self.coupled(self.slice_coefficients(rho))
         M, F = self.kernel.n_slices, len(self.targets)

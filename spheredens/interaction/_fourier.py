@@ -7,7 +7,8 @@ from scipy import special
 
 from ..geometry import tangent_project
 from ..grids import CircleGrid
-from ..models import Model, rotation_multiple_2d
+from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
 from ._quadrature import DirectQuadrature, clip_norm
 
 Array = NDArray[np.float64]
@@ -36,7 +37,8 @@ def aliased_multipliers(n: int, kappa: float, delta: float) -> NDArray[np.comple
     return out
 
 
-class FourierConvolution:
+@register_evaluator
+class FourierConvolution(Evaluator):
     """Velocity on a uniform circle grid by FFT, for B = a R(phi0) (a > 0, R a rotation).
 
     Then <B^T x(theta), y(phi)> = a cos(theta - phi0 - phi): Z and N are circular convolutions
@@ -58,9 +60,24 @@ class FourierConvolution:
     """
 
     name = "fft"
+    domains = ("circle",)
+    inputs = ("values",)
+    priority = 10
+    description = "circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)"
+
+    @classmethod
+    def applies(cls, model: Model) -> str:
+        if model.d == 2 and model.kernel.rotation_multiple_2d() is not None:
+            return ""
+        return (f"needs B = Q^T K to be a positive multiple of a rotation, and B = "
+                f"{model.B.tolist()} is not")
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "FourierConvolution":
+        return cls(model, layout.sources, layout.targets)
 
     def __init__(self, model: Model, sources: CircleGrid, targets: CircleGrid) -> None:
-        decomposition = rotation_multiple_2d(model.B)
+        decomposition = model.kernel.rotation_multiple_2d()
         if decomposition is None:
             raise ValueError("FourierConvolution needs B = Q^T K to be a positive multiple of a rotation")
         if sources.n != targets.n:
@@ -98,7 +115,7 @@ class FourierConvolution:
             out[small] = self._fallback.attention_average(rho, rows=small)
         return out
 
-    def velocity(self, rho: Array) -> Array:
+    def vectors(self, rho: Array) -> Array:
         """Tangent velocity (n_xi, n, 2) for densities rho of shape (n_xi, n)."""
         rho = np.atleast_2d(rho)
         return np.stack([tangent_project(self.targets, self.attention_average(r)) for r in rho])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,8 +11,10 @@ from scipy import special
 
 from ..geometry import tangent_project
 from ..grids import GaussGrid, OffGridSynthesis
+from ..kernel import orthogonal_multiple  # noqa: F401  (re-exported)
 from ..models import Model
-from ._quadrature import clip_norm
+from ._base import Evaluator, Layout, register_evaluator
+from ._quadrature import DirectQuadrature, clip_norm
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
@@ -37,20 +40,15 @@ def funk_hecke_multipliers(l: Array, kappa: float) -> tuple[Array, Array]:
     return s, s_next + (l / kappa) * s
 
 
-def orthogonal_multiple(B: Array, *, rtol: float = 1e-12) -> tuple[float, Array] | None:
-    """Write B = a R with a > 0 and R orthogonal (any determinant), if possible."""
-    B = np.asarray(B, dtype=float)
-    d = B.shape[0]
-    gram = B.T @ B
-    a2 = float(np.trace(gram)) / d
-    if a2 <= 0.0 or np.abs(gram - a2 * np.eye(d)).max() > rtol * a2:
-        return None
-    a = math.sqrt(a2)
-    return a, B / a
-
-
-class _SphereEvaluator:
+class _SphereEvaluator(Evaluator):
     """Shared pieces: beta = 0 shortcut, normalization, guard, tangent projection."""
+
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "_SphereEvaluator":
+        return cls(model, layout.sources)
 
     def __init__(self, model: Model, grid: GaussGrid) -> None:
         self.model = model
@@ -76,7 +74,7 @@ class _SphereEvaluator:
         avg = np.broadcast_to(self.model.V @ m, self.grid.points.shape)
         return avg / mass if self.model.kind.normalized else avg
 
-    def velocity(self, state: Coefficients) -> Array:
+    def vectors(self, state: Coefficients) -> Array:
         """Tangent velocity (n_xi, nlat, nphi, 3) for coefficient arrays (n_xi, nlm)."""
         state = np.atleast_2d(state)
         out = []
@@ -87,13 +85,6 @@ class _SphereEvaluator:
 
     def attention_average(self, rho_c: Coefficients) -> Array:
         raise NotImplementedError
-
-    def tangent_components(self, state: Coefficients) -> Array:
-        """(X . e_theta, X . e_phi) on the grid, shape (n_xi, 2, nlat, nphi)."""
-        vel = self.velocity(state)
-        g = self.grid
-        return np.stack([np.stack([np.einsum("ijd,ijd->ij", v, g.e_theta),
-                                   np.einsum("ijd,ijd->ij", v, g.e_phi)]) for v in vel])
 
 
 def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
@@ -107,6 +98,7 @@ def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
     return float(gamma), float(beta), float(alpha)
 
 
+@register_evaluator
 class FunkHeckeInteraction(_SphereEvaluator):
     """Exact spectral velocity when B = Q^T K = a R, a > 0, R orthogonal.
 
@@ -123,12 +115,20 @@ class FunkHeckeInteraction(_SphereEvaluator):
     """
 
     name = "funk_hecke"
+    priority = 10
+    description = "sphere: Funk-Hecke multipliers (B a multiple of an orthogonal matrix)"
+
+    @classmethod
+    def applies(cls, model: Model) -> str:
+        if model.beta == 0.0 or model.kernel.orthogonal_multiple() is not None:
+            return ""
+        return "needs B = Q^T K to be a positive multiple of an orthogonal matrix"
 
     def __init__(self, model: Model, grid: GaussGrid) -> None:
         super().__init__(model, grid)
         if model.beta == 0.0:  # kernel = 1: the mean field, for any B
             return
-        decomposition = orthogonal_multiple(model.B)
+        decomposition = model.kernel.orthogonal_multiple()
         if decomposition is None:
             raise ValueError("FunkHeckeInteraction needs B = Q^T K to be a positive multiple of an "
                              "orthogonal matrix")
@@ -174,13 +174,14 @@ class FunkHeckeInteraction(_SphereEvaluator):
         n = m @ (self.model.V @ self._r.T).T
         return self._finish(z, n, self.kappa)
 
-    def tangent_components(self, state: Coefficients) -> Array:
-        """Fast path: (X . e_theta, X . e_phi) from precomputed <e_r, V R^T e_s>, no 3-vectors.
+    def velocity(self, state: Coefficients) -> Array:
+        """With the frame (e_theta, e_phi) of the grid (the spectral scheme's layout), a fast
+        path: the components from precomputed <e_r, V R^T e_s>, no 3-vectors.
 
         The guard clips the tangent speed to ||V|| where it exceeds it (|P_x N / Z| <= ||V||).
         """
-        if self.model.beta == 0.0:
-            return super().tangent_components(state)
+        if self.model.beta == 0.0 or self.frame is None:
+            return super().velocity(state)
         w = self._w
         out = np.empty((len(state), 2) + self.grid.shape)
         for k, c in enumerate(np.atleast_2d(state)):
@@ -230,6 +231,7 @@ def barycentric_weights(nodes: Array, x: Array) -> Array:
     return c
 
 
+@register_evaluator
 class KappaInterpolation(_SphereEvaluator):
     """Near-spectral velocity for a general invertible B, by interpolation in kappa.
 
@@ -247,11 +249,21 @@ class KappaInterpolation(_SphereEvaluator):
     """
 
     name = "kappa_interpolation"
+    priority = 20
+    description = ("sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
+                   "(B invertible, cond <= 1e3)")
+
+    @classmethod
+    def applies(cls, model: Model) -> str:
+        sigma = model.kernel.singular_values
+        if sigma[-1] > 1e-3 * sigma[0]:
+            return ""
+        return "needs B = Q^T K invertible with condition number <= 1e3"
 
     def __init__(self, model: Model, grid: GaussGrid, *, tol: float = 1e-12, max_nodes: int = 64) -> None:
         super().__init__(model, grid)
-        B = model.B
-        sigma = np.linalg.svd(B, compute_uv=False)
+        B = model.kernel.B
+        sigma = model.kernel.singular_values
         if sigma[-1] <= 1e-3 * sigma[0]:
             raise ValueError("KappaInterpolation needs B = Q^T K well conditioned (cond <= 1e3)")
         bx = grid.points @ B  # rows: (B^T x)^T
@@ -266,6 +278,9 @@ class KappaInterpolation(_SphereEvaluator):
         self._s = np.array([m[0] for m in mult])
         self._ds = np.array([m[1] for m in mult])
         self._offgrid = OffGridSynthesis(grid, self.u)
+
+    def attributes(self) -> dict[str, Any]:
+        return {"kappa_nodes": len(self.nodes), "kappa_interpolation_tolerance": self.achieved_tolerance}
 
     def _choose_nodes(self, a: float, b: float, tol: float, max_nodes: int) -> tuple[Array, float]:
         l = np.arange(self.grid.lmax + 1.0)
@@ -299,14 +314,15 @@ class KappaInterpolation(_SphereEvaluator):
         return self._finish(z.reshape(shape), n, self.kappa.reshape(shape))
 
 
+@register_evaluator
 class SphereDirectQuadrature(_SphereEvaluator):
     """Direct log-sum-exp quadrature on the Gauss grid (the always-correct fallback, O(N^2))."""
 
     name = "direct"
+    priority = 90
+    description = DirectQuadrature.description
 
     def __init__(self, model: Model, grid: GaussGrid) -> None:
-        from ._quadrature import DirectQuadrature
-
         super().__init__(model, grid)
         pts = grid.points.reshape(-1, 3)
         self._direct = DirectQuadrature(model, pts, grid.weight.reshape(-1), pts)

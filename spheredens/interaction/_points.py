@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,7 +11,8 @@ from scipy import special
 from ..geometry import tangent_project
 from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
-from ._funk_hecke import GUARD_RELATIVE_Z, funk_hecke_multipliers, orthogonal_multiple
+from ._base import Evaluator, Layout, register_evaluator
+from ._funk_hecke import GUARD_RELATIVE_Z, FunkHeckeInteraction, funk_hecke_multipliers
 from ._quadrature import clip_norm
 
 Array = NDArray[np.float64]
@@ -162,7 +164,8 @@ class SphereBasis(_PointCache):
         return float(np.sum(self.real_weight * (np.conj(c) * self.s * mu).real))
 
 
-class FunkHeckePoints:
+@register_evaluator
+class FunkHeckePoints(Evaluator):
     """Velocity at target points for a density given as weighted source points (cells).
 
     For B = Q^T K = a R (a > 0, R orthogonal) and kappa = beta a, the sums over sources y_j with
@@ -182,6 +185,15 @@ class FunkHeckePoints:
     """
 
     name = "funk_hecke"
+    domains = ("sphere",)
+    inputs = ("values",)
+    priority = FunkHeckeInteraction.priority
+    description = FunkHeckeInteraction.description
+    applies = FunkHeckeInteraction.applies
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "FunkHeckePoints":
+        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
     def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
                  epsilon: float = 1e-13, nthreads: int = 1) -> None:
@@ -194,7 +206,7 @@ class FunkHeckePoints:
         if model.beta == 0.0:
             self.kappa, self.lmax = 0.0, 0
             return
-        decomposition = orthogonal_multiple(model.B)
+        decomposition = model.kernel.orthogonal_multiple()
         if decomposition is None:
             raise ValueError("FunkHeckePoints needs B = Q^T K to be a positive multiple of an "
                              "orthogonal matrix")
@@ -205,7 +217,10 @@ class FunkHeckePoints:
         self._rotated_sources = np.ascontiguousarray(self.sources @ R.T)
         self._w = model.V @ R.T
 
-    def velocity(self, rho: Array) -> Array:
+    def attributes(self) -> dict[str, Any]:
+        return {"interaction_lmax": self.lmax}
+
+    def vectors(self, rho: Array) -> Array:
         """Tangent velocity X[rho] at the targets, shape (n_xi, n_targets, 3), for cell values
         ``rho`` of shape (n_xi, n_sources) (negative values are clipped)."""
         rho = np.atleast_2d(rho)

@@ -6,6 +6,7 @@ from numpy.typing import NDArray
 
 from ..geometry import tangent_project
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
 
 Array = NDArray[np.float64]
 
@@ -17,7 +18,8 @@ _MAX_CACHED = 1 << 25
 _CHUNK_ENTRIES = 1 << 22
 
 
-class DirectQuadrature:
+@register_evaluator
+class DirectQuadrature(Evaluator):
     """Velocity by direct quadrature over the source points, for any Q, K, V and beta.
 
     For target x_f and sources y_j with quadrature weights w_j,
@@ -52,6 +54,14 @@ class DirectQuadrature:
     """
 
     name = "direct"
+    domains = None  # any S^{d-1}: sums over points
+    inputs = ("values",)
+    priority = 90
+    description = "direct quadrature with log-sum-exp: any Q, K, V, beta <= 1e4"
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "DirectQuadrature":
+        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
     def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
                  max_cached: int = _MAX_CACHED) -> None:
@@ -59,8 +69,7 @@ class DirectQuadrature:
         self.sources = np.ascontiguousarray(sources, dtype=float)
         self.weight = np.asarray(weight, dtype=float)
         self.targets = np.ascontiguousarray(targets, dtype=float)
-        beta = model.beta
-        self._beta_bx = beta * (self.targets @ model.B)  # row f: beta * (B^T x_f)
+        self._beta_bx = model.kernel.query(self.targets)  # row f: beta * (B^T x_f)
         self._vy = self.sources @ model.V.T  # row j: V y_j
         self._v_norm = model.V_norm
         n_t, n_s = len(self.targets), len(self.sources)
@@ -130,7 +139,7 @@ class DirectQuadrature:
         with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
             return n * np.exp(logscale)[:, None]
 
-    def velocity(self, rho: Array) -> Array:
+    def vectors(self, rho: Array) -> Array:
         """Tangent velocity X[rho] at the targets.
 
         Parameters

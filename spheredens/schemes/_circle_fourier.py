@@ -1,16 +1,15 @@
 """Pseudo-spectral Fourier scheme on the circle."""
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..grids import CircleGrid
-from ..models import Model
-from . import register_scheme
-from ._common import (CircleScheme, validate_allow_underresolved, validate_choice,
-                      validate_integrator, validate_interaction, validate_n)
+from ..kernel import AttentionKernel
+from ._base import CircleScheme, Tendency, register_scheme, validate_choice
 
 Array = NDArray[np.float64]
 
@@ -52,26 +51,25 @@ class FourierScheme(CircleScheme):
     """
 
     name = "fourier"
-    domain = "circle"
-    min_n = 8
     even_n = True
     options = ("n", "filter", "interaction", "integrator", "allow_underresolved")
+    default_integrator = "rk4"
+    zero_temperature_order = math.inf
 
     @classmethod
-    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
-        return {
-            "n": validate_n(table, prefix, cls.name, cls.min_n, cls.even_n),
-            "filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS), "exponential",
-                                      "spectral filter"),
-            "interaction": validate_interaction(table, prefix, model),
-            "integrator": validate_integrator(table, prefix, "rk4"),
-            **validate_allow_underresolved(table, prefix),
-        }
+    def resolution_needed(cls, kernel: AttentionKernel) -> int:
+        """As for finite volumes, rounded up to an even n (the scheme needs one)."""
+        n = super().resolution_needed(kernel)
+        return n + n % 2
 
-    def __init__(self, problem: Any, *, n: int = 256, filter: str = "exponential",
-                 interaction: str = "auto", integrator: str = "rk4", allow_underresolved: bool = False) -> None:
+    @classmethod
+    def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        return {"filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS),
+                                          "exponential", "spectral filter")}
+
+    def __init__(self, problem: Any, *, n: int = 256, filter: str = "exponential", **common: Any) -> None:
         self.grid = self.velocity_grid = CircleGrid(n, offset=0.0)
-        self._setup(problem, interaction, integrator)
+        super().__init__(problem, **common)
         self.filter = filter
         k = np.arange(n // 2 + 1)
         self._ik = 1j * k * spectral_filter(n, filter)
@@ -81,11 +79,10 @@ class FourierScheme(CircleScheme):
         """A density function at the nodes."""
         return self.grid.point_values(f)
 
-    def rhs(self, state: Array, t: float) -> Array:
+    def rhs(self, state: Array, t: float) -> Tendency:
         v = self.tangential_velocity(state)
-        self.last_max_speed = float(np.abs(v).max())
         flux_hat = np.fft.rfft(state * v, axis=-1)
-        return -np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1)
+        return Tendency(-np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1), float(np.abs(v).max()))
 
     def attributes(self) -> dict[str, Any]:
         return {"n": self.grid.n, "filter": self.filter, "interaction": self.interaction.name,

@@ -7,10 +7,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..grids import CircleGrid
-from ..models import Model
-from . import register_scheme
-from ._common import (CircleScheme, validate_allow_underresolved, validate_choice,
-                      validate_integrator, validate_interaction, validate_n)
+from ._base import CircleScheme, Tendency, register_scheme, validate_choice
 
 Array = NDArray[np.float64]
 
@@ -63,26 +60,18 @@ class FiniteVolumeScheme(CircleScheme):
     """
 
     name = "fv"
-    domain = "circle"
-    min_n = 8
-    even_n = False
     options = ("n", "limiter", "interaction", "integrator", "allow_underresolved")
+    positive = True
+    zero_temperature_order = 2.0
 
     @classmethod
-    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
-        return {
-            "n": validate_n(table, prefix, cls.name, cls.min_n, cls.even_n),
-            "limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter"),
-            "interaction": validate_interaction(table, prefix, model),
-            "integrator": validate_integrator(table, prefix, "ssprk3"),
-            **validate_allow_underresolved(table, prefix),
-        }
+    def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        return {"limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter")}
 
-    def __init__(self, problem: Any, *, n: int = 256, limiter: str = "mc", interaction: str = "auto",
-                 integrator: str = "ssprk3", allow_underresolved: bool = False) -> None:
+    def __init__(self, problem: Any, *, n: int = 256, limiter: str = "mc", **common: Any) -> None:
         self.grid = CircleGrid(n, offset=0.5)
         self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h
-        self._setup(problem, interaction, integrator)
+        super().__init__(problem, **common)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
 
@@ -94,21 +83,14 @@ class FiniteVolumeScheme(CircleScheme):
         """Tangential velocity v_{j+1/2} at the faces, shape (n_xi, n)."""
         return self.tangential_velocity(state)
 
-    def rhs(self, state: Array, t: float) -> Array:
+    def rhs(self, state: Array, t: float) -> Tendency:
         v = self.face_velocity(state)
-        self.last_max_speed = float(np.abs(v).max())
         slope = limited_slopes(state, self._theta)
         east = state + 0.5 * slope  # value at the right face of cell j
         west = state - 0.5 * slope  # value at the left face of cell j
         flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
-        return -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h
-
-    def step_ok(self, old: Array, new: Array) -> bool:
-        """Refuse a step that makes a non-negative density negative (it is retried with dt / 2):
-        the step size comes from the velocity at the first stage, later stages may move faster."""
-        return bool(new.min() >= 0.0 or old.min() < 0.0)
+        return Tendency(-(flux - np.roll(flux, 1, axis=-1)) / self.grid.h, float(np.abs(v).max()))
 
     def attributes(self) -> dict[str, Any]:
         return {"n": self.grid.n, "limiter": self.limiter, "interaction": self.interaction.name,
-                "integrator": self.integrator.name,
-                "retried_steps": getattr(self, "retried_steps", 0)}
+                "integrator": self.integrator.name}

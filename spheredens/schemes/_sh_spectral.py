@@ -1,6 +1,7 @@
 """Spherical-harmonic (pseudo-spectral) scheme on S^2, transforms by shtns."""
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -8,13 +9,10 @@ from numpy.typing import NDArray
 
 from .._validate import as_int
 from ..grids import GaussGrid
-from ..grids._sphere_gauss import MAX_LMAX
-from ..integrators import INTEGRATORS
-from ..interaction import make_sphere_interaction
-from ..models import Model
-from . import register_scheme
-from ._common import (speed_bound, speed_floor, validate_allow_underresolved, validate_choice,
-                      validate_integrator, validate_sphere_interaction)
+from ..grids._sphere_gauss import MAX_LMAX, default_grid_size
+from ..interaction import Layout
+from ..kernel import AttentionKernel
+from ._base import Scheme, Tendency, register_scheme, validate_choice
 
 Array = NDArray[np.float64]
 
@@ -35,7 +33,7 @@ def sphere_filter(l: Array, lmax: int, kind: str) -> Array:
 
 
 @register_scheme
-class SHSpectralScheme:
+class SHSpectralScheme(Scheme):
     """Pseudo-spectral spherical-harmonic scheme on S^2.
 
     The state is the array of coefficients rho_lm (l <= lmax) of each slice. A right-hand side:
@@ -67,35 +65,50 @@ class SHSpectralScheme:
     name = "sh_spectral"
     domain = "sphere"
     options = ("lmax", "filter", "interaction", "integrator", "nthreads", "allow_underresolved")
+    resolution = "lmax"
+    resolution_default = 31
+    resolution_min = 3
+    resolution_max = MAX_LMAX
+    default_integrator = "rk4"
+    evaluator_inputs = "coefficients"
+    zero_temperature_order = math.inf
+    diagnostics = ("filter_effect",)
 
     @classmethod
-    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
-        lmax = as_int(table.get("lmax", 31), f"{prefix}.lmax", minimum=3, maximum=MAX_LMAX)
-        interaction = validate_sphere_interaction(table, prefix, model, scheme=cls.name)
-        return {
-            "lmax": lmax,
-            "filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS), "exponential",
-                                      "spectral filter"),
-            "interaction": interaction,
-            "integrator": validate_integrator(table, prefix, "rk4"),
-            "nthreads": as_int(table.get("nthreads", 1), f"{prefix}.nthreads", minimum=1, maximum=256),
-            **validate_allow_underresolved(table, prefix),
-        }
+    def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        return {"filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS),
+                                          "exponential", "spectral filter"),
+                "nthreads": as_int(table.get("nthreads", 1), f"{prefix}.nthreads", minimum=1, maximum=256)}
 
-    def __init__(self, problem: Any, *, lmax: int = 31, filter: str = "exponential",
-                 interaction: str = "auto", integrator: str = "rk4", nthreads: int = 1,
-                 allow_underresolved: bool = False) -> None:
-        self.problem = problem
+    @classmethod
+    def resolution_needed(cls, kernel: AttentionKernel) -> int:
+        """The multipliers reach degree ~ sqrt(2 kappa ln(1/eps)): lmax >= 3 sqrt(2 beta sigma_max)."""
+        return math.ceil(3.0 * math.sqrt(2.0 * kernel.beta * kernel.sigma_max))
+
+    @classmethod
+    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
+        return (f"lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
+                f"{kernel.beta * kernel.sigma_max:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}")
+
+    @classmethod
+    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
+        nlat, nphi = default_grid_size(int(options.get("lmax") or 31))
+        points = nlat * nphi
+        return points, 8.0 * 64 * 5 * points if options.get("interaction") == "kappa_interpolation" else 0.0
+
+    def __init__(self, problem: Any, *, lmax: int = 31, filter: str = "exponential", nthreads: int = 1,
+                 **common: Any) -> None:
         self.grid = GaussGrid(lmax, nthreads=nthreads)
         self.filter = filter
         self._sigma = sphere_filter(self.grid.l, lmax, filter)
         self._l_factor = self.grid.l * (self.grid.l + 1.0)
-        self.interaction = make_sphere_interaction(problem.model, self.grid, interaction)
-        self.integrator = INTEGRATORS.get(integrator)
-        self.last_max_speed = 0.0
-        self.speed_floor = speed_floor(problem.model)
-        self.speed_bound = speed_bound(problem.model)
+        super().__init__(problem, **common)
         self.clip_negative = True
+
+    def layout(self) -> Layout:
+        g = self.grid
+        return Layout("sphere", "coefficients", g, g, frame=np.stack([g.e_theta, g.e_phi]),
+                      scheme=self.name)
 
     def initial_state(self) -> NDArray[np.complex128]:
         """Coefficients of each slice's rho_0 (Gauss-grid analysis), renormalized to unit mass."""
@@ -103,8 +116,8 @@ class SHSpectralScheme:
         c = np.stack([self.grid.analys(v) for v in values])
         return c / (np.sqrt(4.0 * np.pi) * c[:, :1].real)
 
-    def tendency(self, state: NDArray[np.complex128]) -> NDArray[np.complex128]:
-        """-[div_S(rho X[rho])]_lm before filtering, shape (n_xi, nlm); sets last_max_speed."""
+    def rhs(self, state: NDArray[np.complex128], t: float) -> Tendency:
+        """-[div_S(rho X[rho])]_lm before filtering, shape (n_xi, nlm), and max |X|."""
         g = self.grid
         rho_grid = [g.synth(c) for c in state]
         attention_state = state
@@ -112,15 +125,11 @@ class SHSpectralScheme:
             # attention weights of a density are non-negative: Gibbs lobes are clipped before
             # the interaction so that N/Z remains a convex combination of the V y
             attention_state = np.stack([g.analys(np.maximum(r, 0.0)) for r in rho_grid])
-        vel = self.interaction.tangent_components(attention_state)
-        self.last_max_speed = float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2)))
+        vel = self.interaction.velocity(attention_state)
         out = np.empty_like(state)
         for k, rho in enumerate(rho_grid):
             out[k] = -g.divergence_coefficients(rho * vel[k, 0], rho * vel[k, 1])
-        return out
-
-    def rhs(self, state: NDArray[np.complex128], t: float) -> NDArray[np.complex128]:
-        return self.tendency(state)
+        return Tendency(out, float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2))))
 
     def post_step(self, state: NDArray[np.complex128], dt: float) -> NDArray[np.complex128]:
         """Apply the filter to the state after each step (l = 0, the mass, is untouched)."""
@@ -132,8 +141,10 @@ class SHSpectralScheme:
         norm = float(np.linalg.norm(state))
         return float(np.linalg.norm((1.0 - self._sigma) * state)) / norm if norm > 0 else 0.0
 
-    def stable_dt(self, cfl: float, max_speed: float) -> float:
-        return cfl * self.grid.h / max_speed
+    def diagnostic(self, name: str, state: NDArray[np.complex128]) -> float:
+        if name == "filter_effect":
+            return self.filter_effect(state)
+        return super().diagnostic(name, state)
 
     def density(self, state: NDArray[np.complex128]) -> Array:
         """rho on the Gauss grid, shape (n_xi, nlat, nphi)."""
@@ -143,6 +154,4 @@ class SHSpectralScheme:
         return {"lmax": self.grid.lmax, "nlat": self.grid.nlat, "nphi": self.grid.nphi,
                 "filter": self.filter, "interaction": self.interaction.name,
                 "integrator": self.integrator.name, "shtns_threads": self.grid.nthreads,
-                **({"kappa_nodes": len(self.interaction.nodes),
-                    "kappa_interpolation_tolerance": self.interaction.achieved_tolerance}
-                   if hasattr(self.interaction, "nodes") else {})}
+                **self.interaction.attributes()}

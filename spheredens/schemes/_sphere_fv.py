@@ -7,18 +7,12 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validate import as_int
 from ..grids import RingMesh
 from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
-from ..integrators import INTEGRATORS
-from ..interaction import (AuxiliaryInteraction, DirectQuadrature, ZeroTemperatureField,
-                           orthogonal_multiple)
-from ..interaction._points import FunkHeckePoints
-from ..models import Model
-from . import register_scheme
-from ._circle_fv import LIMITERS
-from ._common import (speed_bound, speed_floor, validate_allow_underresolved, validate_choice,
-                      validate_integrator, validate_sphere_interaction)
+from ..interaction import Layout
+from ..kernel import AttentionKernel
+from ._base import Scheme, Tendency, register_scheme
+from ._circle_fv import LIMITERS, FiniteVolumeScheme
 
 Array = NDArray[np.float64]
 
@@ -36,7 +30,7 @@ def _wrap(angle: Array) -> Array:
 
 
 @register_scheme
-class SphereFiniteVolumeScheme:
+class SphereFiniteVolumeScheme(Scheme):
     """Finite volumes on S^2 that keep rho >= 0 and the mass exact at any resolution.
 
     Mesh: :class:`~spheredens.grids.RingMesh` (``nlat`` rings of height pi / nlat with
@@ -74,33 +68,41 @@ class SphereFiniteVolumeScheme:
     name = "fv"
     domain = "sphere"
     options = ("nlat", "limiter", "interaction", "integrator", "allow_underresolved")
+    resolution = "nlat"
+    resolution_default = 32
+    resolution_min = MIN_RINGS
+    resolution_max = MAX_RINGS
+    resolution_what = " (latitude rings of the finite-volume mesh)"
+    positive = True
+    zero_temperature_order = 2.0
+    validate_own_options = FiniteVolumeScheme.validate_own_options
 
     @classmethod
-    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
-        return {
-            "nlat": as_int(table.get("nlat", 32), f"{prefix}.nlat", minimum=MIN_RINGS, maximum=MAX_RINGS,
-                           what=" (latitude rings of the finite-volume mesh)"),
-            "limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter"),
-            "interaction": validate_sphere_interaction(table, prefix, model, scheme=cls.name),
-            "integrator": validate_integrator(table, prefix, "ssprk3"),
-            **validate_allow_underresolved(table, prefix),
-        }
+    def resolution_needed(cls, kernel: AttentionKernel) -> int:
+        """3 cells of pi / nlat across the kernel width: nlat >= 3 pi sqrt(beta sigma_max)."""
+        return math.ceil(3.0 * math.pi * math.sqrt(kernel.beta * kernel.sigma_max))
 
-    def __init__(self, problem: Any, *, nlat: int = 32, limiter: str = "mc", interaction: str = "auto",
-                 integrator: str = "ssprk3", allow_underresolved: bool = False) -> None:
-        self.problem = problem
-        self.grid = mesh = RingMesh(nlat)
+    @classmethod
+    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
+        return (f"nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
+                f"= {kernel.width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
+
+    @classmethod
+    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
+        """Cells, faces (~3 per cell), and the kernel when the sums are direct."""
+        points = int(4 * options["nlat"]**2 / math.pi) + 2
+        direct = options.get("interaction") != "funk_hecke"
+        return points, 8.0 * min(3 * points**2, 1 << 25) if direct else 0.0
+
+    def __init__(self, problem: Any, *, nlat: int = 32, limiter: str = "mc", **common: Any) -> None:
+        self.grid = RingMesh(nlat)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
-        model = problem.model
-        self.interaction = make_point_interaction(model, mesh.points, mesh.area, mesh.face_point,
-                                                  interaction)
-        self.integrator = INTEGRATORS.get(integrator)
-        self.last_max_speed = 0.0
-        self.last_max_rate = 0.0
-        self.speed_floor = speed_floor(model)
-        self.speed_bound = speed_bound(model)
+        super().__init__(problem, **common)
         self._geometry()
+
+    def layout(self) -> Layout:
+        return Layout("sphere", "values", self.grid, self.grid.face_point, scheme=self.name)
 
     def _geometry(self) -> None:
         m = self.grid
@@ -122,9 +124,9 @@ class SphereFiniteVolumeScheme:
         self._lon_reach = 0.5 * m.dlon
 
     # -- contract ---------------------------------------------------------------------------
-    def initial_state(self) -> Array:
-        """Cell averages of each slice's rho_0, renormalized to unit discrete mass."""
-        return self.problem.initial_values(self.grid.cell_averages, self.grid.area)
+    def sample(self, f: Any) -> Array:
+        """Cell averages of a density function."""
+        return self.grid.cell_averages(f)
 
     def slopes(self, rho: Array) -> tuple[Array, Array]:
         """Limited slopes (d rho / d lat, d rho / d lon) per cell, shape (n_xi, n_cells) each,
@@ -147,15 +149,15 @@ class SphereFiniteVolumeScheme:
         scale = np.where(reach > rho, np.maximum(rho, 0.0) / np.where(reach > 0, reach, 1.0), 1.0)
         return s_lat * scale, s_lon * scale
 
-    def normal_velocity(self, state: Array) -> Array:
-        """u_f = <n_f, X[rho](x_f)> at the face midpoints, shape (n_xi, n_faces); sets last_max_speed."""
+    def normal_velocity(self, state: Array) -> tuple[Array, float]:
+        """u_f = <n_f, X[rho](x_f)> at the face midpoints, shape (n_xi, n_faces), and max |X|."""
         vel = self.interaction.velocity(state)
-        self.last_max_speed = float(np.sqrt(np.max(np.sum(vel * vel, axis=-1))))
-        return np.einsum("xfd,fd->xf", vel, self.grid.face_normal)
+        speed = float(np.sqrt(np.max(np.sum(vel * vel, axis=-1))))
+        return np.einsum("xfd,fd->xf", vel, self.grid.face_normal), speed
 
-    def rhs(self, state: Array, t: float) -> Array:
+    def rhs(self, state: Array, t: float) -> Tendency:
         m = self.grid
-        u = self.normal_velocity(state)
+        u, speed = self.normal_velocity(state)
         s_lat, s_lon = self.slopes(state)
         a, b = m.face_left, m.face_right
         left = state[:, a] + s_lat[:, a] * self._dlat[0] + s_lon[:, a] * self._dlon[0]
@@ -169,46 +171,16 @@ class SphereFiniteVolumeScheme:
         flux = up * left + un * right
         outflow = np.stack([np.bincount(a, up[k], m.n_cells) - np.bincount(b, un[k], m.n_cells)
                             for k in range(len(u))])
-        self.last_max_rate = float((outflow / m.area).max())
-        return -(m.divergence @ flux.T).T
+        return Tendency(-(m.divergence @ flux.T).T, speed, float((outflow / m.area).max()))
 
-    def step_ok(self, old: Array, new: Array) -> bool:
-        """Refuse a step that makes a non-negative density negative (it is retried with dt / 2):
-        the step size comes from the velocity at the first stage, later stages may move faster."""
-        return bool(new.min() >= 0.0 or old.min() < 0.0)
-
-    def stable_dt(self, cfl: float, max_speed: float) -> float:
+    def stable_dt(self, cfl: float, tendency: Tendency) -> float:
         """cfl min(h / max_speed, 1 / max_c outflow rate): rho >= 0 for cfl <= 0.5."""
-        dt = self.grid.h / max_speed
-        if self.last_max_rate > 0.0:
-            dt = min(dt, 1.0 / self.last_max_rate)
+        dt = self.grid.h / tendency.max_speed
+        if tendency.max_outflow_rate > 0.0:
+            dt = min(dt, 1.0 / tendency.max_outflow_rate)
         return cfl * dt
 
-    def density(self, state: Array) -> Array:
-        return state
-
     def attributes(self) -> dict[str, Any]:
-        out = {"nlat": self.grid.nlat, "n_cells": self.grid.n_cells, "mesh": "reduced latitude-longitude "
-               "rings with polar caps", "limiter": self.limiter, "interaction": self.interaction.name,
-               "integrator": self.integrator.name,
-                "retried_steps": getattr(self, "retried_steps", 0)}
-        if isinstance(self.interaction, FunkHeckePoints):
-            out["interaction_lmax"] = self.interaction.lmax
-        return out
-
-
-def make_point_interaction(model: Model, sources: Array, weight: Array, targets: Array,
-                           choice: str = "auto"):
-    """Evaluator of X[rho] at ``targets`` for cell values at ``sources`` (areas ``weight``):
-    the fixed zero-temperature field, Funk-Hecke through general spectral transforms
-    (``auto`` when B is a multiple of an orthogonal matrix or beta = 0), or direct quadrature."""
-    if model.auxiliary is not None:
-        return AuxiliaryInteraction(model, sources, weight, targets)
-    if not model.kind.interacting:
-        return ZeroTemperatureField(model, targets)
-    if choice == "auto":
-        choice = ("funk_hecke" if model.beta == 0.0 or orthogonal_multiple(model.B) is not None
-                  else "direct")
-    if choice == "funk_hecke":
-        return FunkHeckePoints(model, sources, weight, targets)
-    return DirectQuadrature(model, sources, weight, targets)
+        return {"nlat": self.grid.nlat, "n_cells": self.grid.n_cells, "mesh": "reduced latitude-longitude "
+                "rings with polar caps", "limiter": self.limiter, "interaction": self.interaction.name,
+                "integrator": self.integrator.name, **self.interaction.attributes()}

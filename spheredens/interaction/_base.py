@@ -1,0 +1,187 @@
+"""The evaluator contract, the layout a scheme asks for, and the registry of evaluator classes.
+
+A scheme describes where it holds the density and where it needs the velocity (a
+:class:`Layout`); :func:`select_evaluator` picks the registered class for that layout and
+model, both when a configuration is validated (an explicit ``discretization.interaction``
+is checked, with a message saying why it does not apply) and when ``"auto"`` is resolved
+(the first class, by ``priority``, that applies); :func:`make_evaluator` builds it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._registry import Registry
+from ..exceptions import ConfigError
+from ..models import Model
+
+Array = NDArray[np.float64]
+
+#: what a scheme's state is, for an evaluator: density values at source points (with their
+#: weights), or spherical-harmonic coefficients on a Gauss grid
+INPUTS = ("values", "coefficients")
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Where a scheme holds the density and where it needs the velocity.
+
+    Attributes
+    ----------
+    domain : str
+        ``"circle"`` or ``"sphere"``.
+    inputs : str
+        ``"values"`` (the state holds rho at ``sources.points``, quadrature weights
+        ``sources.weight``) or ``"coefficients"`` (spherical-harmonic coefficients on the
+        :class:`~spheredens.grids.GaussGrid` ``sources``).
+    sources : grid
+        Where the density lives.
+    targets : grid or ndarray (n, d)
+        Where the velocity is needed (a grid's ``points``, or points).
+    frame : ndarray (k, *targets, d), optional
+        Unit vectors onto which the velocity is projected (tangents, face normals, e_theta and
+        e_phi); without it the velocity is returned as vectors of R^d.
+    scheme : str
+        The scheme's name, for messages.
+    """
+
+    domain: str
+    inputs: str
+    sources: Any
+    targets: Any
+    frame: Array | None = None
+    scheme: str = ""
+
+    @property
+    def target_points(self) -> Array:
+        return getattr(self.targets, "points", self.targets)
+
+
+class Evaluator:
+    """Base class of the interaction evaluators: X[rho] where a :class:`Layout` asks for it.
+
+    Subclasses declare ``name`` (the ``discretization.interaction`` value), ``domains``,
+    ``inputs`` (a tuple from :data:`INPUTS`), ``priority`` (lower is tried first by "auto"),
+    ``description`` (for ``spheredens info``), implement :meth:`build` and :meth:`vectors`, and
+    override :meth:`applies` when they need a structure of the model. ``selectable = False``
+    marks the evaluators chosen by the model itself (no interaction, or slices), which
+    :meth:`refusal` explains when a configuration names another one.
+    """
+
+    name: ClassVar[str]
+    domains: ClassVar[tuple[str, ...] | None]  # None: every domain
+    inputs: ClassVar[tuple[str, ...]]
+    priority: ClassVar[int] = 50
+    selectable: ClassVar[bool] = True
+    description: ClassVar[str] = ""
+
+    guarded_fraction: float = 0.0
+    frame: Array | None = None
+
+    @classmethod
+    def serves(cls, domain: str) -> bool:
+        """Whether the evaluator works on ``domain`` (``domains = None``: on every domain)."""
+        return cls.domains is None or domain in cls.domains
+
+    @classmethod
+    def applies(cls, model: Model) -> str:
+        """Empty when the evaluator applies to ``model``; otherwise what it needs."""
+        return ""
+
+    @classmethod
+    def refusal(cls, model: Model, choice: str) -> str:
+        """Why ``discretization.interaction = choice`` is refused when this evaluator is the
+        model's own (``selectable = False``)."""
+        return f"= {choice!r}: {model.name} uses the evaluator {cls.name!r}; remove the key"
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "Evaluator":
+        raise NotImplementedError
+
+    def attributes(self) -> dict[str, Any]:
+        """What the output file records of this evaluator beyond its name."""
+        return {}
+
+    def vectors(self, state: Any) -> Array:
+        """X[rho] as vectors of R^d at the targets, shape (n_xi, *targets, d)."""
+        raise NotImplementedError
+
+    def velocity(self, state: Any) -> Array:
+        """X[rho] at the targets: shape (n_xi, *targets, d), or its components along the
+        layout's frame, shape (n_xi, k, *targets)."""
+        vel = self.vectors(state)
+        if self.frame is None:
+            return vel
+        return np.stack([np.stack([np.einsum("...d,...d->...", v, e) for e in self.frame])
+                         for v in vel])
+
+
+#: ``discretization.interaction`` names and their descriptions (``spheredens info``)
+INTERACTIONS = Registry("interaction evaluator")
+INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere: funk_hecke, "
+                              "else kappa_interpolation, else direct")
+#: every registered evaluator class, in registration order
+EVALUATOR_CLASSES: list[type[Evaluator]] = []
+
+
+def register_evaluator(cls: type[Evaluator]) -> type[Evaluator]:
+    """Class decorator: register an evaluator class (its name becomes a valid
+    ``discretization.interaction`` value where it is ``selectable``)."""
+    EVALUATOR_CLASSES.append(cls)
+    if cls.selectable and cls.name not in INTERACTIONS:
+        INTERACTIONS.register(cls.name)(cls.description)
+    return cls
+
+
+def candidates(domain: str, inputs: str) -> list[type[Evaluator]]:
+    """The evaluator classes serving ``domain`` with ``inputs``, in "auto" order."""
+    found = [c for c in EVALUATOR_CLASSES if c.serves(domain) and inputs in c.inputs]
+    return sorted(found, key=lambda c: c.priority)
+
+
+def choices(domain: str, inputs: str | None = None) -> tuple[str, ...]:
+    """The ``discretization.interaction`` values valid on ``domain`` (for ``inputs``)."""
+    names = {c.name for c in EVALUATOR_CLASSES if c.selectable and c.serves(domain)
+             and (inputs is None or inputs in c.inputs)}
+    return ("auto", *sorted(names))
+
+
+def select_evaluator(model: Model, domain: str, inputs: str, choice: Any = "auto", *,
+                     scheme: str = "", key: str = "discretization.interaction") -> type[Evaluator]:
+    """The evaluator class for ``model`` on a layout (``domain``, ``inputs``), checking
+    ``choice``: a ConfigError naming ``key`` says why a named evaluator cannot serve."""
+    INTERACTIONS.get(choice, key)
+    on_domain = choices(domain)
+    if choice not in on_domain:
+        raise ConfigError(key, f"{choice!r} is not available on the {domain}; choose one of "
+                          f"{', '.join(map(repr, on_domain))}")
+    allowed = choices(domain, inputs)
+    if choice not in allowed:
+        raise ConfigError(key, f"{choice!r} is not available with scheme {scheme!r}; choose one "
+                          f"of {', '.join(map(repr, allowed))}")
+    pool = candidates(domain, inputs)
+    own = [c for c in pool if not c.selectable and not c.applies(model)]
+    if own:
+        if choice != "auto":
+            raise ConfigError(key, own[0].refusal(model, choice))
+        return own[0]
+    usable = [c for c in pool if c.selectable and not c.applies(model)]
+    if choice == "auto":
+        return usable[0]
+    cls = next(c for c in pool if c.name == choice)
+    reason = cls.applies(model)
+    if reason:
+        other = next(c.name for c in usable if c.name != choice)
+        raise ConfigError(key, f"{choice!r} {reason}; use {other!r} or 'auto'")
+    return cls
+
+
+def make_evaluator(model: Model, layout: Layout, choice: str = "auto") -> Evaluator:
+    """Build the evaluator :func:`select_evaluator` picks for ``layout``."""
+    cls = select_evaluator(model, layout.domain, layout.inputs, choice, scheme=layout.scheme)
+    evaluator = cls.build(model, layout)
+    evaluator.frame = layout.frame
+    return evaluator

@@ -1,0 +1,306 @@
+"""The scheme contract: one base class that every scheme extends.
+
+A scheme turns a :class:`~spheredens.problem.Problem` into a right-hand side on a grid. What
+the time loop (:mod:`spheredens.simulate`) uses, and nothing else:
+
+* ``initial_state()``: rho_0 of each slice, shape (n_xi, *space) (coefficients for spectral
+  schemes);
+* ``rhs(state, t) -> Tendency(rate, max_speed, max_outflow_rate)``: d state/dt and the speeds
+  that bound the step, with no side effect; ``rate(state, t)`` is the rate alone (the
+  integrator's later stages);
+* ``stable_dt(cfl, tendency)``: the CFL step;
+* ``post_step(state, dt)`` (a filter; identity by default) and ``step_ok(old, new)`` (whether
+  the step keeps what the scheme promises; a refused step is retried with dt / 2);
+* ``speed_floor``, ``speed_bound``: the smallest speed the CFL rule uses and the largest speed
+  the model allows (a larger one means a corrupted state).
+
+What the recorder uses: ``grid``, ``density(state)``, ``attributes()``, ``interaction`` and the
+per-snapshot ``diagnostics`` the scheme declares. What the configuration uses, as class
+methods: ``validate_options`` (the ``[discretization]`` table), ``resolution_problem`` (does
+the grid resolve the kernel) and ``memory_estimate``. A new scheme subclasses :class:`Scheme`,
+declares its class attributes and registers itself with
+:func:`~spheredens.schemes.register_scheme`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._validate import as_bool, as_int, as_str
+from ..exceptions import ConfigError
+from ..geometry import DOMAINS, get_domain
+from ..integrators import INTEGRATORS
+from ..interaction import Layout, make_evaluator, select_evaluator
+from ..kernel import AttentionKernel
+from ..models import Model
+
+Array = NDArray[np.float64]
+
+
+#: domain name -> registry of the schemes available on it (each Domain's ``schemes``)
+SCHEMES = {name: get_domain(name).schemes for name in DOMAINS}
+
+
+def register_scheme(cls: Any) -> Any:
+    """Class decorator: register ``cls`` under ``cls.name`` for ``cls.domain``."""
+    return get_domain(cls.domain).schemes.register(cls.name)(cls)
+
+
+def scheme_class(name: Any, domain: str, key: str = "discretization.scheme") -> Any:
+    """The scheme class called ``name`` on ``domain``; a ConfigError naming ``key`` otherwise."""
+    return get_domain(domain).scheme_class(name, key)
+
+
+class Tendency(NamedTuple):
+    """What a right-hand side returns.
+
+    Attributes
+    ----------
+    rate : ndarray
+        d state / dt, the shape of the state.
+    max_speed : float
+        max |X[rho]| where the scheme evaluates it.
+    max_outflow_rate : float
+        Finite volumes: max over cells of (outflow through the faces) / (cell area), which
+        bounds the step that keeps rho >= 0; 0 when it does not apply.
+    """
+
+    rate: Any
+    max_speed: float
+    max_outflow_rate: float = 0.0
+
+
+def validate_choice(table: Mapping[str, Any], key: str, prefix: str, allowed: Mapping[str, Any],
+                    default: str, what: str) -> str:
+    """``table[key]`` (or ``default``), one of ``allowed``."""
+    value = as_str(table.get(key, default), f"{prefix}.{key}")
+    if value not in allowed:
+        raise ConfigError(f"{prefix}.{key}", f"{value!r} is not a known {what}; choose one of "
+                          f"{', '.join(map(repr, allowed))}")
+    return value
+
+
+def speed_floor(model: Model) -> float:
+    """Smallest speed used in the CFL rule: 0.1 ||V|| for interacting models, else 0.
+
+    A density at (or near) an unstable steady state has a tiny velocity that would allow huge
+    steps; the softmax velocity can grow to ||V|| within one, so steps are capped at
+    10 cfl h / ||V||. The zero-temperature field is fixed, and its own maximum is exact.
+    """
+    return 0.1 * model.V_norm if model.kind.interacting else 0.0
+
+
+def speed_bound(model: Model) -> float:
+    """Largest possible speed: ||V|| for softmax attention (N/Z is a convex combination of the
+    V y) and for the zero-temperature field; none (inf) for unnormalized attention."""
+    return model.V_norm if model.kind.normalized else float("inf")
+
+
+class Scheme:
+    """Base class of the schemes (module docstring: the contract).
+
+    Class attributes a scheme declares
+    ----------------------------------
+    name, domain : str
+        Registry keys (``discretization.scheme`` and ``domain.name``).
+    options : tuple of str
+        The ``[discretization]`` keys it accepts, in the order the configuration writes them.
+    resolution : str
+        The option that sets the resolution (``n``, ``lmax``, ``nlat``), with
+        ``resolution_default``, ``resolution_min``, ``resolution_max`` and ``resolution_what``.
+    default_integrator : str
+    evaluator_inputs : str
+        ``"values"`` or ``"coefficients"``: what its state is for an interaction evaluator.
+    positive : bool
+        Whether it keeps rho >= 0 (with SSP integrators and ``time.cfl`` <= 0.5).
+    zero_temperature_order : float
+        Observed order of convergence to the exact zero-temperature solution it documents
+        (``math.inf``: spectral).
+    diagnostics : tuple of str
+        Extra per-snapshot diagnostics (:meth:`diagnostic`) the output file carries.
+    """
+
+    name: ClassVar[str]
+    domain: ClassVar[str]
+    options: ClassVar[tuple[str, ...]]
+    resolution: ClassVar[str]
+    resolution_default: ClassVar[int]
+    resolution_min: ClassVar[int]
+    resolution_max: ClassVar[int]
+    resolution_what: ClassVar[str] = ""
+    default_integrator: ClassVar[str] = "ssprk3"
+    evaluator_inputs: ClassVar[str] = "values"
+    positive: ClassVar[bool] = False
+    zero_temperature_order: ClassVar[float] = 1.0
+    diagnostics: ClassVar[tuple[str, ...]] = ()
+
+    grid: Any
+    interaction: Any
+
+    # -- configuration ---------------------------------------------------------------------
+    @classmethod
+    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
+        """The ``[discretization]`` options (without ``scheme``), validated, defaults filled in,
+        in the order of :attr:`options`."""
+        values = {cls.resolution: cls.validate_resolution(table, prefix)}
+        values.update(cls.validate_own_options(table, prefix))
+        interaction = as_str(table.get("interaction", "auto"), f"{prefix}.interaction")
+        select_evaluator(model, cls.domain, cls.evaluator_inputs, interaction, scheme=cls.name,
+                         key=f"{prefix}.interaction")
+        values["interaction"] = interaction
+        values["integrator"] = as_str(table.get("integrator", cls.default_integrator),
+                                      f"{prefix}.integrator")
+        INTEGRATORS.get(values["integrator"], f"{prefix}.integrator")
+        if "allow_underresolved" in table:
+            values["allow_underresolved"] = as_bool(table["allow_underresolved"],
+                                                    f"{prefix}.allow_underresolved")
+        return {key: values[key] for key in cls.options if key in values}
+
+    @classmethod
+    def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
+        return as_int(table.get(cls.resolution, cls.resolution_default), f"{prefix}.{cls.resolution}",
+                      minimum=cls.resolution_min, maximum=cls.resolution_max, what=cls.resolution_what)
+
+    @classmethod
+    def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        """The scheme's own options (limiter, filter, ...)."""
+        return {}
+
+    @classmethod
+    def resolution_problem(cls, model: Model, options: Mapping[str, Any]) -> str:
+        """Why the grid does not resolve the attention kernel, or "" when it does.
+
+        The kernel exp(beta <B^T x, y>) has width (beta |B^T x|)^(-1/2) >= (beta sigma_max(B))^(-1/2)
+        (:attr:`~spheredens.kernel.AttentionKernel.width`); the zero-temperature model has no
+        kernel, and beta = 0 a constant one.
+        """
+        if not model.kind.interacting or model.beta == 0.0:
+            return ""
+        value = int(options.get(cls.resolution) or 0)
+        need = cls.resolution_needed(model.kernel)
+        if value < need:
+            return cls.resolution_message(model.kernel, value, need)
+        return ""
+
+    @classmethod
+    def resolution_needed(cls, kernel: AttentionKernel) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
+        """(number of points of the state, bytes of cached kernels) for these options."""
+        raise NotImplementedError
+
+    # -- construction ----------------------------------------------------------------------
+    def __init__(self, problem: Any, *, interaction: str = "auto", integrator: str | None = None,
+                 allow_underresolved: bool = False) -> None:
+        self.problem = problem
+        model = problem.model
+        self.integrator = INTEGRATORS.get(integrator or self.default_integrator)
+        self.interaction = make_evaluator(model, self.layout(), interaction)
+        self.speed_floor = speed_floor(model)
+        self.speed_bound = speed_bound(model)
+
+    def layout(self) -> Layout:
+        """Where the state lives and where the velocity is needed (set ``grid`` first)."""
+        raise NotImplementedError
+
+    # -- stepping ---------------------------------------------------------------------------
+    def initial_state(self) -> Any:
+        """rho_0 of each slice on the grid, renormalized to unit discrete mass."""
+        return self.problem.initial_values(self.sample, self.grid.weight)
+
+    def sample(self, f: Any) -> Array:
+        """Values of a density function f(x) on ``grid`` (cell averages or nodal values)."""
+        raise NotImplementedError
+
+    def rhs(self, state: Any, t: float) -> Tendency:
+        raise NotImplementedError
+
+    def rate(self, state: Any, t: float) -> Any:
+        """d state / dt alone (the integrator's stages)."""
+        return self.rhs(state, t).rate
+
+    def stable_dt(self, cfl: float, tendency: Tendency) -> float:
+        """dt = cfl h / max|X|."""
+        return cfl * self.grid.h / tendency.max_speed
+
+    def post_step(self, state: Any, dt: float) -> Any:
+        return state
+
+    def step_ok(self, old: Any, new: Any) -> bool:
+        """Whether a step keeps what the scheme promises (non-negative schemes: rho >= 0)."""
+        if not self.positive:
+            return True
+        # the step size comes from the velocity at the first stage, later stages may move faster
+        return bool(new.min() >= 0.0 or old.min() < 0.0)
+
+    # -- output -----------------------------------------------------------------------------
+    def density(self, state: Any) -> Array:
+        """The density on the grid, shape (n_xi, *grid.shape) (the state itself by default)."""
+        return state
+
+    def diagnostic(self, name: str, state: Any) -> float:
+        """The per-snapshot diagnostic ``name`` (one of :attr:`diagnostics`)."""
+        raise KeyError(name)
+
+    def attributes(self) -> dict[str, Any]:
+        """Global attributes describing the discretization, for the output file."""
+        raise NotImplementedError
+
+
+class CircleScheme(Scheme):
+    """What the circle schemes share: a uniform grid of n cells or nodes, the velocity's
+    component along the tangent at ``velocity_grid``, the resolution rule in n.
+
+    Subclasses set ``grid`` (where the state lives) and ``velocity_grid`` (where the velocity
+    is needed) before calling ``Scheme.__init__``, and implement ``rhs`` and ``sample``.
+    """
+
+    domain = "circle"
+    resolution = "n"
+    resolution_default = 256
+    resolution_min = 8
+    #: the largest number of grid points accepted on the circle (direct quadrature is O(n^2))
+    resolution_max = 1 << 16
+    even_n: ClassVar[bool] = False
+
+    @classmethod
+    def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
+        n = as_int(table.get("n", cls.resolution_default), f"{prefix}.n", minimum=cls.resolution_min,
+                   maximum=cls.resolution_max, what=f" for scheme {cls.name!r}")
+        if cls.even_n and n % 2:
+            raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {cls.name!r}")
+        return n
+
+    @classmethod
+    def resolution_needed(cls, kernel: AttentionKernel) -> int:
+        """3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max)."""
+        return math.ceil(6.0 * math.pi * math.sqrt(kernel.beta * kernel.sigma_max))
+
+    @classmethod
+    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
+        return (f"n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
+                f"{kernel.width:.3g} rad by 3 cells: needs n >= {need}")
+
+    @classmethod
+    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
+        points = int(options.get("n") or 256)
+        return points, 8.0 * min(points * points, 1 << 25)
+
+    velocity_grid: Any
+
+    def layout(self) -> Layout:
+        return Layout("circle", "values", self.grid, self.velocity_grid,
+                      frame=self.velocity_grid.tangents[None], scheme=self.name)
+
+    def tangential_velocity(self, state: Array) -> Array:
+        """v = <tau, X[rho]> at the points of ``velocity_grid``, shape (n_xi, n)."""
+        return self.interaction.velocity(state)[:, 0]
