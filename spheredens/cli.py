@@ -1,5 +1,8 @@
-"""Command line: ``spheredens run | info | plot``.
+"""Command line: ``spheredens run | info | plot | particles | compare | convert-particles | sweep |
+analyze-beta``.
 
+The commands parse their arguments, call the library (file names, the output rule, opening
+files and the numbers reported are library functions, the same for a Python user) and print.
 Errors in configurations and files are printed as one line (``spheredens: error: ...``) with
 exit code 2; a run stopped by a numerical failure exits with 1, an interrupted run with 130.
 """
