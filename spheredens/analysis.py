@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SchemaError
+from .io import read_netcdf
 
 Array = NDArray[np.float64]
 
@@ -52,6 +53,50 @@ def spectral_gap(ds: Any) -> float:
     return float(mu[0] - mu[1])
 
 
+def validate_combined(combined: Any) -> None:
+    """Check that a dataset is a combined sweep over ``model.beta`` that :func:`analyze_beta`
+    can analyze: dims ``beta`` and ``time`` and the variable ``w2_projection``.
+
+    Raises
+    ------
+    SchemaError
+        Naming what is needed.
+    """
+    if "w2_projection" not in combined or "beta" not in combined.dims or "time" not in combined.dims:
+        raise SchemaError("analyze-beta needs a combined sweep dataset with dims beta and time and "
+                          "the variable w2_projection (spheredens sweep over \"model.beta\")")
+
+
+def open_combined(path: str | Path) -> Any:
+    """Open the combined dataset of a sweep (``combined.nc`` of ``spheredens sweep``) for
+    :func:`analyze_beta`: loaded in memory and checked by :func:`validate_combined`.
+
+    Raises
+    ------
+    SchemaError
+        The file does not exist, cannot be read as netCDF or is no combined sweep over beta.
+    """
+    combined = read_netcdf(path)
+    validate_combined(combined)
+    return combined
+
+
+def analysis_output_path(combined_path: str | Path, output: str | Path | None = None) -> Path:
+    """The analysis file of ``spheredens analyze-beta``: ``output`` when given, else
+    ``<combined>_beta_analysis.nc`` beside the combined file."""
+    if output:
+        return Path(output)
+    combined_path = Path(combined_path)
+    return combined_path.with_name(combined_path.stem + "_beta_analysis.nc")
+
+
+def finest(analysis: Any) -> Any:
+    """The result of :func:`analyze_beta` at the last level of every dimension but ``beta``
+    (the finest resolution when ``n`` or ``lmax`` is swept too): a function of beta alone."""
+    other = [d for d in analysis["min_w2"].dims if d != "beta"]
+    return analysis.isel({d: -1 for d in other}) if other else analysis
+
+
 def analyze_beta(combined: Any) -> Any:
     """Per-beta summary of a combined sweep dataset (dims ``beta``, ``time`` and any others).
 
@@ -63,9 +108,7 @@ def analyze_beta(combined: Any) -> Any:
     """
     import xarray as xr
 
-    if "w2_projection" not in combined or "beta" not in combined.dims or "time" not in combined.dims:
-        raise SchemaError("analyze-beta needs a combined sweep dataset with dims beta and time and "
-                          "the variable w2_projection (spheredens sweep over \"model.beta\")")
+    validate_combined(combined)
     w2 = combined["w2_projection"]
     if not np.any(np.isfinite(w2.values)):
         raise SchemaError("w2_projection is undefined in every case (Assumption 1 fails): nothing "

@@ -1,5 +1,8 @@
-"""Command line: ``spheredens run | info | plot``.
+"""Command line: ``spheredens run | info | plot | particles | compare | convert-particles | sweep |
+analyze-beta``.
 
+The commands parse their arguments, call the library (file names, the output rule, opening
+files and the numbers reported are library functions, the same for a Python user) and print.
 Errors in configurations and files are printed as one line (``spheredens: error: ...``) with
 exit code 2; a run stopped by a numerical failure exits with 1, an interrupted run with 130.
 """
@@ -11,12 +14,25 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
-
-import numpy as np
+from typing import Any, Callable, Iterator, Sequence
 
 from ._version import __version__
-from .exceptions import SimulationError, SpheredensError
+from .analysis import analysis_output_path, analyze_beta, finest, open_combined, plot_beta_study
+from .auxiliary import KERNELS
+from .compare import compare, compare_output_path, comparison_summary, plot_comparison
+from .config import load_config
+from .exceptions import ConfigError, SimulationError, SpheredensError
+from .initial import INITIAL_DENSITIES
+from .integrators import INTEGRATORS
+from .interaction import INTERACTIONS
+from .io import check_output_path, convert_particles, open_particles, open_run, write_dataset
+from .models import MODELS
+from .particles import particles_output_path, require_particles, run_particles
+from .plot import figure_path, plot_run, slices_figure_path
+from .runner import run, run_output
+from .schemes import SCHEMES
+from .simulate import request_stop, signal_handler
+from .sweep import load_sweep, outcome_summary, run_sweep
 
 DESCRIPTION = """\
 spheredens solves the mean-field continuity equation of self-attention,
@@ -38,33 +54,31 @@ def _shown(path: Path | str) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .runner import run
-
+    """Integrate the run described by CONFIG (a TOML file, see CONFIG.md) and write the density at
+    the snapshot times, with mass, min_rho, energy and w2_projection, to a netCDF file
+    (DATASET.md layout). The file is rewritten as snapshots arrive, with a checkpoint, so an
+    interrupted run (Ctrl-C: exit 130, SIGTERM: exit 143) keeps what it did and --resume
+    continues it.
+    """
     cfg = load_config(args.config)
-    output = args.output
-    if output is None and cfg.output_path() is None:
-        output = Path(args.config).with_suffix(".nc")
+    output = run_output(cfg, args.config, args.output)
+    path = output if output is not None else cfg.output_path()
     try:
         with _stop_on_signals() as received:
             ds = run(cfg, output=output, progress=None if not args.quiet else False,
                      resume=args.resume, overwrite=args.overwrite,
                      checkpoint_seconds=args.checkpoint_seconds)
     except KeyboardInterrupt as exc:
-        path = output or cfg.output_path()
         print(f"spheredens: {exc or 'interrupted'}; the snapshots so far and a checkpoint are in "
               f"{_shown(path)}; continue with: spheredens run {args.config} --resume"
-              + (f" --output {output}" if args.output else ""), file=sys.stderr)
-        return 143 if received.get("signal") == signal.SIGTERM else 130
-    path = Path(output) if output is not None else cfg.output_path()
+              + (f" --output {args.output}" if args.output else ""), file=sys.stderr)
+        return _interrupted_exit_code(received)
     print(f"wrote {_shown(path)}")
     if cfg.output.figure and not args.no_figure:
-        from .plot import plot_run
-
-        figure = plot_run(ds, Path(path).with_suffix(".png"))
+        figure = plot_run(ds, figure_path(path))
         print(f"wrote {_shown(figure)}")
         if "slice_mode" in ds:
-            print(f"wrote {_shown(figure.with_name(figure.stem + '_slices.png'))}")
+            print(f"wrote {_shown(slices_figure_path(figure))}")
     if not args.quiet:
         w2 = ds["w2_projection"].values
         summary = (f"t = {float(ds.time[-1]):g}, {ds.attrs['n_steps']} steps in "
@@ -81,12 +95,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from .initial import INITIAL_DENSITIES
-    from .integrators import INTEGRATORS
-    from .interaction import INTERACTIONS
-    from .models import MODELS
-    from .schemes import SCHEMES
-
+    """List every registered name accepted in a configuration.
+    """
     print(f"spheredens {__version__}")
     print("models:")
     for name in MODELS:
@@ -103,8 +113,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for name in INTEGRATORS:
         print(f"  {name:22s} {INTEGRATORS.get(name).description}")
     print("initial densities: " + ", ".join(INITIAL_DENSITIES))
-    from .auxiliary import KERNELS
-
     print("auxiliary kernels (usa_av):")
     for name in KERNELS:
         doc = " ".join((KERNELS.get(name).__doc__ or "").split())
@@ -113,20 +121,18 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .io import open_run
-    from .plot import plot_run
-
+    """Draw the figure of a run file (PNG): on the circle the space-time density beside W2 to Pi_#
+    rho_0; on the sphere orthographic views and a Mollweide map per snapshot, with W2 and min
+    rho below.
+    """
     ds = open_run(args.file)
-    out = args.output or Path(args.file).with_suffix(".png")
-    options = {"times": args.times} if args.times and ds.attrs.get("domain") == "sphere" else {}
-    print(f"wrote {_shown(plot_run(ds, out, **options))}")
+    out = args.output or figure_path(args.file)
+    print(f"wrote {_shown(plot_run(ds, out, times=args.times))}")
     return 0
 
 
 def parse_seeds(text: str) -> list[int]:
     """'0..7' -> 0, 1, ..., 7; '1,4,9' -> 1, 4, 9."""
-    from .exceptions import ConfigError
-
     try:
         if ".." in text:
             lo, hi = (int(v) for v in text.split(".."))
@@ -143,8 +149,6 @@ def parse_seeds(text: str) -> list[int]:
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[dict]:
     """Turn SIGINT and SIGTERM into a clean stop after the current step (file + checkpoint)."""
-    from .simulate import request_stop, signal_handler
-
     received: dict = {}
 
     def handler(signum, frame):
@@ -155,27 +159,23 @@ def _stop_on_signals() -> Iterator[dict]:
         yield received
 
 
+def _interrupted_exit_code(received: dict) -> int:
+    """143 after SIGTERM, 130 after SIGINT (Ctrl-C), as a shell reports a process they killed."""
+    return 143 if received.get("signal") == signal.SIGTERM else 130
+
+
 def _cmd_particles(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .particles import particles_output_path, run_particles
-
+    """Integrate the particle system of the model in CONFIG (its [particles] table: n, seed,
+    initialization iid | quantile (circle) | quasi_uniform (sphere), dt, integrator) with
+    log-sum-exp softmax and RK4 renormalized to the sphere, at the snapshot times of [time];
+    writes the spheredens-particles-1 layout.
+    """
     cfg = load_config(args.config)
-    if cfg.particles is None:
-        from .exceptions import ConfigError
-
-        raise ConfigError("particles", f"{args.config} has no [particles] table (e.g. [particles] "
-                          "n = 1000, initialization = 'iid', dt = 0.01)")
+    require_particles(cfg, args.config)
     seeds = parse_seeds(args.seeds) if args.seeds else [cfg.particles.seed]
-    several = len(seeds) > 1
     for seed in seeds:
-        if args.output:
-            out = Path(args.output)
-            if several:
-                out = out.with_name(f"{out.stem}_seed{seed}.nc")
-        else:
-            out = particles_output_path(cfg, seed, several=several) or \
-                Path(args.config).with_name(Path(args.config).stem + (f"_particles_seed{seed}.nc"
-                                                                      if several else "_particles.nc"))
+        out = particles_output_path(cfg, seed, several=len(seeds) > 1, config_path=args.config,
+                                    output=args.output)
         try:
             with _stop_on_signals() as received:
                 ds = run_particles(cfg, seed=seed, output=out, progress=None if not args.quiet else False,
@@ -183,64 +183,60 @@ def _cmd_particles(args: argparse.Namespace) -> int:
         except KeyboardInterrupt as exc:
             print(f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
                   f"continue with: spheredens particles {args.config} --resume", file=sys.stderr)
-            return 143 if received.get("signal") == signal.SIGTERM else 130
+            return _interrupted_exit_code(received)
         print(f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
               f"seed {seed}, {ds.attrs['n_steps']} steps)")
     return 0
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, ensemble_agreement, plot_comparison
-    from .io import open_particles, open_run, write_dataset
-
+    """W2 (geodesic cost) between the density of DENSITY and the particle measure of each
+    PARTICLES file at every common snapshot time (never interpolated in time). Circle: exact
+    (POT). Sphere: exact EMD after coarsening the density to about --points atoms (the bound is
+    written). With several particle files (an ensemble of seeds): mean and standard deviation
+    over them, the W2 between the runs at the last common time, and whether the density is
+    within the ensemble's spread (its mean W2 to the runs not above every run's mean W2 to the
+    others) and no farther than average (its mean W2 to the runs <= the mean W2 between runs).
+    """
     density = open_run(args.density)
     runs = [open_particles(p) for p in args.particles]
-    # named after the density: a name like the particle files' would match their glob next time
-    out = Path(args.output) if args.output else Path(args.density).with_name(
-        Path(args.density).stem + "_compare.nc")
-    if out.exists() and not args.overwrite:
-        from .exceptions import SchemaError
-
-        raise SchemaError(f"{str(out)!r} exists; choose another name (--output) or pass --overwrite")
+    out = check_output_path(compare_output_path(args.density, args.output), overwrite=args.overwrite,
+                            option="--output")
     result = compare(density, runs, n_points=args.points, density_file=str(args.density),
                      particle_files=[str(p) for p in args.particles])
     write_dataset(result, out)
     print(f"wrote {_shown(out)}")
     if not args.no_figure:
-        fig = plot_comparison(result, density, runs[0], out.with_suffix(".png"), times=args.times)
+        fig = plot_comparison(result, density, runs[0], figure_path(out), times=args.times)
         print(f"wrote {_shown(fig)}")
     for t, m, sd_, r in zip(result["time"].values, result["w2_mean"].values, result["w2_std"].values,
                             result["density_resolution"].values):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
         print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
-    if "w2_between_runs" in result:
-        check = ensemble_agreement(result["w2"].values[:, -1], result["w2_between_runs"].values)
+    summary = comparison_summary(result)
+    check = summary["ensemble"]
+    if check is not None:
         print(f"  ensemble at t = {result['time'].values[-1]:.4g}: W2 density-runs {check['density_mean']:.4g}, "
               f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of "
               f"{len(runs)}: within the spread: {'yes' if check['within_spread'] else 'no'}, "
               f"no farther than average: {'yes' if check['no_farther_than_average'] else 'no'}")
-    if "w2_slice" in result:  # usa_av: the line above is the marginal
-        per_slice = result["w2_slice_mean"].values
-        for t, row in zip(result["time"].values, per_slice):
-            if np.all(np.isnan(row)):
-                print(f"  t = {t:8.4g}   slices: no particle labels")
-                continue
-            print(f"  t = {t:8.4g}   slices: W2 mean {np.nanmean(row):.4g}, max {np.nanmax(row):.4g} "
-                  f"over {int(np.sum(~np.isnan(row)))} slices")
+    for t, row in zip(result["time"].values, summary["slices"] or ()):  # usa_av: W2 above is the marginal's
+        if not row["count"]:
+            print(f"  t = {t:8.4g}   slices: no particle labels")
+            continue
+        print(f"  t = {t:8.4g}   slices: W2 mean {row['mean']:.4g}, max {row['max']:.4g} "
+              f"over {row['count']} slices")
     return 0
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from .io import convert_particles, write_dataset
-
-    times = None
-    if args.times:
-        times = [float(v) for v in args.times]
-    out = Path(args.output)
-    if out.exists() and not args.overwrite:
-        from .exceptions import SchemaError
-
-        raise SchemaError(f"{str(out)!r} exists; choose another name or pass --overwrite")
+    """Convert a particle run from a .npy array (time, n, d), or (time, n) angles on the circle,
+    or an .npz with keys position/positions/x/X or theta/angles, time/t and weight/weights,
+    into the spheredens-particles-1 netCDF layout. Positions must be finite unit vectors of the
+    domain's dimension.
+    """
+    times = [float(v) for v in args.times] if args.times else None
+    out = check_output_path(args.output, overwrite=args.overwrite)
     ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
                            angles=True if args.angles else None,
                            attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
@@ -251,8 +247,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .sweep import load_sweep, run_sweep
-
+    """Run every combination of the values listed in the [vary] table of SWEEP (a TOML file with
+    base = the base configuration, output_dir, [vary] "model.beta" = [...], ...) as tasks on
+    Dask distributed: a local cluster by default, or the scheduler at --scheduler. Finished
+    cases are not recomputed; partial ones resume; a failed case is reported and the others go
+    on. Writes one file per case and combined.nc with one dimension per varied key.
+    """
     sweep = load_sweep(args.sweep)
     print(f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}")
     try:
@@ -262,36 +262,29 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"spheredens: {exc or 'sweep interrupted'}: spheredens sweep {args.sweep}"
               + (f" --scheduler {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
         return 130
-    failed = {k: v for k, v in outcome.items() if v.startswith("failed")}
-    done = sum(1 for v in outcome.values() if v == "done earlier")
-    print(f"{len(outcome) - len(failed) - done} ran, {done} done earlier, {len(failed)} failed")
-    for name, why in failed.items():
+    summary = outcome_summary(outcome)
+    print(f"{summary['ran']} ran, {summary['done_earlier']} done earlier, {len(summary['failed'])} failed")
+    for name, why in summary["failed"].items():
         print(f"  {name}: {why}", file=sys.stderr)
     if combined is not None:
         print(f"wrote {_shown(sweep.combined_path)}")
-    return 1 if failed else 0
+    return 1 if summary["failed"] else 0
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    import xarray as xr
-
-    from .analysis import analyze_beta, plot_beta_study
-    from .exceptions import SchemaError
-    from .io import write_dataset
-
-    path = Path(args.combined)
-    if not path.is_file():
-        raise SchemaError(f"{str(path)!r} does not exist")
-    try:
-        combined = xr.open_dataset(path).load()
-    except Exception as exc:  # reader failures become one line
-        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
+    """Analyze a combined sweep dataset over model.beta (spheredens sweep): for each beta the
+    minimum over time of W2 to Pi_# rho_0, its time, the departure time (first time after the
+    minimum with W2 > 2 min + 0.02), the early exponential rate (fit of log W2 on [t_min/4, 3
+    t_min/4]) against the spectral gap of V B^T, the log-log slope of min W2 against beta next
+    to sqrt(log(beta+1)/beta), and the change of these from each resolution to the next when n
+    or lmax is swept too. Writes a dataset and a figure.
+    """
+    combined = open_combined(args.combined)
     result = analyze_beta(combined)
-    out = Path(args.output) if args.output else path.with_name(path.stem + "_beta_analysis.nc")
+    out = analysis_output_path(args.combined, args.output)
     write_dataset(result, out)
-    figure = plot_beta_study(combined, result, out.with_suffix(".png"))
-    other = [d for d in result["min_w2"].dims if d != "beta"]
-    flat = result.isel({d: -1 for d in other}) if other else result
+    figure = plot_beta_study(combined, result, figure_path(out))
+    flat = finest(result)
     print(f"spectral gap of V B^T: {result.attrs['spectral_gap']:.4g}; "
           f"departure = {result.attrs['departure_definition']}")
     print(f"{'beta':>8} {'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
@@ -300,9 +293,36 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         r = flat.isel(beta=i)
         print(f"{b:8g} {float(r.min_w2):10.4g} {float(r.t_min):7.3g} {float(r.departure_time):9.3g} "
               f"{float(r.early_rate):10.4g} {float(r.rate_over_gap):8.3g} {float(r.min_w2_over_bound):9.3g}")
-    print(f"slope of log min W2 against log beta: {np.asarray(flat.min_w2_slope).item():.3f}")
+    print(f"slope of log min W2 against log beta: {flat.min_w2_slope.item():.3f}")
     print(f"wrote {_shown(out)}\nwrote {_shown(figure)}")
     return 0
+
+
+#: options several commands share: name -> (flags, argparse keywords); each command gives the help
+_SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "output": (("--output", "-o"), {}),
+    "no_figure": (("--no-figure",), {"action": "store_true"}),
+    "quiet": (("--quiet", "-q"), {"action": "store_true"}),
+    "resume": (("--resume",), {"action": "store_true"}),
+    "overwrite": (("--overwrite",), {"action": "store_true"}),
+    "times": (("--times",), {"type": float, "nargs": "+", "metavar": "T"}),
+}
+
+
+def _add_shared(parser: argparse.ArgumentParser, **helps: str) -> None:
+    """Add the shared options named by the keywords (:data:`_SHARED_OPTIONS`), in their order,
+    each with the help text given."""
+    for name, text in helps.items():
+        flags, keywords = _SHARED_OPTIONS[name]
+        parser.add_argument(*flags, help=text, **keywords)
+
+
+def _add_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int],
+                 help: str) -> argparse.ArgumentParser:
+    """A subcommand ``name`` running ``func(args)``, described by the docstring of ``func``."""
+    parser = sub.add_parser(name, help=help, description=func.__doc__)
+    parser.set_defaults(func=func)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,66 +330,37 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"spheredens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = sub.add_parser("run", help="integrate a run configuration (TOML) and write a netCDF file",
-                       description="Integrate the run described by CONFIG (a TOML file, see "
-                       "CONFIG.md) and write the density at the snapshot times, with mass, min_rho, "
-                       "energy and w2_projection, to a netCDF file (DATASET.md layout). The file is "
-                       "rewritten as snapshots arrive, with a checkpoint, so an interrupted run "
-                       "(Ctrl-C: exit 130, SIGTERM: exit 143) keeps what it did and --resume "
-                       "continues it.")
+    p = _add_command(sub, "run", _cmd_run, "integrate a run configuration (TOML) and write a netCDF file")
     p.add_argument("config", help="run configuration (TOML)")
-    p.add_argument("--output", "-o", help="netCDF file to write (default: output.path of the "
-                   "config, else CONFIG with suffix .nc)")
-    p.add_argument("--no-figure", action="store_true", help="do not draw the PNG figure")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
-    p.add_argument("--resume", action="store_true", help="continue the partial run in the output "
-                   "file from its last checkpoint (bit for bit the uninterrupted result)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file "
-                   "(otherwise an existing file is never touched)")
+    _add_shared(p, output="netCDF file to write (default: output.path of the config, else CONFIG "
+                "with suffix .nc)",
+                no_figure="do not draw the PNG figure",
+                quiet="no progress bar and no summary",
+                resume="continue the partial run in the output file from its last checkpoint (bit "
+                "for bit the uninterrupted result)",
+                overwrite="replace an existing output file (otherwise an existing file is never "
+                "touched)")
     p.add_argument("--checkpoint-seconds", type=float, default=60.0, metavar="S",
                    help="wall-clock seconds between checkpoints written between snapshots "
                    "(default 60)")
-    p.set_defaults(func=_cmd_run)
-    p = sub.add_parser("particles", help="integrate the n-particle system of a configuration",
-                       description="Integrate the particle system of the model in CONFIG (its "
-                       "[particles] table: n, seed, initialization iid | quantile (circle) | "
-                       "quasi_uniform (sphere), dt, integrator) with log-sum-exp softmax and RK4 "
-                       "renormalized to the sphere, at the snapshot times of [time]; writes the "
-                       "spheredens-particles-1 layout.")
+    p = _add_command(sub, "particles", _cmd_particles, "integrate the n-particle system of a configuration")
     p.add_argument("config", help="run configuration (TOML) with a [particles] table")
     p.add_argument("--seeds", help="an ensemble of i.i.d. runs, e.g. 0..7 or 1,4,9 (one file each, "
                    "suffix _seed<k>)")
-    p.add_argument("--output", "-o", help="netCDF file (default: particles.path, else "
-                   "output.path with suffix _particles)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    p.add_argument("--resume", action="store_true", help="continue partial particle files")
-    p.add_argument("--overwrite", action="store_true", help="replace existing particle files")
-    p.set_defaults(func=_cmd_particles)
-    p = sub.add_parser("compare", help="W2 between a density run and particle runs",
-                       description="W2 (geodesic cost) between the density of DENSITY and the "
-                       "particle measure of each PARTICLES file at every common snapshot time "
-                       "(never interpolated in time). Circle: exact (POT). Sphere: exact EMD after "
-                       "coarsening the density to about --points atoms (the bound is written). "
-                       "With several particle files (an ensemble of seeds): mean and standard "
-                       "deviation over them, the W2 between the runs at the last common time, and "
-                       "whether the density is within the ensemble's spread (its mean W2 to the "
-                       "runs not above every run's mean W2 to the others) and no farther than "
-                       "average (its mean W2 to the runs <= the mean W2 between runs).")
+    _add_shared(p, output="netCDF file (default: particles.path, else output.path with suffix "
+                "_particles)",
+                quiet="no progress bar",
+                resume="continue partial particle files",
+                overwrite="replace existing particle files")
+    p = _add_command(sub, "compare", _cmd_compare, "W2 between a density run and particle runs")
     p.add_argument("density", help="a density file (spheredens run)")
     p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
-    p.add_argument("--output", "-o", help="comparison file (default: the density file with "
-                   "suffix _compare.nc)")
+    _add_shared(p, output="comparison file (default: the density file with suffix _compare.nc)")
     p.add_argument("--points", type=int, default=4096, help="sphere: atoms of the coarsened density "
                    "(default 4096)")
-    p.add_argument("--times", type=float, nargs="+", metavar="T", help="snapshots to draw")
-    p.add_argument("--no-figure", action="store_true", help="do not draw the PNG figure")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing comparison file")
-    p.set_defaults(func=_cmd_compare)
-    p = sub.add_parser("convert-particles", help="convert .npy/.npz particle arrays to spheredens-particles-1",
-                       description="Convert a particle run from a .npy array (time, n, d), or (time, "
-                       "n) angles on the circle, or an .npz with keys position/positions/x/X or "
-                       "theta/angles, time/t and weight/weights, into the spheredens-particles-1 "
-                       "netCDF layout. Positions must be finite unit vectors of the domain's dimension.")
+    _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
+                overwrite="replace an existing comparison file")
+    p = _add_command(sub, "convert-particles", _cmd_convert, "convert .npy/.npz particle arrays to spheredens-particles-1")
     p.add_argument("input", help=".npy or .npz file")
     p.add_argument("output", help="netCDF file to write")
     p.add_argument("--domain", choices=("circle", "sphere"), required=True)
@@ -378,43 +369,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--angles", action="store_true", help="the array holds angles (circle)")
     p.add_argument("--model", help="model attribute to record (e.g. sa)")
     p.add_argument("--beta", type=float, help="beta attribute to record")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    p.set_defaults(func=_cmd_convert)
-    p = sub.add_parser("sweep", help="run a sweep of configurations on Dask",
-                       description="Run every combination of the values listed in the [vary] table of "
-                       "SWEEP (a TOML file with base = the base configuration, output_dir, [vary] "
-                       "\"model.beta\" = [...], ...) as tasks on Dask distributed: a local cluster by "
-                       "default, or the scheduler at --scheduler. Finished cases are not recomputed; "
-                       "partial ones resume; a failed case is reported and the others go on. Writes "
-                       "one file per case and combined.nc with one dimension per varied key.")
+    _add_shared(p, overwrite="replace an existing output file")
+    p = _add_command(sub, "sweep", _cmd_sweep, "run a sweep of configurations on Dask")
     p.add_argument("sweep", help="sweep file (TOML)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--workers", type=int, help="local cluster: number of worker processes (default 2)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no per-case progress lines")
-    p.set_defaults(func=_cmd_sweep)
-    p = sub.add_parser("analyze-beta", help="minimum of W2 to Pi_# rho_0, its time, departure, rates over beta",
-                       description="Analyze a combined sweep dataset over model.beta (spheredens sweep): "
-                       "for each beta the minimum over time of W2 to Pi_# rho_0, its time, the departure "
-                       "time (first time after the minimum with W2 > 2 min + 0.02), the early exponential "
-                       "rate (fit of log W2 on [t_min/4, 3 t_min/4]) against the spectral gap of V B^T, "
-                       "the log-log slope of min W2 against beta next to sqrt(log(beta+1)/beta), and the "
-                       "change of these from each resolution to the next when n or lmax is swept too. "
-                       "Writes a dataset and a figure.")
+    _add_shared(p, quiet="no per-case progress lines")
+    p = _add_command(sub, "analyze-beta", _cmd_analyze, "minimum of W2 to Pi_# rho_0, its time, departure, rates over beta")
     p.add_argument("combined", help="combined.nc written by spheredens sweep")
-    p.add_argument("--output", "-o", help="analysis file (default: COMBINED_beta_analysis.nc)")
-    p.set_defaults(func=_cmd_analyze)
-    p = sub.add_parser("info", help="list the models, schemes, evaluators and initial densities",
-                       description="List every registered name accepted in a configuration.")
-    p.set_defaults(func=_cmd_info)
-    p = sub.add_parser("plot", help="draw the figure of a run file",
-                       description="Draw the figure of a run file (PNG): on the circle the "
-                       "space-time density beside W2 to Pi_# rho_0; on the sphere orthographic views "
-                       "and a Mollweide map per snapshot, with W2 and min rho below.")
+    _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)")
+    _add_command(sub, "info", _cmd_info, "list the models, schemes, evaluators and initial densities")
+    p = _add_command(sub, "plot", _cmd_plot, "draw the figure of a run file")
     p.add_argument("file", help="a netCDF file written by spheredens run")
-    p.add_argument("--output", "-o", help="PNG file (default: FILE with suffix .png)")
-    p.add_argument("--times", type=float, nargs="+", metavar="T",
-                   help="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)")
-    p.set_defaults(func=_cmd_plot)
+    _add_shared(p, output="PNG file (default: FILE with suffix .png)",
+                times="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)")
     return parser
 
 

@@ -273,6 +273,42 @@ def ensemble_agreement(to_density: Array, between: Array) -> dict[str, Any]:
             "within_spread": rank < r}
 
 
+def compare_output_path(density_path: str | Path, output: str | Path | None = None) -> Path:
+    """The comparison file of ``spheredens compare``: ``output`` when given, else
+    ``<density>_compare.nc`` beside the density file (named after the density: a name like the
+    particle files' would match their glob next time)."""
+    if output:
+        return Path(output)
+    density_path = Path(density_path)
+    return density_path.with_name(density_path.stem + "_compare.nc")
+
+
+def comparison_summary(cmp: Any) -> dict[str, Any]:
+    """What ``spheredens compare`` reports about a result of :func:`compare` besides W2 per time.
+
+    Returns
+    -------
+    dict
+        ``ensemble``: :func:`ensemble_agreement` of the density and the runs at the last common
+        time (None with a single run); ``slices`` (None without slices): for every time a dict
+        with ``mean`` and ``max`` of ``w2_slice_mean`` over the slices with particle labels and
+        their ``count`` (0, and NaN mean and max, when the runs have no labels).
+    """
+    ensemble = None
+    if "w2_between_runs" in cmp:
+        ensemble = ensemble_agreement(cmp["w2"].values[:, -1], cmp["w2_between_runs"].values)
+    slices = None
+    if "w2_slice" in cmp:  # usa_av: w2 is the marginal's
+        slices = []
+        for row in cmp["w2_slice_mean"].values:
+            if np.all(np.isnan(row)):
+                slices.append({"mean": np.nan, "max": np.nan, "count": 0})
+                continue
+            slices.append({"mean": float(np.nanmean(row)), "max": float(np.nanmax(row)),
+                           "count": int(np.sum(~np.isnan(row)))})
+    return {"ensemble": ensemble, "slices": slices}
+
+
 def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None) -> Path:
     """W2 against time (mean +- std over runs) and the density with particles overlaid."""
     import matplotlib

@@ -7,7 +7,7 @@ import time as _time
 from pathlib import Path
 from typing import Any
 
-from .exceptions import OutputError, SchemaError
+from .exceptions import ConfigError, OutputError, SchemaError
 from .recorder import SCHEMA
 from .simulate import Observer
 
@@ -36,6 +36,49 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def check_output_path(path: str | Path, *, overwrite: bool, key: str | None = None,
+                      resumable: bool = False, option: str | None = None) -> Path:
+    """The output rule: an existing file is never replaced unless ``overwrite`` is set.
+
+    Parameters
+    ----------
+    path : path
+        The file about to be written.
+    overwrite : bool
+        Replace an existing file (``--overwrite``); then nothing is checked.
+    key : str, optional
+        The configuration key the path comes from (``"output.path"``, ``"particles.path"``):
+        the error is then a :class:`ConfigError` naming it, otherwise a :class:`SchemaError`.
+    resumable : bool
+        The file may be a partial run that ``--resume`` continues: the message says so.
+    option : str, optional
+        The command line option that chooses the name (``"--output"``), shown in the message.
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`, when it may be written.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` exists, ``overwrite`` is not set and ``key`` is given.
+    SchemaError
+        ``path`` exists, ``overwrite`` is not set and no ``key`` is given.
+    """
+    path = Path(path)
+    if overwrite or not path.exists():
+        return path
+    if resumable:
+        advice = "pass --resume to continue it, --overwrite to replace it, or choose another path"
+    else:
+        advice = f"choose another name{f' ({option})' if option else ''} or pass --overwrite"
+    message = f"{str(path)!r} exists; {advice}"
+    if key is not None:
+        raise ConfigError(key, message)
+    raise SchemaError(message)
 
 
 class FileWriter(Observer):
@@ -125,18 +168,49 @@ def open_run(path: str | Path) -> Any:
 
 def _open_checked(path: str | Path, validate: Any) -> Any:
     """Open a netCDF file, run ``validate(ds)`` on it, and return it loaded in memory."""
+    with _open_netcdf(path) as ds:
+        validate(ds)
+        return ds.load()
+
+
+def _open_netcdf(path: str | Path) -> Any:
+    """Open a netCDF file lazily; a missing or unreadable file raises a one-line SchemaError."""
     import xarray as xr
 
     path = Path(path)
     if not path.is_file():
         raise SchemaError(f"{str(path)!r} does not exist")
     try:
-        ds = xr.open_dataset(path)
+        return xr.open_dataset(path)
     except Exception as exc:  # reader failures become one line
         raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
-    with ds:
-        validate(ds)
-        return ds.load()
+
+
+def read_netcdf(path: str | Path) -> Any:
+    """Open any netCDF file with xarray and load it in memory, without a layout check.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+
+    Returns
+    -------
+    xarray.Dataset
+        The whole file, loaded (the file is closed).
+
+    Raises
+    ------
+    SchemaError
+        The file does not exist or cannot be read as netCDF (one line, no traceback).
+    """
+    path = Path(path)
+    ds = _open_netcdf(path)
+    try:
+        with ds:
+            return ds.load()
+    except Exception as exc:  # reader failures become one line
+        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
 
 
 PARTICLE_SCHEMA = "spheredens-particles-1"

@@ -26,13 +26,16 @@ from numpy.typing import NDArray
 
 from ._version import __version__
 from .config import RunConfig
+from .exceptions import ConfigError, SimulationError
 from .geometry import circle_points, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import logsumexp_sums
+from .io import FileWriter, open_particles
 from .models import Model
 from .problem import Problem
+from .runner import resume_point, same_run
 from .schemes import Scheme, Tendency
-from .simulate import Observer
+from .simulate import Observer, Progress, simulate
 
 Array = NDArray[np.float64]
 
@@ -414,18 +417,72 @@ class ParticleRecorder(Observer):
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def particles_output_path(cfg: RunConfig, seed: int, *, several: bool) -> Path | None:
-    """``particles.path`` (or output.path with suffix _particles), with _seed<k> for ensembles."""
-    assert cfg.particles is not None
-    if cfg.particles.path is not None:
-        base = Path(cfg.particles.path)
+def require_particles(cfg: RunConfig, config_path: str | Path | None = None) -> None:
+    """Check that ``cfg`` has a ``[particles]`` table.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The configuration.
+    config_path : path, optional
+        The file ``cfg`` was read from, named in the message.
+
+    Raises
+    ------
+    ConfigError
+        Key ``particles``: the configuration has no ``[particles]`` table.
+    """
+    if cfg.particles is None:
+        where = "the configuration" if config_path is None else str(config_path)
+        raise ConfigError("particles", f"{where} has no [particles] table (e.g. [particles] n = 1000, "
+                          "initialization = 'iid', dt = 0.01)")
+
+
+def particles_output_path(cfg: RunConfig, seed: int, *, several: bool,
+                          config_path: str | Path | None = None,
+                          output: str | Path | None = None) -> Path | None:
+    """The particle file of one seed, as ``spheredens particles`` names it.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The configuration (with a ``[particles]`` table).
+    seed : int
+        The seed of this run.
+    several : bool
+        One run of an ensemble of seeds: the name gets the suffix ``_seed<k>``.
+    config_path : path, optional
+        The configuration file: the fallback name ``<config>_particles.nc`` beside it when
+        neither ``particles.path`` nor ``output.path`` is set.
+    output : path, optional
+        An explicit file (``--output``); it wins over the configuration, and is taken as it is
+        (not against ``cfg.base_dir``).
+
+    Returns
+    -------
+    Path or None
+        ``output``, else ``particles.path``, else ``output.path`` with suffix ``_particles``
+        (both against ``cfg.base_dir``), else ``config_path`` with suffix ``_particles.nc``,
+        each with ``_seed<k>`` before ``.nc`` when ``several``; None when there is none of them.
+
+    Raises
+    ------
+    ConfigError
+        ``cfg`` has no ``[particles]`` table.
+    """
+    require_particles(cfg, config_path)
+    if output:
+        base = Path(output)
+    elif cfg.particles.path is not None:
+        base = cfg.base_dir / cfg.particles.path  # an absolute path stays as it is
     elif cfg.output.path is not None:
-        base = Path(cfg.output.path).with_name(Path(cfg.output.path).stem + "_particles.nc")
+        base = cfg.base_dir / cfg.output.path
+        base = base.with_name(base.stem + "_particles.nc")
+    elif config_path is not None:
+        base = Path(config_path).with_name(Path(config_path).stem + "_particles.nc")
     else:
         return None
-    if several:
-        base = base.with_name(f"{base.stem}_seed{seed}.nc")
-    return base if base.is_absolute() else cfg.base_dir / base
+    return base.with_name(f"{base.stem}_seed{seed}.nc") if several else base
 
 
 def run_particles(config: RunConfig, *, seed: int | None = None, output: str | Path | None = None,
@@ -440,14 +497,7 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     ``resume=True`` continues a partial file bit for bit, an existing file is only replaced
     with ``overwrite=True``.
     """
-    from .exceptions import ConfigError, SimulationError
-    from .io import FileWriter, open_particles
-    from .runner import resume_point, same_run
-    from .simulate import Progress, simulate
-
-    if config.particles is None:
-        raise ConfigError("particles", "the configuration has no [particles] table "
-                          "(e.g. [particles] n = 1000, initialization = 'iid', dt = 0.01)")
+    require_particles(config)
     p = config.particles
     seed = p.seed if seed is None else int(seed)
     problem = Problem.from_config(config)

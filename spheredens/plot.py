@@ -19,6 +19,18 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int = 100) -> Path:
     return path
 
 
+def figure_path(path: str | Path) -> Path:
+    """The figure beside a data file: ``path`` with suffix ``.png``."""
+    return Path(path).with_suffix(".png")
+
+
+def slices_figure_path(path: str | Path) -> Path:
+    """The slice figure :func:`plot_run` draws beside the figure ``path`` of a run with slices
+    (``usa_av``): ``<name>_slices.png``."""
+    path = Path(path)
+    return path.with_name(path.stem + "_slices.png")
+
+
 def plot_circle_run(ds: Any, path: str | Path) -> Path:
     """Space-time image of rho on the circle (log colour scale) with W2 to Pi_# rho_0 beside it.
 
@@ -249,7 +261,7 @@ def plot_run(ds: Any, path: str | Path, **options: Any) -> Path:
     :func:`plot_slices`)."""
     if "slice_mode" in ds:
         path = Path(path)
-        plot_slices(ds, path.with_name(path.stem + "_slices.png"))
+        plot_slices(ds, slices_figure_path(path))
     if ds.attrs.get("domain") == "sphere":
         return plot_sphere_run(ds, path, **options)
     return plot_circle_run(ds, path)

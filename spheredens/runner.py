@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import RunConfig, config_from_dict, load_config
-from .exceptions import SimulationError
-from .io import FileWriter
+from .exceptions import SchemaError, SimulationError
+from .io import FileWriter, check_output_path
 from .problem import Problem
 from .recorder import Recorder
 from .schemes import make_scheme
@@ -91,21 +91,48 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     return ds
 
 
+def run_output(cfg: RunConfig, config_path: str | Path | None = None,
+               output: str | Path | None = None) -> Path | None:
+    """The ``output`` argument of :func:`run` for which the run is written where
+    ``spheredens run CONFIG [--output OUTPUT]`` writes it.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The configuration read from ``config_path``.
+    config_path : path, optional
+        The configuration file: without ``output`` and ``output.path`` the run goes to this
+        path with suffix ``.nc``.
+    output : path, optional
+        An explicit output file; it wins over everything.
+
+    Returns
+    -------
+    Path or None
+        ``output`` when given; None when ``cfg`` sets ``output.path`` (:func:`run` writes
+        there, :meth:`RunConfig.output_path`) or there is no ``config_path`` either (nothing is
+        written); else ``config_path`` with suffix ``.nc``. The file written is this path when
+        not None, else ``cfg.output_path()``.
+    """
+    if output is not None:
+        return Path(output)
+    if cfg.output_path() is not None or config_path is None:
+        return None
+    return Path(config_path).with_suffix(".nc")
+
+
 def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, resume: bool,
                  overwrite: bool, key: str) -> dict[str, Any]:
     """How a run starts given an existing output file: keyword arguments for
     :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
     when the file already holds the finished run. Refuses to touch an existing file without
-    ``resume`` or ``overwrite``, and to resume a file that ``same(ds)`` does not recognize."""
-    from .exceptions import ConfigError, SchemaError
-
+    ``resume`` or ``overwrite`` (:func:`~spheredens.io.check_output_path`), and to resume a
+    file that ``same(ds)`` does not recognize."""
     if path is None or not Path(path).exists():
         return {}
     if not resume:
-        if overwrite:
-            return {}
-        raise ConfigError(key, f"{str(path)!r} exists; pass --resume to continue it, --overwrite "
-                          "to replace it, or choose another path")
+        check_output_path(path, overwrite=overwrite, key=key, resumable=True)
+        return {}
     previous = opener(path)
     if not same(previous):
         raise SchemaError(f"{str(path)!r} was written by a different configuration; resume needs "

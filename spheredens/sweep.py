@@ -243,6 +243,21 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
     return combined, outcome
 
 
+def outcome_summary(outcome: Mapping[str, str]) -> dict[str, Any]:
+    """Count the outcome of :func:`run_sweep` (case name -> ``"ran"``, ``"done earlier"`` or
+    ``"failed: <why>"``).
+
+    Returns
+    -------
+    dict
+        ``ran`` and ``done_earlier``: how many cases ran now and were finished before;
+        ``failed``: case name -> why, for the cases that failed.
+    """
+    failed = {k: v for k, v in outcome.items() if v.startswith("failed")}
+    done = sum(1 for v in outcome.values() if v == "done earlier")
+    return {"ran": len(outcome) - len(failed) - done, "done_earlier": done, "failed": failed}
+
+
 @contextlib.contextmanager
 def _stop_request() -> Iterator[threading.Event]:
     """While active, SIGINT and SIGTERM set the event instead of raising: the sweep loop polls
