@@ -195,17 +195,14 @@ class SpheredensAccessor:
         with slices (dim ``xi``) the marginal sum_k r_k rho_k (``rho_marginal`` when stored,
         else formed with ``xi_weight``)."""
         ds = self._ds
-        rho = ds["rho"]
-        if "xi" not in rho.dims:
-            name = "rho"
-        elif "rho_marginal" in ds:
-            name = "rho_marginal"
-        else:
-            values = rho.values if index is None else rho.values[index]
-            return marginal(np.asarray(values, dtype=float), ds["xi_weight"].values,
-                            axis=rho.dims.index("xi") - (index is not None))
+        sliced = "xi" in ds["rho"].dims
+        name = "rho_marginal" if sliced and "rho_marginal" in ds else "rho"
         values = ds[name].values
-        return np.asarray(values if index is None else values[index], dtype=float)
+        values = np.asarray(values if index is None else values[index], dtype=float)
+        if not sliced or name == "rho_marginal":
+            return values
+        axis = ds["rho"].dims.index("xi") - (0 if index is None else 1)  # below time
+        return marginal(values, ds["xi_weight"].values, axis=axis)
 
     def density_function(self, t: int) -> Callable[[Array], Array]:
         """The (marginal) density at snapshot index ``t`` as a function of points x (n, d) -> (n,).
