@@ -8,8 +8,11 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from .accessor import FileGrid, register_accessor
 from .exceptions import SchemaError
-from .geometry import circle_angle, dataset_sphere_points
+from .geometry import circle_angle
+from .plot import save_figure
+from .schema import COMPARE_SCHEMA, CONVENTIONS, TIME, XI
 from .transport import circle_density_atoms, sphere_density_atoms, w2_circle, w2_sphere
 
 Array = NDArray[np.float64]
@@ -35,16 +38,6 @@ def _list(t: Array) -> str:
     t = np.asarray(t)
     shown = ", ".join(f"{v:g}" for v in t[:8])
     return shown + (f", ... ({t.size} times)" if t.size > 8 else "")
-
-
-def marginal_density(density: Any, index: int) -> Array:
-    """rho at snapshot ``index``; for runs with slices (an ``xi`` dim) the marginal
-    sum_k r_k rho_k (``rho_marginal`` when stored, else formed with ``xi_weight``)."""
-    if "xi" not in density["rho"].dims:
-        return np.asarray(density["rho"].values[index], dtype=float)
-    if "rho_marginal" in density:
-        return np.asarray(density["rho_marginal"].values[index], dtype=float)
-    return np.tensordot(density["xi_weight"].values, density["rho"].values[index], axes=1)
 
 
 def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") -> NDArray[np.int64] | None:
@@ -76,15 +69,14 @@ def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") ->
     return None
 
 
-def _density_atoms(density: Any, rho: Array, domain: str, n_points: int) -> tuple[Array, Array, float]:
+def _density_atoms(grid: FileGrid, rho: Array, n_points: int) -> tuple[Array, Array, float]:
     """Atoms and masses (normalized) of one density on the run's grid, and the W2 resolution."""
-    if domain == "circle":
-        theta, weight = density["theta"].values, density["weight"].values
-        atoms, masses, _ = circle_density_atoms(theta, weight, rho)
+    if grid.theta is not None:
+        weight = grid.weight
+        atoms, masses, _ = circle_density_atoms(grid.theta, weight, rho)
         pos = np.clip(rho, 0, None)
         return atoms, masses, float(np.sqrt(np.sum(pos * weight * weight**2) / np.sum(pos * weight) / 12.0))
-    return sphere_density_atoms(dataset_sphere_points(density), density["weight"].values, rho,
-                                n_points=n_points)
+    return sphere_density_atoms(grid.points, grid.weight, rho, n_points=n_points)
 
 
 def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 4096,
@@ -117,15 +109,17 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     """
     import xarray as xr
 
+    register_accessor()
     runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)
-    domain = density.attrs.get("domain")
+    grid = density.sd.grid()
+    domain = grid.domain.name
     for k, p in enumerate(runs):
         if p.attrs.get("domain", domain) != domain:
             raise SchemaError(f"particle run {k} is on the {p.attrs.get('domain')}, the density on the {domain}")
         d = p["position"].shape[-1]
-        if d != {"circle": 2, "sphere": 3}[domain]:
+        if d != grid.domain.d:
             raise SchemaError(f"particle run {k} has {d}-component positions; the {domain} needs "
-                              f"{ {'circle': 2, 'sphere': 3}[domain]}")
+                              f"{grid.domain.d}")
     t_den = density["time"].values
     index = [common_times(t_den, p["time"].values) for p in runs]
     shared = sorted(set.intersection(*[set(i.tolist()) for i, _ in index]))
@@ -145,10 +139,9 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                 else w2_sphere(atoms, masses, x, w))
 
     for col, i in enumerate(shared):
-        atoms, masses, resolution[col] = _density_atoms(density, marginal_density(density, i),
-                                                        domain, n_points)
-        slice_atoms = [_density_atoms(density, np.asarray(density["rho"].values[i, m], dtype=float),
-                                      domain, n_points)[:2] for m in range(len(xi))]
+        atoms, masses, resolution[col] = _density_atoms(grid, density.sd.marginal(i), n_points)
+        slice_atoms = [_density_atoms(grid, np.asarray(density["rho"].values[i, m], dtype=float),
+                                      n_points)[:2] for m in range(len(xi))]
         for k, (p, (di, pj)) in enumerate(zip(runs, index)):
             j = int(pj[list(di).index(i)])
             x = np.asarray(p["position"].values[j])
@@ -179,8 +172,8 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                   {"long_name": "seed of each particle run (-1: unknown)"}),
          "n_particles": ("run", np.array([p.sizes["particle"] for p in runs]),
                          {"long_name": "number of particles of each run"})},
-        coords={"time": ("time", times, {"long_name": "model time", "units": "1"})},
-        attrs={"Conventions": "CF-1.10", "spheredens_schema": "spheredens-compare-1",
+        coords={"time": TIME.entry(times)},
+        attrs={"Conventions": CONVENTIONS, "spheredens_schema": COMPARE_SCHEMA,
                "density_file": density_file, "particle_files": "\n".join(particle_files),
                "domain": domain, "method": method,
                "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
@@ -192,7 +185,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                          "sampling error; see spheredens.compare.ensemble_agreement)",
             "units": "radian", "time": float(times[-1])})
     if sliced:
-        ds = ds.assign_coords(xi=("xi", xi, {"long_name": "auxiliary variable of each slice"}))
+        ds = ds.assign_coords(xi=XI.entry(xi))
         ds["w2_slice"] = (("run", "time", "xi"), w2_slice, {
             "long_name": "W2 between slice density rho_k and the particles of slice k (each normalized)",
             "units": "radian"})
@@ -316,8 +309,8 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .plot import save_figure
-
+    register_accessor()
+    grid = density.sd.grid()
     t = cmp["time"].values
     idx = (np.unique(np.linspace(0, t.size - 1, min(3, t.size)).round().astype(int)) if times is None
            else [int(np.argmin(np.abs(t - v))) for v in np.atleast_1d(times)])
@@ -343,15 +336,13 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
             a.hist(circle_angle(x), bins=max(20, int(np.sqrt(x.shape[0]))), range=(0, 2 * np.pi),
                    density=True, weights=particles["particle_weight"].values, color="C1", alpha=0.5,
                    label="particles (histogram)")
-            a.plot(density["theta"].values, marginal_density(density, di), color="C0",
+            a.plot(grid.theta, density.sd.marginal(di), color="C0",
                    label="rho (marginal)" if "xi" in density["rho"].dims else "rho")
             a.set_xlabel("theta (radians)")
             a.legend(fontsize=7)
         else:
             a = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
-            from .plot import regular_sphere_view
-
-            lat, lon, rho_view = regular_sphere_view(density, marginal_density(density, di))
+            lat, lon, rho_view = grid.regular_view(density.sd.marginal(di))
             centred = np.where(lon >= 180, lon - 360, lon)
             order = np.argsort(centred)
             a.pcolormesh(np.radians(centred[order]), np.radians(lat), rho_view[:, order],
@@ -366,48 +357,8 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
 
 
 def density_function(ds: Any, index: int) -> Any:
-    """rho at snapshot ``index`` of a sphere run as a function of points x (n, 3) -> (n,).
-
-    Finite-volume runs (dims ``cell``): the piecewise-constant cell averages. ``sh_spectral``
-    runs: the spherical-harmonic expansion (degrees <= lmax) of the stored Gauss-grid values,
-    evaluated at the points. Slices are summed with ``xi_weight`` (the marginal).
-    """
-    rho = np.asarray(ds["rho"].values[index], dtype=float)
-    if "xi" in ds["rho"].dims:
-        rho = np.tensordot(ds["xi_weight"].values, rho, axes=1)
-    if "cell" in ds["rho"].dims:
-        from .grids import RingMesh
-
-        mesh = RingMesh(int(ds.sizes["ring"]))
-
-        def cells(x: Array) -> Array:
-            lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
-            return rho[mesh.locate(lat, np.arctan2(x[:, 1], x[:, 0]))]
-
-        return cells
-    if ds.attrs.get("scheme") != "sh_spectral":
-        raise SchemaError("density_function needs a sphere run of scheme 'fv' or 'sh_spectral'")
-    from .grids import GaussGrid, OffGridSynthesis
-
-    grid = GaussGrid(int(ds.attrs["lmax"]), nlat=rho.shape[0], nphi=rho.shape[1])
-    coefficients = grid.analys(rho)
-    return lambda x: OffGridSynthesis(grid, x).values(coefficients)
-
-
-def w2_between_densities(f: Any, g: Any, *, nlat: int = 24) -> float:
-    """W2 (geodesic cost) between two densities on S^2 given as functions, via their masses on
-    the cells of a common :class:`~spheredens.grids.RingMesh` with ``nlat`` rings.
-
-    Both densities are integrated over the same cells (4 x 4 Gauss points per cell) and put at the
-    same cell centres; negative values are clipped and each is renormalized; the W2 between the
-    two atomic measures is exact (POT's network simplex). Moving both densities to the same
-    atoms makes the comparison independent of their grids (spectral, finite volumes); it changes
-    W2 by at most twice the atomization error (~ pi / (nlat sqrt 6) each, far less in practice
-    when the two densities are close).
-    """
-    from .grids import RingMesh
-
-    mesh = RingMesh(nlat)
-    a = np.clip(mesh.cell_averages(f), 0.0, None) * mesh.area
-    b = np.clip(mesh.cell_averages(g), 0.0, None) * mesh.area
-    return w2_sphere(mesh.points, a, mesh.points, b)
+    """rho (the marginal with slices) at snapshot ``index`` of a run as a function of points
+    x (n, d) -> (n,): ``ds.sd.density_function(index)``
+    (:meth:`spheredens.accessor.SpheredensAccessor.density_function`)."""
+    register_accessor()
+    return ds.sd.density_function(index)

@@ -1,4 +1,8 @@
-"""Files: atomic netCDF writing, opening runs with a schema check."""
+"""Files: atomic netCDF writing, opening runs with a schema check.
+
+The layouts themselves (schema names, required parts, validators, builders) live in
+:mod:`spheredens.schema`; their names stay importable from here.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,15 +11,20 @@ import time as _time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from .accessor import register_accessor
 from .exceptions import ConfigError, OutputError, SchemaError
-from .recorder import SCHEMA
+from .geometry import DOMAINS, get_domain
+from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, REQUIRED_ATTRS, REQUIRED_VARS, SCHEMA,
+                     UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
 from .simulate import Observer
 
-logger = logging.getLogger(__name__)
+__all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "SCHEMA", "UNIT_TOLERANCE",
+           "convert_particles", "open_particles", "open_run", "validate_particles", "validate_schema",
+           "write_dataset", "check_output_path", "read_netcdf"]
 
-REQUIRED_ATTRS = ("Conventions", "spheredens_schema", "spheredens_version", "model", "domain",
-                  "scheme", "beta", "config", "history", "title")
-REQUIRED_VARS = ("rho", "weight", "Q", "K", "V", "mass", "energy", "w2_projection")
+logger = logging.getLogger(__name__)
 
 
 def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path:
@@ -141,20 +150,6 @@ class FileWriter(Observer):
                               "(if any) holds the last snapshots written before the failure")
 
 
-def validate_schema(ds: Any) -> None:
-    """Raise :class:`SchemaError` listing what ``ds`` lacks of schema ``spheredens-1``."""
-    problems = [f"attribute {a!r} missing" for a in REQUIRED_ATTRS if a not in ds.attrs]
-    problems += [f"variable {v!r} missing" for v in REQUIRED_VARS if v not in ds.variables]
-    if ds.attrs.get("spheredens_schema", SCHEMA) != SCHEMA:
-        problems.append(f"spheredens_schema is {ds.attrs['spheredens_schema']!r}, expected {SCHEMA!r}")
-    if "time" not in ds.coords:
-        problems.append("coordinate 'time' missing")
-    if ds.attrs.get("domain") == "circle" and "theta" not in ds.coords:
-        problems.append("coordinate 'theta' missing (domain is circle)")
-    if problems:
-        raise SchemaError("not a spheredens-1 file: " + "; ".join(problems))
-
-
 def open_run(path: str | Path) -> Any:
     """Open a run file with xarray, check it follows schema ``spheredens-1``, load it.
 
@@ -177,6 +172,7 @@ def _open_netcdf(path: str | Path) -> Any:
     """Open a netCDF file lazily; a missing or unreadable file raises a one-line SchemaError."""
     import xarray as xr
 
+    register_accessor()
     path = Path(path)
     if not path.is_file():
         raise SchemaError(f"{str(path)!r} does not exist")
@@ -213,56 +209,9 @@ def read_netcdf(path: str | Path) -> Any:
         raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
 
 
-PARTICLE_SCHEMA = "spheredens-particles-1"
-#: positions may deviate from unit length by this much (files from other codes, float32)
-UNIT_TOLERANCE = 1e-6
-
-
-def validate_particles(ds: Any, *, name: str = "particle file") -> None:
-    """Raise :class:`SchemaError` unless ``ds`` follows spheredens-particles-1 with sane values:
-    ``position`` (time, particle, component) finite unit vectors with 2 or 3 components matching
-    ``domain``, ``particle_weight`` (particle) non-negative summing to 1, increasing ``time``."""
-    import numpy as np
-
-    if "position" not in ds:
-        raise SchemaError(f"{name}: variable 'position' (time, particle, component) missing")
-    pos = ds["position"]
-    if pos.dims != ("time", "particle", "component"):
-        raise SchemaError(f"{name}: 'position' has dims {pos.dims}, expected ('time', 'particle', 'component')")
-    if "time" not in ds.coords and "time" not in ds:
-        raise SchemaError(f"{name}: coordinate 'time' missing")
-    d = pos.shape[-1]
-    domain = ds.attrs.get("domain")
-    expected = {"circle": 2, "sphere": 3}.get(domain)
-    if d not in (2, 3) or (expected is not None and d != expected):
-        raise SchemaError(f"{name}: positions have {d} components; the {domain or 'circle/sphere'} "
-                          f"needs {expected or '2 or 3'}")
-    x = np.asarray(pos.values, dtype=float)
-    if x.shape[0] == 0 or x.shape[1] == 0:
-        raise SchemaError(f"{name}: no snapshots or no particles (position has shape {x.shape})")
-    if not np.all(np.isfinite(x)):
-        raise SchemaError(f"{name}: 'position' holds NaN or infinite values")
-    with np.errstate(all="ignore"):
-        dev = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max())
-    if dev > UNIT_TOLERANCE:
-        raise SchemaError(f"{name}: positions are not unit vectors (| |x| - 1 | up to {dev:.3g}, "
-                          f"tolerance {UNIT_TOLERANCE:g})")
-    t = np.asarray(ds["time"].values, dtype=float)
-    if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-        raise SchemaError(f"{name}: 'time' must be finite and strictly increasing")
-    if "particle_weight" in ds:
-        w = np.asarray(ds["particle_weight"].values, dtype=float)
-        if w.shape != (pos.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0) \
-                or abs(float(w.sum()) - 1.0) > 1e-9:
-            raise SchemaError(f"{name}: 'particle_weight' must be {pos.shape[1]} non-negative numbers "
-                              "summing to 1")
-
-
 def open_particles(path: str | Path) -> Any:
     """Open and validate a particle file (schema spheredens-particles-1); uniform weights are
     added when ``particle_weight`` is absent."""
-    import numpy as np
-
     ds = _open_checked(path, lambda d: validate_particles(d, name=str(path)))
     if "particle_weight" not in ds:
         n = ds.sizes["particle"]
@@ -285,12 +234,10 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
         Wrong shapes, NaN, non-unit vectors, a dimension that does not match ``domain``, or
         times of the wrong length.
     """
-    import numpy as np
-    import xarray as xr
-
     source = Path(source)
-    if domain not in ("circle", "sphere"):
-        raise SchemaError(f"domain must be 'circle' or 'sphere', not {domain!r}")
+    if domain not in DOMAINS:
+        raise SchemaError(f"domain must be {' or '.join(map(repr, DOMAINS))}, not {domain!r}")
+    d = get_domain(domain).d
     if not source.is_file():
         raise SchemaError(f"{str(source)!r} does not exist")
     weight = file_times = None
@@ -320,16 +267,15 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
         raise SchemaError(f"cannot read {str(source)!r}: {exc}") from None
     arr = np.asarray(arr, dtype=float)
     if angles is None:
-        angles = domain == "circle" and arr.ndim == 2
+        angles = d == 2 and arr.ndim == 2
     if angles:
-        if domain != "circle" or arr.ndim != 2:
+        if d != 2 or arr.ndim != 2:
             raise SchemaError(f"angles must be an array (time, n) and the domain the circle; got shape "
                               f"{arr.shape} on the {domain}")
         arr = np.stack([np.cos(arr), np.sin(arr)], axis=-1)
     if arr.ndim != 3:
         raise SchemaError(f"positions must have shape (time, n, d) (or angles (time, n) on the "
                           f"circle), got {arr.shape}")
-    d = {"circle": 2, "sphere": 3}[domain]
     if arr.shape[-1] != d:
         raise SchemaError(f"positions have d = {arr.shape[-1]} components, the {domain} needs {d}")
     n_t, n = arr.shape[:2]
@@ -344,11 +290,7 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
     if t.size != n_t:
         raise SchemaError(f"{t.size} times for {n_t} snapshots")
     w = np.full(n, 1.0 / n) if weight is None else np.asarray(weight, dtype=float).reshape(-1)
-    ds = xr.Dataset({"position": (("time", "particle", "component"), arr,
-                                  {"long_name": "particle position (unit vector)", "units": "1"}),
-                     "particle_weight": ("particle", w, {"long_name": "particle weight", "units": "1"})},
-                    coords={"time": ("time", t, {"long_name": "model time", "units": "1"})},
-                    attrs={"Conventions": "CF-1.10", "spheredens_schema": PARTICLE_SCHEMA,
-                           "domain": domain, "source": str(source), **(attrs or {})})
+    ds = particle_dataset(t, arr, w, domain=domain, attrs={"source": str(source), **(attrs or {})},
+                          weight_long_name=CONVERTED_WEIGHT_LONG_NAME)
     validate_particles(ds, name=str(source))
     return ds

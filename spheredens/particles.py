@@ -16,7 +16,6 @@ land exactly on the snapshot times.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +23,6 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from ._version import __version__
 from .config import RunConfig
 from .exceptions import ConfigError, SimulationError
 from .geometry import circle_points, sphere_area, tangent_project
@@ -34,12 +32,11 @@ from .io import FileWriter, open_particles
 from .models import Model
 from .problem import Problem
 from .runner import resume_point, same_run
+from .schema import particle_dataset
 from .schemes import Scheme, Tendency
 from .simulate import Observer, Progress, simulate
 
 Array = NDArray[np.float64]
-
-PARTICLE_SCHEMA = "spheredens-particles-1"
 
 #: kernel entries formed at once by the labelled-particle sums (row blocks)
 _CHUNK_ENTRIES = 1 << 22
@@ -372,49 +369,19 @@ class ParticleRecorder(Observer):
                        "stop_reason": result.stop_reason, "n_steps": int(result.n_steps),
                        "wall_time_seconds": float(result.wall_time)}
 
-    def dataset(self):
-        import xarray as xr
-
-        model = self.system.problem.model
-        cfg = self.config
-        now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        data = {
-            "position": (("time", "particle", "component"), np.array(self.positions),
-                         {"long_name": "particle position (unit vector)", "units": "1"}),
-            "particle_weight": ("particle", self.system.weight,
-                                {"long_name": "particle weight (sums to 1)", "units": "1"}),
-        }
-        for name in ("Q", "K", "V"):
-            data[name] = (("row", "col"), np.asarray(getattr(model, name)),
-                          {"long_name": f"attention matrix {name}", "units": "1"})
-        slices = self.system.slices
-        if slices is not None:
-            problem = self.system.problem
-            data["xi"] = ("particle", problem.xi[slices],
-                          {"long_name": "auxiliary label xi of each particle (frozen)", "units": "1"})
-            data["slice"] = ("particle", slices.astype(np.int32),
-                             {"long_name": "slice index k of each particle: xi = slice_xi[k]"})
-            data["slice_xi"] = ("slice_index", problem.xi, {"long_name": "label xi_k of slice k",
-                                                            "units": "1"})
-            data["slice_weight"] = ("slice_index", problem.xi_weight, {
-                "long_name": "model slice mass r_k (the particle weights of slice k sum to it)",
-                "units": "1"})
-        coords = {"time": ("time", np.array(self.times), {"long_name": "model time", "units": "1"})}
-        checkpoint: dict[str, Any] = {}
-        if self.checkpoint is not None:
-            data["checkpoint_position"] = (("particle", "component"), self.checkpoint[1][0],
-                                           {"long_name": "positions at checkpoint_time, for --resume"})
-            checkpoint = {"checkpoint_time": self.checkpoint[0], "checkpoint_steps": self.checkpoint[2]}
-        attrs = {"Conventions": "CF-1.10", "spheredens_schema": PARTICLE_SCHEMA,
-                 "spheredens_version": __version__, "model": model.name,
-                 "domain": self.system.problem.domain, "beta": float(model.beta),
-                 "config": cfg.to_toml(), "initialization": self.initialization, "seed": int(self.seed),
-                 "n_particles": int(len(self.system.weight)), "dt": self.system.dt,
-                 "integrator": self.system.integrator.name,
-                 "title": f"spheredens particles: {model.name} on the {self.system.problem.domain}, "
-                          f"n = {len(self.system.weight)}, {self.initialization}",
-                 "history": f"{now}: written by spheredens {__version__}", **self.status, **checkpoint}
-        return xr.Dataset(data, coords=coords, attrs=attrs)
+    def dataset(self) -> Any:
+        """The Dataset of the snapshots so far (:func:`spheredens.schema.particle_dataset`)."""
+        system, problem = self.system, self.system.problem
+        n = len(system.weight)
+        labels = None if system.slices is None else (system.slices, problem.xi, problem.xi_weight)
+        return particle_dataset(
+            self.times, self.positions, system.weight, domain=problem.domain, model=problem.model,
+            config=self.config.to_toml(),
+            attrs={"initialization": self.initialization, "seed": int(self.seed), "n_particles": int(n),
+                   "dt": system.dt, "integrator": system.integrator.name},
+            title=f"spheredens particles: {problem.model.name} on the {problem.domain}, n = {n}, "
+                  f"{self.initialization}",
+            status=self.status, labels=labels, checkpoint=self.checkpoint)
 
 
 def require_particles(cfg: RunConfig, config_path: str | Path | None = None) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .accessor import register_accessor
+
 
 def save_figure(fig: Any, path: str | Path, *, dpi: int = 100) -> Path:
     """Write a matplotlib figure (creating the folder) and close it."""
@@ -47,9 +49,8 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    rho = np.asarray(ds["rho"].values)
-    if rho.ndim == 3:  # slices: plot the marginal
-        rho = np.einsum("k,tkn->tn", ds["xi_weight"].values, rho)
+    register_accessor()
+    rho = ds.sd.marginal()  # with slices: the marginal
     t = ds["time"].values
     theta = ds["theta"].values
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
@@ -102,19 +103,6 @@ def _orthographic(ax, lat_e, lon_e, rho, view, norm, cmap):
     ax.axis("off")
 
 
-def regular_sphere_view(ds: Any, rho: np.ndarray, *, nlat: int = 90) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lat, lon, rho on (..., lat, lon)) of a sphere run: the stored grid, or, for a run on the
-    finite-volume mesh (dims ``cell``), its cells sampled on a regular nlat x 2 nlat grid."""
-    if "cell" not in ds["rho"].dims:
-        return ds["lat"].values, ds["lon"].values, rho
-    from .grids import RingMesh
-
-    mesh = RingMesh(int(ds.sizes["ring"]))
-    if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
-        raise ValueError("the file's ring_count does not describe a spheredens ring mesh")
-    return mesh.to_latlon(rho, nlat, 2 * nlat)
-
-
 def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: int = 4) -> Path:
     """Density on the sphere at a few snapshots: two orthographic views (from +z and from the
     direction of +x) and a Mollweide map per row, with W2 to Pi_# rho_0 and min rho below.
@@ -122,7 +110,8 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     Parameters
     ----------
     ds : xarray.Dataset
-        A sphere run (schema spheredens-1, dims (time, lat, lon)).
+        A sphere run (schema spheredens-1: dims (time, lat, lon), or (time, cell) on the
+        finite-volume mesh).
     path : path
         PNG file to write.
     times : sequence of float, optional
@@ -139,10 +128,9 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
         idx = np.unique(np.linspace(0, t_all.size - 1, min(max_rows, t_all.size)).round().astype(int))
     else:
         idx = np.array([int(np.argmin(np.abs(t_all - t))) for t in np.atleast_1d(times)])
-    rho_all = np.asarray(ds["rho"].values)
-    if "xi" in ds["rho"].dims:  # slices: the marginal
-        rho_all = np.einsum("k,tk...->t...", ds["xi_weight"].values, rho_all)
-    lat, lon, rho_all = regular_sphere_view(ds, rho_all)
+    register_accessor()
+    # with slices the marginal; on the finite-volume mesh its cells on a regular grid
+    lat, lon, rho_all = ds.sd.grid().regular_view(ds.sd.marginal())
     order = np.argsort(lat)
     lat_e = _edges(lat[order], -90.0, 90.0)
     dlon = 360.0 / lon.size

@@ -1,34 +1,24 @@
-"""Snapshots -> xarray.Dataset in schema ``spheredens-1`` (DATASET.md)."""
+"""Snapshots -> xarray.Dataset in schema ``spheredens-1`` (DATASET.md; the layout itself is
+built by :func:`spheredens.schema.density_dataset`)."""
 from __future__ import annotations
 
-import datetime as _dt
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._version import __version__
 from .config import RunConfig
 from .exceptions import SchemaError
 from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
                           projection_distance)
 from .problem import Problem
+from .schema import SCHEMA, SLICE_VARIABLES, density_dataset
+from .slices import marginal as slice_marginal
 from .simulate import Observer
 
 Array = NDArray[np.float64]
 
-SCHEMA = "spheredens-1"
-
-#: slice diagnostics of usa_av: name -> (long_name, units)
-SLICE_VARIABLES = {
-    "rho_marginal": ("marginal density sum_k r_k rho_k", ""),
-    "slice_mode": ("mode of each slice (unit vector)", "1"),
-    "slice_spread": ("W2 of each normalized slice to the Dirac mass at its mode", "radian"),
-    "marginal_mean_norm": ("|int x rho_marginal| (1 for a Dirac mass)", "1"),
-    "marginal_w2_dirac": ("W2 of the marginal to the nearest Dirac mass (collapse measure)", "radian"),
-    "orbit_z": ("z of the fitted orbit x*(xi) = G(xi)^T z", "1"),
-    "orbit_distance": ("rms over slices (weights r_k) of d(slice mode, G(xi_k)^T z)", "radian"),
-}
+__all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES"]
 
 
 class Recorder(Observer):
@@ -95,14 +85,14 @@ class Recorder(Observer):
         # the target of w2_projection always comes from rho_0 (also when resuming)
         rho0 = self.scheme.density(self.scheme.initial_state())
         # the projection target is built from rho_0 (marginal over slices)
-        marginal0 = np.tensordot(self.problem.xi_weight, rho0, axes=1)
+        marginal0 = slice_marginal(rho0, self.problem.xi_weight)
         self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
                                                         self.problem.initial)
 
     def observe(self, t: float, state: Array) -> None:
         rho = np.array(self.scheme.density(state), dtype=float)
         xi_w = self.problem.xi_weight
-        marginal = np.tensordot(xi_w, rho, axes=1)
+        marginal = slice_marginal(rho, xi_w)
         self.times.append(float(t))
         self.rho.append(rho)
         d = self.diagnostics
@@ -150,115 +140,18 @@ class Recorder(Observer):
                        "stop_reason": result.stop_reason, "stop_message": result.message,
                        "n_steps": int(result.n_steps), "wall_time_seconds": float(result.wall_time)}
 
-    def _slice_variables(self, space: tuple[str, ...]) -> dict[str, Any]:
-        kernel = self.problem.model.auxiliary
-        dims = {"rho_marginal": ("time",) + space, "slice_mode": ("time", "xi", "component"),
-                "slice_spread": ("time", "xi"), "marginal_mean_norm": ("time",),
-                "marginal_w2_dirac": ("time",), "orbit_z": ("time", "component"),
-                "orbit_distance": ("time",)}
-        out = {}
-        for name, (long_name, units) in SLICE_VARIABLES.items():
-            values = self.slice_diagnostics[name]
-            shape = (len(self.times),) + (self.grid.shape if name == "rho_marginal" else
-                                          np.shape(values[0]) if values else ())
-            data = np.array(values).reshape(shape) if values else np.zeros((0,) + shape[1:])
-            attrs = {"long_name": long_name,
-                     "units": self.grid.rho_attrs["units"] if name == "rho_marginal" else units}
-            if name.startswith("orbit") and not kernel.uniform_coupling:
-                attrs["comment"] = f"not defined: kernel {kernel.name!r} has no gauge orbit (b != 1)"
-            out[name] = (dims[name], data, attrs)
-        out["gauge"] = (("xi", "row", "col"), kernel.gauges, {"long_name": "gauge G(xi_k)", "units": "1"})
-        out["coupling"] = (("xi", "xi_other"), kernel.coupling,
-                           {"long_name": "coupling b(xi_k, xi_l)", "units": "1"})
-        return out
-
-    def dataset(self):
-        """The Dataset of the snapshots recorded so far."""
-        import xarray as xr
-
-        problem, grid, cfg = self.problem, self.grid, self.config
-        model = problem.model
-        space = grid.space_dims
-        rho = np.array(self.rho).reshape((len(self.rho), problem.n_xi) + grid.shape)
-        if problem.has_auxiliary:
-            rho_var = (("time", "xi") + space, rho)
-        else:
-            rho_var = (("time",) + space, rho[:, 0])
-        coords = {"time": ("time", np.array(self.times, dtype=float),
-                           {"long_name": "model time", "units": "1", "standard_name": "time"}),
-                  **grid.dataset_coords()}
-        if problem.has_auxiliary:
-            coords["xi"] = ("xi", problem.xi, {"long_name": "auxiliary variable of each slice"})
-        data_vars: dict[str, Any] = {
-            "rho": rho_var + (dict(grid.rho_attrs),),
-            "weight": (space, grid.weight, dict(grid.weight_attrs)),
-        }
-        if hasattr(grid, "dataset_variables"):  # mesh description (cell bounds)
-            data_vars.update(grid.dataset_variables())
-        if problem.has_auxiliary:
-            data_vars["xi_weight"] = ("xi", problem.xi_weight,
-                                      {"long_name": "mass of each slice", "units": "1"})
-        for name in ("Q", "K", "V"):
-            data_vars[name] = (("row", "col"), np.asarray(getattr(model, name)),
-                               {"long_name": f"attention matrix {name}", "units": "1"})
-        d = self.diagnostics
-        data_vars["mass"] = ("time", np.array(d["mass"]),
-                             {"long_name": "total mass sum(rho * weight)", "units": "1"})
-        data_vars["min_rho"] = ("time", np.array(d["min_rho"]),
-                                {"long_name": "minimum of rho over the grid",
-                                 "units": grid.rho_attrs["units"]})
-        if "filter_effect" in d:
-            data_vars["filter_effect"] = ("time", np.array(d["filter_effect"]), {
-                "long_name": "share of d rho/dt removed by the spectral filter "
-                             "(||(1 - sigma) d rho/dt|| / ||d rho/dt||)", "units": "1"})
-        energy_attrs = {"long_name": "interaction energy E_beta (MODELS.md section 4)", "units": "1"}
+    def dataset(self) -> Any:
+        """The Dataset of the snapshots recorded so far (:func:`spheredens.schema.density_dataset`)."""
+        comments = {"w2_projection": (self._w2.comment() if self._w2 is not None
+                                      else f"not defined: {self._w2_reason}"),
+                    "w2_terminal": self._terminal.definition + (
+                        "" if self._terminal.basis is not None else "; the whole space: not defined")}
         if self._energy_reason:
-            energy_attrs["comment"] = f"not defined: {self._energy_reason}"
-        data_vars["energy"] = ("time", np.array(d["energy"]), energy_attrs)
-        w2_attrs = {"long_name": "W2 distance to the zero-temperature target Pi_# rho_0",
-                    "units": "radian"}
-        if self._w2 is not None:
-            w2_attrs["comment"] = self._w2.comment()
-        else:
-            w2_attrs["comment"] = f"not defined: {self._w2_reason}"
-        data_vars["w2_projection"] = ("time", np.array(d["w2_projection"]), w2_attrs)
-        data_vars["w2_terminal"] = ("time", np.array(d["w2_terminal"]), {
-            "long_name": "W2 to the measures supported on the dominant eigenspace of V "
-                         "(sqrt(int d(x, S cap E_V)^2 rho))", "units": "radian",
-            "comment": self._terminal.definition + ("" if self._terminal.basis is not None else
-                                                    "; the whole space: not defined")})
-        if self.slice_diagnostics:
-            data_vars.update(self._slice_variables(space))
-        now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        attrs: dict[str, Any] = {
-            "Conventions": "CF-1.10",
-            "spheredens_schema": SCHEMA,
-            "spheredens_version": __version__,
-            "model": model.name,
-            "domain": problem.domain,
-            "scheme": cfg.discretization.scheme,
-            "beta": float(model.beta),
-            "config": cfg.to_toml(),
-            "title": f"spheredens {model.name} on the {problem.domain}, beta = {model.beta:g}",
-            "history": f"{now}: written by spheredens {__version__}",
-            "cfl": float(cfg.time.cfl),
-            "t_end": float(cfg.time.t_end),
-        }
-        attrs.update({k: v for k, v in self.scheme.attributes().items()})
+            comments["energy"] = f"not defined: {self._energy_reason}"
+        scheme_attrs = self.scheme.attributes()
         if self.scheme.positive:  # steps refused for a negative density and retried with dt / 2
-            attrs["retried_steps"] = self._stepper.retried_steps if self._stepper is not None else 0
-        if model.auxiliary is not None:
-            attrs["auxiliary_kernel"] = model.auxiliary.name
-        attrs.update(self.status)
-        if self.checkpoint is not None:
-            t_c, state, steps = self.checkpoint
-            parts = np.stack([state.real, state.imag]) if np.iscomplexobj(state) else state.real[None]
-            data_vars["checkpoint_state"] = (("checkpoint_part", "checkpoint_value"),
-                                             parts.reshape(len(parts), -1),
-                                             {"long_name": "full solver state at checkpoint_time "
-                                                           "(real and imaginary parts for spectral "
-                                                           "coefficients), for --resume"})
-            attrs.update({"checkpoint_time": t_c, "checkpoint_steps": steps,
-                          "checkpoint_shape": ",".join(map(str, state.shape)),
-                          "checkpoint_complex": int(np.iscomplexobj(state))})
-        return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+            scheme_attrs["retried_steps"] = self._stepper.retried_steps if self._stepper is not None else 0
+        return density_dataset(self.problem, self.grid, self.config, times=self.times, rho=self.rho,
+                               diagnostics=self.diagnostics, comments=comments,
+                               slice_values=self.slice_diagnostics, scheme_attrs=scheme_attrs,
+                               status=self.status, checkpoint=self.checkpoint)

@@ -23,9 +23,15 @@ def _dist(a: Array, b: Array) -> Array:
     return np.arccos(np.clip(a @ b.T, -1.0, 1.0))
 
 
-def marginal(rho: Array, xi_weight: Array) -> Array:
-    """sum_k r_k rho_k for rho of shape (M, N)."""
-    return np.tensordot(xi_weight, rho, axes=1)
+def marginal(rho: Array, xi_weight: Array, axis: int = 0) -> Array:
+    """The marginal density sum_k r_k rho_k: ``rho`` summed over its slice axis ``axis``
+    (length M) with the slice masses ``xi_weight`` (M,), e.g. rho (M, *space) -> (*space,),
+    or rho (time, M, *space) with ``axis=1`` -> (time, *space).
+
+    The one place the marginal is formed: the recorder (``rho_marginal``, the target and the
+    diagnostics), the files' ``ds.sd.marginal()`` and through it the comparisons and figures.
+    """
+    return np.tensordot(xi_weight, np.moveaxis(np.asarray(rho), axis, 0), axes=1)
 
 
 def slice_modes(rho: Array, points: Array, weight: Array) -> Array:

@@ -1,0 +1,86 @@
+"""The heavy libraries spheredens imports on first use, all in one place.
+
+``import spheredens`` stays fast and silent (no xarray, matplotlib, POT, shtns or Dask):
+modules write ``from ._lazy import xarray as xr`` at their top, and the library is imported
+the first time an attribute is used (``xr.Dataset``). This is the only place where a library
+is imported lazily; no module of spheredens imports anything inside a function
+(tests/test_layering.py checks both).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import sys
+from types import ModuleType
+from typing import Any, Callable
+
+#: module name -> why it is loaded lazily (what uses it)
+LAZY_LIBRARIES = {
+    "xarray": "Datasets and netCDF files (recorder, io, compare, analysis, sweep)",
+    "matplotlib": "figures (plot, compare, analysis); the Agg backend is selected on first use",
+    "matplotlib.pyplot": "figures",
+    "matplotlib.colors": "colour scales of the figures",
+    "ot": "POT, exact optimal transport (transport)",
+    "shtns": "spherical-harmonic transforms on Gauss grids (grids); prints a banner on import",
+    "ducc0": "general spherical-harmonic transforms and rotations (interaction)",
+    "dask": "sweeps (sweep)",
+    "dask.distributed": "sweeps on a cluster (sweep)",
+}
+
+
+class LazyModule:
+    """A module imported on the first attribute access (``setup`` runs just before)."""
+
+    def __init__(self, name: str, setup: Callable[[], None] | None = None) -> None:
+        if name not in LAZY_LIBRARIES:
+            raise ValueError(f"{name!r} is not listed in LAZY_LIBRARIES")
+        self._name, self._setup, self._module = name, setup, None
+
+    def load(self) -> ModuleType:
+        """The module itself (imported now if it was not yet)."""
+        if self._module is None:
+            if self._setup is not None:
+                self._setup()
+            self._module = importlib.import_module(self._name)
+        return self._module
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.load(), attr)
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._module is not None else "not loaded yet"
+        return f"<lazy module {self._name!r} ({state})>"
+
+
+def _agg_backend() -> None:
+    """Figures are written to files: the Agg backend, chosen before pyplot is imported."""
+    importlib.import_module("matplotlib").use("Agg")
+
+
+def _quiet_shtns() -> None:
+    """shtns prints a banner to the C-level stdout on import: import it with stdout closed."""
+    if "shtns" in sys.modules:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            with contextlib.redirect_stdout(io.StringIO()):
+                importlib.import_module("shtns")
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+xarray = LazyModule("xarray")
+matplotlib = LazyModule("matplotlib", _agg_backend)
+pyplot = LazyModule("matplotlib.pyplot", _agg_backend)
+colors = LazyModule("matplotlib.colors", _agg_backend)
+ot = LazyModule("ot")
+shtns = LazyModule("shtns", _quiet_shtns)
+ducc0 = LazyModule("ducc0")
+dask = LazyModule("dask")
+distributed = LazyModule("dask.distributed")

@@ -1,0 +1,225 @@
+"""``ds.sd``: the layout of a run file (schema spheredens-1) read in one place.
+
+Every consumer of a density file (comparisons, figures, studies) asks the file, through the
+xarray accessor ``ds.sd``, for what it needs instead of re-deriving it from dimension names:
+
+* ``ds.sd.domain``: the :class:`~spheredens.geometry.Domain` of the file;
+* ``ds.sd.marginal(index=None)``: the density, summed over the slices (``xi``) when there are;
+* ``ds.sd.grid()``: the grid the density lives on (:class:`FileGrid`: points, weights, mesh);
+* ``ds.sd.density_function(t)``: the density at snapshot ``t`` as a function of points.
+
+The accessor is registered on first use of :func:`register_accessor` (by the modules that open
+or build Datasets), so that ``import spheredens`` does not import xarray.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .exceptions import SchemaError
+from .geometry import DOMAINS, Domain, circle_angle, circle_points, dataset_sphere_points, get_domain
+from .grids import GaussGrid, OffGridSynthesis, RingMesh
+from .slices import marginal
+
+Array = NDArray[np.float64]
+
+#: name of the accessor on ``xarray.Dataset``
+NAME = "sd"
+#: points evaluated at once by the trigonometric interpolation of ``fourier`` circle files
+_CHUNK_POINTS = 4096
+
+_registered = False
+
+
+def register_accessor() -> None:
+    """Register :class:`SpheredensAccessor` as ``xarray.Dataset.sd`` (imports xarray; only the
+    first call registers)."""
+    global _registered
+    if _registered:
+        return
+    import xarray as xr
+
+    if not hasattr(xr.Dataset, NAME):
+        xr.register_dataset_accessor(NAME)(SpheredensAccessor)
+    _registered = True
+
+
+@dataclass(frozen=True, eq=False)
+class FileGrid:
+    """The grid the density of a run file lives on, rebuilt from the file's coordinates.
+
+    Attributes
+    ----------
+    domain : Domain
+        The file's domain (attribute ``domain``).
+    layout : str
+        ``"circle"``: coordinate ``theta`` (dim ``theta``); ``"lat_lon"``: separate dims ``lat``,
+        ``lon`` (the Gauss grid of ``sh_spectral``); ``"cells"``: dim ``cell`` with ``lat(cell)``,
+        ``lon(cell)`` (the finite-volume ring mesh).
+    space_dims : tuple of str
+        The space dimensions of ``rho``, in order.
+    points : ndarray
+        Unit vectors shaped as the file: (theta, 2), (lat, lon, 3) or (cell, 3).
+    weight : ndarray
+        The file's ``weight``: quadrature weights or cell areas (sum ``domain.area``).
+    theta : ndarray or None
+        Circle: the angles of the file (radians).
+    lat, lon : ndarray or None
+        Sphere: the file's latitudes and longitudes (degrees), on their own dims or per cell.
+    mesh : RingMesh or None
+        ``"cells"``: the ring mesh rebuilt from ``ring_count``.
+    """
+
+    domain: Domain
+    layout: str
+    space_dims: tuple[str, ...]
+    points: Array
+    weight: Array
+    theta: Array | None = None
+    lat: Array | None = None
+    lon: Array | None = None
+    mesh: RingMesh | None = None
+
+    @property
+    def flat_points(self) -> Array:
+        """The points as an (N, d) array, in the order of the flattened ``rho``."""
+        return self.points.reshape(-1, self.domain.d)
+
+    @property
+    def flat_weight(self) -> Array:
+        """The weights as an (N,) array, in the order of :attr:`flat_points`."""
+        return self.weight.reshape(-1)
+
+    def regular_view(self, rho: Array, *, nlat: int = 90) -> tuple[Array, Array, Array]:
+        """(lat, lon, rho on (..., lat, lon)) of a sphere density: the stored grid, or, on the
+        finite-volume mesh, its cells sampled on a regular nlat x 2 nlat grid."""
+        if self.mesh is not None:
+            return self.mesh.to_latlon(rho, nlat, 2 * nlat)
+        if self.layout != "lat_lon":
+            raise SchemaError(f"a regular latitude-longitude view needs a sphere file, not the {self.domain.name}")
+        return self.lat, self.lon, rho
+
+
+def file_domain(ds: Any) -> Domain:
+    """The :class:`Domain` named by the attribute ``domain`` of ``ds``."""
+    name = ds.attrs.get("domain")
+    if name not in DOMAINS:
+        raise SchemaError(f"the file's attribute domain is {name!r}; expected one of {DOMAINS.quoted_names()}")
+    return get_domain(name)
+
+
+def file_grid(ds: Any) -> FileGrid:
+    """The :class:`FileGrid` of a run file (schema spheredens-1), from its coordinates."""
+    domain = file_domain(ds)
+    weight = np.asarray(ds["weight"].values, dtype=float)
+    dims = tuple(d for d in ds["rho"].dims if d not in ("time", "xi"))
+    if domain.d == 2:
+        theta = np.asarray(ds["theta"].values, dtype=float)
+        return FileGrid(domain, "circle", dims, circle_points(theta), weight, theta=theta)
+    lat, lon = np.asarray(ds["lat"].values), np.asarray(ds["lon"].values)
+    points = dataset_sphere_points(ds)
+    if ds["lat"].dims != ds["lon"].dims:
+        return FileGrid(domain, "lat_lon", dims, points, weight, lat=lat, lon=lon)
+    mesh = RingMesh(int(ds.sizes["ring"]))
+    if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
+        raise SchemaError("the file's ring_count does not describe a spheredens ring mesh")
+    return FileGrid(domain, "cells", dims, points, weight, lat=lat, lon=lon, mesh=mesh)
+
+
+def circle_cells(grid: FileGrid, rho: Array) -> Callable[[Array], Array]:
+    """The piecewise-constant density of finite-volume cells centred on the file's angles."""
+    theta0, h = float(grid.theta[0]), 2.0 * np.pi / grid.theta.size
+
+    def cells(x: Array) -> Array:
+        k = np.floor((circle_angle(x) - theta0) / h + 0.5).astype(np.int64)
+        return rho[np.mod(k, grid.theta.size)]
+
+    return cells
+
+
+def circle_trigonometric(grid: FileGrid, rho: Array) -> Callable[[Array], Array]:
+    """The trigonometric interpolant of point values at the file's evenly spaced angles
+    (``fourier`` runs): sum_k c_k exp(i k (theta - theta_0)), c = FFT(rho) / n."""
+    n = grid.theta.size
+    coefficients = np.fft.fft(rho) / n
+    k = np.fft.fftfreq(n, 1.0 / n)
+
+    def trigonometric(x: Array) -> Array:
+        angle = circle_angle(x) - float(grid.theta[0])
+        out = np.empty(angle.shape)
+        for s in range(0, angle.size, _CHUNK_POINTS):
+            phase = np.exp(1j * angle[s:s + _CHUNK_POINTS, None] * k[None, :])
+            out[s:s + _CHUNK_POINTS] = (phase @ coefficients).real
+        return out
+
+    return trigonometric
+
+
+def sphere_cells(grid: FileGrid, rho: Array) -> Callable[[Array], Array]:
+    """The piecewise-constant density of the finite-volume ring mesh (cell averages)."""
+
+    def cells(x: Array) -> Array:
+        lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+        return rho[grid.mesh.locate(lat, np.arctan2(x[:, 1], x[:, 0]))]
+
+    return cells
+
+
+def sphere_harmonics(lmax: int, rho: Array) -> Callable[[Array], Array]:
+    """The spherical-harmonic expansion (degrees <= lmax) of values on the Gauss grid."""
+    grid = GaussGrid(lmax, nlat=rho.shape[0], nphi=rho.shape[1])
+    coefficients = grid.analys(rho)
+    return lambda x: OffGridSynthesis(grid, x).values(coefficients)
+
+
+class SpheredensAccessor:
+    """``ds.sd``: the layout of a spheredens-1 run file (see the module documentation)."""
+
+    def __init__(self, ds: Any) -> None:
+        self._ds = ds
+
+    @property
+    def domain(self) -> Domain:
+        """The :class:`~spheredens.geometry.Domain` of the file."""
+        return file_domain(self._ds)
+
+    def grid(self) -> FileGrid:
+        """The grid the file's density lives on (:class:`FileGrid`)."""
+        return file_grid(self._ds)
+
+    def marginal(self, index: int | None = None) -> Array:
+        """The density at snapshot ``index`` (all snapshots when None, time first); for files
+        with slices (dim ``xi``) the marginal sum_k r_k rho_k (``rho_marginal`` when stored,
+        else formed with ``xi_weight``)."""
+        ds = self._ds
+        sliced = "xi" in ds["rho"].dims
+        name = "rho_marginal" if sliced and "rho_marginal" in ds else "rho"
+        values = ds[name].values
+        values = np.asarray(values if index is None else values[index], dtype=float)
+        if not sliced or name == "rho_marginal":
+            return values
+        axis = ds["rho"].dims.index("xi") - (0 if index is None else 1)  # below time
+        return marginal(values, ds["xi_weight"].values, axis=axis)
+
+    def density_function(self, t: int) -> Callable[[Array], Array]:
+        """The (marginal) density at snapshot index ``t`` as a function of points x (n, d) -> (n,).
+
+        Finite volumes (``fv``, circle and sphere): the piecewise-constant cell averages.
+        ``fourier`` (circle): the trigonometric interpolant of the stored point values.
+        ``sh_spectral`` (sphere): the spherical-harmonic expansion (degrees <= lmax) of the
+        stored Gauss-grid values, evaluated at the points.
+        """
+        grid = self.grid()
+        rho = self.marginal(t)
+        scheme = self._ds.attrs.get("scheme")
+        if grid.layout == "cells":
+            return sphere_cells(grid, rho)
+        if grid.layout == "lat_lon" and scheme == "sh_spectral":
+            return sphere_harmonics(int(self._ds.attrs["lmax"]), rho)
+        if grid.layout == "circle" and scheme in ("fv", "fourier"):
+            return (circle_cells if scheme == "fv" else circle_trigonometric)(grid, rho)
+        raise SchemaError(f"density_function needs a run of scheme 'fv' or 'fourier' (circle), 'fv' or "
+                          f"'sh_spectral' (sphere), not {scheme!r} on the {grid.domain.name}")
