@@ -22,6 +22,7 @@ LAZY_LIBRARIES = {
     "matplotlib": "figures (plot, compare, analysis); the Agg backend is selected on first use",
     "matplotlib.pyplot": "figures",
     "matplotlib.colors": "colour scales of the figures",
+    "matplotlib.patches": "shapes drawn on the figures",
     "ot": "POT, exact optimal transport (transport)",
     "shtns": "spherical-harmonic transforms on Gauss grids (grids); prints a banner on import",
     "ducc0": "general spherical-harmonic transforms and rotations (interaction)",
@@ -79,6 +80,7 @@ xarray = LazyModule("xarray")
 matplotlib = LazyModule("matplotlib", _agg_backend)
 pyplot = LazyModule("matplotlib.pyplot", _agg_backend)
 colors = LazyModule("matplotlib.colors", _agg_backend)
+patches = LazyModule("matplotlib.patches", _agg_backend)
 ot = LazyModule("ot")
 shtns = LazyModule("shtns", _quiet_shtns)
 ducc0 = LazyModule("ducc0")

@@ -19,8 +19,10 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from ._lazy import xarray as xr
 from .exceptions import SchemaError
-from .geometry import DOMAINS, Domain, circle_angle, circle_points, dataset_sphere_points, get_domain
+from .geometry import (circle_angle, circle_points, dataset_sphere_points, Domain, DOMAINS,
+                       get_domain)
 from .grids import GaussGrid, OffGridSynthesis, RingMesh
 from .slices import marginal
 
@@ -40,7 +42,6 @@ def register_accessor() -> None:
     global _registered
     if _registered:
         return
-    import xarray as xr
 
     if not hasattr(xr.Dataset, NAME):
         xr.register_dataset_accessor(NAME)(SpheredensAccessor)

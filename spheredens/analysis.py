@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._lazy import pyplot as plt, xarray as xr
 from .exceptions import SchemaError
 from .io import read_netcdf
+from .plot import save_figure
 
 Array = NDArray[np.float64]
 
@@ -106,7 +108,6 @@ def analyze_beta(combined: Any) -> Any:
     ``n`` (or ``lmax``) is present the relative change of min_w2 and departure_time from each
     resolution to the next (``*_resolution_change``).
     """
-    import xarray as xr
 
     validate_combined(combined)
     w2 = combined["w2_projection"]
@@ -154,12 +155,8 @@ def analyze_beta(combined: Any) -> Any:
 def plot_beta_study(combined: Any, analysis: Any, path: str | Path) -> Path:
     """W2 against t for every beta (log axis); min W2 against beta (log-log) with the bound;
     departure time against beta and against log beta."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    from .plot import save_figure
 
     w2 = combined["w2_projection"]
     extra = {d: 0 for d in w2.dims if d not in ("beta", "time")}

@@ -22,6 +22,7 @@ from scipy.linalg import expm
 from ._registry import Registry
 from ._validate import as_float, as_int, as_matrix, check_keys
 from .exceptions import ConfigError
+from .initial import RandomSmooth
 
 Array = NDArray[np.float64]
 
@@ -67,7 +68,6 @@ class AuxiliaryKernel:
         ``slice_seed + k``); None without perturbation."""
         if self.slice_perturbation == 0.0:
             return None
-        from .initial import RandomSmooth
 
         field = RandomSmooth(self.gauges.shape[-1], self.slice_seed + k, 3, 1.0)
         eps = self.slice_perturbation

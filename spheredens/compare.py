@@ -8,7 +8,8 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from .accessor import FileGrid, register_accessor
+from ._lazy import pyplot as plt, xarray as xr
+from .accessor import register_accessor, FileGrid
 from .exceptions import SchemaError
 from .geometry import circle_angle
 from .plot import save_figure
@@ -107,7 +108,6 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
         (weights renormalized; NaN where a run has no particle of slice k or no labels) and
         ``w2_slice_mean`` (time, xi) over runs.
     """
-    import xarray as xr
 
     register_accessor()
     runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)
@@ -304,10 +304,7 @@ def comparison_summary(cmp: Any) -> dict[str, Any]:
 
 def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None) -> Path:
     """W2 against time (mean +- std over runs) and the density with particles overlaid."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     register_accessor()
     grid = density.sd.grid()

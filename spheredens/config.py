@@ -18,17 +18,20 @@ import json
 import math
 import tomllib
 import warnings
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from ._validate import (as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys)
+from .auxiliary import auxiliary_from_params
 from .exceptions import ConfigError, SpheredensWarning
-from .geometry import DOMAINS, Domain, get_domain
+from .geometry import get_domain, Domain, DOMAINS
 from .initial import INITIAL_DENSITIES
-from .models import MODELS, Model
+from .integrators import INTEGRATORS
+from .models import Model, MODELS
 
 __all__ = [
     "RunConfig", "ModelConfig", "DomainConfig", "InitialConfig", "DiscretizationConfig",
@@ -288,7 +291,6 @@ def estimated_memory(cfg: RunConfig) -> dict[str, float]:
 
 def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
     """Refuse a configuration whose estimated memory exceeds ``fraction`` of the machine's."""
-    import os
 
     try:
         total = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -355,9 +357,7 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
 
 def _with_auxiliary(model: ModelConfig, table: dict[str, Any], given: bool, d: int) -> ModelConfig:
     """Attach the [auxiliary] table (slices, kernel) to usa_av; refuse it for other models."""
-    from dataclasses import replace
 
-    from .auxiliary import auxiliary_from_params
 
     if model.name != "usa_av":
         if given:
@@ -418,7 +418,6 @@ def _output(t: dict[str, Any]) -> OutputConfig:
 
 
 def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
-    from .integrators import INTEGRATORS
 
     check_keys(t, ["n", "seed", "initialization", "dt", "integrator", "path"], "particles")
     n = as_int(t.get("n", 1000), "particles.n", minimum=1, maximum=100_000)

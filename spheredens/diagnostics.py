@@ -9,7 +9,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .geometry import circle_angle
+from .interaction import funk_hecke_multipliers
 from .models import Model
+from .targets import projection_measure, AssumptionError
 from .transport import sphere_density_atoms, w2_circle, w2_sphere
 
 Array = NDArray[np.float64]
@@ -54,7 +56,6 @@ def interaction_energy_spectral(rho: Array, grid, beta: float) -> float:
     """E_beta[rho] on S^2 from spherical-harmonic coefficients (Funk-Hecke), exact for the
     band-limited density: E = e^beta / (2 beta) sum_lm s_l(beta) |rho_lm|^2, with m > 0 counted
     twice (real field) and s_l the scaled multipliers."""
-    from .interaction import funk_hecke_multipliers
 
     c = grid.analys(rho)
     s, _ = funk_hecke_multipliers(grid.l, beta)
@@ -74,7 +75,6 @@ class ProjectionDistance:
     """
 
     def __init__(self, model: Model, initial, grid, *, n_points: int = 2048) -> None:
-        from .targets import projection_measure
 
         self.target = projection_measure(model, initial)
         self.grid = grid
@@ -103,7 +103,6 @@ class ProjectionDistance:
 
 def projection_distance(model: Model, grid, rho0: Array, initial=None):
     """A callable rho -> W2(rho, Pi_# rho_0) on ``grid``, or None and the reason it is undefined."""
-    from .targets import AssumptionError
 
     try:
         return ProjectionDistance(model, initial, grid), ""

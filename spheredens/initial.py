@@ -15,7 +15,9 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
+from scipy.interpolate import RegularGridInterpolator
 
+from ._lazy import xarray as xr
 from ._registry import Registry
 from ._validate import as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys
 from .exceptions import ConfigError
@@ -254,7 +256,6 @@ class FromFile:
 def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Array:
     """Bilinear interpolation in (lat, lon), periodic in longitude, clamped beyond the extreme
     latitudes (non-negative values stay non-negative)."""
-    from scipy.interpolate import RegularGridInterpolator
 
     lat, lon = coords
     lon_ext = np.concatenate([lon[-1:] - 360.0, lon, lon[:1] + 360.0])
@@ -268,7 +269,6 @@ def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Arr
 
 def _read_density(path: Path, variable: str, time: float | None, key: str, d: int
                   ) -> tuple[Any, Array]:
-    import xarray as xr
 
     if not path.is_file():
         raise ConfigError(f"{key}.path", f"file {str(path)!r} does not exist")

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from ._lazy import xarray as xr
 from .accessor import register_accessor
 from .exceptions import ConfigError, OutputError, SchemaError
-from .geometry import DOMAINS, get_domain
+from .geometry import get_domain, DOMAINS
 from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, REQUIRED_ATTRS, REQUIRED_VARS, SCHEMA,
                      UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
 from .simulate import Observer
@@ -170,7 +171,6 @@ def _open_checked(path: str | Path, validate: Any) -> Any:
 
 def _open_netcdf(path: str | Path) -> Any:
     """Open a netCDF file lazily; a missing or unreadable file raises a one-line SchemaError."""
-    import xarray as xr
 
     register_accessor()
     path = Path(path)

@@ -24,17 +24,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .config import RunConfig
-from .exceptions import ConfigError, SimulationError
+from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import logsumexp_sums
-from .io import FileWriter, open_particles
+from .io import open_particles, FileWriter
 from .models import Model
 from .problem import Problem
 from .runner import resume_point, same_run
 from .schema import particle_dataset
 from .schemes import Scheme, Tendency
-from .simulate import Observer, Progress, simulate
+from .simulate import simulate, Observer, Progress
 
 Array = NDArray[np.float64]
 
@@ -100,7 +100,6 @@ def _initial_points(rho0: Callable[[Array], Array], d: int, n: int, initializati
         x = fibonacci_sphere(n)
         w = np.clip(rho0(x), 0.0, None)
         if not w.sum() > 0.0:
-            from .exceptions import ConfigError
 
             raise ConfigError("particles.initialization", "rho_0 vanishes at every quasi-uniform point")
         return x, w / w.sum()
@@ -130,7 +129,6 @@ def slice_counts(r: Array, n: int) -> NDArray[np.int64]:
     ConfigError
         A slice with r_k > 0 would get no particle (n too small for the slice weights).
     """
-    from .exceptions import ConfigError
 
     r = np.asarray(r, dtype=float)
     share = n * r / r.sum()
@@ -280,7 +278,6 @@ class ParticleSystem(Scheme):
 
     def __init__(self, problem: Problem, x0: Array, weight: Array, dt: float,
                  integrator: str = "rk4", slices: Any = None) -> None:
-        from .exceptions import ConfigError
 
         self.problem = problem
         self.x0 = np.asarray(x0, dtype=float)
@@ -344,7 +341,6 @@ class ParticleRecorder(Observer):
 
     def restore(self, ds: Any) -> tuple[float, Array, int]:
         """Take over the snapshots of a partial particle file; return its checkpoint."""
-        from .exceptions import SchemaError
 
         if "checkpoint_position" not in ds:
             raise SchemaError("the particle file has no checkpoint to resume from")

@@ -6,12 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from ._lazy import colors, patches, pyplot as plt
 from .accessor import register_accessor
 
 
 def save_figure(fig: Any, path: str | Path, *, dpi: int = 100) -> Path:
     """Write a matplotlib figure (creating the folder) and close it."""
-    import matplotlib.pyplot as plt
 
     fig.tight_layout()
     path = Path(path)
@@ -43,11 +43,7 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
     path : path
         PNG file to write.
     """
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
 
     register_accessor()
     rho = ds.sd.marginal()  # with slices: the marginal
@@ -58,7 +54,7 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
     positive = rho[rho > 0]
     floor = max(top * 1e-6, float(positive.min()) if positive.size else top * 1e-6)
     mesh = ax0.pcolormesh(t, np.degrees(theta), np.clip(rho, floor, None).T, shading="nearest",
-                          norm=LogNorm(vmin=floor, vmax=top), cmap="viridis")
+                          norm=colors.LogNorm(vmin=floor, vmax=top), cmap="viridis")
     fig.colorbar(mesh, ax=ax0, label="rho (per radian)")
     ax0.set_xlabel("t")
     ax0.set_ylabel("theta (degrees)")
@@ -96,7 +92,7 @@ def _orthographic(ax, lat_e, lon_e, rho, view, norm, cmap):
     depth = 0.25 * (x[:-1, :-1] + x[1:, :-1] + x[:-1, 1:] + x[1:, 1:]) @ view
     data = np.ma.masked_where(depth <= 0.0, rho)
     ax.pcolormesh(x @ right, x @ up, data, norm=norm, cmap=cmap, shading="flat")
-    ax.add_patch(__import__("matplotlib").patches.Circle((0, 0), 1.0, fill=False, lw=0.6))
+    ax.add_patch(patches.Circle((0, 0), 1.0, fill=False, lw=0.6))
     ax.set_xlim(-1.02, 1.02)
     ax.set_ylim(-1.02, 1.02)
     ax.set_aspect("equal")
@@ -117,11 +113,7 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     times : sequence of float, optional
         Snapshot times to draw (nearest stored); default up to ``max_rows`` evenly spaced ones.
     """
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import Normalize
 
     t_all = ds["time"].values
     if times is None:
@@ -144,7 +136,7 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     cmap = "magma"
     for r, i in enumerate(idx):
         rho = rho_all[i][order]
-        norm = Normalize(vmin=0.0, vmax=float(rho.max()))
+        norm = colors.Normalize(vmin=0.0, vmax=float(rho.max()))
         for c, (view, label) in enumerate([((0.0, 0.0, 1.0), "from +z"), ((1.0, 0.0, 0.0), "from +x")]):
             ax = fig.add_subplot(grid[r, c])
             _orthographic(ax, lat_e, lon_e, rho, view, norm, cmap)
@@ -189,10 +181,7 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
 
     ``particles``: optional list of (label, times, energies) curves drawn beside the energy.
     """
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     t = ds["time"].values
     xi = ds["xi"].values

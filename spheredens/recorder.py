@@ -7,14 +7,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import slices
 from .config import RunConfig
-from .exceptions import SchemaError
 from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
                           projection_distance)
+from .exceptions import SchemaError
 from .problem import Problem
-from .schema import SCHEMA, SLICE_VARIABLES, density_dataset
-from .slices import marginal as slice_marginal
+from .schema import density_dataset, SCHEMA, SLICE_VARIABLES
 from .simulate import Observer
+from .slices import marginal as slice_marginal
+from .targets import terminal_subspace
 
 Array = NDArray[np.float64]
 
@@ -43,7 +45,6 @@ class Recorder(Observer):
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
-        from .targets import terminal_subspace
 
         self._terminal = terminal_subspace(problem.model)
         pts = self.grid.points
@@ -116,7 +117,6 @@ class Recorder(Observer):
                                 self._terminal.w2(marginal, self._points, self.grid.weight))
 
     def _observe_slices(self, rho: Array, marginal: Array) -> None:
-        from . import slices
 
         pts = self._points.reshape(-1, self._points.shape[-1])
         w = self.grid.weight.reshape(-1)

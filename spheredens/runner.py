@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import logging
+import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import RunConfig, config_from_dict, load_config
+from .config import config_from_dict, load_config, RunConfig
 from .exceptions import SchemaError, SimulationError
-from .io import FileWriter, check_output_path
+from .io import check_output_path, open_run, FileWriter
 from .problem import Problem
 from .recorder import Recorder
 from .schemes import make_scheme
-from .simulate import Progress, simulate
+from .simulate import simulate, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,6 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
         once the snapshots so far and a checkpoint have been written.
     """
-    from .io import open_run
 
     cfg = as_config(config)
     if output is not None:
@@ -155,7 +155,6 @@ def resolution_problem(cfg: RunConfig) -> str:
 def same_run(config_text: str, cfg: RunConfig) -> bool:
     """Whether the configuration stored in a file describes the same run as ``cfg`` (all
     sections but ``[output]``)."""
-    import tomllib
 
     try:
         stored = tomllib.loads(config_text)

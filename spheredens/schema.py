@@ -21,10 +21,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from ._lazy import xarray as xr
 from ._version import __version__
 from .accessor import register_accessor
 from .exceptions import SchemaError
-from .geometry import DOMAINS, get_domain
+from .geometry import get_domain, DOMAINS
 
 Array = NDArray[np.float64]
 
@@ -276,7 +277,6 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
     checkpoint : (t, state, steps), optional
         The full solver state at a step boundary, for ``--resume``.
     """
-    import xarray as xr
 
     register_accessor()
     model = problem.model
@@ -361,7 +361,6 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
         Long name of ``particle_weight`` instead of the default
         (:data:`CONVERTED_WEIGHT_LONG_NAME` for converted files).
     """
-    import xarray as xr
 
     register_accessor()
     var = PARTICLE_VARIABLES

@@ -23,18 +23,23 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import re
 import signal
 import threading
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from ._lazy import dask, distributed, xarray as xr
 from ._validate import as_str, as_table, check_keys
-from .config import RunConfig, config_from_dict, load_config, read_toml
+from .config import config_from_dict, load_config, read_toml, RunConfig
 from .exceptions import ConfigError, SpheredensError
+from .io import open_run, write_dataset
+from .runner import run, same_run
 from .simulate import signal_handler
 
 logger = logging.getLogger(__name__)
@@ -136,9 +141,6 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
 
 def case_status(case: SweepCase) -> str:
     """``"done"`` (a complete file of this configuration), ``"partial"`` or ``"todo"``."""
-    from .io import open_run
-    from .runner import same_run
-
     if not case.path.exists():
         return "todo"
     try:
@@ -153,14 +155,9 @@ def case_status(case: SweepCase) -> str:
 
 def _run_case(config_dict: dict, base_dir: str) -> dict:
     """Task body (runs on a worker): run or resume one case; never raises."""
-    import traceback
-
-    from .config import config_from_dict as _from_dict
-    from .runner import run as _run
-
     try:
-        cfg = _from_dict(config_dict, base_dir=base_dir)
-        ds = _run(cfg, progress=False, resume=True)
+        cfg = config_from_dict(config_dict, base_dir=base_dir)
+        ds = run(cfg, progress=False, resume=True)
         return {"ok": True, "n_steps": int(ds.attrs.get("n_steps", 0))}
     except SpheredensError as exc:
         return {"ok": False, "error": str(exc)}
@@ -181,7 +178,6 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         processes (default min(2, cases to run)), one thread each, closed afterwards.
     """
     _quiet_dask()
-    from dask.distributed import Client
 
     sweep.output_dir.mkdir(parents=True, exist_ok=True)
     outcome: dict[str, str] = {}
@@ -196,10 +192,10 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         cluster = None
         if scheduler is None:
             cluster = _local_cluster(n_workers or min(2, len(pending)))
-            client = Client(cluster)
+            client = distributed.Client(cluster)
         else:
             try:
-                client = Client(scheduler, timeout=30)
+                client = distributed.Client(scheduler, timeout=30)
             except (OSError, TimeoutError) as exc:
                 raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         interrupted = False
@@ -237,7 +233,6 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
                 "same command again to continue")
     combined = combine(sweep)
     if combined is not None:
-        from .io import write_dataset
 
         write_dataset(combined, sweep.combined_path)
     return combined, outcome
@@ -270,10 +265,9 @@ def _stop_request() -> Iterator[threading.Event]:
 def _local_cluster(n_workers: int) -> Any:
     """A local Dask cluster of ``n_workers`` processes, one thread each. Its processes ignore
     Ctrl-C (they inherit SIGINT ignored): the sweep process handles it and shuts them down."""
-    from dask.distributed import LocalCluster
 
     with signal_handler(signal.SIG_IGN):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+        return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                             dashboard_address=":0")
 
 
@@ -293,11 +287,7 @@ def _shut_down(client: Any, cluster: Any) -> None:
 def _quiet_dask() -> None:
     """Dask logs every connection at INFO level, on this process and on the workers it starts:
     keep warnings and errors only (set before the workers are spawned, they inherit it)."""
-    import os
-
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
-    import dask
-
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")  # before dask is imported
     dask.config.set({"logging.distributed": "error"})
     for name in list(logging.root.manager.loggerDict):
         if name == "distributed" or name.startswith("distributed."):
@@ -307,9 +297,7 @@ def _quiet_dask() -> None:
 def combine(sweep: Sweep) -> Any:
     """The combined dataset of the finished cases (None when a case is missing): diagnostics
     with one dimension per varied key, ``rho`` too when every case has the same grid."""
-    import xarray as xr
 
-    from .io import open_run
 
     datasets = {}
     for case in sweep.cases:

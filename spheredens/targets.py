@@ -19,7 +19,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SpheredensError
-from .models import Model, projection_target as assumption_1
+from .models import projection_target as assumption_1, Model
+from .problem import Problem
 
 Array = NDArray[np.float64]
 
@@ -143,7 +144,6 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
 
 def projection_target(config: Any) -> TargetMeasure:
     """Pi_# rho_0 for a run configuration (its model and initial density)."""
-    from .problem import Problem
 
     problem = Problem.from_config(config)
     return projection_measure(problem.model, problem.initial)

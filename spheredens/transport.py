@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
+from ._lazy import ot
+from .grids import RingMesh
 
 Array = NDArray[np.float64]
 
@@ -25,7 +27,6 @@ def w2_circle(theta_a: Array, weight_a: Array, theta_b: Array, weight_b: Array, 
     ``ot.wasserstein_circle`` works on the circle of circumference 1 (coordinates in [0, 1))
     and returns W_p^p: the result is W2 = 2 pi sqrt(value).
     """
-    import ot
 
     u = np.mod(np.asarray(theta_a, dtype=float) / (2.0 * np.pi), 1.0)
     v = np.mod(np.asarray(theta_b, dtype=float) / (2.0 * np.pi), 1.0)
@@ -88,7 +89,6 @@ def sphere_density_atoms(points: Array, weight: Array, rho: Array, *, n_points: 
 def _cell_atoms(points: Array, weight: Array, rho: Array, n_points: int) -> tuple[Array, Array, float]:
     """Unstructured cells: group them by the cells of a coarse ring mesh of about ``n_points``
     cells containing their centres; same atoms and bound as for a (lat, lon) grid."""
-    from .grids import RingMesh
 
     a = np.clip(rho, 0.0, None) * weight
     a = a / a.sum()
@@ -109,7 +109,6 @@ def _cell_atoms(points: Array, weight: Array, rho: Array, n_points: int) -> tupl
 
 def w2_sphere(x: Array, a: Array, y: Array, b: Array) -> float:
     """Exact W2 (geodesic cost) between weighted point sets on S^2 by POT's network simplex."""
-    import ot
 
     cost = np.arccos(np.clip(x @ y.T, -1.0, 1.0)) ** 2
     value = ot.emd2(a / a.sum(), b / b.sum(), cost, numItermax=50_000_000)

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import math
-import os
-import sys
 from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .._lazy import ducc0, shtns
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
@@ -17,19 +17,9 @@ MAX_LMAX = 1023
 
 
 def import_shtns() -> Any:
-    """``import shtns`` without its banner (shtns prints to the C-level stdout on import)."""
-    if "shtns" in sys.modules:
-        return sys.modules["shtns"]
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            import shtns
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    return shtns
+    """The shtns module, imported without its banner (shtns prints to the C-level stdout on
+    import; :mod:`spheredens._lazy` closes it meanwhile)."""
+    return shtns.load()
 
 
 #: shtns refuses (and exits the process) below this number of latitudes
@@ -167,8 +157,6 @@ class OffGridSynthesis:
     """
 
     def __init__(self, grid: GaussGrid, points: Array, *, epsilon: float = 1e-13) -> None:
-        import ducc0
-
         self._sht = ducc0.sht
         self.grid = grid
         self.shape = points.shape[:-1]

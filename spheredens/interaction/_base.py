@@ -153,7 +153,10 @@ def select_evaluator(model: Model, domain: str, inputs: str, choice: Any = "auto
                      scheme: str = "", key: str = "discretization.interaction") -> type[Evaluator]:
     """The evaluator class for ``model`` on a layout (``domain``, ``inputs``), checking
     ``choice``: a ConfigError naming ``key`` says why a named evaluator cannot serve."""
-    INTERACTIONS.get(choice, key)
+    if not isinstance(choice, str) or choice not in INTERACTIONS:
+        known = ("auto", *sorted(n for n in INTERACTIONS if n != "auto"))
+        raise ConfigError(key, f"{choice!r} is not a known interaction evaluator; choose one of "
+                          f"{', '.join(map(repr, known))}")
     on_domain = choices(domain)
     if choice not in on_domain:
         raise ConfigError(key, f"{choice!r} is not available on the {domain}; choose one of "

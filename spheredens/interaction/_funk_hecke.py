@@ -8,13 +8,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
+from scipy.spatial.transform import Rotation
 
+from ._base import register_evaluator, Evaluator, Layout
+from .._lazy import ducc0
+from ._quadrature import clip_norm, DirectQuadrature
 from ..geometry import tangent_project
 from ..grids import GaussGrid, OffGridSynthesis
 from ..kernel import orthogonal_multiple  # noqa: F401  (re-exported)
 from ..models import Model
-from ._base import Evaluator, Layout, register_evaluator
-from ._quadrature import DirectQuadrature, clip_norm
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
@@ -90,7 +92,6 @@ class _SphereEvaluator(Evaluator):
 def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
     """Angles (psi, theta, phi) for ``ducc0.sht.rotate_alm`` so that the rotated coefficients
     describe f(R^T x) (checked against direct evaluation in the tests)."""
-    from scipy.spatial.transform import Rotation
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gimbal lock is harmless here
@@ -153,7 +154,6 @@ class FunkHeckeInteraction(_SphereEvaluator):
 
     def _rotated(self, rho_c: Coefficients) -> Coefficients:
         if self._euler is not None:
-            import ducc0
 
             rho_c = ducc0.sht.rotate_alm(np.ascontiguousarray(rho_c), self.grid.lmax, *self._euler)
         if self._parity is not None:

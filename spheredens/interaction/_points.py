@@ -8,12 +8,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from ._base import register_evaluator, Evaluator, Layout
+from ._funk_hecke import funk_hecke_multipliers, FunkHeckeInteraction, GUARD_RELATIVE_Z
+from .._lazy import ducc0
+from ._quadrature import clip_norm
 from ..geometry import tangent_project
 from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
-from ._base import Evaluator, Layout, register_evaluator
-from ._funk_hecke import GUARD_RELATIVE_Z, FunkHeckeInteraction, funk_hecke_multipliers
-from ._quadrature import clip_norm
 
 Array = NDArray[np.float64]
 
@@ -114,7 +115,6 @@ class SphereBasis(_PointCache):
     """Spherical harmonics up to degree L on S^2 (m >= 0, shtns / ducc0 order), via ducc0."""
 
     def __init__(self, kappa: float, nthreads: int = 1, epsilon: float = 1e-13) -> None:
-        import ducc0
 
         self._sht = ducc0.sht
         self.kappa = kappa

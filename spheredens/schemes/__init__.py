@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import SCHEMES, Scheme, Tendency, register_scheme, scheme_class
+# registration order is the order configuration messages list the schemes in
 from ._circle_fv import FiniteVolumeScheme  # registers circle "fv"
 from ._circle_fourier import FourierScheme  # registers "fourier"
 from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"

@@ -7,12 +7,12 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from ._base import register_scheme, validate_choice, Scheme, Tendency
 from .._validate import as_int
 from ..grids import GaussGrid
-from ..grids._sphere_gauss import MAX_LMAX, default_grid_size
+from ..grids._sphere_gauss import default_grid_size, MAX_LMAX
 from ..interaction import Layout
 from ..kernel import AttentionKernel
-from ._base import Scheme, Tendency, register_scheme, validate_choice
 
 Array = NDArray[np.float64]
 
