@@ -6,8 +6,9 @@ import doctest
 import pytest
 
 import spheredens.config
+import spheredens.kernel
 
-MODULES = [spheredens.config]
+MODULES = [spheredens.config, spheredens.kernel]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
