@@ -30,10 +30,15 @@ def as_table(value: Any, key: str) -> dict[str, Any]:
     return dict(value)
 
 
-def as_str(value: Any, key: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(key, f"must be a string, got {value!r}")
+def _of_type(value: Any, key: str, kind: type, what: str) -> Any:
+    """``value`` when it is a ``kind``; a ConfigError saying it must be ``what`` otherwise."""
+    if not isinstance(value, kind):
+        raise ConfigError(key, f"must be {what}, got {value!r}")
     return value
+
+
+def as_str(value: Any, key: str) -> str:
+    return _of_type(value, key, str, "a string")
 
 
 def as_float(
@@ -72,9 +77,7 @@ def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | N
 
 
 def as_bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(key, f"must be true or false, got {value!r}")
-    return value
+    return _of_type(value, key, bool, "true or false")
 
 
 def as_float_list(value: Any, key: str, *, length: int | None = None, minimum: float | None = None,

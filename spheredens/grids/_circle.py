@@ -40,15 +40,8 @@ class CircleGrid:
         self.points = circle_points(self.theta)
         self.tangents = circle_tangents(self.theta)
         self.weight = np.full(self.n, self.h)
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (self.n,)
-
-    @property
-    def space_dims(self) -> tuple[str]:
-        """Names of the space dimensions in a Dataset (DATASET.md)."""
-        return ("theta",)
+        self.shape = (self.n,)
+        self.space_dims = ("theta",)  # names of the space dimensions in a Dataset (DATASET.md)
 
     def dataset_coords(self) -> dict[str, tuple]:
         """Coordinates for a Dataset (DATASET.md): name -> (dims, values, attrs)."""

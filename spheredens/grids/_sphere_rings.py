@@ -91,6 +91,9 @@ class RingMesh:
         self.lon_bounds = np.stack([lon0, lon1], axis=-1)
         ds = np.sin(lat1) - np.sin(lat0)
         self.area = dlon * ds
+        self.weight = self.area  # cell areas (steradians): int f rho ~ sum(f * rho * weight)
+        self.shape = (self.n_cells,)
+        self.space_dims = ("cell",)
         # latitude centroid: int lat cos(lat) / int cos(lat) = [lat sin + cos] / [sin]
         self.lat_c = ((lat1 * np.sin(lat1) + np.cos(lat1)) - (lat0 * np.sin(lat0) + np.cos(lat0))) / ds
         self.lon_c = 0.5 * (lon0 + lon1)
@@ -176,19 +179,6 @@ class RingMesh:
                           + np.bincount(self.face_right, self.face_length, n))
 
     # -- Dataset contract -------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int]:
-        return (self.n_cells,)
-
-    @property
-    def space_dims(self) -> tuple[str]:
-        return ("cell",)
-
-    @property
-    def weight(self) -> Array:
-        """Cell areas (steradians): int f rho ~ sum(f * rho * weight)."""
-        return self.area
-
     @property
     def lat(self) -> Array:
         return np.degrees(self.lat_c)

@@ -35,24 +35,18 @@ __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "
 Array = NDArray[np.float64]
 
 
-@register_evaluator
+@register_evaluator("zero_temperature", domains=None, inputs=("values", "coefficients"), priority=0,
+                    selectable=False)  # a formula of the points: any domain
 class ZeroTemperatureField(Evaluator):
     """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the targets."""
 
-    name = "zero_temperature"
-    domains = None  # a formula of the points
-    inputs = ("values", "coefficients")
-    priority = 0
-    selectable = False
+    requirement = "is the field of sa_zero_temperature"
+    refusal_text = ("= {choice!r}, but {model} has no interaction (its velocity does not depend on "
+                    "rho); remove the key")
 
-    @classmethod
-    def applies(cls, model: Model) -> str:
-        return "" if not model.kind.interacting else "is the field of sa_zero_temperature"
-
-    @classmethod
-    def refusal(cls, model: Model, choice: str) -> str:
-        return (f"= {choice!r}, but {model.name} has no interaction (its velocity does not "
-                "depend on rho); remove the key")
+    @staticmethod
+    def structure(model: Model) -> bool:
+        return not model.kind.interacting
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "ZeroTemperatureField":
@@ -66,19 +60,16 @@ class ZeroTemperatureField(Evaluator):
         return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
 
 
-@register_evaluator
+@register_evaluator(AuxiliaryInteraction.name, domains=("sphere",), inputs=("coefficients",),
+                    priority=0, selectable=False)
 class AuxiliaryOnGaussGrid(Evaluator):
     """:class:`AuxiliaryInteraction` for the spherical-harmonic scheme: slices given by their
     coefficients, densities synthesized on the Gauss grid (nodes with Gauss weights as sources
     and targets)."""
 
-    name = AuxiliaryInteraction.name
-    domains = ("sphere",)
-    inputs = ("coefficients",)
-    priority = 0
-    selectable = False
-    applies = AuxiliaryInteraction.applies
-    refusal = AuxiliaryInteraction.refusal
+    requirement = AuxiliaryInteraction.requirement
+    refusal_text = AuxiliaryInteraction.refusal_text
+    structure = AuxiliaryInteraction.structure
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "AuxiliaryOnGaussGrid":

@@ -36,7 +36,8 @@ from ..models import Model
 Array = NDArray[np.float64]
 
 
-@register_evaluator
+@register_evaluator("auxiliary_spectral", domains=("circle", "sphere"), inputs=("values",),
+                    priority=0, selectable=False)
 class AuxiliaryInteraction(Evaluator):
     """Velocity X_k of every slice of ``usa_av`` at target points (module docstring).
 
@@ -52,20 +53,13 @@ class AuxiliaryInteraction(Evaluator):
         Points where the velocity is wanted (faces, nodes).
     """
 
-    name = "auxiliary_spectral"
-    domains = ("circle", "sphere")
-    inputs = ("values",)
-    priority = 0
-    selectable = False
+    requirement = "is the evaluator of usa_av"
+    refusal_text = ("= {choice!r}: usa_av has its own spectral evaluator (gauges and couplings of "
+                    "the slices); remove the key")
 
-    @classmethod
-    def applies(cls, model: Model) -> str:
-        return "" if model.auxiliary is not None else "is the evaluator of usa_av"
-
-    @classmethod
-    def refusal(cls, model: Model, choice: str) -> str:
-        return (f"= {choice!r}: usa_av has its own spectral evaluator (gauges and couplings of "
-                "the slices); remove the key")
+    @staticmethod
+    def structure(model: Model) -> bool:
+        return model.auxiliary is not None
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "AuxiliaryInteraction":

@@ -63,12 +63,13 @@ class Layout:
 class Evaluator:
     """Base class of the interaction evaluators: X[rho] where a :class:`Layout` asks for it.
 
-    Subclasses declare ``name`` (the ``discretization.interaction`` value), ``domains``,
-    ``inputs`` (a tuple from :data:`INPUTS`), ``priority`` (lower is tried first by "auto"),
-    ``description`` (for ``spheredens info``), implement :meth:`build` and :meth:`vectors`, and
-    override :meth:`applies` when they need a structure of the model. ``selectable = False``
-    marks the evaluators chosen by the model itself (no interaction, or slices), which
-    :meth:`refusal` explains when a configuration names another one.
+    Subclasses are registered with :func:`register_evaluator` (``name``, the
+    ``discretization.interaction`` value; ``domains``; ``inputs``, a tuple from :data:`INPUTS`;
+    ``priority``, lower is tried first by "auto"), declare ``description`` (for ``spheredens
+    info``), implement :meth:`build` and :meth:`vectors`, and override :meth:`structure` (with
+    ``requirement``) when they need a structure of the model. ``selectable = False`` marks the
+    evaluators chosen by the model itself (no interaction, or slices), which :meth:`refusal`
+    explains when a configuration names another one.
     """
 
     name: ClassVar[str]
@@ -86,16 +87,26 @@ class Evaluator:
         """Whether the evaluator works on ``domain`` (``domains = None``: on every domain)."""
         return cls.domains is None or domain in cls.domains
 
+    #: what :meth:`applies` says when :meth:`structure` fails (``{B}``: the matrix B = Q^T K)
+    requirement: ClassVar[str] = ""
+    #: the model's own evaluators: why another choice is refused (``{choice}``, ``{model}``)
+    refusal_text: ClassVar[str] = "= {choice!r}: {model} has its own evaluator; remove the key"
+
+    @staticmethod
+    def structure(model: Model) -> bool:
+        """Whether ``model`` has what the evaluator needs (a zonal kernel, slices, ...)."""
+        return True
+
     @classmethod
     def applies(cls, model: Model) -> str:
         """Empty when the evaluator applies to ``model``; otherwise what it needs."""
-        return ""
+        return "" if cls.structure(model) else cls.requirement.format(B=model.B.tolist())
 
     @classmethod
     def refusal(cls, model: Model, choice: str) -> str:
         """Why ``discretization.interaction = choice`` is refused when this evaluator is the
         model's own (``selectable = False``)."""
-        return f"= {choice!r}: {model.name} uses the evaluator {cls.name!r}; remove the key"
+        return cls.refusal_text.format(choice=choice, model=model.name)
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "Evaluator":
@@ -127,13 +138,21 @@ INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere
 EVALUATOR_CLASSES: list[type[Evaluator]] = []
 
 
-def register_evaluator(cls: type[Evaluator]) -> type[Evaluator]:
-    """Class decorator: register an evaluator class (its name becomes a valid
-    ``discretization.interaction`` value where it is ``selectable``)."""
-    EVALUATOR_CLASSES.append(cls)
-    if cls.selectable and cls.name not in INTERACTIONS:
-        INTERACTIONS.register(cls.name)(cls.description)
-    return cls
+def register_evaluator(name: str, *, domains: tuple[str, ...] | None, inputs: tuple[str, ...],
+                       priority: int = 50, selectable: bool = True):
+    """Class decorator: register an evaluator class under ``name`` (a valid
+    ``discretization.interaction`` value where it is ``selectable``) for ``domains`` (None:
+    every domain) and ``inputs``; "auto" tries lower ``priority`` first."""
+
+    def decorator(cls: type[Evaluator]) -> type[Evaluator]:
+        cls.name, cls.domains, cls.inputs = name, domains, inputs
+        cls.priority, cls.selectable = priority, selectable
+        EVALUATOR_CLASSES.append(cls)
+        if selectable and name not in INTERACTIONS:
+            INTERACTIONS.register(name)(cls.description)
+        return cls
+
+    return decorator
 
 
 def candidates(domain: str, inputs: str) -> list[type[Evaluator]]:

@@ -37,7 +37,7 @@ def aliased_multipliers(n: int, kappa: float, delta: float) -> NDArray[np.comple
     return out
 
 
-@register_evaluator
+@register_evaluator("fft", domains=("circle",), inputs=("values",), priority=10)
 class FourierConvolution(Evaluator):
     """Velocity on a uniform circle grid by FFT, for B = a R(phi0) (a > 0, R a rotation).
 
@@ -59,18 +59,12 @@ class FourierConvolution(Evaluator):
         Two uniform grids with the same n (targets may be offset, e.g. cell faces).
     """
 
-    name = "fft"
-    domains = ("circle",)
-    inputs = ("values",)
-    priority = 10
     description = "circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)"
+    requirement = "needs B = Q^T K to be a positive multiple of a rotation, and B = {B} is not"
 
-    @classmethod
-    def applies(cls, model: Model) -> str:
-        if model.d == 2 and model.kernel.rotation_multiple_2d() is not None:
-            return ""
-        return (f"needs B = Q^T K to be a positive multiple of a rotation, and B = "
-                f"{model.B.tolist()} is not")
+    @staticmethod
+    def structure(model: Model) -> bool:
+        return model.d == 2 and model.kernel.rotation_multiple_2d() is not None
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "FourierConvolution":

@@ -42,11 +42,18 @@ def funk_hecke_multipliers(l: Array, kappa: float) -> tuple[Array, Array]:
     return s, s_next + (l / kappa) * s
 
 
+def zonal_decomposition(model: Model, who: str) -> tuple[float, Array]:
+    """(kappa, R) with B = Q^T K = a R (a > 0, R orthogonal) and kappa = beta a: the kernel is
+    exp(kappa <R^T x, y>), zonal; a ValueError naming ``who`` when B is no such multiple."""
+    decomposition = model.kernel.orthogonal_multiple()
+    if decomposition is None:
+        raise ValueError(f"{who} needs B = Q^T K to be a positive multiple of an orthogonal matrix")
+    a, R = decomposition
+    return model.beta * a, R
+
+
 class _SphereEvaluator(Evaluator):
     """Shared pieces: beta = 0 shortcut, normalization, guard, tangent projection."""
-
-    domains = ("sphere",)
-    inputs = ("coefficients",)
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "_SphereEvaluator":
@@ -99,7 +106,7 @@ def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
     return float(gamma), float(beta), float(alpha)
 
 
-@register_evaluator
+@register_evaluator("funk_hecke", domains=("sphere",), inputs=("coefficients",), priority=10)
 class FunkHeckeInteraction(_SphereEvaluator):
     """Exact spectral velocity when B = Q^T K = a R, a > 0, R orthogonal.
 
@@ -115,27 +122,19 @@ class FunkHeckeInteraction(_SphereEvaluator):
     For a band-limited rho the result is exact to round-off.
     """
 
-    name = "funk_hecke"
-    priority = 10
     description = "sphere: Funk-Hecke multipliers (B a multiple of an orthogonal matrix)"
+    requirement = "needs B = Q^T K to be a positive multiple of an orthogonal matrix"
 
-    @classmethod
-    def applies(cls, model: Model) -> str:
-        if model.beta == 0.0 or model.kernel.orthogonal_multiple() is not None:
-            return ""
-        return "needs B = Q^T K to be a positive multiple of an orthogonal matrix"
+    @staticmethod
+    def structure(model: Model) -> bool:
+        return model.beta == 0.0 or model.kernel.orthogonal_multiple() is not None
 
     def __init__(self, model: Model, grid: GaussGrid) -> None:
         super().__init__(model, grid)
         if model.beta == 0.0:  # kernel = 1: the mean field, for any B
             return
-        decomposition = model.kernel.orthogonal_multiple()
-        if decomposition is None:
-            raise ValueError("FunkHeckeInteraction needs B = Q^T K to be a positive multiple of an "
-                             "orthogonal matrix")
-        a, R = decomposition
+        self.kappa, R = zonal_decomposition(model, type(self).__name__)
         self._r = R
-        self.kappa = model.beta * a
         self._s, self._ds = funk_hecke_multipliers(grid.l, self.kappa)
         # rho_R(z) = rho(R^T z): a rotation of the coefficients (R = -R' for det R = -1 is the
         # rotation R' followed by the parity x -> -x, i.e. a factor (-1)^l)
@@ -147,7 +146,7 @@ class FunkHeckeInteraction(_SphereEvaluator):
         # tangent components of N = V R^T M with M = x D + (g_theta e_theta + g_phi e_phi) / kappa:
         # <e_r, W e_s> for r in (theta, phi), s in (x, theta, phi), W = V R^T (one R^T for
         # det R = -1 too: W uses the original R)
-        W = model.V @ (decomposition[1]).T
+        W = model.V @ self._r.T
         self._w = {(r, c): np.einsum("ijd,de,ije->ij", er, W, ec)
                    for r, er in (("t", grid.e_theta), ("p", grid.e_phi), ("x", grid.points))
                    for c, ec in (("x", grid.points), ("t", grid.e_theta), ("p", grid.e_phi))}
@@ -231,7 +230,7 @@ def barycentric_weights(nodes: Array, x: Array) -> Array:
     return c
 
 
-@register_evaluator
+@register_evaluator("kappa_interpolation", domains=("sphere",), inputs=("coefficients",), priority=20)
 class KappaInterpolation(_SphereEvaluator):
     """Near-spectral velocity for a general invertible B, by interpolation in kappa.
 
@@ -248,17 +247,15 @@ class KappaInterpolation(_SphereEvaluator):
     ``ducc0`` (3 per node).
     """
 
-    name = "kappa_interpolation"
-    priority = 20
     description = ("sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
                    "(B invertible, cond <= 1e3)")
 
-    @classmethod
-    def applies(cls, model: Model) -> str:
+    requirement = "needs B = Q^T K invertible with condition number <= 1e3"
+
+    @staticmethod
+    def structure(model: Model) -> bool:
         sigma = model.kernel.singular_values
-        if sigma[-1] > 1e-3 * sigma[0]:
-            return ""
-        return "needs B = Q^T K invertible with condition number <= 1e3"
+        return bool(sigma[-1] > 1e-3 * sigma[0])
 
     def __init__(self, model: Model, grid: GaussGrid, *, tol: float = 1e-12, max_nodes: int = 64) -> None:
         super().__init__(model, grid)
@@ -314,12 +311,10 @@ class KappaInterpolation(_SphereEvaluator):
         return self._finish(z.reshape(shape), n, self.kappa.reshape(shape))
 
 
-@register_evaluator
+@register_evaluator("direct", domains=("sphere",), inputs=("coefficients",), priority=90)
 class SphereDirectQuadrature(_SphereEvaluator):
     """Direct log-sum-exp quadrature on the Gauss grid (the always-correct fallback, O(N^2))."""
 
-    name = "direct"
-    priority = 90
     description = DirectQuadrature.description
 
     def __init__(self, model: Model, grid: GaussGrid) -> None:

@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 from scipy import special
 
 from ._base import register_evaluator, Evaluator, Layout
-from ._funk_hecke import funk_hecke_multipliers, FunkHeckeInteraction, GUARD_RELATIVE_Z
+from ._funk_hecke import zonal_decomposition, funk_hecke_multipliers, FunkHeckeInteraction, GUARD_RELATIVE_Z
 from .._lazy import ducc0
 from ._quadrature import clip_norm
 from ..geometry import tangent_project
@@ -164,7 +164,7 @@ class SphereBasis(_PointCache):
         return float(np.sum(self.real_weight * (np.conj(c) * self.s * mu).real))
 
 
-@register_evaluator
+@register_evaluator("funk_hecke", domains=("sphere",), inputs=("values",), priority=10)
 class FunkHeckePoints(Evaluator):
     """Velocity at target points for a density given as weighted source points (cells).
 
@@ -184,12 +184,9 @@ class FunkHeckePoints(Evaluator):
     there is clipped to ||V|| (``guarded_fraction``).
     """
 
-    name = "funk_hecke"
-    domains = ("sphere",)
-    inputs = ("values",)
-    priority = FunkHeckeInteraction.priority
     description = FunkHeckeInteraction.description
-    applies = FunkHeckeInteraction.applies
+    requirement = FunkHeckeInteraction.requirement
+    structure = FunkHeckeInteraction.structure
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "FunkHeckePoints":
@@ -206,12 +203,7 @@ class FunkHeckePoints(Evaluator):
         if model.beta == 0.0:
             self.kappa, self.lmax = 0.0, 0
             return
-        decomposition = model.kernel.orthogonal_multiple()
-        if decomposition is None:
-            raise ValueError("FunkHeckePoints needs B = Q^T K to be a positive multiple of an "
-                             "orthogonal matrix")
-        a, R = decomposition
-        self.kappa = model.beta * a
+        self.kappa, R = zonal_decomposition(model, type(self).__name__)
         self.basis = SphereBasis(self.kappa, nthreads=nthreads, epsilon=epsilon)
         self.lmax = self.basis.L
         self._rotated_sources = np.ascontiguousarray(self.sources @ R.T)

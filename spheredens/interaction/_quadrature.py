@@ -18,7 +18,7 @@ _MAX_CACHED = 1 << 25
 _CHUNK_ENTRIES = 1 << 22
 
 
-@register_evaluator
+@register_evaluator("direct", domains=None, inputs=("values",), priority=90)  # any S^{d-1}
 class DirectQuadrature(Evaluator):
     """Velocity by direct quadrature over the source points, for any Q, K, V and beta.
 
@@ -53,10 +53,6 @@ class DirectQuadrature(Evaluator):
         entries; otherwise it is formed chunk by chunk on every call.
     """
 
-    name = "direct"
-    domains = None  # any S^{d-1}: sums over points
-    inputs = ("values",)
-    priority = 90
     description = "direct quadrature with log-sum-exp: any Q, K, V, beta <= 1e4"
 
     @classmethod

@@ -110,7 +110,9 @@ class Scheme:
         The ``[discretization]`` keys it accepts, in the order the configuration writes them.
     resolution : str
         The option that sets the resolution (``n``, ``lmax``, ``nlat``), with
-        ``resolution_default``, ``resolution_min``, ``resolution_max`` and ``resolution_what``.
+        ``resolution_default``, ``resolution_min``, ``resolution_max`` and ``resolution_what``;
+        ``resolution_rule`` (c, s): the grid resolves the kernel when the resolution is at least
+        c sqrt(s beta sigma_max(B)), and ``resolution_text`` says why it does not.
     default_integrator : str
     evaluator_inputs : str
         ``"values"`` or ``"coefficients"``: what its state is for an interaction evaluator.
@@ -131,6 +133,8 @@ class Scheme:
     resolution_min: ClassVar[int]
     resolution_max: ClassVar[int]
     resolution_what: ClassVar[str] = ""
+    resolution_rule: ClassVar[tuple[float, float]]
+    resolution_text: ClassVar[str]
     default_integrator: ClassVar[str] = "ssprk3"
     evaluator_inputs: ClassVar[str] = "values"
     positive: ClassVar[bool] = False
@@ -187,11 +191,17 @@ class Scheme:
 
     @classmethod
     def resolution_needed(cls, kernel: AttentionKernel) -> int:
-        raise NotImplementedError
+        """The smallest resolution that resolves the kernel: ceil(c sqrt(s beta sigma_max(B)))
+        with (c, s) = ``resolution_rule``."""
+        factor, scale = cls.resolution_rule
+        return math.ceil(factor * math.sqrt(scale * kernel.beta * kernel.sigma_max))
 
     @classmethod
     def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
-        raise NotImplementedError
+        """``resolution_text`` filled in (``value``, ``need``, ``width`` = (beta sigma_max)^(-1/2),
+        ``beta_sigma`` = beta sigma_max)."""
+        return cls.resolution_text.format(value=value, need=need, width=kernel.width,
+                                          beta_sigma=kernel.beta * kernel.sigma_max)
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
@@ -280,15 +290,10 @@ class CircleScheme(Scheme):
             raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {cls.name!r}")
         return n
 
-    @classmethod
-    def resolution_needed(cls, kernel: AttentionKernel) -> int:
-        """3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max)."""
-        return math.ceil(6.0 * math.pi * math.sqrt(kernel.beta * kernel.sigma_max))
-
-    @classmethod
-    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
-        return (f"n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
-                f"{kernel.width:.3g} rad by 3 cells: needs n >= {need}")
+    #: 3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max)
+    resolution_rule = (6.0 * math.pi, 1.0)
+    resolution_text = ("n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
+                       "{width:.3g} rad by 3 cells: needs n >= {need}")
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:

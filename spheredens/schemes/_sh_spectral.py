@@ -12,7 +12,6 @@ from .._validate import as_int
 from ..grids import GaussGrid
 from ..grids._sphere_gauss import default_grid_size, MAX_LMAX
 from ..interaction import Layout
-from ..kernel import AttentionKernel
 
 Array = NDArray[np.float64]
 
@@ -80,15 +79,10 @@ class SHSpectralScheme(Scheme):
                                           "exponential", "spectral filter"),
                 "nthreads": as_int(table.get("nthreads", 1), f"{prefix}.nthreads", minimum=1, maximum=256)}
 
-    @classmethod
-    def resolution_needed(cls, kernel: AttentionKernel) -> int:
-        """The multipliers reach degree ~ sqrt(2 kappa ln(1/eps)): lmax >= 3 sqrt(2 beta sigma_max)."""
-        return math.ceil(3.0 * math.sqrt(2.0 * kernel.beta * kernel.sigma_max))
-
-    @classmethod
-    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
-        return (f"lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
-                f"{kernel.beta * kernel.sigma_max:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}")
+    #: the multipliers reach degree ~ sqrt(2 kappa ln(1/eps)): lmax >= 3 sqrt(2 beta sigma_max)
+    resolution_rule = (3.0, 2.0)
+    resolution_text = ("lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
+                       "{beta_sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}")
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:

@@ -12,7 +12,6 @@ from ._circle_fv import FiniteVolumeScheme, LIMITERS
 from ..grids import RingMesh
 from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
 from ..interaction import Layout
-from ..kernel import AttentionKernel
 
 Array = NDArray[np.float64]
 
@@ -77,15 +76,10 @@ class SphereFiniteVolumeScheme(Scheme):
     zero_temperature_order = 2.0
     validate_own_options = FiniteVolumeScheme.validate_own_options
 
-    @classmethod
-    def resolution_needed(cls, kernel: AttentionKernel) -> int:
-        """3 cells of pi / nlat across the kernel width: nlat >= 3 pi sqrt(beta sigma_max)."""
-        return math.ceil(3.0 * math.pi * math.sqrt(kernel.beta * kernel.sigma_max))
-
-    @classmethod
-    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
-        return (f"nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-                f"= {kernel.width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
+    #: 3 cells of pi / nlat across the kernel width: nlat >= 3 pi sqrt(beta sigma_max)
+    resolution_rule = (3.0 * math.pi, 1.0)
+    resolution_text = ("nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
+                       "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
