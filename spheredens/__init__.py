@@ -16,16 +16,16 @@ or the explicit pieces::
     ds = recorder.dataset()
 """
 from ._version import __version__
-from .config import config_from_dict, load_config, RunConfig
+from .config import RunConfig, config_from_dict, load_config
 from .exceptions import (ConfigError, OutputError, SchemaError, SimulationError, SpheredensError,
                          SpheredensWarning)
 from .io import open_run, write_dataset
-from .models import projection_target, Model
+from .models import Model, projection_target
 from .problem import Problem
 from .recorder import Recorder
 from .runner import run
 from .schemes import make_scheme
-from .simulate import simulate, Progress, SimulationResult
+from .simulate import Progress, SimulationResult, simulate
 
 __all__ = [
     "__version__", "RunConfig", "config_from_dict", "load_config", "ConfigError", "SchemaError",

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from ._lazy import xarray as xr
 from .exceptions import SchemaError
-from .geometry import (circle_angle, circle_points, dataset_sphere_points, Domain, DOMAINS,
+from .geometry import (DOMAINS, Domain, circle_angle, circle_points, dataset_sphere_points,
                        get_domain)
 from .grids import GaussGrid, OffGridSynthesis, RingMesh
 from .slices import marginal

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._lazy import pyplot as plt, xarray as xr
-from .accessor import register_accessor, FileGrid
+from .accessor import FileGrid, register_accessor
 from .exceptions import SchemaError
 from .geometry import circle_angle
 from .plot import save_figure

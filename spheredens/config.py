@@ -25,13 +25,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ._validate import (as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys)
+from ._validate import as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys
 from .auxiliary import auxiliary_from_params
 from .exceptions import ConfigError, SpheredensWarning
-from .geometry import get_domain, Domain, DOMAINS
+from .geometry import DOMAINS, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
-from .models import Model, MODELS
+from .models import MODELS, Model
 
 __all__ = [
     "RunConfig", "ModelConfig", "DomainConfig", "InitialConfig", "DiscretizationConfig",

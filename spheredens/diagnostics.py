@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 from .geometry import circle_angle
 from .interaction import funk_hecke_multipliers
 from .models import Model
-from .targets import projection_measure, AssumptionError
+from .targets import AssumptionError, projection_measure
 from .transport import sphere_density_atoms, w2_circle, w2_sphere
 
 Array = NDArray[np.float64]

@@ -16,9 +16,9 @@ import numpy as np
 from ._lazy import xarray as xr
 from .accessor import register_accessor
 from .exceptions import ConfigError, OutputError, SchemaError
-from .geometry import get_domain, DOMAINS
-from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, REQUIRED_ATTRS, REQUIRED_VARS, SCHEMA,
-                     UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
+from .geometry import DOMAINS, get_domain
+from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, REQUIRED_ATTRS, REQUIRED_VARS,
+                     SCHEMA, UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
 from .simulate import Observer
 
 __all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "SCHEMA", "UNIT_TOLERANCE",

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from ._registry import Registry
 from .geometry import tangent_project
-from .kernel import AttentionKernel, rotation_multiple_2d  # noqa: F401  (re-exported)
+from .kernel import AttentionKernel
 
 Array = NDArray[np.float64]
 

@@ -28,13 +28,13 @@ from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import logsumexp_sums
-from .io import open_particles, FileWriter
+from .io import FileWriter, open_particles
 from .models import Model
 from .problem import Problem
 from .runner import resume_point, same_run
 from .schema import particle_dataset
 from .schemes import Scheme, Tendency
-from .simulate import simulate, Observer, Progress
+from .simulate import Observer, Progress, simulate
 
 Array = NDArray[np.float64]
 

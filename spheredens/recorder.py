@@ -13,7 +13,7 @@ from .diagnostics import (energy_defined, interaction_energy, interaction_energy
                           projection_distance)
 from .exceptions import SchemaError
 from .problem import Problem
-from .schema import density_dataset, SCHEMA, SLICE_VARIABLES
+from .schema import SCHEMA, SLICE_VARIABLES, density_dataset
 from .simulate import Observer
 from .slices import marginal as slice_marginal
 from .targets import terminal_subspace

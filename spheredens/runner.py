@@ -6,13 +6,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import config_from_dict, load_config, RunConfig
+from .config import RunConfig, config_from_dict, load_config
 from .exceptions import SchemaError, SimulationError
-from .io import check_output_path, open_run, FileWriter
+from .io import FileWriter, check_output_path, open_run
 from .problem import Problem
 from .recorder import Recorder
 from .schemes import make_scheme
-from .simulate import simulate, Progress
+from .simulate import Progress, simulate
 
 logger = logging.getLogger(__name__)
 

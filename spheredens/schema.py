@@ -25,7 +25,7 @@ from ._lazy import xarray as xr
 from ._version import __version__
 from .accessor import register_accessor
 from .exceptions import SchemaError
-from .geometry import get_domain, DOMAINS
+from .geometry import DOMAINS, get_domain
 
 Array = NDArray[np.float64]
 

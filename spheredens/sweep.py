@@ -36,7 +36,7 @@ import numpy as np
 
 from ._lazy import dask, distributed, xarray as xr
 from ._validate import as_str, as_table, check_keys
-from .config import config_from_dict, load_config, read_toml, RunConfig
+from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, SpheredensError
 from .io import open_run, write_dataset
 from .runner import run, same_run

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SpheredensError
-from .models import projection_target as assumption_1, Model
+from .models import Model, projection_target as assumption_1
 from .problem import Problem
 
 Array = NDArray[np.float64]

@@ -14,15 +14,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from ..kernel import orthogonal_multiple
+from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
 from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidates, choices,
                     make_evaluator, register_evaluator, select_evaluator)
-from ._fourier import aliased_multipliers, FourierConvolution
+from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
-                          funk_hecke_multipliers, orthogonal_multiple)
+                          funk_hecke_multipliers)
 from ._points import FunkHeckePoints
-from ._quadrature import clip_norm, logsumexp_sums, DirectQuadrature
-from ..models import Model
+from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
 __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
            "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",

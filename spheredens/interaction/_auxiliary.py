@@ -28,10 +28,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import matmul_toeplitz
 
-from ._base import register_evaluator, Evaluator, Layout
-from ._points import CircleBasis, SphereBasis
 from ..geometry import tangent_project
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
+from ._points import CircleBasis, SphereBasis
 
 Array = NDArray[np.float64]
 

@@ -5,11 +5,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from ._base import register_evaluator, Evaluator, Layout
-from ._quadrature import clip_norm, DirectQuadrature
 from ..geometry import tangent_project
 from ..grids import CircleGrid
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
+from ._quadrature import DirectQuadrature, clip_norm
 
 Array = NDArray[np.float64]
 

@@ -10,13 +10,12 @@ from numpy.typing import NDArray
 from scipy import special
 from scipy.spatial.transform import Rotation
 
-from ._base import register_evaluator, Evaluator, Layout
 from .._lazy import ducc0
-from ._quadrature import clip_norm, DirectQuadrature
 from ..geometry import tangent_project
 from ..grids import GaussGrid, OffGridSynthesis
-from ..kernel import orthogonal_multiple  # noqa: F401  (re-exported)
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
+from ._quadrature import DirectQuadrature, clip_norm
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]

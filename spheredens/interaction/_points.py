@@ -8,13 +8,14 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from ._base import register_evaluator, Evaluator, Layout
-from ._funk_hecke import zonal_decomposition, funk_hecke_multipliers, FunkHeckeInteraction, GUARD_RELATIVE_Z
 from .._lazy import ducc0
-from ._quadrature import clip_norm
 from ..geometry import tangent_project
 from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
+from ._funk_hecke import (GUARD_RELATIVE_Z, FunkHeckeInteraction, funk_hecke_multipliers,
+                          zonal_decomposition)
+from ._quadrature import clip_norm
 
 Array = NDArray[np.float64]
 

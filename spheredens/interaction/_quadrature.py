@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ._base import register_evaluator, Evaluator, Layout
 from ..geometry import tangent_project
 from ..models import Model
+from ._base import Evaluator, Layout, register_evaluator
 
 Array = NDArray[np.float64]
 

@@ -31,9 +31,9 @@ from numpy.typing import NDArray
 
 from .._validate import as_bool, as_int, as_str
 from ..exceptions import ConfigError
-from ..geometry import get_domain, DOMAINS
+from ..geometry import DOMAINS, get_domain
 from ..integrators import INTEGRATORS
-from ..interaction import make_evaluator, select_evaluator, Layout
+from ..interaction import Layout, make_evaluator, select_evaluator
 from ..kernel import AttentionKernel
 from ..models import Model
 

@@ -7,9 +7,9 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from ._base import register_scheme, validate_choice, CircleScheme, Tendency
 from ..grids import CircleGrid
 from ..kernel import AttentionKernel
+from ._base import CircleScheme, Tendency, register_scheme, validate_choice
 
 Array = NDArray[np.float64]
 

@@ -7,11 +7,11 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from ._base import register_scheme, validate_choice, Scheme, Tendency
 from .._validate import as_int
 from ..grids import GaussGrid
-from ..grids._sphere_gauss import default_grid_size, MAX_LMAX
+from ..grids._sphere_gauss import MAX_LMAX, default_grid_size
 from ..interaction import Layout
+from ._base import Scheme, Tendency, register_scheme, validate_choice
 
 Array = NDArray[np.float64]
 

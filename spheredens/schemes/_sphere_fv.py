@@ -7,11 +7,11 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from ._base import register_scheme, Scheme, Tendency
-from ._circle_fv import FiniteVolumeScheme, LIMITERS
 from ..grids import RingMesh
 from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
 from ..interaction import Layout
+from ._base import Scheme, Tendency, register_scheme
+from ._circle_fv import LIMITERS, FiniteVolumeScheme
 
 Array = NDArray[np.float64]
 
