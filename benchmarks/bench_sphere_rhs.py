@@ -21,7 +21,7 @@ from scipy.spatial.transform import Rotation
 
 import spheredens as sd
 from spheredens.config import config_from_dict
-from spheredens.interaction import SphereDirectQuadrature
+from spheredens.interaction import make_evaluator
 
 from _common import best_time, stamp, write_rows
 
@@ -61,7 +61,8 @@ def main() -> None:
                    "interaction": scheme.interaction.name, "pair_s": pair, "rhs_s": rhs,
                    "rhs_over_pair": rhs / pair, "velocity_s": velocity}
             if lmax in DIRECT_LMAXS and label != "identity":
-                direct = SphereDirectQuadrature(scheme.problem.model, grid)
+                # the same layout (velocity components along e_theta, e_phi), direct sums
+                direct = make_evaluator(scheme.problem.model, scheme.layout(), "direct")
                 t0 = time.perf_counter()
                 v_direct = direct.velocity(state)
                 row["direct_velocity_s"] = time.perf_counter() - t0
