@@ -31,6 +31,7 @@ from .exceptions import ConfigError, SpheredensWarning
 from .geometry import DOMAINS, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
+from .kernel import AttentionKernel
 from .models import MODELS, Model
 
 __all__ = [
@@ -329,11 +330,10 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
                 raise ConfigError("model.beta", f"= {t['beta']!r}: the zero-temperature model has "
                                   "beta = inf; remove the key or write beta = inf")
         beta = math.inf
-        B = np.array(mats["Q"]).T @ np.array(mats["K"])
-        s = np.linalg.svd(B, compute_uv=False)
-        if s[-1] <= 1e-12 * max(s[0], 1e-300):
+        kernel = AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"]))
+        if kernel.is_singular(1e-12):
             raise ConfigError("model.K", "B = Q^T K is singular (smallest singular value "
-                              f"{s[-1]:.3g}); sa_zero_temperature needs B invertible")
+                              f"{kernel.singular_values[-1]:.3g}); sa_zero_temperature needs B invertible")
     else:
         beta = as_float(t.get("beta", 1.0), "model.beta", minimum=0.0,
                         what=" (inverse temperature; inf only for sa_zero_temperature)")
@@ -347,7 +347,7 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
                                       "Q = K = V = I (the gauges G(xi) carry the geometry); remove the key")
             if beta == 0.0:
                 raise ConfigError("model.beta", "usa_av needs beta > 0 (its energy has 1/(2 beta))")
-        growth = beta * float(np.linalg.norm(np.array(mats["Q"]).T @ np.array(mats["K"]), 2))
+        growth = beta * AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"])).sigma_max
         if name in ("usa", "usa_av") and growth > 700.0:
             raise ConfigError("model.beta", f"= {beta:g}: unnormalized attention grows like "
                               f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "

@@ -130,21 +130,18 @@ class FileWriter(Observer):
         self._steps = int(info.get("steps_done", 0))
 
     def observe(self, t: float, state: Any) -> None:
-        if hasattr(self.recorder, "set_checkpoint"):
-            self.recorder.set_checkpoint(t, state, self._steps)
+        self.recorder.set_checkpoint(t, state, self._steps)
         if _time.perf_counter() - self._last_end >= 5.0 * self._last_cost:
             self._write()
 
     def step(self, t: float, dt: float, state: Any = None) -> None:
         self._steps += 1
         if state is not None and _time.perf_counter() - self._last_end >= self.checkpoint_seconds:
-            if hasattr(self.recorder, "set_checkpoint"):
-                self.recorder.set_checkpoint(t, state, self._steps)
+            self.recorder.set_checkpoint(t, state, self._steps)
             self._write()
 
     def finish(self, result: Any) -> None:
-        if hasattr(self.recorder, "set_checkpoint"):
-            self.recorder.set_checkpoint(result.t, result.state, result.n_steps)
+        self.recorder.set_checkpoint(result.t, result.state, result.n_steps)
         self._write()
         if self.error is not None:
             raise OutputError(f"could not write {str(self.path)!r}: {self.error}; the file there "

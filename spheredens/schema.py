@@ -294,8 +294,7 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
         "rho": rho_var + (dict(grid.rho_attrs),),
         "weight": (space, grid.weight, dict(grid.weight_attrs)),
     }
-    if hasattr(grid, "dataset_variables"):  # mesh description (cell bounds)
-        data_vars.update(grid.dataset_variables())
+    data_vars.update(grid.dataset_variables())  # e.g. a mesh's cell bounds
     if problem.has_auxiliary:
         data_vars["xi_weight"] = DENSITY_VARIABLES["xi_weight"].entry(problem.xi_weight)
     data_vars.update(_attention(model))

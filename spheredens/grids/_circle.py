@@ -43,6 +43,10 @@ class CircleGrid:
         self.shape = (self.n,)
         self.space_dims = ("theta",)  # names of the space dimensions in a Dataset (DATASET.md)
 
+    def dataset_variables(self) -> dict[str, tuple]:
+        """Variables describing the grid beyond its coordinates: none."""
+        return {}
+
     def dataset_coords(self) -> dict[str, tuple]:
         """Coordinates for a Dataset (DATASET.md): name -> (dims, values, attrs)."""
         return {"theta": ("theta", self.theta, {"long_name": "angle on the circle, "

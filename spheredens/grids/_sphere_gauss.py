@@ -98,6 +98,10 @@ class GaussGrid:
     def space_dims(self) -> tuple[str, str]:
         return ("lat", "lon")
 
+    def dataset_variables(self) -> dict[str, tuple]:
+        """Variables describing the grid beyond its coordinates: none."""
+        return {}
+
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates for a Dataset: name -> (dims, values, attrs)."""
         return {"lat": ("lat", self.lat, {"long_name": "latitude (Gauss-Legendre nodes)",

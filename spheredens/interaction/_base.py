@@ -57,7 +57,7 @@ class Layout:
 
     @property
     def target_points(self) -> Array:
-        return getattr(self.targets, "points", self.targets)
+        return self.targets if isinstance(self.targets, np.ndarray) else self.targets.points
 
 
 class Evaluator:
