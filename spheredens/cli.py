@@ -107,7 +107,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             spec = registry.get(name)
             print(f"  {name:22s} {domain}; options: {', '.join(spec.options)}")
     print("interaction evaluators:")
-    for name in INTERACTIONS:
+    for name in ("auto", *sorted(n for n in INTERACTIONS if n != "auto")):
         print(f"  {name:22s} {INTERACTIONS.get(name)}")
     print("integrators:")
     for name in INTEGRATORS:
