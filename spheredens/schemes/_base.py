@@ -143,6 +143,9 @@ class Scheme:
 
     grid: Any
     interaction: Any
+    #: the smallest speed the CFL rule uses, the largest the model allows (set from the model)
+    speed_floor: float = 0.0
+    speed_bound: float = math.inf
 
     # -- configuration ---------------------------------------------------------------------
     @classmethod
