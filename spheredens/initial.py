@@ -158,7 +158,7 @@ class RandomSmooth:
     def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
                     ) -> "RandomSmooth":
         check_keys(params, ["seed", "bandwidth", "amplitude"], key)
-        _domain_part(d, "random_smooth", f"{key}.name")
+        _domain_part(d, "random_smooth", f"{key}.name", "random_smooth")
         seed = as_int(params.get("seed", 0), f"{key}.seed", minimum=0)
         bandwidth = as_int(params.get("bandwidth", 6), f"{key}.bandwidth", minimum=1, maximum=4096)
         amplitude = as_float(params.get("amplitude", 1.0), f"{key}.amplitude", minimum=0.0,
@@ -247,12 +247,12 @@ CIRCLE.provides("random_smooth")(RandomField(_circle_field, _circle_log_mass))
 SPHERE.provides("random_smooth")(RandomField(_sphere_field, _sphere_log_mass))
 
 
-def _domain_part(d: int, role: str, key: str) -> Any:
+def _domain_part(d: int, role: str, key: str, name: str) -> Any:
     """The part ``role`` of the domain of dimension ``d``; a one-line ConfigError naming ``key``
-    on a domain that does not provide it."""
+    and the initial density ``name`` on a domain that does not provide it."""
     domain: Domain = domain_of_dimension(d)
     try:
-        return domain.part(role, f"the initial density {role!r}")
+        return domain.part(role, f"the initial density {name!r}")
     except NotProvided as exc:
         raise ConfigError(key, f"{exc}; choose another initial density") from None
 
@@ -304,7 +304,7 @@ class FromFile:
         if time is not None:
             time = as_float(time, f"{key}.time")
         full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
-        layout = _domain_part(d, "density_file", f"{key}.name")
+        layout = _domain_part(d, "density_file", f"{key}.name", "file")
         coords, values = _read_density(full, variable, time, key, layout)
         return cls(path, variable, time, coords, values)
 
