@@ -13,16 +13,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import spheredens  # noqa: F401  (every module registered)
+import spheredens as sd
+from conftest import stop_after_steps
 from spheredens import transport
+from spheredens.compare import w2_between_runs
 from spheredens.diagnostics import projection_distance
 from spheredens.exceptions import ConfigError, SpheredensError
 from spheredens.geometry import (CIRCLE, DOMAINS, Domain, domain_of_dimension, get_domain,
                                  halton_sphere, NotProvided, SPHERE)
+from spheredens.interaction import Layout
+from spheredens.io import open_run
 from spheredens.initial import (FromFile, RandomSmooth, von_mises_fisher_density,
                                 von_mises_fisher_normalized)
 from spheredens.models import Model
-from spheredens.particles import fibonacci_sphere, sample_iid
+from spheredens.particles import fibonacci_sphere, run_particles, sample_iid
+from spheredens.schemes import register_scheme, Scheme, Tendency
 from spheredens.targets import AssumptionError, projection_measure
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spheredens"
@@ -33,11 +38,78 @@ def random_atoms(rng, d, n):
     return x / np.linalg.norm(x, axis=1, keepdims=True), rng.random(n) + 0.1
 
 
+class PointGrid:
+    """What a grid file (grids/_name.py) of S^3 gives: n quasi-uniform points, equal weights."""
+
+    weight_attrs = {"long_name": "quadrature weight (volume / n)", "units": "1"}
+    rho_attrs = {"long_name": "density with respect to volume", "units": "1"}
+
+    def __init__(self, n: int, area: float) -> None:
+        self.n = n
+        self.points = halton_sphere(n, 4)
+        self.weight = np.full(n, area / n)
+        self.h = (area / n) ** (1.0 / 3.0)
+
+    @property
+    def shape(self):
+        return (self.n,)
+
+    @property
+    def space_dims(self):
+        return ("point",)
+
+    def dataset_coords(self):
+        return {"point": ("point", np.arange(self.n), {"long_name": "index of the point"})}
+
+
+class Relax(Scheme):
+    """What a scheme file (schemes/_name.py) of S^3 gives: d rho/dt = mean(rho) - rho (mass kept,
+    positive), with the step from the attention velocity of the direct evaluator."""
+
+    name, domain = "relax", "s3"
+    options = ("n", "interaction", "integrator")
+    resolution, resolution_default, resolution_min, resolution_max = "n", 64, 8, 4096
+    positive = True
+
+    @classmethod
+    def resolution_needed(cls, kernel):
+        return 8
+
+    @classmethod
+    def resolution_message(cls, kernel, value, need):
+        return f"n = {value} < {need}"
+
+    @classmethod
+    def memory_estimate(cls, options):
+        n = int(options.get("n") or 64)
+        return n, 8.0 * n * n
+
+    def __init__(self, problem, *, n: int = 64, **options) -> None:
+        self.grid = PointGrid(n, 2.0 * np.pi**2)
+        super().__init__(problem, **options)
+
+    def layout(self):
+        return Layout("s3", "values", self.grid, self.grid, scheme=self.name)
+
+    def sample(self, f):
+        return np.asarray(f(self.grid.points), dtype=float)
+
+    def rhs(self, state, t):
+        v = self.interaction.velocity(state)
+        mean = np.sum(state * self.grid.weight, axis=-1, keepdims=True) / np.sum(self.grid.weight)
+        return Tendency(mean - state, float(np.sqrt(np.max(np.sum(v * v, axis=-1)))))
+
+    def attributes(self):
+        return {"n": self.grid.n, "interaction": self.interaction.name}
+
+
 @pytest.fixture
 def s3():
-    """A third domain, S^3 in R^4, registered only for the test (only its geometry.py entry)."""
-    domain = Domain("s3", 4, 2.0 * np.pi**2, "none", ("iid", "quasi_uniform"))
+    """A third domain, S^3 in R^4, registered only for the test: its geometry.py entry, and the
+    grid and scheme above (what grids/_name.py and schemes/_name.py would hold)."""
+    domain = Domain("s3", 4, 2.0 * np.pi**2, "relax", ("iid", "quasi_uniform"))
     DOMAINS._items["s3"] = domain
+    register_scheme(Relax)
     try:
         yield domain
     finally:
@@ -116,6 +188,37 @@ def test_a_new_domain_gets_the_defaults(s3):
     # iid particles: rejection sampling from the domain's quasi-uniform envelope
     samples = sample_iid(lambda y: np.full(len(y), 1.0 / s3.area), 4, 50, np.random.default_rng(1))
     assert samples.shape == (50, 4)
+
+
+def test_a_new_domain_runs_writes_diagnoses_and_resumes(s3, tmp_path):
+    """The five files are enough: configuration, run, file, mass and energy, resume."""
+    data = {"model": {"name": "usa", "beta": 1.0}, "domain": {"name": "s3"},
+            "initial": {"name": "von_mises_fisher", "means": [[0.0, 0.0, 0.6, 0.8]], "kappas": [2.0]},
+            "discretization": {"n": 300}, "time": {"t_end": 0.5, "snapshots": 3}}
+    cfg = sd.config_from_dict(data)
+    full = sd.run(cfg, output=tmp_path / "full.nc", progress=False)
+    read = open_run(tmp_path / "full.nc")
+    assert read.attrs["domain"] == "s3" and read.attrs["interaction"] == "direct"
+    assert np.array_equal(read["rho"].values, full["rho"].values)
+    assert np.abs(full["mass"].values - 1.0).max() <= 1e-12
+    assert np.all(np.isfinite(full["energy"].values))
+    assert np.all(np.diff(full["min_rho"].values) > 0)  # relaxing to the mean
+    assert np.all(np.isnan(full["w2_projection"].values))
+    assert full["w2_projection"].attrs["comment"].startswith("not defined: ")
+    with stop_after_steps(2), pytest.raises(KeyboardInterrupt):
+        sd.run(cfg, output=tmp_path / "cut.nc", progress=False)
+    resumed = sd.run(cfg, output=tmp_path / "cut.nc", progress=False, resume=True)
+    assert resumed.attrs["run_status"] == "complete"
+    for name in ("rho", "mass", "min_rho", "energy", "w2_terminal"):
+        assert np.array_equal(resumed[name].values, full[name].values, equal_nan=True), name
+    # particles: iid from the domain's quasi-uniform envelope, W2 between runs by the default
+    particles = sd.config_from_dict({**data, "particles": {"n": 40, "initialization": "iid", "dt": 0.1}})
+    runs = [run_particles(particles, seed=k, progress=False) for k in (0, 1)]
+    assert runs[0]["position"].shape == (3, 40, 4)
+    assert w2_between_runs(runs)[0, 1] > 0.0
+    with pytest.raises(ConfigError, match="random_smooth"):
+        sd.config_from_dict({"domain": {"name": "s3"}, "initial": {"name": "random_smooth"},
+                             "model": {"name": "sa", "beta": 1.0}})
 
 
 def test_optional_features_refuse_on_a_new_domain(s3, tmp_path):
