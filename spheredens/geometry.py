@@ -2,8 +2,10 @@
 
 Functions of points only, and the :class:`Domain` objects; nothing here knows about grids or
 files. A domain is looked up once, by name (:func:`get_domain`), and carries what depends on
-it: its dimension and area, its default scheme, its particle initializations, and the
-registries that the upper layers fill (schemes, evaluators, W2).
+it: its dimension and area, its default scheme, its particle initializations, its
+quasi-uniform points, and the registries that the upper layers fill (schemes; the parts W2,
+grid atoms, Pi_# rho_0 quadratures, initial densities, file grids, figures). Modules ask
+their :class:`Domain` instead of comparing a name or a dimension.
 """
 from __future__ import annotations
 
@@ -63,8 +65,11 @@ class Domain:
         Scheme classes on this domain (filled by :func:`spheredens.schemes.register_scheme`).
     parts : dict
         Domain-dependent functions registered by the upper layers with :meth:`provides`
-        (``"w2"``: W2 between atoms on the domain, in :mod:`spheredens.transport`); a role
-        nothing registers here falls back to :data:`DEFAULT_PARTS`.
+        (``"w2"`` and ``"grid_atoms"`` in :mod:`spheredens.transport`, ``"projection_target"``
+        in :mod:`spheredens.targets`, ``"von_mises_fisher"``, ``"random_smooth"`` and
+        ``"density_file"`` in :mod:`spheredens.initial`, ``"file_grid"`` in
+        :mod:`spheredens.accessor`, ``"figure"`` in :mod:`spheredens.plot`); a role nothing
+        registers here falls back to :data:`DEFAULT_PARTS`.
     """
 
     name: str
