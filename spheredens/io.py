@@ -237,8 +237,8 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
     source = Path(source)
     if domain not in DOMAINS:
         raise SchemaError(f"domain must be {' or '.join(map(repr, DOMAINS))}, not {domain!r}")
-    d = get_domain(domain).d
-    from_angles = get_domain(domain).points_of_angles  # the circle: (cos, sin)
+    space = get_domain(domain)
+    d, from_angles = space.d, space.points_of_angles  # the circle: angles -> (cos, sin)
     if not source.is_file():
         raise SchemaError(f"{str(source)!r} does not exist")
     weight = file_times = None

@@ -194,7 +194,7 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
     fine_orbit = None
     if np.all(np.isfinite(z)):
         fine_orbit = np.einsum("kji,j->ki", gauges, z)
-    if modes.shape[1] == 2:
+    if file_domain(ds).points_of_angles is not None:  # the circle: a mode is one angle
         ax.plot(xi, _angle_deg(modes), "o", label="slice modes")
         if fine_orbit is not None:
             ax.plot(xi, _angle_deg(fine_orbit), "-", color="k", lw=0.8, label="orbit G(xi)^T z")
