@@ -21,8 +21,8 @@ from numpy.typing import NDArray
 
 from ._lazy import xarray as xr
 from .exceptions import SchemaError
-from .geometry import (DOMAINS, Domain, circle_angle, circle_points, dataset_sphere_points,
-                       get_domain)
+from .geometry import (circle_angle, circle_points, CIRCLE, dataset_sphere_points, Domain, DOMAINS,
+                       get_domain, SPHERE)
 from .grids import GaussGrid, OffGridSynthesis, RingMesh
 from .slices import marginal
 
@@ -57,7 +57,7 @@ class FileGrid:
     domain : Domain
         The file's domain (attribute ``domain``).
     layout : str
-        ``"circle"``: coordinate ``theta`` (dim ``theta``); ``"lat_lon"``: separate dims ``lat``,
+        ``"theta"``: coordinate ``theta`` (dim ``theta``, the circle); ``"lat_lon"``: separate dims ``lat``,
         ``lon`` (the Gauss grid of ``sh_spectral``); ``"cells"``: dim ``cell`` with ``lat(cell)``,
         ``lon(cell)`` (the finite-volume ring mesh).
     space_dims : tuple of str
@@ -113,13 +113,31 @@ def file_domain(ds: Any) -> Domain:
 
 
 def file_grid(ds: Any) -> FileGrid:
-    """The :class:`FileGrid` of a run file (schema spheredens-1), from its coordinates."""
+    """The :class:`FileGrid` of a run file (schema spheredens-1), from its coordinates, by the
+    domain's part ``"file_grid"`` (``(ds, domain, dims, weight) -> FileGrid``).
+
+    Raises
+    ------
+    spheredens.geometry.NotProvided
+        The file's domain has no reader of its grid.
+    """
     domain = file_domain(ds)
+    read = domain.part("file_grid", "reading the grid of a run file")
     weight = np.asarray(ds["weight"].values, dtype=float)
     dims = tuple(d for d in ds["rho"].dims if d not in ("time", "xi"))
-    if domain.d == 2:
-        theta = np.asarray(ds["theta"].values, dtype=float)
-        return FileGrid(domain, "circle", dims, circle_points(theta), weight, theta=theta)
+    return read(ds, domain, dims, weight)
+
+
+@CIRCLE.provides("file_grid")
+def _theta_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) -> FileGrid:
+    """The circle: the angles ``theta``."""
+    theta = np.asarray(ds["theta"].values, dtype=float)
+    return FileGrid(domain, "theta", dims, circle_points(theta), weight, theta=theta)
+
+
+@SPHERE.provides("file_grid")
+def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) -> FileGrid:
+    """The sphere: a (lat, lon) Gauss grid, or the cells of the finite-volume ring mesh."""
     lat, lon = np.asarray(ds["lat"].values), np.asarray(ds["lon"].values)
     points = dataset_sphere_points(ds)
     if ds["lat"].dims != ds["lon"].dims:
@@ -220,7 +238,7 @@ class SpheredensAccessor:
             return sphere_cells(grid, rho)
         if grid.layout == "lat_lon" and scheme == "sh_spectral":
             return sphere_harmonics(int(self._ds.attrs["lmax"]), rho)
-        if grid.layout == "circle" and scheme in ("fv", "fourier"):
+        if grid.layout == "theta" and scheme in ("fv", "fourier"):
             return (circle_cells if scheme == "fv" else circle_trigonometric)(grid, rho)
         raise SchemaError(f"density_function needs a run of scheme 'fv' or 'fourier' (circle), 'fv' or "
                           f"'sh_spectral' (sphere), not {scheme!r} on the {grid.domain.name}")

@@ -22,6 +22,7 @@ from .auxiliary import KERNELS
 from .compare import compare, compare_output_path, comparison_summary, plot_comparison
 from .config import load_config
 from .exceptions import ConfigError, SimulationError, SpheredensError
+from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .interaction import INTERACTIONS
@@ -363,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add_command(sub, "convert-particles", _cmd_convert, "convert .npy/.npz particle arrays to spheredens-particles-1")
     p.add_argument("input", help=".npy or .npz file")
     p.add_argument("output", help="netCDF file to write")
-    p.add_argument("--domain", choices=("circle", "sphere"), required=True)
+    p.add_argument("--domain", choices=list(DOMAINS), required=True)
     p.add_argument("--times", nargs="+", metavar="T", help="snapshot times (when the file has none)")
     p.add_argument("--dt", type=float, help="time between snapshots (t_k = k dt), when the file has no times")
     p.add_argument("--angles", action="store_true", help="the array holds angles (circle)")

@@ -11,10 +11,10 @@ from numpy.typing import NDArray
 from ._lazy import pyplot as plt, xarray as xr
 from .accessor import FileGrid, register_accessor
 from .exceptions import SchemaError
-from .geometry import circle_angle
+from .geometry import circle_angle, domain_of_dimension
 from .plot import save_figure
 from .schema import COMPARE_SCHEMA, CONVENTIONS, TIME, XI
-from .transport import circle_density_atoms, sphere_density_atoms, w2_circle, w2_sphere
+from .transport import circle_density_atoms, sphere_density_atoms
 
 Array = NDArray[np.float64]
 
@@ -71,7 +71,9 @@ def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") ->
 
 
 def _density_atoms(grid: FileGrid, rho: Array, n_points: int) -> tuple[Array, Array, float]:
-    """Atoms and masses (normalized) of one density on the run's grid, and the W2 resolution."""
+    """Atoms and masses (normalized) of one density on the run's grid, and the W2 resolution:
+    on a grid of angles (the circle) sub-atoms of the cells given by their angles, which
+    :meth:`~spheredens.geometry.Domain.w2` of the circle takes as they are; otherwise points."""
     if grid.theta is not None:
         weight = grid.weight
         atoms, masses, _ = circle_density_atoms(grid.theta, weight, rho)
@@ -134,9 +136,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     w2_slice = np.full((len(runs), len(shared), len(xi)), np.nan)
     resolution = np.zeros(len(shared))
 
-    def distance(atoms: Array, masses: Array, x: Array, w: Array) -> float:
-        return (w2_circle(atoms, masses, circle_angle(x), w) if domain == "circle"
-                else w2_sphere(atoms, masses, x, w))
+    distance = grid.domain.w2
 
     for col, i in enumerate(shared):
         atoms, masses, resolution[col] = _density_atoms(grid, density.sd.marginal(i), n_points)
@@ -154,7 +154,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                 if np.any(sel) and w[sel].sum() > 0 and ma.sum() > 0:
                     w2_slice[k, col, m] = distance(a, ma, x[sel], w[sel])
     method = ("exact W2 on the circle (POT wasserstein_circle), density as 65536+ sub-atoms of its "
-              "piecewise-constant cells" if domain == "circle" else
+              "piecewise-constant cells" if grid.theta is not None else
               f"exact EMD (POT emd2, squared geodesic cost), density coarsened to ~{n_points} atoms")
     ds = xr.Dataset(
         {"w2": (("run", "time"), w2, {"long_name": "W2 distance between density and particles",
@@ -212,10 +212,7 @@ def w2_between_runs(runs: Sequence[Any], index: int | Sequence[int] = -1) -> Arr
         xa, wa = runs[i]["position"].values[idx[i]], runs[i]["particle_weight"].values
         for j in range(i + 1, len(runs)):
             xb, wb = runs[j]["position"].values[idx[j]], runs[j]["particle_weight"].values
-            if xa.shape[-1] == 2:
-                out[i, j] = w2_circle(circle_angle(xa), wa, circle_angle(xb), wb)
-            else:
-                out[i, j] = w2_sphere(xa, wa, xb, wb)
+            out[i, j] = domain_of_dimension(xa.shape[-1]).w2(xa, wa, xb, wb)
             out[j, i] = out[i, j]
     return out
 
@@ -311,7 +308,6 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
     t = cmp["time"].values
     idx = (np.unique(np.linspace(0, t.size - 1, min(3, t.size)).round().astype(int)) if times is None
            else [int(np.argmin(np.abs(t - v))) for v in np.atleast_1d(times)])
-    domain = cmp.attrs["domain"]
     fig = plt.figure(figsize=(4.0 * (len(idx) + 1.3), 3.8))
     ax = fig.add_subplot(1, len(idx) + 1, 1)
     mean, std = cmp["w2_mean"].values, cmp["w2_std"].values
@@ -328,7 +324,7 @@ def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *,
         di = int(np.argmin(np.abs(density["time"].values - ti)))
         pi = int(np.argmin(np.abs(particles["time"].values - ti)))
         x = particles["position"].values[pi]
-        if domain == "circle":
+        if grid.theta is not None:  # the circle: histogram of the angles
             a = fig.add_subplot(1, len(idx) + 1, c + 2)
             a.hist(circle_angle(x), bins=max(20, int(np.sqrt(x.shape[0]))), range=(0, 2 * np.pi),
                    density=True, weights=particles["particle_weight"].values, color="C1", alpha=0.5,

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .geometry import circle_angle
+from .geometry import domain_of_dimension, NotProvided
 from .interaction import funk_hecke_multipliers
 from .models import Model
-from .targets import AssumptionError, projection_measure
-from .transport import sphere_density_atoms, w2_circle, w2_sphere
+from .targets import projection_measure, AssumptionError
+from . import transport  # registers W2 and the grid atoms of the domains
 
 Array = NDArray[np.float64]
 
@@ -69,33 +69,35 @@ class ProjectionDistance:
     """W2(rho_t, Pi_# rho_0) for a model satisfying Assumption 1.
 
     The target is :func:`spheredens.targets.projection_measure` (masses from the initial
-    density function, exact to quadrature round-off). Circle: rho_t as atoms at the grid points
-    with masses rho_j w_j, exact W2 (POT's circle solver). Sphere: rho_t coarsened to about
-    ``n_points`` atoms (:func:`spheredens.transport.sphere_density_atoms`), exact EMD.
+    density function, exact to quadrature round-off); rho_t becomes atoms by the domain's part
+    ``"grid_atoms"`` (:class:`spheredens.transport.GridAtoms`; circle: the grid points with
+    masses rho_j w_j; sphere: about ``n_points`` coarse atoms), and W2 is the domain's
+    (:meth:`spheredens.geometry.Domain.w2`: POT's circle solver, the exact EMD on the sphere).
+
+    Raises
+    ------
+    AssumptionError
+        The target is undefined, or not implemented on the domain of ``model``.
     """
 
     def __init__(self, model: Model, initial, grid, *, n_points: int = 2048) -> None:
-
         self.target = projection_measure(model, initial)
+        self.domain = domain_of_dimension(model.d)
+        try:
+            self.grid_atoms: transport.GridAtoms = self.domain.part("grid_atoms",
+                                                                    "W2 of a density on a grid")
+        except NotProvided as exc:
+            raise AssumptionError(str(exc)) from None
         self.grid = grid
         self.n_points = n_points
-        self.circle = hasattr(grid, "theta")
-        if self.circle:
-            self.atoms = circle_angle(self.target.points)
         self.masses = self.target.masses
 
     def __call__(self, rho: Array) -> float:
-        if self.circle:
-            return w2_circle(self.grid.theta, rho * self.grid.weight, self.atoms, self.masses)
-        atoms, masses, _ = sphere_density_atoms(self.grid.points, self.grid.weight, rho,
-                                                n_points=self.n_points)
-        return w2_sphere(atoms, masses, self.target.points, self.masses)
+        atoms, masses = self.grid_atoms.atoms(self.grid, rho, self.n_points)
+        return self.domain.w2(atoms, masses, self.target.points, self.masses)
 
     def comment(self) -> str:
-        how = ("exact W2 on the circle (POT wasserstein_circle, geodesic cost), rho_t as atoms at "
-               "the grid points" if self.circle else
-               f"exact W2 on the sphere (POT emd2, squared geodesic cost), rho_t coarsened to "
-               f"~{self.n_points} atoms")
+        how = self.grid_atoms.method.format(n_points=self.n_points)
         return (f"{how}; target Pi_# rho_0: {self.target.description}, masses "
                 + ", ".join(f"{m:.12g}" for m in self.masses[:4]) + (" ..." if self.masses.size > 4 else "")
                 + f"; target sampling error <= {self.target.sampling_error:.3g} rad")

@@ -2,21 +2,37 @@
 
 Functions of points only, and the :class:`Domain` objects; nothing here knows about grids or
 files. A domain is looked up once, by name (:func:`get_domain`), and carries what depends on
-it: its dimension and area, its default scheme, its particle initializations, and the
-registries that the upper layers fill (schemes, evaluators, W2).
+it: its dimension and area, its default scheme, its particle initializations, its
+quasi-uniform points, and the registries that the upper layers fill (schemes; the parts W2,
+grid atoms, Pi_# rho_0 quadratures, initial densities, file grids, figures). Modules ask
+their :class:`Domain` instead of comparing a name or a dimension.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import special
 
 from ._registry import Registry
-from .exceptions import ConfigError
+from .exceptions import ConfigError, SpheredensError
 
 Array = NDArray[np.float64]
+
+#: domain-generic defaults of the roles of :meth:`Domain.provides`, registered by the upper
+#: layers with :func:`provides_by_default` (``"w2"``: the exact EMD with geodesic cost, in
+#: :mod:`spheredens.transport`); a domain's own part wins over the default
+DEFAULT_PARTS: dict[str, Any] = {}
+
+
+class NotProvided(SpheredensError, KeyError):
+    """Nothing implements a domain-dependent function on this domain (and there is no default)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,11 +51,25 @@ class Domain:
         The scheme used when ``discretization.scheme`` is absent.
     particle_initializations : tuple of str
         The names ``particles.initialization`` accepts here.
+    quasi_uniform_points : callable or None
+        ``n -> (n, d)`` nearly uniform unit vectors (equispaced angles on the circle, the
+        Fibonacci lattice on the sphere); None: the deterministic default of
+        :func:`halton_sphere` (:meth:`quasi_uniform`).
+    points_of_angles : callable or None
+        ``theta (...) -> points (..., d)`` where a point is given by one angle (the circle:
+        (cos theta, sin theta)); None elsewhere.
+    envelope_points : int
+        How many quasi-uniform points bound rho_0 from above for rejection sampling
+        (``particles.initialization = "iid"``).
     schemes : Registry
         Scheme classes on this domain (filled by :func:`spheredens.schemes.register_scheme`).
     parts : dict
         Domain-dependent functions registered by the upper layers with :meth:`provides`
-        (``"w2"``: W2 between atoms on the domain, in :mod:`spheredens.transport`).
+        (``"w2"`` and ``"grid_atoms"`` in :mod:`spheredens.transport`, ``"projection_target"``
+        in :mod:`spheredens.targets`, ``"von_mises_fisher"``, ``"random_smooth"`` and
+        ``"density_file"`` in :mod:`spheredens.initial`, ``"file_grid"`` in
+        :mod:`spheredens.accessor`, ``"figure"`` in :mod:`spheredens.plot`); a role nothing
+        registers here falls back to :data:`DEFAULT_PARTS`.
     """
 
     name: str
@@ -47,6 +77,9 @@ class Domain:
     area: float
     default_scheme: str
     particle_initializations: tuple[str, ...]
+    quasi_uniform_points: Callable[[int], Array] | None = field(default=None, repr=False)
+    points_of_angles: Callable[[Array], Array] | None = field(default=None, repr=False)
+    envelope_points: int = 40000
     schemes: Registry = field(init=False, repr=False)
     parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -72,36 +105,97 @@ class Domain:
 
         return decorator
 
-    def part(self, role: str) -> Any:
-        """The function registered under ``role`` for this domain."""
-        if role not in self.parts:
-            raise KeyError(f"nothing provides {role!r} on the {self.name}")
-        return self.parts[role]
+    def part(self, role: str, what: str = "") -> Any:
+        """The function registered under ``role`` for this domain, else the domain-generic
+        default of :data:`DEFAULT_PARTS`.
+
+        Raises
+        ------
+        NotProvided
+            Neither exists; the message names ``what`` (default: the role).
+        """
+        if role in self.parts:
+            return self.parts[role]
+        if role in DEFAULT_PARTS:
+            return DEFAULT_PARTS[role]
+        raise NotProvided(f"{what or repr(role)} is not implemented on the {self.name} "
+                          f"(nothing provides {role!r} there)")
+
+    def quasi_uniform(self, n: int) -> Array:
+        """n nearly uniform unit vectors of R^d, shape (n, d), deterministic.
+
+        Parameters
+        ----------
+        n : int
+            Number of points.
+
+        Returns
+        -------
+        ndarray (n, d)
+            The domain's own construction (``quasi_uniform_points``), else
+            :func:`halton_sphere`.
+        """
+        if self.quasi_uniform_points is not None:
+            return self.quasi_uniform_points(n)
+        return halton_sphere(n, self.d)
+
+    def w2(self, x: Array, a: Array, y: Array, b: Array) -> float:
+        """Exact W2 (geodesic cost, radians) between weighted point sets x (n, d), y (m, d)
+        with weights a, b (renormalized): the part ``"w2"`` of this domain, else the default
+        (registered by :mod:`spheredens.transport`)."""
+        return float(self.part("w2", "W2")(x, a, y, b))
 
 
-#: the domains, by name
-DOMAINS = Registry("domain")
-CIRCLE = DOMAINS.register("circle")(Domain("circle", 2, 2.0 * np.pi, "fv", ("iid", "quantile")))
-SPHERE = DOMAINS.register("sphere")(Domain("sphere", 3, 4.0 * np.pi, "sh_spectral",
-                                           ("iid", "quasi_uniform")))
+def provides_by_default(role: str) -> Callable[[Any], Any]:
+    """Decorator registering the domain-generic default of ``role`` (used by every domain
+    that provides nothing for it)."""
+
+    def decorator(obj: Any) -> Any:
+        DEFAULT_PARTS[role] = obj
+        return obj
+
+    return decorator
 
 
-def get_domain(name: Any, key: str = "domain.name") -> Domain:
-    """The :class:`Domain` called ``name``; a ConfigError naming ``key`` otherwise."""
-    return name if isinstance(name, Domain) else DOMAINS.get(name, key)
+def circle_quasi_uniform(n: int) -> Array:
+    """n equispaced points (cos theta_i, sin theta_i), theta_i = 2 pi i / n, on S^1."""
+    return circle_points(2 * np.pi * np.arange(n) / n)
 
 
-def domain_of_dimension(d: int) -> Domain:
-    """The domain S^{d-1} whose ambient dimension is ``d``."""
-    for name in DOMAINS:
-        if DOMAINS.get(name).d == d:
-            return DOMAINS.get(name)
-    raise ValueError(f"no domain has ambient dimension {d}")
+def fibonacci_sphere(n: int) -> Array:
+    """n quasi-uniform points on S^2 (Fibonacci lattice): cells of nearly equal area 4 pi / n."""
+    i = np.arange(n) + 0.5
+    z = 1.0 - 2.0 * i / n
+    phi = math.pi * (3.0 - math.sqrt(5.0)) * np.arange(n)
+    r = np.sqrt(1.0 - z * z)
+    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=-1)
 
 
-def sphere_area(d: int) -> float:
-    """Total measure |S^{d-1}|: 2*pi for the circle (d = 2), 4*pi for the sphere (d = 3)."""
-    return domain_of_dimension(d).area
+def halton_sphere(n: int, d: int) -> Array:
+    """n deterministic, asymptotically uniform unit vectors of R^d (any d >= 2).
+
+    The points 1..n of the Halton sequence in [0, 1)^d (radical inverses in the first d
+    primes) mapped to Gaussian vectors by the inverse normal CDF and normalized: a
+    low-discrepancy construction on S^{d-1} for domains without a better one (equal-area
+    cells are not guaranteed).
+    """
+    primes: list[int] = []
+    candidate = 2
+    while len(primes) < d:
+        if all(candidate % p for p in primes):
+            primes.append(candidate)
+        candidate += 1
+    index = np.arange(1, n + 1)
+    cube = np.empty((n, d))
+    for axis, base in enumerate(primes):
+        k, f, value = index.copy(), 1.0, np.zeros(n)
+        while np.any(k > 0):
+            f /= base
+            value += f * (k % base)
+            k //= base
+        cube[:, axis] = value
+    g = special.ndtri(cube)
+    return g / np.linalg.norm(g, axis=1, keepdims=True)
 
 
 def circle_points(theta: Array) -> Array:
@@ -153,3 +247,30 @@ def geodesic_distance(x: Array, y: Array) -> Array:
     """Great-circle distance arccos(<x, y>) with the dot product clipped to [-1, 1]."""
     dot = np.clip(np.sum(np.asarray(x) * np.asarray(y), axis=-1), -1.0, 1.0)
     return np.arccos(dot)
+
+
+#: the domains, by name
+DOMAINS = Registry("domain")
+CIRCLE = DOMAINS.register("circle")(Domain("circle", 2, 2.0 * np.pi, "fv", ("iid", "quantile"),
+                                           circle_quasi_uniform, circle_points, envelope_points=8192))
+SPHERE = DOMAINS.register("sphere")(Domain("sphere", 3, 4.0 * np.pi, "sh_spectral",
+                                           ("iid", "quasi_uniform"), fibonacci_sphere,
+                                           envelope_points=40000))
+
+
+def get_domain(name: Any, key: str = "domain.name") -> Domain:
+    """The :class:`Domain` called ``name``; a ConfigError naming ``key`` otherwise."""
+    return name if isinstance(name, Domain) else DOMAINS.get(name, key)
+
+
+def domain_of_dimension(d: int) -> Domain:
+    """The domain S^{d-1} whose ambient dimension is ``d``."""
+    for name in DOMAINS:
+        if DOMAINS.get(name).d == d:
+            return DOMAINS.get(name)
+    raise ValueError(f"no domain has ambient dimension {d}")
+
+
+def sphere_area(d: int) -> float:
+    """Total measure |S^{d-1}|: 2*pi for the circle (d = 2), 4*pi for the sphere (d = 3)."""
+    return domain_of_dimension(d).area

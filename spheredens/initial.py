@@ -10,7 +10,7 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,7 +21,8 @@ from ._lazy import xarray as xr
 from ._registry import Registry
 from ._validate import as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys
 from .exceptions import ConfigError
-from .geometry import circle_angle, circle_points, sphere_area
+from .geometry import (circle_angle, circle_points, CIRCLE, Domain, domain_of_dimension, NotProvided,
+                       provides_by_default, sphere_area, SPHERE)
 
 Array = NDArray[np.float64]
 
@@ -53,16 +54,34 @@ class Uniform:
 
 
 def von_mises_fisher_density(x: Array, mean: Array, kappa: float) -> Array:
-    """Normalized von Mises-Fisher density on S^{d-1}, d = 2 or 3, stable for large kappa.
+    """Normalized von Mises-Fisher density on S^{d-1} (the domain of dimension d = len(mean)),
+    stable for large kappa.
 
-    Circle: exp(kappa <mu, x>) / (2 pi I_0(kappa)); sphere: kappa exp(kappa <mu, x>) / (4 pi sinh kappa).
-    Both are evaluated as exp(kappa (<mu, x> - 1)) times a scaled constant, so kappa = 1e4 is fine.
+    C_d(kappa) exp(kappa <mu, x>) with C_d(kappa) = kappa^{d/2-1} / ((2 pi)^{d/2} I_{d/2-1}(kappa))
+    (:func:`von_mises_fisher_normalized`; the circle: 1 / (2 pi I_0(kappa))), on the sphere its
+    closed form kappa / (4 pi sinh kappa) (:func:`_sphere_von_mises_fisher`); evaluated as
+    exp(kappa (<mu, x> - 1)) times a scaled constant, so kappa = 1e4 is fine.
     """
     mean = np.asarray(mean, dtype=float)
     d = mean.shape[0]
     g = np.exp(kappa * (x @ mean - 1.0))
-    if d == 2:
-        return g / (2.0 * np.pi * special.ive(0, kappa))
+    return domain_of_dimension(d).part("von_mises_fisher")(g, kappa, d)
+
+
+@provides_by_default("von_mises_fisher")
+def von_mises_fisher_normalized(g: Array, kappa: float, d: int) -> Array:
+    """g = exp(kappa (<mu, x> - 1)) times e^kappa C_d(kappa), the general normalization on S^{d-1}:
+    kappa^{d/2-1} / ((2 pi)^{d/2} I_{d/2-1}(kappa) e^{-kappa}) (scaled Bessel function ``ive``);
+    kappa = 0 and d > 2: 1 / |S^{d-1}|."""
+    nu = 0.5 * d - 1.0
+    if kappa == 0.0 and nu > 0.0:
+        return g / (2.0 * np.pi ** (0.5 * d) / special.gamma(0.5 * d))
+    return g * kappa**nu / ((2.0 * np.pi) ** (0.5 * d) * special.ive(nu, kappa))
+
+
+@SPHERE.provides("von_mises_fisher")
+def _sphere_von_mises_fisher(g: Array, kappa: float, d: int) -> Array:
+    """The sphere's closed form: g kappa / (2 pi (1 - e^{-2 kappa})), 1 / (4 pi) at kappa = 0."""
     if kappa == 0.0:
         return g / (4.0 * np.pi)
     return g * kappa / (2.0 * np.pi * -np.expm1(-2.0 * kappa))
@@ -125,6 +144,9 @@ class RandomSmooth:
     Parameters (TOML)
     -----------------
     seed : int (default 0); bandwidth : int >= 1 (default 6); amplitude : float >= 0 (default 1)
+
+    A domain provides the field and its quadrature as its part ``"random_smooth"``
+    (:class:`RandomField`); elsewhere the name is refused with a ConfigError.
     """
 
     d: int
@@ -136,6 +158,7 @@ class RandomSmooth:
     def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
                     ) -> "RandomSmooth":
         check_keys(params, ["seed", "bandwidth", "amplitude"], key)
+        _domain_part(d, "random_smooth", f"{key}.name", "random_smooth")
         seed = as_int(params.get("seed", 0), f"{key}.seed", minimum=0)
         bandwidth = as_int(params.get("bandwidth", 6), f"{key}.bandwidth", minimum=1, maximum=4096)
         amplitude = as_float(params.get("amplitude", 1.0), f"{key}.amplitude", minimum=0.0,
@@ -148,21 +171,7 @@ class RandomSmooth:
         return ab[0], ab[1]
 
     def _log_unnormalized(self, x: Array) -> Array:
-        if self.d == 2:
-            a, b = self._coefficients()
-            k = np.arange(1, self.bandwidth + 1)
-            phase = np.multiply.outer(circle_angle(x), k)
-            return self.amplitude * (np.cos(phase) @ a + np.sin(phase) @ b)
-        rng = np.random.default_rng(self.seed)
-        f = np.zeros(np.shape(x)[:-1])
-        for l in range(1, self.bandwidth + 1):
-            centres = rng.standard_normal((2 * l + 1, 3))
-            centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-            g = rng.standard_normal(2 * l + 1)
-            legendre = np.zeros(l + 1)
-            legendre[l] = 1.0
-            f += np.polynomial.legendre.legval(x @ centres.T, legendre) @ g
-        return self.amplitude * f / math.sqrt(self.bandwidth)
+        return domain_of_dimension(self.d).part("random_smooth").field(self, x)
 
     def _log_mass(self) -> tuple[float, float]:
         """(shift, mass) with mass = int exp(log_unnormalized - shift), by a quadrature that is
@@ -171,17 +180,7 @@ class RandomSmooth:
 
     def _compute_log_mass(self) -> tuple[float, float]:
         m = 8 * self.bandwidth + 64 + int(8 * self.amplitude)
-        if self.d == 2:
-            fine = self._log_unnormalized(circle_points(2.0 * np.pi * np.arange(m) / m))
-            shift = float(fine.max())
-            return shift, 2.0 * np.pi * float(np.mean(np.exp(fine - shift)))
-        nodes, wts = np.polynomial.legendre.leggauss(m // 2)
-        phi = 2.0 * np.pi * np.arange(m) / m
-        st = np.sqrt(1.0 - nodes**2)[:, None]
-        pts = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), nodes[:, None]), axis=-1)
-        fine = self._log_unnormalized(pts)
-        shift = float(fine.max())
-        return shift, float(np.sum(np.exp(fine - shift) * wts[:, None]) * 2.0 * np.pi / m)
+        return domain_of_dimension(self.d).part("random_smooth").log_mass(self, m)
 
     def __call__(self, x: Array) -> Array:
         shift, mass = self._log_mass()
@@ -189,6 +188,73 @@ class RandomSmooth:
 
     def to_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "bandwidth": self.bandwidth, "amplitude": self.amplitude}
+
+
+@dataclass(frozen=True)
+class RandomField:
+    """``random_smooth`` on one domain (its part ``"random_smooth"``).
+
+    Attributes
+    ----------
+    field : callable
+        ``(density, x) -> amplitude * f(x)``, the random band-limited exponent.
+    log_mass : callable
+        ``(density, m) -> (shift, mass)``: mass = int exp(field - shift) by a quadrature with
+        ``m`` points per angle, exact to round-off.
+    """
+
+    field: Callable[[RandomSmooth, Array], Array]
+    log_mass: Callable[[RandomSmooth, int], tuple[float, float]]
+
+
+def _circle_field(density: RandomSmooth, x: Array) -> Array:
+    a, b = density._coefficients()
+    k = np.arange(1, density.bandwidth + 1)
+    phase = np.multiply.outer(circle_angle(x), k)
+    return density.amplitude * (np.cos(phase) @ a + np.sin(phase) @ b)
+
+
+def _circle_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
+    fine = density._log_unnormalized(circle_points(2.0 * np.pi * np.arange(m) / m))
+    shift = float(fine.max())
+    return shift, 2.0 * np.pi * float(np.mean(np.exp(fine - shift)))
+
+
+def _sphere_field(density: RandomSmooth, x: Array) -> Array:
+    rng = np.random.default_rng(density.seed)
+    f = np.zeros(np.shape(x)[:-1])
+    for l in range(1, density.bandwidth + 1):
+        centres = rng.standard_normal((2 * l + 1, 3))
+        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+        g = rng.standard_normal(2 * l + 1)
+        legendre = np.zeros(l + 1)
+        legendre[l] = 1.0
+        f += np.polynomial.legendre.legval(x @ centres.T, legendre) @ g
+    return density.amplitude * f / math.sqrt(density.bandwidth)
+
+
+def _sphere_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
+    nodes, wts = np.polynomial.legendre.leggauss(m // 2)
+    phi = 2.0 * np.pi * np.arange(m) / m
+    st = np.sqrt(1.0 - nodes**2)[:, None]
+    pts = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), nodes[:, None]), axis=-1)
+    fine = density._log_unnormalized(pts)
+    shift = float(fine.max())
+    return shift, float(np.sum(np.exp(fine - shift) * wts[:, None]) * 2.0 * np.pi / m)
+
+
+CIRCLE.provides("random_smooth")(RandomField(_circle_field, _circle_log_mass))
+SPHERE.provides("random_smooth")(RandomField(_sphere_field, _sphere_log_mass))
+
+
+def _domain_part(d: int, role: str, key: str, name: str) -> Any:
+    """The part ``role`` of the domain of dimension ``d``; a one-line ConfigError naming ``key``
+    and the initial density ``name`` on a domain that does not provide it."""
+    domain: Domain = domain_of_dimension(d)
+    try:
+        return domain.part(role, f"the initial density {name!r}")
+    except NotProvided as exc:
+        raise ConfigError(key, f"{exc}; choose another initial density") from None
 
 
 @functools.lru_cache(maxsize=32)
@@ -238,19 +304,56 @@ class FromFile:
         if time is not None:
             time = as_float(time, f"{key}.time")
         full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
-        coords, values = _read_density(full, variable, time, key, d)
+        layout = _domain_part(d, "density_file", f"{key}.name", "file")
+        coords, values = _read_density(full, variable, time, key, layout)
         return cls(path, variable, time, coords, values)
 
     def __call__(self, x: Array) -> Array:
-        if x.shape[-1] == 2:
-            return np.interp(circle_angle(x), self.theta, self.values, period=2.0 * np.pi)
-        return _interp_lat_lon(self.theta, self.values, x)
+        return domain_of_dimension(x.shape[-1]).part("density_file").interpolate(self.theta, self.values, x)
 
     def to_params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "variable": self.variable}
         if self.time is not None:
             out["time"] = self.time
         return out
+
+
+@dataclass(frozen=True)
+class DensityFile:
+    """The layout of a density file on one domain (its part ``"density_file"``, used by
+    :class:`FromFile`).
+
+    Attributes
+    ----------
+    dims : tuple of str
+        The dims of the density (after choosing a time).
+    uniform_weight : bool
+        Whether a file without ``weight`` is read with uniform weights |S| / n (an evenly
+        spaced circle grid); else ``weight`` is required.
+    coords : callable
+        ``ds -> coordinates`` of the density.
+    sort : callable
+        ``(coords, values) -> (coords, values)`` in increasing, wrapped coordinates.
+    interpolate : callable
+        ``(coords, values, x) -> values at points x (n, d)``.
+    """
+
+    dims: tuple[str, ...]
+    uniform_weight: bool
+    coords: Callable[[Any], Any]
+    sort: Callable[[Any, Array], tuple[Any, Array]]
+    interpolate: Callable[[Any, Array, Array], Array]
+
+
+def _sort_angles(coords: Array, values: Array) -> tuple[Array, Array]:
+    order = np.argsort(np.mod(coords, 2.0 * np.pi))
+    return np.mod(coords, 2.0 * np.pi)[order], values[order]
+
+
+def _sort_lat_lon(coords: tuple[Array, Array], values: Array) -> tuple[Any, Array]:
+    lat, lon = coords
+    i, j = np.argsort(lat), np.argsort(np.mod(lon, 360.0))
+    return (lat[i], np.mod(lon, 360.0)[j]), values[np.ix_(i, j)]
 
 
 def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Array:
@@ -267,7 +370,16 @@ def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Arr
     return interp(np.stack([q_lat, q_lon], axis=-1))
 
 
-def _read_density(path: Path, variable: str, time: float | None, key: str, d: int
+CIRCLE.provides("density_file")(DensityFile(
+    ("theta",), True, lambda ds: np.asarray(ds["theta"].values, dtype=float), _sort_angles,
+    lambda theta, values, x: np.interp(circle_angle(x), theta, values, period=2.0 * np.pi)))
+SPHERE.provides("density_file")(DensityFile(
+    ("lat", "lon"), False,
+    lambda ds: (np.asarray(ds["lat"].values, dtype=float), np.asarray(ds["lon"].values, dtype=float)),
+    _sort_lat_lon, _interp_lat_lon))
+
+
+def _read_density(path: Path, variable: str, time: float | None, key: str, layout: DensityFile
                   ) -> tuple[Any, Array]:
 
     if not path.is_file():
@@ -291,7 +403,7 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, d: in
                                       f"{str(path)!r} (it has {ds.sizes['time']} times in "
                                       f"[{float(ds['time'].min())}, {float(ds['time'].max())}])")
                 rho = rho.isel(time=idx)
-        dims = ("theta",) if d == 2 else ("lat", "lon")
+        dims = layout.dims
         if rho.dims != dims:
             raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has dims {rho.dims}; "
                               f"a density on this domain needs dims {dims} (after choosing a time)")
@@ -301,15 +413,12 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, d: in
                               "values; a density needs at least 2 points")
         if "weight" in ds:
             weight = np.asarray(ds["weight"].transpose(*dims).values, dtype=float)
-        elif d == 2:
+        elif layout.uniform_weight:
             weight = np.full(values.shape, 2.0 * np.pi / values.size)
         else:
             raise ConfigError(f"{key}.path", f"{str(path)!r} has no 'weight' variable: the mass of a "
                               "sphere density cannot be checked without quadrature weights")
-        if d == 2:
-            coords: Any = np.asarray(ds["theta"].values, dtype=float)
-        else:
-            coords = (np.asarray(ds["lat"].values, dtype=float), np.asarray(ds["lon"].values, dtype=float))
+        coords = layout.coords(ds)
     if not np.all(np.isfinite(values)) or values.max() <= 0:
         raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} must be finite with "
                           "positive values on at least 2 points")
@@ -326,9 +435,4 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, d: in
     if not abs(mass - 1.0) <= 1e-6:
         raise ConfigError(f"{key}.path", f"the density {variable!r} in {str(path)!r} has mass "
                           f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first")
-    if d == 2:
-        order = np.argsort(np.mod(coords, 2.0 * np.pi))
-        return np.mod(coords, 2.0 * np.pi)[order], values[order]
-    lat, lon = coords
-    i, j = np.argsort(lat), np.argsort(np.mod(lon, 360.0))
-    return (lat[i], np.mod(lon, 360.0)[j]), values[np.ix_(i, j)]
+    return layout.sort(coords, values)

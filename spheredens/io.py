@@ -234,7 +234,8 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
     source = Path(source)
     if domain not in DOMAINS:
         raise SchemaError(f"domain must be {' or '.join(map(repr, DOMAINS))}, not {domain!r}")
-    d = get_domain(domain).d
+    space = get_domain(domain)
+    d, from_angles = space.d, space.points_of_angles  # the circle: angles -> (cos, sin)
     if not source.is_file():
         raise SchemaError(f"{str(source)!r} does not exist")
     weight = file_times = None
@@ -264,12 +265,12 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
         raise SchemaError(f"cannot read {str(source)!r}: {exc}") from None
     arr = np.asarray(arr, dtype=float)
     if angles is None:
-        angles = d == 2 and arr.ndim == 2
+        angles = from_angles is not None and arr.ndim == 2
     if angles:
-        if d != 2 or arr.ndim != 2:
+        if from_angles is None or arr.ndim != 2:
             raise SchemaError(f"angles must be an array (time, n) and the domain the circle; got shape "
                               f"{arr.shape} on the {domain}")
-        arr = np.stack([np.cos(arr), np.sin(arr)], axis=-1)
+        arr = from_angles(arr)
     if arr.ndim != 3:
         raise SchemaError(f"positions must have shape (time, n, d) (or angles (time, n) on the "
                           f"circle), got {arr.shape}")

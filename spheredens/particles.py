@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from .config import RunConfig
 from .exceptions import ConfigError, SchemaError, SimulationError
-from .geometry import circle_points, sphere_area, tangent_project
+from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import logsumexp_sums
 from .io import FileWriter, open_particles
@@ -45,22 +45,15 @@ _MAX_RUNS = 32
 
 
 # -- initial particles ----------------------------------------------------------------------
-def fibonacci_sphere(n: int) -> Array:
-    """n quasi-uniform points on S^2 (Fibonacci lattice): cells of nearly equal area 4 pi / n."""
-    i = np.arange(n) + 0.5
-    z = 1.0 - 2.0 * i / n
-    phi = math.pi * (3.0 - math.sqrt(5.0)) * np.arange(n)
-    r = np.sqrt(1.0 - z * z)
-    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=-1)
-
-
 def sample_iid(rho0: Callable[[Array], Array], d: int, n: int, rng: np.random.Generator) -> Array:
     """n independent samples of rho_0 by rejection from the uniform measure.
 
-    The envelope is 1.25 x the maximum of rho_0 on a fine quasi-uniform set; a sample where
-    rho_0 exceeds the envelope raises (the density is too peaked for this sampler).
+    The envelope is 1.25 x the maximum of rho_0 on the domain's quasi-uniform set of
+    ``envelope_points`` points (:meth:`spheredens.geometry.Domain.quasi_uniform`); a sample
+    where rho_0 exceeds the envelope raises (the density is too peaked for this sampler).
     """
-    probe = circle_points(2 * np.pi * np.arange(8192) / 8192) if d == 2 else fibonacci_sphere(40000)
+    domain = domain_of_dimension(d)
+    probe = domain.quasi_uniform(domain.envelope_points)
     bound = 1.25 * float(rho0(probe).max())
     out: list[Array] = []
     count = 0
@@ -97,7 +90,7 @@ def _initial_points(rho0: Callable[[Array], Array], d: int, n: int, initializati
     if initialization == "quantile":
         return quantile_circle(rho0, n), np.full(n, 1.0 / n)
     if initialization == "quasi_uniform":
-        x = fibonacci_sphere(n)
+        x = domain_of_dimension(d).quasi_uniform(n)
         w = np.clip(rho0(x), 0.0, None)
         if not w.sum() > 0.0:
 
@@ -110,8 +103,10 @@ def initial_particles(problem: Problem, n: int, initialization: str, seed: int) 
     """Positions (n, d) and weights (n,) (summing to 1) of the initial particles.
 
     ``iid``: independent samples of rho_0 (``numpy.random.default_rng(seed)``), weights 1/n;
-    ``quantile`` (circle): the n quantiles of rho_0, weights 1/n; ``quasi_uniform`` (sphere):
-    a Fibonacci lattice with weights proportional to rho_0 (times the equal cell areas).
+    ``quantile`` (circle): the n quantiles of rho_0, weights 1/n; ``quasi_uniform``: the
+    domain's quasi-uniform points (the Fibonacci lattice on the sphere,
+    :meth:`spheredens.geometry.Domain.quasi_uniform`) with weights proportional to rho_0 (times
+    the nearly equal cell areas).
     Models with slices (``usa_av``): the positions and weights of :func:`initial_slice_particles`.
     """
     if problem.has_auxiliary:

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from ._lazy import colors, patches, pyplot as plt
-from .accessor import register_accessor
+from .accessor import file_domain, register_accessor
+from .geometry import CIRCLE, SPHERE
 
 
 def save_figure(fig: Any, path: str | Path, *, dpi: int = 100) -> Path:
@@ -193,7 +194,7 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
     fine_orbit = None
     if np.all(np.isfinite(z)):
         fine_orbit = np.einsum("kji,j->ki", gauges, z)
-    if modes.shape[1] == 2:
+    if file_domain(ds).points_of_angles is not None:  # the circle: a mode is one angle
         ax.plot(xi, _angle_deg(modes), "o", label="slice modes")
         if fine_orbit is not None:
             ax.plot(xi, _angle_deg(fine_orbit), "-", color="k", lw=0.8, label="orbit G(xi)^T z")
@@ -233,12 +234,24 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
     return save_figure(fig, path, dpi=100)
 
 
+#: the figure of a run on each domain: ``(ds, path, **options) -> path`` (the circle's takes no
+#: options)
+CIRCLE.provides("figure")(lambda ds, path, **options: plot_circle_run(ds, path))
+SPHERE.provides("figure")(plot_sphere_run)
+
+
 def plot_run(ds: Any, path: str | Path, **options: Any) -> Path:
-    """The figure of a run file, circle or sphere (for usa_av also ``<name>_slices.png``,
-    :func:`plot_slices`)."""
+    """The figure of a run file, drawn by its domain's part ``"figure"`` (circle:
+    :func:`plot_circle_run`, sphere: :func:`plot_sphere_run` with ``options``); for usa_av also
+    ``<name>_slices.png`` (:func:`plot_slices`).
+
+    Raises
+    ------
+    spheredens.geometry.NotProvided
+        The file's domain has no figure (one line: nothing provides ``"figure"`` there).
+    """
+    figure = file_domain(ds).part("figure", "a figure of a run")
     if "slice_mode" in ds:
         path = Path(path)
         plot_slices(ds, slices_figure_path(path))
-    if ds.attrs.get("domain") == "sphere":
-        return plot_sphere_run(ds, path, **options)
-    return plot_circle_run(ds, path)
+    return figure(ds, path, **options)

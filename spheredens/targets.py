@@ -19,7 +19,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .exceptions import SpheredensError
-from .models import Model, projection_target as assumption_1
+from .geometry import CIRCLE, domain_of_dimension, NotProvided, SPHERE
+from .models import projection_target as assumption_1, Model
 from .problem import Problem
 
 Array = NDArray[np.float64]
@@ -67,79 +68,107 @@ def _orthonormal_complement(u: Array) -> tuple[Array, Array]:
     return e1, np.cross(u, e1)
 
 
-def sector_masses(initial: Callable[[Array], Array], d: int, e1: Array, e2: Array, edges: Array,
-                  *, panels_per_sector: int = 1, alpha_panels: int = 8, order: int = 8) -> Array:
-    """rho_0-masses of the sets {x : angle of (<x, e1>, <x, e2>) in [edges_k, edges_{k+1})}.
-
-    Circle (d = 2): integrals of rho_0 over arcs; sphere: over lunes, in coordinates
-    x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha) (e1 x e2), d sigma = cos(alpha) d alpha d psi.
-    Composite Gauss-Legendre (``order`` points per panel; 8 x 8 panels of 8 points in
-    latitude): exact to round-off for smooth rho_0.
-    """
-    k = len(edges) - 1
+def _sectors(edges: Array, panels_per_sector: int, order: int) -> tuple[Array, Array, Array]:
+    """Gauss nodes psi, weights and sector index of every node, over the angles ``edges``."""
     psi_list, w_list, sector = [], [], []
-    for j in range(k):
+    for j in range(len(edges) - 1):
         p, w = _gauss(edges[j], edges[j + 1], panels_per_sector, order)
         psi_list.append(p)
         w_list.append(w)
         sector.append(np.full(p.size, j))
-    psi, w_psi, sector = np.concatenate(psi_list), np.concatenate(w_list), np.concatenate(sector)
+    return np.concatenate(psi_list), np.concatenate(w_list), np.concatenate(sector)
+
+
+def arc_masses(initial: Callable[[Array], Array], e1: Array, e2: Array, edges: Array,
+               *, panels_per_sector: int = 1, order: int = 8) -> Array:
+    """rho_0-masses of the arcs {cos psi e1 + sin psi e2 : psi in [edges_k, edges_{k+1})} of
+    S^1 (composite Gauss-Legendre, ``order`` points per panel)."""
+    psi, w_psi, sector = _sectors(edges, panels_per_sector, order)
     ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-    if d == 2:
-        values = initial(ring) * w_psi
-        return np.bincount(sector, weights=values, minlength=k)
+    values = initial(ring) * w_psi
+    return np.bincount(sector, weights=values, minlength=len(edges) - 1)
+
+
+def lune_masses(initial: Callable[[Array], Array], e1: Array, e2: Array, edges: Array,
+                *, panels_per_sector: int = 1, alpha_panels: int = 8, order: int = 8) -> Array:
+    """rho_0-masses of the lunes {x in S^2 : angle of (<x, e1>, <x, e2>) in [edges_k, edges_{k+1})},
+    in coordinates x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha) (e1 x e2),
+    d sigma = cos(alpha) d alpha d psi (composite Gauss-Legendre; ``alpha_panels`` panels of 16
+    points in latitude)."""
+    psi, w_psi, sector = _sectors(edges, panels_per_sector, order)
+    ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
     pole = np.cross(e1, e2)
     alpha, w_alpha = _gauss(-0.5 * np.pi, 0.5 * np.pi, alpha_panels, 16)
     x = np.cos(alpha)[:, None, None] * ring[None] + np.sin(alpha)[:, None, None] * pole
     values = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
     per_psi = (values * (w_alpha * np.cos(alpha))[:, None]).sum(axis=0) * w_psi
-    return np.bincount(sector, weights=per_psi, minlength=k)
+    return np.bincount(sector, weights=per_psi, minlength=len(edges) - 1)
+
+
+def _two_atoms(u: Array, masses: Array) -> TargetMeasure:
+    return TargetMeasure(np.array([u, -u]), masses / masses.sum(),
+                         "two atoms at +-u, u = (" + ", ".join(f"{c:.12g}" for c in u) + ")", 0.0)
+
+
+@CIRCLE.provides("projection_target")
+def _circle_target(initial: Callable[[Array], Array], basis: Array, circle_atoms: int) -> TargetMeasure:
+    """dim E_1 = 1 on S^1: the rho_0-masses of the half circles around +-u."""
+    u = basis[0]
+    e1, e2 = u, np.array([-u[1], u[0]])
+    masses = arc_masses(initial, e1, e2, np.array([-0.5, 0.5, 1.5]) * np.pi, panels_per_sector=32,
+                        order=16)
+    return _two_atoms(u, masses)
+
+
+@SPHERE.provides("projection_target")
+def _sphere_target(initial: Callable[[Array], Array], basis: Array, circle_atoms: int) -> TargetMeasure:
+    """S^2: dim E_1 = 1, the hemispheres around +-u; dim E_1 = 2, ``circle_atoms`` equal arcs of
+    the great circle S cap E_1 carrying the masses of their lunes."""
+    if basis.shape[0] == 1:
+        u = basis[0]
+        e1, e2 = _orthonormal_complement(u)
+        # hemispheres: lunes around the pole u would be awkward; use u as the pole instead
+        alpha, w_alpha = _gauss(0.0, 0.5 * np.pi, 32)
+        psi, w_psi = _gauss(0.0, 2 * np.pi, 64)
+        ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
+        masses = []
+        for sign in (1.0, -1.0):
+            x = np.cos(alpha)[:, None, None] * ring[None] + sign * np.sin(alpha)[:, None, None] * u
+            vals = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
+            masses.append(float(((vals * w_psi).sum(axis=1) * w_alpha * np.cos(alpha)).sum()))
+        return _two_atoms(u, np.array(masses))
+    e1, e2 = basis
+    edges = np.linspace(0.0, 2 * np.pi, circle_atoms + 1)
+    masses = lune_masses(initial, e1, e2, edges)
+    psi = 0.5 * (edges[:-1] + edges[1:])
+    points = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
+    desc = (f"{circle_atoms} atoms on the great circle of E_1 = span((" + ", ".join(f"{c:.12g}" for c in e1)
+            + "), (" + ", ".join(f"{c:.12g}" for c in e2) + "))")
+    return TargetMeasure(points, masses / masses.sum(), desc, math.pi / circle_atoms)
 
 
 def projection_measure(model: Model, initial: Callable[[Array], Array], *,
                        circle_atoms: int = CIRCLE_TARGET_ATOMS) -> TargetMeasure:
-    """Pi_# rho_0 (MODELS.md section 3) as a discrete measure.
+    """Pi_# rho_0 (MODELS.md section 3) as a discrete measure: the quadratures of the domain's
+    part ``"projection_target"`` (circle and sphere here).
 
     Raises
     ------
     AssumptionError
-        When Assumption 1 fails, naming the failing part, or when E_1 is the whole space.
+        When Assumption 1 fails, naming the failing part, when E_1 is the whole space, or on a
+        domain that provides no quadrature of the sets Pi maps onto the target.
     """
     target = assumption_1(model)
     if not target.holds:
         raise AssumptionError(f"Pi_# rho_0 is undefined: Assumption 1 fails ({target.reason})")
-    basis = target.basis
-    d = model.d
-    if basis.shape[0] == 1:
-        u = basis[0]
-        if d == 2:
-            e1, e2 = u, np.array([-u[1], u[0]])
-            masses = sector_masses(initial, 2, e1, e2, np.array([-0.5, 0.5, 1.5]) * np.pi,
-                                   panels_per_sector=32, order=16)
-        else:
-            e1, e2 = _orthonormal_complement(u)
-            # hemispheres: lunes around the pole u would be awkward; use u as the pole instead
-            alpha, w_alpha = _gauss(0.0, 0.5 * np.pi, 32)
-            psi, w_psi = _gauss(0.0, 2 * np.pi, 64)
-            ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-            masses = []
-            for sign in (1.0, -1.0):
-                x = np.cos(alpha)[:, None, None] * ring[None] + sign * np.sin(alpha)[:, None, None] * u
-                vals = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
-                masses.append(float(((vals * w_psi).sum(axis=1) * w_alpha * np.cos(alpha)).sum()))
-            masses = np.array(masses)
-        return TargetMeasure(np.array([u, -u]), masses / masses.sum(),
-                             "two atoms at +-u, u = (" + ", ".join(f"{c:.12g}" for c in u) + ")", 0.0)
-    if basis.shape[0] == 2 and d == 3:
-        e1, e2 = basis
-        edges = np.linspace(0.0, 2 * np.pi, circle_atoms + 1)
-        masses = sector_masses(initial, 3, e1, e2, edges)
-        psi = 0.5 * (edges[:-1] + edges[1:])
-        points = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-        desc = (f"{circle_atoms} atoms on the great circle of E_1 = span((" + ", ".join(f"{c:.12g}" for c in e1)
-                + "), (" + ", ".join(f"{c:.12g}" for c in e2) + "))")
-        return TargetMeasure(points, masses / masses.sum(), desc, math.pi / circle_atoms)
-    raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
+    if target.basis.shape[0] >= model.d:
+        raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
+    domain = domain_of_dimension(model.d)
+    try:
+        build = domain.part("projection_target", "the target Pi_# rho_0")
+    except NotProvided as exc:
+        raise AssumptionError(str(exc)) from None
+    return build(initial, target.basis, circle_atoms)
 
 
 def projection_target(config: Any) -> TargetMeasure:

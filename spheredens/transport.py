@@ -1,9 +1,18 @@
-"""Wasserstein distances between weighted point sets on the circle (wraps POT)."""
+"""Wasserstein distances between weighted point sets on S^{d-1} (wraps POT).
+
+W2 on a domain is :meth:`spheredens.geometry.Domain.w2`: this module registers the circle's
+(POT's circle solver on the angles) and the domain-generic default (the exact EMD with squared
+geodesic cost, any d), which the sphere uses.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
 from ._lazy import ot
+from .geometry import circle_angle, CIRCLE, provides_by_default, SPHERE
 from .grids import RingMesh
 
 Array = NDArray[np.float64]
@@ -35,6 +44,26 @@ def w2_circle(theta_a: Array, weight_a: Array, theta_b: Array, weight_b: Array, 
     w2p = ot.wasserstein_circle(u, v, wa / wa.sum(), wb / wb.sum(), p=2, eps=tol)
     value = float(np.asarray(w2p).reshape(-1)[0])
     return float(2.0 * np.pi * np.sqrt(max(value, 0.0)))
+
+
+@CIRCLE.provides("w2")
+def w2_circle_points(x: Array, a: Array, y: Array, b: Array) -> float:
+    """Exact W2 on S^1 between weighted points, by :func:`w2_circle` on their angles.
+
+    Parameters
+    ----------
+    x, y : ndarray
+        Points (n, 2) on the circle, or their angles (n,) in radians (a 1-D array is taken
+        as angles, e.g. the sub-atoms of :func:`circle_density_atoms`).
+    a, b : ndarray
+        Non-negative weights (renormalized).
+    """
+    return w2_circle(_angles(x), a, _angles(y), b)
+
+
+def _angles(x: Array) -> Array:
+    """Angles of points (n, 2) on the circle; a 1-D array is already angles."""
+    return x if np.ndim(x) == 1 else circle_angle(x)
 
 
 def circle_density_atoms(theta: Array, weight: Array, rho: Array, *, min_atoms: int = 1 << 16
@@ -107,9 +136,37 @@ def _cell_atoms(points: Array, weight: Array, rho: Array, n_points: int) -> tupl
     return centre[keep], mass[keep], bound
 
 
+@provides_by_default("w2")
 def w2_sphere(x: Array, a: Array, y: Array, b: Array) -> float:
-    """Exact W2 (geodesic cost) between weighted point sets on S^2 by POT's network simplex."""
+    """Exact W2 (geodesic cost) between weighted point sets on S^{d-1} (S^2, and the default of
+    every domain without its own W2) by POT's network simplex."""
 
     cost = np.arccos(np.clip(x @ y.T, -1.0, 1.0)) ** 2
     value = ot.emd2(a / a.sum(), b / b.sum(), cost, numItermax=50_000_000)
     return float(np.sqrt(max(float(value), 0.0)))
+
+
+@dataclass(frozen=True)
+class GridAtoms:
+    """How a density on a run's grid becomes weighted atoms for W2 (``w2_projection``): the part
+    ``"grid_atoms"`` of a domain.
+
+    Attributes
+    ----------
+    atoms : callable
+        ``(grid, rho, n_points) -> (atoms, masses)``: atoms as :meth:`Domain.w2` of the domain
+        takes them, masses proportional to rho times the weights.
+    method : str
+        How the W2 is computed, with ``{n_points}`` where the count of atoms goes.
+    """
+
+    atoms: Callable[[Any, Array, int], tuple[Array, Array]]
+    method: str
+
+
+CIRCLE.provides("grid_atoms")(GridAtoms(
+    lambda grid, rho, n_points: (grid.theta, rho * grid.weight),
+    "exact W2 on the circle (POT wasserstein_circle, geodesic cost), rho_t as atoms at the grid points"))
+SPHERE.provides("grid_atoms")(GridAtoms(
+    lambda grid, rho, n_points: sphere_density_atoms(grid.points, grid.weight, rho, n_points=n_points)[:2],
+    "exact W2 on the sphere (POT emd2, squared geodesic cost), rho_t coarsened to ~{n_points} atoms"))
