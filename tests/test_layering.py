@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("transport",),
     ("interaction._base",),
     ("interaction._quadrature",),
+    ("interaction._pruned",),
     ("interaction._fourier", "interaction._funk_hecke"),
     ("interaction._points",),
     ("interaction._auxiliary",),

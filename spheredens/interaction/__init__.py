@@ -23,11 +23,12 @@ from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers)
 from ._points import FunkHeckePoints
+from ._pruned import PrunedDirectQuadrature
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
 __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
            "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
-           "INTERACTIONS", "KappaInterpolation", "Layout", "SphereDirectQuadrature",
+           "INTERACTIONS", "KappaInterpolation", "Layout", "PrunedDirectQuadrature", "SphereDirectQuadrature",
            "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "clip_norm",
            "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "make_evaluator",
            "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
