@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from ..models import Model
 from ._base import Layout, register_evaluator
-from ._quadrature import DirectQuadrature, clip_norm
+from ._quadrature import _MAX_CACHED, DirectQuadrature, clip_norm
 
 Array = NDArray[np.float64]
 
@@ -40,7 +40,9 @@ TARGET_BLOCK = 256
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module
     docstring): equal to :class:`DirectQuadrature` to round-off (2^-60 of each row's sum),
-    at a cost that falls with the kernel's width at large beta. Sources should be ordered so
+    at a cost that falls with the kernel's width at large beta. Where the direct sums with their
+    cached kernel are cheaper (few rows that need log-sum-exp), it sums as
+    :class:`DirectQuadrature` does (the same numbers). Sources should be ordered so
     that consecutive ones are close (every grid of spheredens is)."""
 
     description = ("direct quadrature in the log domain, skipping source blocks proven below "
@@ -51,8 +53,9 @@ class PrunedDirectQuadrature(DirectQuadrature):
         return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
     def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
-                 source_block: int = SOURCE_BLOCK, target_block: int = TARGET_BLOCK) -> None:
-        super().__init__(model, sources, weight, targets, max_cached=0)
+                 source_block: int = SOURCE_BLOCK, target_block: int = TARGET_BLOCK,
+                 max_cached: int = _MAX_CACHED) -> None:
+        super().__init__(model, sources, weight, targets, max_cached=max_cached)
         n_s = len(self.sources)
         self._starts = np.arange(0, n_s, source_block)
         mean = np.add.reduceat(self.sources, self._starts, axis=0)
@@ -69,6 +72,14 @@ class PrunedDirectQuadrature(DirectQuadrature):
         #: fraction of (target, source) pairs summed at the last call
         self.kept_fraction = 1.0
 
+    def _fallback_fraction(self, upper: Array, a: Array) -> float:
+        """The share of rows whose sums :class:`DirectQuadrature` must redo in log-sum-exp form
+        (its rescaled Z below 1e-200), bounded from below through ``upper``: where that share
+        exceeds the fraction of pairs kept, summing only the kept pairs is the cheaper way."""
+        log_z_max = upper.max(axis=1) + math.log(upper.shape[1])
+        rescaled = log_z_max - self._rowmax - math.log(float(a.max()))
+        return float(np.mean(rescaled < math.log(1e-200)))
+
     def attention_average(self, rho: Array, rows: Array | None = None) -> Array:
         """N/Z (``sa``) or N (``usa``) at the targets, for one density (module docstring)."""
         if rows is not None:
@@ -82,13 +93,15 @@ class PrunedDirectQuadrature(DirectQuadrature):
             log_a = np.log(a)
         block_log_a = np.maximum.reduceat(log_a, self._starts)
         # one term per block exactly, the source of largest mass: a lower bound of the row's sum
-        heaviest = self._starts + np.array([np.argmax(log_a[s:e]) for s, e in
-                                            zip(self._starts, np.append(self._starts[1:], len(a)))])
+        index = np.where(log_a == block_log_a[self._block], np.arange(len(a)), len(a))
+        heaviest = np.minimum.reduceat(index, self._starts)
         lower = np.max(self._beta_bx @ self.sources[heaviest].T + log_a[heaviest][None, :], axis=1)
         upper = (self._beta_bx @ self._centres.T + self._qnorm[:, None] * self._radius[None, :]
                  + (block_log_a + self._log_size)[None, :])
         keep = upper >= lower[:, None] + self._log_cut
         self.kept_fraction = float((keep @ np.exp(self._log_size)).sum() / (n_t * len(a)))
+        if self._kernel is not None and self.kept_fraction > self._fallback_fraction(upper, a):
+            return super().attention_average(rho)  # the cached kernel is cheaper: the same sums
         z, n, m = np.empty(n_t), np.empty((n_t, d)), np.empty(n_t)
         for start in range(0, n_t, self._target_block):
             rows_i = slice(start, start + self._target_block)

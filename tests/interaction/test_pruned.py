@@ -29,8 +29,12 @@ def test_equals_direct_quadrature_on_the_circle(beta):
     faces = grid.shifted(0.5)
     rho = concentrated_circle(grid)[None]
     direct = DirectQuadrature(model, grid.points, grid.weight, faces.points).vectors(rho)
-    pruned = PrunedDirectQuadrature(model, grid.points, grid.weight, faces.points)
+    # max_cached=0: no cached kernel, so the pruned sums are always the ones taken
+    pruned = PrunedDirectQuadrature(model, grid.points, grid.weight, faces.points, max_cached=0)
     got = pruned.vectors(rho)
+    # with the cached kernel it may take the direct sums where they are cheaper: same numbers
+    chosen = PrunedDirectQuadrature(model, grid.points, grid.weight, faces.points).vectors(rho)
+    assert np.abs(chosen - direct).max() <= 1e-14
     # |X| <= ||V|| = 1; the pruned sums differ by < 2^-60 relative plus summation order: 1e-14
     assert np.abs(got - direct).max() <= 1e-14
     if beta == 1000.0:
@@ -70,6 +74,6 @@ def test_equals_direct_quadrature_on_a_sphere_mesh():
     rho = np.exp(60.0 * (x @ np.array([0.0, 0.6, 0.8]) - 1.0)) + 1e-200
     rho /= np.sum(rho * mesh.area)
     direct = DirectQuadrature(model, x, mesh.area, mesh.face_point).vectors(rho[None])
-    pruned = PrunedDirectQuadrature(model, x, mesh.area, mesh.face_point)
+    pruned = PrunedDirectQuadrature(model, x, mesh.area, mesh.face_point, max_cached=0)
     assert np.abs(pruned.vectors(rho[None]) - direct).max() <= 1e-14
     assert pruned.kept_fraction < 0.9
