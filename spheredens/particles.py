@@ -336,7 +336,6 @@ class ParticleRecorder(Observer):
 
     def restore(self, ds: Any) -> tuple[float, Array, int]:
         """Take over the snapshots of a partial particle file; return its checkpoint."""
-
         if "checkpoint_position" not in ds:
             raise SchemaError("the particle file has no checkpoint to resume from")
         slices = self.system.slices

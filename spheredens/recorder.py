@@ -15,7 +15,6 @@ from .exceptions import SchemaError
 from .problem import Problem
 from .schema import SCHEMA, SLICE_VARIABLES, density_dataset
 from .simulate import Observer
-from .slices import marginal as slice_marginal
 from .targets import terminal_subspace
 
 Array = NDArray[np.float64]
@@ -45,7 +44,6 @@ class Recorder(Observer):
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
-
         self._terminal = terminal_subspace(problem.model)
         pts = self.grid.points
         self._points = pts
@@ -86,14 +84,14 @@ class Recorder(Observer):
         # the target of w2_projection always comes from rho_0 (also when resuming)
         rho0 = self.scheme.density(self.scheme.initial_state())
         # the projection target is built from rho_0 (marginal over slices)
-        marginal0 = slice_marginal(rho0, self.problem.xi_weight)
+        marginal0 = slices.marginal(rho0, self.problem.xi_weight)
         self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
                                                         self.problem.initial)
 
     def observe(self, t: float, state: Array) -> None:
         rho = np.array(self.scheme.density(state), dtype=float)
         xi_w = self.problem.xi_weight
-        marginal = slice_marginal(rho, xi_w)
+        marginal = slices.marginal(rho, xi_w)
         self.times.append(float(t))
         self.rho.append(rho)
         d = self.diagnostics
@@ -117,7 +115,6 @@ class Recorder(Observer):
                                 self._terminal.w2(marginal, self._points, self.grid.weight))
 
     def _observe_slices(self, rho: Array, marginal: Array) -> None:
-
         pts = self._points.reshape(-1, self._points.shape[-1])
         w = self.grid.weight.reshape(-1)
         kernel = self.problem.model.auxiliary

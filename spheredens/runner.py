@@ -65,7 +65,6 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
         once the snapshots so far and a checkpoint have been written.
     """
-
     cfg = as_config(config)
     if output is not None:
         cfg = cfg.replace(**{"output.path": str(Path(output).resolve())})

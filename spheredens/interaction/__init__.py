@@ -56,10 +56,18 @@ class ZeroTemperatureField(Evaluator):
 
     def __init__(self, model: Model, targets: Array) -> None:
         self._field = model.zero_temperature_velocity(np.asarray(targets, dtype=float))
+        self._velocity: Array | None = None  # the field in the layout's frame, computed once
 
     def vectors(self, rho: Array) -> Array:
         n_xi = len(rho) if np.ndim(rho) > 1 else 1
         return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
+
+    def velocity(self, state: Array) -> Array:
+        """The fixed field (in the layout's frame), projected once and reused at every call."""
+        if self._velocity is None:
+            self._velocity = super().velocity(np.zeros((1, 1)))[0]
+        n_xi = len(state) if np.ndim(state) > 1 else 1
+        return np.broadcast_to(self._velocity, (n_xi,) + self._velocity.shape)
 
 
 @register_evaluator(AuxiliaryInteraction.name, domains=("sphere",), inputs=("coefficients",),

@@ -116,7 +116,6 @@ class SphereBasis(_PointCache):
     """Spherical harmonics up to degree L on S^2 (m >= 0, shtns / ducc0 order), via ducc0."""
 
     def __init__(self, kappa: float, nthreads: int = 1, epsilon: float = 1e-13) -> None:
-
         self._sht = ducc0.sht
         self.kappa = kappa
         self.L = multiplier_degree(kappa)
