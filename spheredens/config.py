@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tomllib
 import warnings
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from .._registry import Registry
 from ..exceptions import ConfigError
+from ..geometry import tangent_project
 from ..models import Model
 
 Array = NDArray[np.float64]
@@ -119,6 +120,13 @@ class Evaluator:
     def vectors(self, state: Any) -> Array:
         """X[rho] as vectors of R^d at the targets, shape (n_xi, *targets, d)."""
         raise NotImplementedError
+
+    def projected_averages(self, rho: Array) -> Array:
+        """P_x A(x) for each slice, A = ``self.attention_average(rho_k)`` (N/Z or N) at the
+        points ``self.targets``: the ``vectors`` of the evaluators that form A row by row,
+        shape (n_xi, n_targets, d) for densities ``rho`` (n_xi, n_sources)."""
+        return np.stack([tangent_project(self.targets, self.attention_average(r))
+                         for r in np.atleast_2d(rho)])
 
     def velocity(self, state: Any) -> Array:
         """X[rho] at the targets: shape (n_xi, *targets, d), or its components along the

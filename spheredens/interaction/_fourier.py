@@ -5,7 +5,6 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from ..geometry import tangent_project
 from ..grids import CircleGrid
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
@@ -109,7 +108,4 @@ class FourierConvolution(Evaluator):
             out[small] = self._fallback.attention_average(rho, rows=small)
         return out
 
-    def vectors(self, rho: Array) -> Array:
-        """Tangent velocity (n_xi, n, 2) for densities rho of shape (n_xi, n)."""
-        rho = np.atleast_2d(rho)
-        return np.stack([tangent_project(self.targets, self.attention_average(r)) for r in rho])
+    vectors = Evaluator.projected_averages  # X = P_x (N/Z or N) of each slice at the targets

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ..geometry import tangent_project
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 
@@ -135,19 +134,7 @@ class DirectQuadrature(Evaluator):
         with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
             return n * np.exp(logscale)[:, None]
 
-    def vectors(self, rho: Array) -> Array:
-        """Tangent velocity X[rho] at the targets.
-
-        Parameters
-        ----------
-        rho : ndarray (n_xi, n_s)
-
-        Returns
-        -------
-        ndarray (n_xi, n_t, d)
-        """
-        rho = np.atleast_2d(rho)
-        return np.stack([tangent_project(self.targets, self.attention_average(r)) for r in rho])
+    vectors = Evaluator.projected_averages  # X = P_x (N/Z or N) of each slice at the targets
 
 
 def logsumexp_sums(beta_bx: Array, sources: Array, log_a: Array, vy: Array, *,
