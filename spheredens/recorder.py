@@ -2,6 +2,7 @@
 built by :func:`spheredens.schema.density_dataset`)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,8 @@ class Recorder(Observer):
         self._w2 = None
         self._w2_reason = ""
         self.checkpoint: tuple[float, Array, int] | None = None
+        #: the scheme's step control at the checkpoint (:meth:`Scheme.controller_state`)
+        self.checkpoint_controller: dict[str, float] = {}
         #: per-snapshot arrays of the slice diagnostics (usa_av), name -> list of arrays
         self.slice_diagnostics: dict[str, list[Array]] = (
             {name: [] for name in SLICE_VARIABLES} if problem.has_auxiliary else {})
@@ -57,6 +60,7 @@ class Recorder(Observer):
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         """Remember the full solver state at a step boundary; written with the next file."""
         self.checkpoint = (float(t), np.array(state), int(steps))
+        self.checkpoint_controller = dict(self.scheme.controller_state())
 
     def restore(self, ds: Any) -> tuple[float, Array, int]:
         """Take over the snapshots of a partial run file and return its checkpoint
@@ -77,6 +81,8 @@ class Recorder(Observer):
         state = (raw[0] + 1j * raw[1]) if int(ds.attrs["checkpoint_complex"]) else raw[0]
         self.checkpoint = (float(ds.attrs["checkpoint_time"]), state.reshape(shape),
                            int(ds.attrs["checkpoint_steps"]))
+        self.checkpoint_controller = json.loads(str(ds.attrs.get("checkpoint_controller", "{}")))
+        self.scheme.restore_controller(self.checkpoint_controller)
         return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
@@ -148,7 +154,10 @@ class Recorder(Observer):
         scheme_attrs = self.scheme.attributes()
         if self.scheme.positive:  # steps refused for a negative density and retried with dt / 2
             scheme_attrs["retried_steps"] = self._stepper.retried_steps if self._stepper is not None else 0
-        return density_dataset(self.problem, self.grid, self.config, times=self.times, rho=self.rho,
+        ds = density_dataset(self.problem, self.grid, self.config, times=self.times, rho=self.rho,
                                diagnostics=self.diagnostics, comments=comments,
                                slice_values=self.slice_diagnostics, scheme_attrs=scheme_attrs,
                                status=self.status, checkpoint=self.checkpoint)
+        if self.checkpoint is not None and self.checkpoint_controller:  # floats as repr: exact
+            ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
+        return ds

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("interaction",),
     ("schemes._base",),
     ("schemes._circle_fv", "schemes._circle_fourier", "schemes._sh_spectral"),
+    ("schemes._circle_log_sl",),
     ("schemes._sphere_fv",),
     ("schemes",),
     ("simulate",),

@@ -22,8 +22,8 @@ from ..models import Model
 Array = NDArray[np.float64]
 
 #: what a scheme's state is, for an evaluator: density values at source points (with their
-#: weights), or spherical-harmonic coefficients on a Gauss grid
-INPUTS = ("values", "coefficients")
+#: weights), their logarithms, or spherical-harmonic coefficients on a Gauss grid
+INPUTS = ("values", "log_values", "coefficients")
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,26 +36,33 @@ SOURCE_BLOCK = 16
 TARGET_BLOCK = 256
 
 
-@register_evaluator("direct_pruned", domains=None, inputs=("values",), priority=95)
+@register_evaluator("direct_pruned", domains=None, inputs=("values", "log_values"), priority=95)
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module
     docstring): equal to :class:`DirectQuadrature` to round-off (2^-60 of each row's sum),
     at a cost that falls with the kernel's width at large beta. Where the direct sums with their
     cached kernel are cheaper (few rows that need log-sum-exp), it sums as
     :class:`DirectQuadrature` does (the same numbers). Sources should be ordered so
-    that consecutive ones are close (every grid of spheredens is)."""
+    that consecutive ones are close (every grid of spheredens is).
+
+    With ``log_inputs`` (a layout of ``"log_values"``) the state is log rho at the sources and
+    the sums take log a_j = log rho_j + log w_j as they are: densities far below the smallest
+    float64 number (e^-1460) keep their weight in the softmax."""
 
     description = ("direct quadrature in the log domain, skipping source blocks proven below "
                    "2^-60 of each row's sum (any Q, K, V, beta <= 1e4)")
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "PrunedDirectQuadrature":
-        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
+        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points,
+                   log_inputs=layout.inputs == "log_values")
 
     def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
                  source_block: int = SOURCE_BLOCK, target_block: int = TARGET_BLOCK,
-                 max_cached: int = _MAX_CACHED) -> None:
-        super().__init__(model, sources, weight, targets, max_cached=max_cached)
+                 max_cached: int = _MAX_CACHED, log_inputs: bool = False) -> None:
+        self.log_inputs = bool(log_inputs)
+        # the cached kernel serves densities, not their logarithms
+        super().__init__(model, sources, weight, targets, max_cached=0 if log_inputs else max_cached)
         n_s = len(self.sources)
         self._starts = np.arange(0, n_s, source_block)
         mean = np.add.reduceat(self.sources, self._starts, axis=0)
@@ -81,26 +88,36 @@ class PrunedDirectQuadrature(DirectQuadrature):
         return float(np.mean(rescaled < math.log(1e-200)))
 
     def attention_average(self, rho: Array, rows: Array | None = None) -> Array:
-        """N/Z (``sa``) or N (``usa``) at the targets, for one density (module docstring)."""
+        """N/Z (``sa``) or N (``usa``) at the targets, for one density (module docstring); with
+        ``log_inputs``, ``rho`` is log rho."""
+        n_t, d = len(self.targets), self.sources.shape[1]
+        if self.log_inputs:
+            return self._pruned_average(np.asarray(rho, dtype=float) + np.log(self.weight), None)
         if rows is not None:
             return super().attention_average(rho, rows)
         a = np.asarray(rho, dtype=float) * self.weight
         a = np.where(a > 0.0, a, 0.0)
-        n_t, d = len(self.targets), self.sources.shape[1]
         if a.max() == 0.0:
             return np.zeros((n_t, d))
         with np.errstate(divide="ignore"):
             log_a = np.log(a)
+        return self._pruned_average(log_a, rho, a)
+
+    def _pruned_average(self, log_a: Array, rho: Array | None = None, a: Array | None = None) -> Array:
+        """The sums over the kept blocks, from the log weights ``log_a``; given the density
+        ``rho`` and its weights ``a`` too, the cached kernel's sums where they are cheaper."""
+        n_t, d = len(self.targets), self.sources.shape[1]
         block_log_a = np.maximum.reduceat(log_a, self._starts)
         # one term per block exactly, the source of largest mass: a lower bound of the row's sum
-        index = np.where(log_a == block_log_a[self._block], np.arange(len(a)), len(a))
+        index = np.where(log_a == block_log_a[self._block], np.arange(len(log_a)), len(log_a))
         heaviest = np.minimum.reduceat(index, self._starts)
         lower = np.max(self._beta_bx @ self.sources[heaviest].T + log_a[heaviest][None, :], axis=1)
         upper = (self._beta_bx @ self._centres.T + self._qnorm[:, None] * self._radius[None, :]
                  + (block_log_a + self._log_size)[None, :])
         keep = upper >= lower[:, None] + self._log_cut
-        self.kept_fraction = float((keep @ np.exp(self._log_size)).sum() / (n_t * len(a)))
-        if self._kernel is not None and self.kept_fraction > self._fallback_fraction(upper, a):
+        self.kept_fraction = float((keep @ np.exp(self._log_size)).sum() / (n_t * len(log_a)))
+        if (a is not None and self._kernel is not None
+                and self.kept_fraction > self._fallback_fraction(upper, a)):
             return super().attention_average(rho)  # the cached kernel is cheaper: the same sums
         z, n, m = np.empty(n_t), np.empty((n_t, d)), np.empty(n_t)
         for start in range(0, n_t, self._target_block):

@@ -115,7 +115,8 @@ class Scheme:
         c sqrt(s beta sigma_max(B)), and ``resolution_text`` says why it does not.
     default_integrator : str
     evaluator_inputs : str
-        ``"values"`` or ``"coefficients"``: what its state is for an interaction evaluator.
+        ``"values"``, ``"log_values"`` (log rho) or ``"coefficients"``: what its state is for
+        an interaction evaluator.
     positive : bool
         Whether it keeps rho >= 0 (with SSP integrators and ``time.cfl`` <= 0.5).
     zero_temperature_order : float
@@ -158,9 +159,10 @@ class Scheme:
         select_evaluator(model, cls.domain, cls.evaluator_inputs, interaction, scheme=cls.name,
                          key=f"{prefix}.interaction")
         values["interaction"] = interaction
-        values["integrator"] = as_str(table.get("integrator", cls.default_integrator),
-                                      f"{prefix}.integrator")
-        INTEGRATORS.get(values["integrator"], f"{prefix}.integrator")
+        if "integrator" in cls.options:
+            values["integrator"] = as_str(table.get("integrator", cls.default_integrator),
+                                          f"{prefix}.integrator")
+            INTEGRATORS.get(values["integrator"], f"{prefix}.integrator")
         if "allow_underresolved" in table:
             values["allow_underresolved"] = as_bool(table["allow_underresolved"],
                                                     f"{prefix}.allow_underresolved")
@@ -216,10 +218,15 @@ class Scheme:
                  allow_underresolved: bool = False) -> None:
         self.problem = problem
         model = problem.model
-        self.integrator = INTEGRATORS.get(integrator or self.default_integrator)
+        self.integrator = self.make_integrator(integrator or self.default_integrator)
         self.interaction = make_evaluator(model, self.layout(), interaction)
         self.speed_floor = speed_floor(model)
         self.speed_bound = speed_bound(model)
+
+    def make_integrator(self, name: str) -> Any:
+        """The time integrator called ``name``: a registered Runge-Kutta tableau by default; a
+        scheme with its own step (semi-Lagrangian) returns an object with the same ``step``."""
+        return INTEGRATORS.get(name)
 
     def layout(self) -> Layout:
         """Where the state lives and where the velocity is needed (set ``grid`` first)."""
@@ -254,6 +261,14 @@ class Scheme:
             return True
         # the step size comes from the velocity at the first stage, later stages may move faster
         return bool(new.min() >= 0.0 or old.min() < 0.0)
+
+    def controller_state(self) -> dict[str, float]:
+        """What the step control remembers between steps (e.g. the next step size), saved with
+        every checkpoint so that a resumed run repeats the same steps; empty by default."""
+        return {}
+
+    def restore_controller(self, state: Mapping[str, float]) -> None:
+        """Take back :meth:`controller_state` from a checkpoint."""
 
     # -- output -----------------------------------------------------------------------------
     def density(self, state: Any) -> Array:
@@ -306,7 +321,7 @@ class CircleScheme(Scheme):
     velocity_grid: Any
 
     def layout(self) -> Layout:
-        return Layout("circle", "values", self.grid, self.velocity_grid,
+        return Layout("circle", self.evaluator_inputs, self.grid, self.velocity_grid,
                       frame=self.velocity_grid.tangents[None], scheme=self.name)
 
     def tangential_velocity(self, state: Array) -> Array:
