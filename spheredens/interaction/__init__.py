@@ -37,7 +37,7 @@ __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "
 Array = NDArray[np.float64]
 
 
-@register_evaluator("zero_temperature", domains=None, inputs=("values", "log_values", "coefficients"), priority=0,
+@register_evaluator("zero_temperature", domains=None, inputs=("values", "log_moments", "coefficients"), priority=0,
                     selectable=False)  # a formula of the points: any domain
 class ZeroTemperatureField(Evaluator):
     """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the targets."""

@@ -22,8 +22,9 @@ from ..models import Model
 Array = NDArray[np.float64]
 
 #: what a scheme's state is, for an evaluator: density values at source points (with their
-#: weights), their logarithms, or spherical-harmonic coefficients on a Gauss grid
-INPUTS = ("values", "log_values", "coefficients")
+#: weights), log cell averages with centroid offsets (:class:`PrunedDirectQuadrature`), or
+#: spherical-harmonic coefficients on a Gauss grid
+INPUTS = ("values", "log_moments", "coefficients")
 
 
 @dataclass(frozen=True, eq=False)

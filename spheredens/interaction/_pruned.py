@@ -36,7 +36,7 @@ SOURCE_BLOCK = 16
 TARGET_BLOCK = 256
 
 
-@register_evaluator("direct_pruned", domains=None, inputs=("values", "log_values"), priority=95)
+@register_evaluator("direct_pruned", domains=None, inputs=("values", "log_moments"), priority=95)
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module
     docstring): equal to :class:`DirectQuadrature` to round-off (2^-60 of each row's sum),
@@ -45,24 +45,30 @@ class PrunedDirectQuadrature(DirectQuadrature):
     :class:`DirectQuadrature` does (the same numbers). Sources should be ordered so
     that consecutive ones are close (every grid of spheredens is).
 
-    With ``log_inputs`` (a layout of ``"log_values"``) the state is log rho at the sources and
-    the sums take log a_j = log rho_j + log w_j as they are: densities far below the smallest
-    float64 number (e^-1460) keep their weight in the softmax."""
+    With a layout of ``"log_moments"`` a slice of the state is (ell, c): ell_j = log rho_j of
+    the cell of source j and c_j the offset of the cell's centroid from y_j, in cell widths w_j
+    along the grid's tangent t_j. The source is then the centroid, y_j cos(c_j w_j) +
+    t_j sin(c_j w_j) (block radii grow by w_j / 2 to keep the bound), and the sums take
+    log a_j = ell_j + log w_j as they are: densities far below the smallest float64 number
+    (e^-1460) keep their weight in the softmax."""
 
     description = ("direct quadrature in the log domain, skipping source blocks proven below "
                    "2^-60 of each row's sum (any Q, K, V, beta <= 1e4)")
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "PrunedDirectQuadrature":
+        moments = layout.inputs == "log_moments"
         return cls(model, layout.sources.points, layout.sources.weight, layout.target_points,
-                   log_inputs=layout.inputs == "log_values")
+                   tangents=layout.sources.tangents if moments else None)
 
     def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
                  source_block: int = SOURCE_BLOCK, target_block: int = TARGET_BLOCK,
-                 max_cached: int = _MAX_CACHED, log_inputs: bool = False) -> None:
-        self.log_inputs = bool(log_inputs)
-        # the cached kernel serves densities, not their logarithms
-        super().__init__(model, sources, weight, targets, max_cached=0 if log_inputs else max_cached)
+                 max_cached: int = _MAX_CACHED, tangents: Array | None = None) -> None:
+        #: with tangents, the state is (log rho, centroid offset) per source (class docstring)
+        self.tangents = None if tangents is None else np.asarray(tangents, dtype=float)
+        # the cached kernel serves densities at fixed points only
+        super().__init__(model, sources, weight, targets,
+                         max_cached=max_cached if tangents is None else 0)
         n_s = len(self.sources)
         self._starts = np.arange(0, n_s, source_block)
         mean = np.add.reduceat(self.sources, self._starts, axis=0)
@@ -71,6 +77,8 @@ class PrunedDirectQuadrature(DirectQuadrature):
         block = np.repeat(np.arange(len(self._starts)), np.diff(np.append(self._starts, n_s)))
         self._block = block
         chord = np.linalg.norm(self.sources - self._centres[block], axis=1)
+        if self.tangents is not None:  # a centroid moves at most half a cell from y_j
+            chord = chord + 0.5 * self.weight
         self._radius = np.maximum.reduceat(chord, self._starts) * (1.0 + 1e-12) + 1e-15
         self._log_size = np.log(np.diff(np.append(self._starts, n_s)).astype(float))
         self._qnorm = np.linalg.norm(self._beta_bx, axis=1)
@@ -91,8 +99,11 @@ class PrunedDirectQuadrature(DirectQuadrature):
         """N/Z (``sa``) or N (``usa``) at the targets, for one density (module docstring); with
         ``log_inputs``, ``rho`` is log rho."""
         n_t, d = len(self.targets), self.sources.shape[1]
-        if self.log_inputs:
-            return self._pruned_average(np.asarray(rho, dtype=float) + np.log(self.weight), None)
+        if self.tangents is not None:
+            ell, offset = np.asarray(rho, dtype=float)
+            angle = (offset * self.weight)[:, None]
+            points = self.sources * np.cos(angle) + self.tangents * np.sin(angle)
+            return self._pruned_average(ell + np.log(self.weight), sources=points)
         if rows is not None:
             return super().attention_average(rho, rows)
         a = np.asarray(rho, dtype=float) * self.weight
@@ -103,15 +114,19 @@ class PrunedDirectQuadrature(DirectQuadrature):
             log_a = np.log(a)
         return self._pruned_average(log_a, rho, a)
 
-    def _pruned_average(self, log_a: Array, rho: Array | None = None, a: Array | None = None) -> Array:
-        """The sums over the kept blocks, from the log weights ``log_a``; given the density
-        ``rho`` and its weights ``a`` too, the cached kernel's sums where they are cheaper."""
+    def _pruned_average(self, log_a: Array, rho: Array | None = None, a: Array | None = None, *,
+                        sources: Array | None = None) -> Array:
+        """The sums over the kept blocks, from the log weights ``log_a`` at ``sources`` (by default
+        the fixed source points); given the density ``rho`` and its weights ``a`` too, the
+        cached kernel's sums where they are cheaper."""
         n_t, d = len(self.targets), self.sources.shape[1]
+        vy = self._vy if sources is None else sources @ self.model.V.T
+        sources = self.sources if sources is None else sources
         block_log_a = np.maximum.reduceat(log_a, self._starts)
         # one term per block exactly, the source of largest mass: a lower bound of the row's sum
         index = np.where(log_a == block_log_a[self._block], np.arange(len(log_a)), len(log_a))
         heaviest = np.minimum.reduceat(index, self._starts)
-        lower = np.max(self._beta_bx @ self.sources[heaviest].T + log_a[heaviest][None, :], axis=1)
+        lower = np.max(self._beta_bx @ sources[heaviest].T + log_a[heaviest][None, :], axis=1)
         upper = (self._beta_bx @ self._centres.T + self._qnorm[:, None] * self._radius[None, :]
                  + (block_log_a + self._log_size)[None, :])
         keep = upper >= lower[:, None] + self._log_cut
@@ -123,13 +138,13 @@ class PrunedDirectQuadrature(DirectQuadrature):
         for start in range(0, n_t, self._target_block):
             rows_i = slice(start, start + self._target_block)
             cols = np.flatnonzero(keep[rows_i].any(axis=0)[self._block])
-            g = self._beta_bx[rows_i] @ self.sources[cols].T
+            g = self._beta_bx[rows_i] @ sources[cols].T
             g += log_a[cols][None, :]
             m[rows_i] = g.max(axis=1)
             g -= m[rows_i, None]
             np.exp(g, out=g)
             z[rows_i] = g.sum(axis=1)
-            n[rows_i] = g @ self._vy[cols]
+            n[rows_i] = g @ vy[cols]
         if self.model.kind.normalized:
             return clip_norm(n / z[:, None], self._v_norm)
         with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later

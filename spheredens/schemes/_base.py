@@ -115,7 +115,8 @@ class Scheme:
         c sqrt(s beta sigma_max(B)), and ``resolution_text`` says why it does not.
     default_integrator : str
     evaluator_inputs : str
-        ``"values"``, ``"log_values"`` (log rho) or ``"coefficients"``: what its state is for
+        ``"values"``, ``"log_moments"`` (log rho and centroid offsets per cell) or
+        ``"coefficients"``: what its state is for
         an interaction evaluator.
     positive : bool
         Whether it keeps rho >= 0 (with SSP integrators and ``time.cfl`` <= 0.5).
