@@ -34,6 +34,7 @@ from .runner import run, run_output
 from .schemes import SCHEMES
 from .simulate import request_stop, signal_handler
 from .sweep import load_sweep, outcome_summary, run_sweep
+from .transport import DENSITY_ATOMS
 
 DESCRIPTION = """\
 spheredens solves the mean-field continuity equation of self-attention,
@@ -357,8 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("density", help="a density file (spheredens run)")
     p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
     _add_shared(p, output="comparison file (default: the density file with suffix _compare.nc)")
-    p.add_argument("--points", type=int, default=4096, help="sphere: atoms of the coarsened density "
-                   "(default 4096)")
+    p.add_argument("--points", type=int, default=DENSITY_ATOMS, help="sphere: atoms of the coarsened "
+                   f"density (default {DENSITY_ATOMS}, as the runs' w2_projection)")
     _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
                 overwrite="replace an existing comparison file")
     p = _add_command(sub, "convert-particles", _cmd_convert, "convert .npy/.npz particle arrays to spheredens-particles-1")

@@ -9,12 +9,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._lazy import pyplot as plt, xarray as xr
-from .accessor import FileGrid, register_accessor
+from .accessor import register_accessor
 from .exceptions import SchemaError
 from .geometry import circle_angle, domain_of_dimension
 from .plot import save_figure
 from .schema import COMPARE_SCHEMA, CONVENTIONS, TIME, XI
-from .transport import circle_density_atoms, sphere_density_atoms
+from .diagnostics import grid_atoms
+from .transport import DENSITY_ATOMS
 
 Array = NDArray[np.float64]
 
@@ -70,19 +71,7 @@ def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") ->
     return None
 
 
-def _density_atoms(grid: FileGrid, rho: Array, n_points: int) -> tuple[Array, Array, float]:
-    """Atoms and masses (normalized) of one density on the run's grid, and the W2 resolution:
-    on a grid of angles (the circle) sub-atoms of the cells given by their angles, which
-    :meth:`~spheredens.geometry.Domain.w2` of the circle takes as they are; otherwise points."""
-    if grid.theta is not None:
-        weight = grid.weight
-        atoms, masses, _ = circle_density_atoms(grid.theta, weight, rho)
-        pos = np.clip(rho, 0, None)
-        return atoms, masses, float(np.sqrt(np.sum(pos * weight * weight**2) / np.sum(pos * weight) / 12.0))
-    return sphere_density_atoms(grid.points, grid.weight, rho, n_points=n_points)
-
-
-def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 4096,
+def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DENSITY_ATOMS,
             density_file: str = "", particle_files: Sequence[str] = ()) -> Any:
     """W2 between a density run and one or several particle runs at their common times.
 
@@ -95,15 +84,18 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
         Schema spheredens-particles-1, same domain; for a density with slices, particles
         labelled by ``xi`` or ``slice`` (particle) (see :func:`particle_slices`).
     n_points : int
-        Sphere: the density is coarsened to about this many atoms before the exact EMD.
+        Sphere: the density is coarsened to about this many atoms before the exact EMD (the
+        default is that of the runs' ``w2_projection``).
 
     Returns
     -------
     xarray.Dataset
         ``w2`` (run, time) in radians, ``w2_mean`` and ``w2_std`` over runs (time), and
         ``density_resolution`` (time): on the circle h / sqrt(12) for uniform cells, the W2 between
-        the piecewise-constant density and its cell-centre atoms; on the sphere the coarsening
-        bound (see :func:`spheredens.transport.sphere_density_atoms`). With several runs also
+        the piecewise-constant density and its cell-centre atoms (the grid's resolution); on the
+        sphere the coarsening bound (see :func:`spheredens.transport.sphere_density_atoms`). The
+        density is represented as for the runs' ``w2_projection``
+        (:func:`spheredens.diagnostics.grid_atoms`, stated in the ``comment`` of ``w2``). With several runs also
         ``w2_between_runs`` (run, other_run): W2 between the runs at the last common time, the
         ensemble's sampling error (:func:`ensemble_agreement`). With slices also
         ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k
@@ -137,11 +129,13 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
     resolution = np.zeros(len(shared))
 
     distance = grid.domain.w2
+    represent = grid_atoms(grid.domain)
 
     for col, i in enumerate(shared):
-        atoms, masses, resolution[col] = _density_atoms(grid, density.sd.marginal(i), n_points)
-        slice_atoms = [_density_atoms(grid, np.asarray(density["rho"].values[i, m], dtype=float),
-                                      n_points)[:2] for m in range(len(xi))]
+        atoms, masses, bound = represent.atoms(grid, density.sd.marginal(i), n_points)
+        resolution[col] = represent.resolution(grid, density.sd.marginal(i), bound)
+        slice_atoms = [represent.atoms(grid, np.asarray(density["rho"].values[i, m], dtype=float),
+                                       n_points)[:2] for m in range(len(xi))]
         for k, (p, (di, pj)) in enumerate(zip(runs, index)):
             j = int(pj[list(di).index(i)])
             x = np.asarray(p["position"].values[j])
@@ -153,20 +147,18 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = 409
                 sel = labels[k] == m
                 if np.any(sel) and w[sel].sum() > 0 and ma.sum() > 0:
                     w2_slice[k, col, m] = distance(a, ma, x[sel], w[sel])
-    method = ("exact W2 on the circle (POT wasserstein_circle), density as 65536+ sub-atoms of its "
-              "piecewise-constant cells" if grid.theta is not None else
-              f"exact EMD (POT emd2, squared geodesic cost), density coarsened to ~{n_points} atoms")
+    method = f"{represent.method}; {represent.describe(grid, n_points)}"
     ds = xr.Dataset(
         {"w2": (("run", "time"), w2, {"long_name": "W2 distance between density and particles",
-                                      "units": "radian"}),
+                                      "units": "radian", "comment": method}),
          "w2_mean": ("time", w2.mean(axis=0), {"long_name": "mean of w2 over particle runs",
                                                "units": "radian"}),
          "w2_std": ("time", w2.std(axis=0, ddof=1) if len(runs) > 1 else np.zeros(len(shared)),
                     {"long_name": "standard deviation of w2 over particle runs (ddof = 1)",
                      "units": "radian"}),
          "density_resolution": ("time", resolution, {
-             "long_name": "W2 between the density and the atoms it is represented by "
-                          "(circle: cells to their centres; sphere: grid to coarse atoms, an upper bound)",
+             "long_name": "resolution of the density (circle: W2 between its piecewise-constant cells "
+                          "and their centres; sphere: W2 bound between grid and coarse atoms)",
              "units": "radian"}),
          "seed": ("run", np.array([int(p.attrs.get("seed", -1)) for p in runs]),
                   {"long_name": "seed of each particle run (-1: unknown)"}),

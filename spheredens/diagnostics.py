@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .geometry import domain_of_dimension, NotProvided
+from .geometry import Domain, domain_of_dimension, NotProvided
 from .interaction import funk_hecke_multipliers
 from .models import Model
-from .targets import projection_measure, AssumptionError
+from .targets import projection_measure, AssumptionError, terminal_subspace
 from . import transport  # registers W2 and the grid atoms of the domains
 
 Array = NDArray[np.float64]
@@ -65,14 +65,22 @@ def interaction_energy_spectral(rho: Array, grid, beta: float) -> float:
         return float(np.exp(beta) / (2.0 * beta) * total)
 
 
+def grid_atoms(domain: Domain) -> transport.GridAtoms:
+    """The one representation of a density on a grid for W2 on ``domain`` (its part
+    ``"grid_atoms"``, :class:`spheredens.transport.GridAtoms`): used by ``w2_projection``,
+    ``w2_terminal`` and :func:`spheredens.compare.compare` alike."""
+    return domain.part("grid_atoms", "W2 of a density on a grid")
+
+
 class ProjectionDistance:
     """W2(rho_t, Pi_# rho_0) for a model satisfying Assumption 1.
 
     The target is :func:`spheredens.targets.projection_measure` (masses from the initial
-    density function, exact to quadrature round-off); rho_t becomes atoms by the domain's part
-    ``"grid_atoms"`` (:class:`spheredens.transport.GridAtoms`; circle: the grid points with
-    masses rho_j w_j; sphere: about ``n_points`` coarse atoms), and W2 is the domain's
-    (:meth:`spheredens.geometry.Domain.w2`: POT's circle solver, the exact EMD on the sphere).
+    density function, exact to quadrature round-off); rho_t is represented by
+    :func:`grid_atoms` (circle: the piecewise-constant density on the cells as sub-atoms;
+    sphere: the grid atoms coarsened to about ``n_points`` atoms, the same as ``spheredens
+    compare``), and W2 is the domain's (:meth:`spheredens.geometry.Domain.w2`: POT's circle
+    solver, the exact EMD on the sphere).
 
     Raises
     ------
@@ -80,12 +88,11 @@ class ProjectionDistance:
         The target is undefined, or not implemented on the domain of ``model``.
     """
 
-    def __init__(self, model: Model, initial, grid, *, n_points: int = 2048) -> None:
+    def __init__(self, model: Model, initial, grid, *, n_points: int = transport.DENSITY_ATOMS) -> None:
         self.target = projection_measure(model, initial)
         self.domain = domain_of_dimension(model.d)
         try:
-            self.grid_atoms: transport.GridAtoms = self.domain.part("grid_atoms",
-                                                                    "W2 of a density on a grid")
+            self.grid_atoms = grid_atoms(self.domain)
         except NotProvided as exc:
             raise AssumptionError(str(exc)) from None
         self.grid = grid
@@ -93,14 +100,40 @@ class ProjectionDistance:
         self.masses = self.target.masses
 
     def __call__(self, rho: Array) -> float:
-        atoms, masses = self.grid_atoms.atoms(self.grid, rho, self.n_points)
+        atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, self.n_points)
         return self.domain.w2(atoms, masses, self.target.points, self.masses)
 
     def comment(self) -> str:
-        how = self.grid_atoms.method.format(n_points=self.n_points)
-        return (f"{how}; target Pi_# rho_0: {self.target.description}, masses "
+        return (f"{self.grid_atoms.method}; {self.grid_atoms.describe(self.grid, self.n_points)}; "
+                f"target Pi_# rho_0: {self.target.description}, masses "
                 + ", ".join(f"{m:.12g}" for m in self.masses[:4]) + (" ..." if self.masses.size > 4 else "")
                 + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
+
+
+class TerminalDistance:
+    """W2 from rho_t to the measures supported on S cap E_V (``w2_terminal``,
+    :meth:`spheredens.targets.TerminalSubspace.w2`), rho_t represented by :func:`grid_atoms`
+    without coarsening (the distance is a closed form)."""
+
+    def __init__(self, model: Model, grid) -> None:
+        self.subspace = terminal_subspace(model)
+        self.grid = grid
+        self.grid_atoms = grid_atoms(domain_of_dimension(model.d))
+
+    @property
+    def defined(self) -> bool:
+        return self.subspace.basis is not None
+
+    def __call__(self, rho: Array) -> float:
+        if not self.defined:
+            return np.nan
+        atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, None)
+        return self.subspace.w2(atoms, masses)
+
+    def comment(self) -> str:
+        if not self.defined:
+            return self.subspace.definition + "; the whole space: not defined"
+        return f"{self.subspace.definition}; {self.grid_atoms.describe(self.grid, None)}"
 
 
 def projection_distance(model: Model, grid, rho0: Array, initial=None):

@@ -11,12 +11,11 @@ from numpy.typing import NDArray
 from . import slices
 from .config import RunConfig
 from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
-                          projection_distance)
+                          projection_distance, TerminalDistance)
 from .exceptions import SchemaError
 from .problem import Problem
 from .schema import SCHEMA, SLICE_VARIABLES, density_dataset
 from .simulate import Observer
-from .targets import terminal_subspace
 
 Array = NDArray[np.float64]
 
@@ -45,9 +44,8 @@ class Recorder(Observer):
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
-        self._terminal = terminal_subspace(problem.model)
-        pts = self.grid.points
-        self._points = pts
+        self._terminal = TerminalDistance(problem.model, self.grid)
+        self._points = self.grid.points
         self._w2 = None
         self._w2_reason = ""
         self.checkpoint: tuple[float, Array, int] | None = None
@@ -117,8 +115,7 @@ class Recorder(Observer):
         for name in self.scheme.diagnostics:
             d[name].append(self.scheme.diagnostic(name, state))
         d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal))
-        d["w2_terminal"].append(np.nan if self._terminal.basis is None else
-                                self._terminal.w2(marginal, self._points, self.grid.weight))
+        d["w2_terminal"].append(self._terminal(marginal))
 
     def _observe_slices(self, rho: Array, marginal: Array) -> None:
         pts = self._points.reshape(-1, self._points.shape[-1])
@@ -147,8 +144,7 @@ class Recorder(Observer):
         """The Dataset of the snapshots recorded so far (:func:`spheredens.schema.density_dataset`)."""
         comments = {"w2_projection": (self._w2.comment() if self._w2 is not None
                                       else f"not defined: {self._w2_reason}"),
-                    "w2_terminal": self._terminal.definition + (
-                        "" if self._terminal.basis is not None else "; the whole space: not defined")}
+                    "w2_terminal": self._terminal.comment()}
         if self._energy_reason:
             comments["energy"] = f"not defined: {self._energy_reason}"
         scheme_attrs = self.scheme.attributes()

@@ -198,11 +198,12 @@ class TerminalSubspace:
         proj = np.linalg.norm(points @ self.basis.T, axis=-1)
         return np.arccos(np.clip(proj, -1.0, 1.0))
 
-    def w2(self, rho: Array, points: Array, weight: Array) -> float:
-        """W2 from rho to the set of measures supported on S cap E (each point to its nearest
-        point of S cap E): sqrt(int d(x, S cap E)^2 rho)."""
-        a = np.clip(rho, 0.0, None) * weight
-        return float(np.sqrt(np.sum(a * self.distance(points) ** 2) / np.sum(a)))
+    def w2(self, points: Array, masses: Array) -> float:
+        """W2 from the atoms sum_j masses_j delta_{points_j} (a density as
+        :func:`spheredens.diagnostics.grid_atoms` represents it) to the set of measures
+        supported on S cap E (each atom to its nearest point of S cap E):
+        sqrt(sum_j masses_j d(x_j, S cap E)^2 / sum_j masses_j)."""
+        return float(np.sqrt(np.sum(masses * self.distance(points) ** 2) / np.sum(masses)))
 
 
 def terminal_subspace(model: Model, *, rtol: float = 1e-9) -> TerminalSubspace:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 from ._lazy import ot
-from .geometry import circle_angle, CIRCLE, provides_by_default, SPHERE
+from .geometry import circle_angle, circle_points, CIRCLE, provides_by_default, SPHERE
 from .grids import RingMesh
 
 Array = NDArray[np.float64]
@@ -66,14 +66,22 @@ def _angles(x: Array) -> Array:
     return x if np.ndim(x) == 1 else circle_angle(x)
 
 
-def circle_density_atoms(theta: Array, weight: Array, rho: Array, *, min_atoms: int = 1 << 16
+#: sub-atoms of a circle density: k = ceil(CIRCLE_SUB_ATOMS / n) per cell
+CIRCLE_SUB_ATOMS = 1 << 16
+
+
+def sub_atoms_per_cell(n: int, min_atoms: int = CIRCLE_SUB_ATOMS) -> int:
+    """k = ceil(min_atoms / n) sub-atoms per cell of a circle grid of n cells."""
+    return max(1, -(-min_atoms // n))
+
+
+def circle_density_atoms(theta: Array, weight: Array, rho: Array, *, min_atoms: int = CIRCLE_SUB_ATOMS
                          ) -> tuple[Array, Array, float]:
     """The piecewise-constant density on the cells [theta_j -+ w_j / 2] as k equal sub-atoms per
     cell (k = ceil(min_atoms / n)). Returns (angles, masses, bound) with bound = max_j w_j / (2 k),
     an upper bound of W2 between the atoms and the piecewise-constant density. Negative values
     (Gibbs undershoots of spectral runs) are clipped."""
-    n = len(theta)
-    k = max(1, -(-min_atoms // n))
+    k = sub_atoms_per_cell(len(theta), min_atoms)
     offsets = (np.arange(k) + 0.5) / k - 0.5
     angles = (theta[:, None] + offsets[None, :] * weight[:, None]).reshape(-1)
     masses = np.repeat(np.clip(rho, 0.0, None) * weight / k, k)
@@ -146,27 +154,87 @@ def w2_sphere(x: Array, a: Array, y: Array, b: Array) -> float:
     return float(np.sqrt(max(float(value), 0.0)))
 
 
+#: atoms of a sphere density coarsened for the exact EMD: one default for ``w2_projection`` and
+#: ``spheredens compare`` (``--points``), so that both represent rho_t the same way
+DENSITY_ATOMS = 4096
+
+
 @dataclass(frozen=True)
 class GridAtoms:
-    """How a density on a run's grid becomes weighted atoms for W2 (``w2_projection``): the part
-    ``"grid_atoms"`` of a domain.
+    """The one representation of a density on a grid for every W2 computed from it
+    (``w2_projection``, ``w2_terminal`` and ``spheredens compare``): the part ``"grid_atoms"`` of
+    a domain. It needs only what a run file holds (the grid's points, angles and weights), so a
+    run's grid and a :class:`~spheredens.accessor.FileGrid` give the same atoms.
 
     Attributes
     ----------
     atoms : callable
-        ``(grid, rho, n_points) -> (atoms, masses)``: atoms as :meth:`Domain.w2` of the domain
-        takes them, masses proportional to rho times the weights.
+        ``(grid, rho, n_points) -> (points, masses, bound)``: unit vectors (n, d), masses
+        summing to 1 (rho clipped at 0, times the weights) and an upper bound of W2 between the
+        represented density and these atoms (radians). ``n_points``: the coarsening for an
+        exact EMD (sphere), None for none (a closed-form distance such as ``w2_terminal``).
+    describe : callable
+        ``(grid, n_points) -> str``: the representation, with its W2 bound, for the ``comment``
+        of the variables computed from it.
+    resolution : callable
+        ``(grid, rho, bound) -> float``: ``density_resolution`` of ``spheredens compare``.
     method : str
-        How the W2 is computed, with ``{n_points}`` where the count of atoms goes.
+        How W2 between the atoms and other atoms is computed (:meth:`Domain.w2`).
     """
 
-    atoms: Callable[[Any, Array, int], tuple[Array, Array]]
-    method: str
+    atoms: Callable[[Any, Array, int | None], tuple[Array, Array, float]]
+    describe: Callable[[Any, int | None], str]
+    resolution: Callable[[Any, Array, float], float]
+    method: str = "exact W2 (POT emd2, squared geodesic cost)"
 
 
-CIRCLE.provides("grid_atoms")(GridAtoms(
-    lambda grid, rho, n_points: (grid.theta, rho * grid.weight),
-    "exact W2 on the circle (POT wasserstein_circle, geodesic cost), rho_t as atoms at the grid points"))
-SPHERE.provides("grid_atoms")(GridAtoms(
-    lambda grid, rho, n_points: sphere_density_atoms(grid.points, grid.weight, rho, n_points=n_points)[:2],
-    "exact W2 on the sphere (POT emd2, squared geodesic cost), rho_t coarsened to ~{n_points} atoms"))
+def grid_point_atoms(grid: Any, rho: Array, n_points: int | None = None) -> tuple[Array, Array, float]:
+    """rho as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j
+    (clipped at 0, normalized); bound 0 (the atoms are the representation)."""
+    points = np.asarray(grid.points).reshape(-1, np.shape(grid.points)[-1])
+    a = np.clip(np.asarray(rho, dtype=float), 0.0, None).reshape(-1) * np.asarray(grid.weight).reshape(-1)
+    return points, a / a.sum(), 0.0
+
+
+def _circle_atoms(grid: Any, rho: Array, n_points: int | None) -> tuple[Array, Array, float]:
+    angles, masses, bound = circle_density_atoms(grid.theta, grid.weight, np.asarray(rho, dtype=float))
+    return circle_points(angles), masses, bound
+
+
+def _circle_describe(grid: Any, n_points: int | None) -> str:
+    k = sub_atoms_per_cell(len(grid.theta))
+    return (f"rho_t as the piecewise-constant density on the grid cells [theta_j -+ w_j / 2] (finite "
+            f"volumes: their cell averages; nodal values: the cells around the nodes), {k} equal "
+            f"sub-atoms per cell, W2 error <= {float(np.max(grid.weight)) / (2 * k):.2g} rad")
+
+
+def _cell_resolution(grid: Any, rho: Array, bound: float) -> float:
+    """W2 between the piecewise-constant density and its cell-centre atoms (h / sqrt(12) for
+    uniform cells): the resolution of the grid itself."""
+    pos = np.clip(rho, 0, None)
+    weight = grid.weight
+    return float(np.sqrt(np.sum(pos * weight * weight**2) / np.sum(pos * weight) / 12.0))
+
+
+def _sphere_atoms(grid: Any, rho: Array, n_points: int | None) -> tuple[Array, Array, float]:
+    if n_points is None:
+        return grid_point_atoms(grid, rho)
+    return sphere_density_atoms(grid.points, grid.weight, np.asarray(rho, dtype=float), n_points=n_points)
+
+
+_GRID_POINTS = "rho_t as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j"
+
+
+def _sphere_describe(grid: Any, n_points: int | None) -> str:
+    if n_points is None:
+        return _GRID_POINTS + " (not coarsened)"
+    return (_GRID_POINTS + f", coarsened to ~{n_points} atoms (mass centroids of blocks of cells), "
+            "W2 error <= sqrt(sum_j a_j d(x_j, c_j)^2), c_j the atom of x_j's block")
+
+
+CIRCLE.provides("grid_atoms")(GridAtoms(_circle_atoms, _circle_describe, _cell_resolution,
+                                        "exact W2 on the circle (POT wasserstein_circle, geodesic cost)"))
+SPHERE.provides("grid_atoms")(GridAtoms(_sphere_atoms, _sphere_describe, lambda grid, rho, bound: bound,
+                                        "exact W2 on the sphere (POT emd2, squared geodesic cost)"))
+provides_by_default("grid_atoms")(GridAtoms(grid_point_atoms, lambda grid, n_points: _GRID_POINTS,
+                                            lambda grid, rho, bound: bound))

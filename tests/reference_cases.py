@@ -8,7 +8,12 @@ computed on main before the change (commit 444443e), written by
 
     .venv/bin/python tests/reference_cases.py --write
 
-and ``tests/test_reference_numbers.py`` recomputes them and compares to 1e-12.
+and ``tests/test_reference_numbers.py`` recomputes them and compares to 1e-12. A deliberate
+change of some variables' formula replaces only those, on every case, by
+
+    .venv/bin/python tests/reference_cases.py --update w2_projection w2_terminal
+
+(done once so far: issue 14 item 3, see ``tests/test_reference_numbers.py``).
 """
 from __future__ import annotations
 
@@ -146,8 +151,29 @@ def write() -> None:
     print("wrote", DATA)
 
 
+def update(variables: list[str]) -> None:
+    """Recompute every case and replace only ``variables`` (e.g. ``w2_projection``) in the stored
+    file, keeping every other stored number as it was."""
+    import tempfile
+
+    with np.load(DATA) as f:
+        stored = {k: f[k] for k in f.files}
+    folder = tempfile.mkdtemp()
+    for name in all_names():
+        after = numbers(run_case(name, folder))
+        for var in variables:
+            key = f"{name}|var:{var}"
+            if key in stored:
+                stored[key] = after[f"var:{var}"]
+        print("updated", name, flush=True)
+    np.savez_compressed(DATA, **stored)
+    print("wrote", DATA)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         write()
+    elif sys.argv[1:2] == ["--update"] and sys.argv[2:]:
+        update(sys.argv[2:])
     else:
         print(__doc__)

@@ -70,7 +70,7 @@ def test_w2_projection_of_uniform_density_matches_closed_form(dim):
     w2 = ProjectionDistance(model, Uniform(3), grid)
     rho = np.full(grid.shape, 1 / (4 * np.pi))
     exact = np.sqrt(np.pi - 2) if dim == 1 else np.sqrt(np.pi**2 / 4 - 2)
-    # coarsening to ~2048 atoms (blocks of 3 x 3 cells) and 512 circle atoms: ~1e-3
+    # coarsening to ~4096 atoms (blocks of 2 x 2 cells) and 512 circle atoms: ~1e-3
     assert abs(w2(rho) - exact) <= 3e-3 * exact, (w2(rho), exact)
     np.testing.assert_allclose(w2.masses.sum(), 1.0, rtol=1e-14)
     if dim == 1:

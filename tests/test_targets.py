@@ -91,7 +91,7 @@ def test_terminal_subspace_definitions():
     w = np.full(4096, 2 * np.pi / 4096)
     uniform = np.full(4096, 1 / (2 * np.pi))
     # distance to {+-e1} is |theta| folded to [0, pi/2]: E d^2 = pi^2 / 12
-    assert t.w2(uniform, x, w) == pytest.approx(np.pi / np.sqrt(12), rel=1e-6)
+    assert t.w2(x, uniform * w) == pytest.approx(np.pi / np.sqrt(12), rel=1e-6)
 
 
 def test_runs_record_both_targets():

@@ -1,0 +1,82 @@
+"""One representation of a grid density for every W2 (issue 14, item 3).
+
+``w2_projection`` and ``w2_terminal`` of a run and ``spheredens compare`` represent rho_t the
+same way (:func:`spheredens.diagnostics.grid_atoms`): on the circle the piecewise-constant
+density on the cells, for cell averages (fv) and nodal values (fourier) alike. These tests
+check the numbers: a run's ``w2_projection`` equals what ``compare`` computes from the file
+against the target as a particle run, and for a uniform density the value is the exact one of
+the piecewise-constant density, h^2 / 12 in W2^2 above the cell-centre atoms.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import spheredens as sd
+from spheredens.compare import compare
+from spheredens.io import open_run
+from spheredens.targets import projection_target
+from spheredens.transport import w2_circle
+
+N = 64
+
+
+def config(scheme, initial):
+    return sd.config_from_dict({
+        "model": {"name": "sa", "beta": 4.0, "Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 0.0], [0.0, 1.0]],
+                  "V": [[1.0, 0.0], [0.0, 0.5]]},
+        "domain": {"name": "circle"}, "initial": initial,
+        "discretization": {"scheme": scheme, "n": N}, "time": {"t_end": 0.6, "snapshots": 4}})
+
+
+VMF = {"name": "von_mises_fisher", "means": [[0.6, 0.8]], "kappas": [2.0]}
+
+
+def target_as_particles(cfg, times):
+    """Pi_# rho_0 as a weighted particle run at the density's snapshot times."""
+    target = projection_target(cfg)
+    pos = np.broadcast_to(target.points, (len(times),) + target.points.shape)
+    return xr.Dataset({"position": (("time", "particle", "component"), np.array(pos)),
+                       "particle_weight": ("particle", target.masses)},
+                      coords={"time": np.asarray(times)}, attrs={"domain": "circle"})
+
+
+@pytest.mark.parametrize("scheme", ["fv", "fourier"])
+def test_w2_projection_of_a_run_file_is_what_compare_computes(scheme, tmp_path):
+    cfg = config(scheme, VMF)
+    sd.run(cfg, output=tmp_path / "run.nc", progress=False)
+    ds = open_run(tmp_path / "run.nc")
+    recorded = ds["w2_projection"].values
+    assert np.all(np.isfinite(recorded)) and recorded.min() > 0.05
+    result = compare(ds, target_as_particles(cfg, ds["time"].values))
+    # the file alone (its theta and weight) gives the atoms the run used: round-off only
+    np.testing.assert_allclose(result["w2"].values[0], recorded, rtol=1e-12, atol=0)
+    for text in (ds["w2_projection"].attrs["comment"], ds["w2_terminal"].attrs["comment"],
+                 result["w2"].attrs["comment"]):
+        assert "piecewise-constant density on the grid cells" in text
+        assert "1024 equal sub-atoms per cell" in text  # 2^16 / 64
+
+
+@pytest.mark.parametrize("scheme", ["fv", "fourier"])
+def test_uniform_density_is_the_piecewise_constant_one(scheme, tmp_path):
+    """rho = 1 / (2 pi) against +-e1 with masses 1/2 (and the terminal set {+-e1}): the distance
+    to the nearer atom is uniform on [0, pi/2], W2^2 = pi^2 / 12, whatever the grid. The
+    cell-centre atoms of the fv grid (cells aligned with 0 and pi/2 as n is a multiple of 4)
+    give the midpoint rule of x^2 instead: pi^2 / 12 - h^2 / 12."""
+    cfg = config(scheme, {"name": "uniform"})
+    sd.run(cfg, output=tmp_path / "run.nc", progress=False)
+    ds = open_run(tmp_path / "run.nc")
+    exact = np.pi / np.sqrt(12.0)
+    rho0 = ds["rho"].values[0]
+    np.testing.assert_allclose(rho0, 1.0 / (2 * np.pi), rtol=1e-12)
+    assert ds["w2_projection"].values[0] == pytest.approx(exact, rel=1e-9)
+    assert ds["w2_terminal"].values[0] == pytest.approx(exact, rel=1e-9)
+    if scheme != "fv":
+        return
+    h = 2 * np.pi / N
+    theta, weight = ds["theta"].values, ds["weight"].values
+    centres = w2_circle(theta, rho0 * weight, np.array([0.0, np.pi]), np.array([0.5, 0.5]))
+    assert centres**2 == pytest.approx(np.pi**2 / 12 - h**2 / 12, rel=1e-9)
+    # the two representations differ by h^2 / 12 in W2^2
+    assert ds["w2_projection"].values[0] ** 2 - centres**2 == pytest.approx(h**2 / 12, rel=1e-5)
