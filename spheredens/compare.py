@@ -131,8 +131,10 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     distance = grid.domain.w2
     represent = grid_atoms(grid.domain)
 
+    centroids = "rho_centroid" in density  # the marginal's cell centroids (log_sl)
     for col, i in enumerate(shared):
-        atoms, masses, bound = represent.atoms(grid, density.sd.marginal(i), n_points)
+        centroid = np.asarray(density["rho_centroid"].values[i], dtype=float) if centroids else None
+        atoms, masses, bound = represent.atoms(grid, density.sd.marginal(i), n_points, centroid)
         resolution[col] = represent.resolution(grid, density.sd.marginal(i), bound)
         slice_atoms = [represent.atoms(grid, np.asarray(density["rho"].values[i, m], dtype=float),
                                        n_points)[:2] for m in range(len(xi))]
@@ -147,7 +149,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                 sel = labels[k] == m
                 if np.any(sel) and w[sel].sum() > 0 and ma.sum() > 0:
                     w2_slice[k, col, m] = distance(a, ma, x[sel], w[sel])
-    method = f"{represent.method}; {represent.describe(grid, n_points)}"
+    method = f"{represent.method}; {represent.describe(grid, n_points, centroids)}"
     ds = xr.Dataset(
         {"w2": (("run", "time"), w2, {"long_name": "W2 distance between density and particles",
                                       "units": "radian", "comment": method}),

@@ -80,7 +80,8 @@ class ProjectionDistance:
     :func:`grid_atoms` (circle: the piecewise-constant density on the cells as sub-atoms;
     sphere: the grid atoms coarsened to about ``n_points`` atoms, the same as ``spheredens
     compare``), and W2 is the domain's (:meth:`spheredens.geometry.Domain.w2`: POT's circle
-    solver, the exact EMD on the sphere).
+    solver, the exact EMD on the sphere). With ``centroids`` (a scheme that carries the cells'
+    centroids, ``log_sl``) each cell's mass is an atom at its centroid, passed to each call.
 
     Raises
     ------
@@ -88,7 +89,9 @@ class ProjectionDistance:
         The target is undefined, or not implemented on the domain of ``model``.
     """
 
-    def __init__(self, model: Model, initial, grid, *, n_points: int = transport.DENSITY_ATOMS) -> None:
+    def __init__(self, model: Model, initial, grid, *, n_points: int = transport.DENSITY_ATOMS,
+                 centroids: bool = False) -> None:
+        self.centroids = centroids
         self.target = projection_measure(model, initial)
         self.domain = domain_of_dimension(model.d)
         try:
@@ -99,12 +102,12 @@ class ProjectionDistance:
         self.n_points = n_points
         self.masses = self.target.masses
 
-    def __call__(self, rho: Array) -> float:
-        atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, self.n_points)
+    def __call__(self, rho: Array, centroid: Array | None = None) -> float:
+        atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, self.n_points, centroid)
         return self.domain.w2(atoms, masses, self.target.points, self.masses)
 
     def comment(self) -> str:
-        return (f"{self.grid_atoms.method}; {self.grid_atoms.describe(self.grid, self.n_points)}; "
+        return (f"{self.grid_atoms.method}; {self.grid_atoms.describe(self.grid, self.n_points, self.centroids)}; "
                 f"target Pi_# rho_0: {self.target.description}, masses "
                 + ", ".join(f"{m:.12g}" for m in self.masses[:4]) + (" ..." if self.masses.size > 4 else "")
                 + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
@@ -115,7 +118,8 @@ class TerminalDistance:
     :meth:`spheredens.targets.TerminalSubspace.w2`), rho_t represented by :func:`grid_atoms`
     without coarsening (the distance is a closed form)."""
 
-    def __init__(self, model: Model, grid) -> None:
+    def __init__(self, model: Model, grid, *, centroids: bool = False) -> None:
+        self.centroids = centroids
         self.subspace = terminal_subspace(model)
         self.grid = grid
         self.grid_atoms = grid_atoms(domain_of_dimension(model.d))
@@ -124,22 +128,22 @@ class TerminalDistance:
     def defined(self) -> bool:
         return self.subspace.basis is not None
 
-    def __call__(self, rho: Array) -> float:
+    def __call__(self, rho: Array, centroid: Array | None = None) -> float:
         if not self.defined:
             return np.nan
-        atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, None)
+        atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, None, centroid)
         return self.subspace.w2(atoms, masses)
 
     def comment(self) -> str:
         if not self.defined:
             return self.subspace.definition + "; the whole space: not defined"
-        return f"{self.subspace.definition}; {self.grid_atoms.describe(self.grid, None)}"
+        return f"{self.subspace.definition}; {self.grid_atoms.describe(self.grid, None, self.centroids)}"
 
 
-def projection_distance(model: Model, grid, rho0: Array, initial=None):
+def projection_distance(model: Model, grid, rho0: Array, initial=None, *, centroids: bool = False):
     """A callable rho -> W2(rho, Pi_# rho_0) on ``grid``, or None and the reason it is undefined."""
 
     try:
-        return ProjectionDistance(model, initial, grid), ""
+        return ProjectionDistance(model, initial, grid, centroids=centroids), ""
     except AssumptionError as exc:
         return None, str(exc)

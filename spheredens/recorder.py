@@ -44,7 +44,10 @@ class Recorder(Observer):
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
                                        "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
         self._energy_reason = energy_defined(problem.model)
-        self._terminal = TerminalDistance(problem.model, self.grid)
+        self._centroids = bool(scheme.carries_centroids)
+        self._terminal = TerminalDistance(problem.model, self.grid, centroids=self._centroids)
+        #: per snapshot, the marginal's cell centroids (schemes that carry them)
+        self.centroids: list[Array] = []
         self._points = self.grid.points
         self._w2 = None
         self._w2_reason = ""
@@ -72,6 +75,8 @@ class Recorder(Observer):
         self.rho = [r for r in rho]
         for name in self.diagnostics:
             self.diagnostics[name] = [float(v) for v in ds[name].values]
+        if self._centroids and "rho_centroid" in ds:
+            self.centroids = [np.asarray(c, dtype=float) for c in ds["rho_centroid"].values]
         for name in self.slice_diagnostics:
             self.slice_diagnostics[name] = [np.asarray(v) for v in ds[name].values]
         raw = np.asarray(ds["checkpoint_state"].values)
@@ -90,7 +95,7 @@ class Recorder(Observer):
         # the projection target is built from rho_0 (marginal over slices)
         marginal0 = slices.marginal(rho0, self.problem.xi_weight)
         self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
-                                                        self.problem.initial)
+                                                        self.problem.initial, centroids=self._centroids)
 
     def observe(self, t: float, state: Array) -> None:
         rho = np.array(self.scheme.density(state), dtype=float)
@@ -114,8 +119,14 @@ class Recorder(Observer):
             d["energy"].append(interaction_energy(marginal, self.grid.points, self.grid.weight, beta))
         for name in self.scheme.diagnostics:
             d[name].append(self.scheme.diagnostic(name, state))
-        d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal))
-        d["w2_terminal"].append(self._terminal(marginal))
+        centroid = None
+        if self._centroids:  # the marginal's centroid in each cell: mass-weighted over slices
+            c = np.asarray(self.scheme.centroids(state), dtype=float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                centroid = np.nan_to_num(slices.marginal(rho * c, xi_w) / marginal)
+            self.centroids.append(centroid)
+        d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal, centroid))
+        d["w2_terminal"].append(self._terminal(marginal, centroid))
 
     def _observe_slices(self, rho: Array, marginal: Array) -> None:
         pts = self._points.reshape(-1, self._points.shape[-1])
@@ -153,7 +164,8 @@ class Recorder(Observer):
         ds = density_dataset(self.problem, self.grid, self.config, times=self.times, rho=self.rho,
                                diagnostics=self.diagnostics, comments=comments,
                                slice_values=self.slice_diagnostics, scheme_attrs=scheme_attrs,
-                               status=self.status, checkpoint=self.checkpoint)
+                               status=self.status, checkpoint=self.checkpoint,
+                               centroids=self.centroids if self._centroids else None)
         if self.checkpoint is not None and self.checkpoint_controller:  # floats as repr: exact
             ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
         return ds

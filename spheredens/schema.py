@@ -93,6 +93,8 @@ DENSITY_VARIABLES = {
                               "radian"),
     "w2_terminal": Variable(("time",), "W2 to the measures supported on the dominant eigenspace of V "
                                        "(sqrt(int d(x, S cap E_V)^2 rho))", "radian"),
+    "rho_centroid": Variable(("time", SPACE), "offset of the centroid of each cell's mass from the cell "
+                                              "centre, in cell widths (schemes that carry it: log_sl)"),
     "checkpoint_state": Variable(("checkpoint_part", "checkpoint_value"),
                                  "full solver state at checkpoint_time (real and imaginary parts "
                                  "for spectral coefficients), for --resume", None),
@@ -253,7 +255,8 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
                     comments: Mapping[str, str] | None = None,
                     slice_values: Mapping[str, Sequence[Array]] | None = None,
                     scheme_attrs: Mapping[str, Any] | None = None, status: Mapping[str, Any] | None = None,
-                    checkpoint: tuple[float, Array, int] | None = None) -> Any:
+                    checkpoint: tuple[float, Array, int] | None = None,
+                    centroids: Sequence[Array] | None = None) -> Any:
     """The Dataset (schema spheredens-1) of the snapshots of a density run.
 
     Parameters
@@ -276,6 +279,9 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
         The scheme's attributes and the run status (run_status, stop_reason, ...).
     checkpoint : (t, state, steps), optional
         The full solver state at a step boundary, for ``--resume``.
+    centroids : sequence, optional
+        Per snapshot, the centroid offsets of the cells of the marginal density, in cell widths
+        (``rho_centroid``; schemes that carry them).
     """
 
     register_accessor()
@@ -302,6 +308,9 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
         if name in diagnostics:
             comment = {"comment": comments[name]} if name in comments else {}
             data_vars[name] = DENSITY_VARIABLES[name].entry(np.array(diagnostics[name]), grid, **comment)
+    if centroids is not None:
+        data_vars["rho_centroid"] = DENSITY_VARIABLES["rho_centroid"].entry(
+            np.array(centroids).reshape((len(times),) + grid.shape), grid)
     if slice_values:
         data_vars.update(_slice_variables(slice_values, len(times), grid, model.auxiliary))
     attrs = _header(SCHEMA, problem.domain, model)

@@ -169,39 +169,59 @@ class GridAtoms:
     Attributes
     ----------
     atoms : callable
-        ``(grid, rho, n_points) -> (points, masses, bound)``: unit vectors (n, d), masses
-        summing to 1 (rho clipped at 0, times the weights) and an upper bound of W2 between the
-        represented density and these atoms (radians). ``n_points``: the coarsening for an
-        exact EMD (sphere), None for none (a closed-form distance such as ``w2_terminal``).
+        ``(grid, rho, n_points, centroid=None) -> (points, masses, bound)``: unit vectors
+        (n, d), masses summing to 1 (rho clipped at 0, times the weights) and an upper bound of
+        W2 between the represented density and these atoms (radians). ``n_points``: the
+        coarsening for an exact EMD (sphere), None for none (a closed-form distance such as
+        ``w2_terminal``). ``centroid``: the offsets of the cells' centroids from their centres
+        in cell widths, for a density whose scheme carries them (``log_sl``, file variable
+        ``rho_centroid``): each cell's mass is then an atom at its centroid.
     describe : callable
-        ``(grid, n_points) -> str``: the representation, with its W2 bound, for the ``comment``
-        of the variables computed from it.
+        ``(grid, n_points, centroids=False) -> str``: the representation, with its W2 bound,
+        for the ``comment`` of the variables computed from it.
     resolution : callable
         ``(grid, rho, bound) -> float``: ``density_resolution`` of ``spheredens compare``.
     method : str
         How W2 between the atoms and other atoms is computed (:meth:`Domain.w2`).
     """
 
-    atoms: Callable[[Any, Array, int | None], tuple[Array, Array, float]]
-    describe: Callable[[Any, int | None], str]
+    atoms: Callable[..., tuple[Array, Array, float]]
+    describe: Callable[..., str]
     resolution: Callable[[Any, Array, float], float]
     method: str = "exact W2 (POT emd2, squared geodesic cost)"
 
 
-def grid_point_atoms(grid: Any, rho: Array, n_points: int | None = None) -> tuple[Array, Array, float]:
+def _no_centroids(centroid: Any) -> None:
+    if centroid is not None:
+        raise ValueError("cell centroids (rho_centroid) are defined on the circle only")
+
+
+def grid_point_atoms(grid: Any, rho: Array, n_points: int | None = None,
+                     centroid: Array | None = None) -> tuple[Array, Array, float]:
     """rho as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j
     (clipped at 0, normalized); bound 0 (the atoms are the representation)."""
+    _no_centroids(centroid)
     points = np.asarray(grid.points).reshape(-1, np.shape(grid.points)[-1])
     a = np.clip(np.asarray(rho, dtype=float), 0.0, None).reshape(-1) * np.asarray(grid.weight).reshape(-1)
     return points, a / a.sum(), 0.0
 
 
-def _circle_atoms(grid: Any, rho: Array, n_points: int | None) -> tuple[Array, Array, float]:
+def _circle_atoms(grid: Any, rho: Array, n_points: int | None,
+                  centroid: Array | None = None) -> tuple[Array, Array, float]:
+    if centroid is not None:  # the mass of each cell at its centroid
+        a = np.clip(np.asarray(rho, dtype=float), 0.0, None) * grid.weight
+        return circle_points(grid.theta + np.asarray(centroid, dtype=float) * grid.weight), a / a.sum(), 0.0
     angles, masses, bound = circle_density_atoms(grid.theta, grid.weight, np.asarray(rho, dtype=float))
     return circle_points(angles), masses, bound
 
 
-def _circle_describe(grid: Any, n_points: int | None) -> str:
+_CENTROIDS = ("rho_t as the mass of each cell at its centroid theta_j + c_j w_j (c_j: the variable "
+              "rho_centroid, the first moment the scheme carries)")
+
+
+def _circle_describe(grid: Any, n_points: int | None, centroids: bool = False) -> str:
+    if centroids:
+        return _CENTROIDS
     k = sub_atoms_per_cell(len(grid.theta))
     return (f"rho_t as the piecewise-constant density on the grid cells [theta_j -+ w_j / 2] (finite "
             f"volumes: their cell averages; nodal values: the cells around the nodes), {k} equal "
@@ -216,7 +236,9 @@ def _cell_resolution(grid: Any, rho: Array, bound: float) -> float:
     return float(np.sqrt(np.sum(pos * weight * weight**2) / np.sum(pos * weight) / 12.0))
 
 
-def _sphere_atoms(grid: Any, rho: Array, n_points: int | None) -> tuple[Array, Array, float]:
+def _sphere_atoms(grid: Any, rho: Array, n_points: int | None,
+                  centroid: Array | None = None) -> tuple[Array, Array, float]:
+    _no_centroids(centroid)
     if n_points is None:
         return grid_point_atoms(grid, rho)
     return sphere_density_atoms(grid.points, grid.weight, np.asarray(rho, dtype=float), n_points=n_points)
@@ -225,7 +247,7 @@ def _sphere_atoms(grid: Any, rho: Array, n_points: int | None) -> tuple[Array, A
 _GRID_POINTS = "rho_t as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j"
 
 
-def _sphere_describe(grid: Any, n_points: int | None) -> str:
+def _sphere_describe(grid: Any, n_points: int | None, centroids: bool = False) -> str:
     if n_points is None:
         return _GRID_POINTS + " (not coarsened)"
     return (_GRID_POINTS + f", coarsened to ~{n_points} atoms (mass centroids of blocks of cells), "
@@ -236,5 +258,5 @@ CIRCLE.provides("grid_atoms")(GridAtoms(_circle_atoms, _circle_describe, _cell_r
                                         "exact W2 on the circle (POT wasserstein_circle, geodesic cost)"))
 SPHERE.provides("grid_atoms")(GridAtoms(_sphere_atoms, _sphere_describe, lambda grid, rho, bound: bound,
                                         "exact W2 on the sphere (POT emd2, squared geodesic cost)"))
-provides_by_default("grid_atoms")(GridAtoms(grid_point_atoms, lambda grid, n_points: _GRID_POINTS,
+provides_by_default("grid_atoms")(GridAtoms(grid_point_atoms, lambda grid, n_points, centroids=False: _GRID_POINTS,
                                             lambda grid, rho, bound: bound))

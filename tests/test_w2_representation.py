@@ -80,3 +80,33 @@ def test_uniform_density_is_the_piecewise_constant_one(scheme, tmp_path):
     assert centres**2 == pytest.approx(np.pi**2 / 12 - h**2 / 12, rel=1e-9)
     # the two representations differ by h^2 / 12 in W2^2
     assert ds["w2_projection"].values[0] ** 2 - centres**2 == pytest.approx(h**2 / 12, rel=1e-5)
+
+
+def test_log_sl_puts_each_cells_mass_at_its_centroid(tmp_path):
+    """``log_sl`` carries each cell's centroid: its file has ``rho_centroid``, every W2 puts the
+    cell's mass there (compare from the file gives the same numbers), and for a uniform density
+    (centroids at the centres) that is the cell-centre value pi^2/12 - h^2/12 in W2^2, computed
+    independently here."""
+    cfg = config("log_sl", VMF)
+    sd.run(cfg, output=tmp_path / "run.nc", progress=False)
+    ds = open_run(tmp_path / "run.nc")
+    recorded = ds["w2_projection"].values
+    result = compare(ds, target_as_particles(cfg, ds["time"].values))
+    np.testing.assert_allclose(result["w2"].values[0], recorded, rtol=1e-12, atol=0)
+    theta, weight = ds["theta"].values, ds["weight"].values
+    for i in (0, -1):
+        c = ds["rho_centroid"].values[i]
+        atoms = theta + c * weight
+        m = ds["rho"].values[i] * weight
+        target = projection_target(cfg)
+        angles = np.arctan2(target.points[:, 1], target.points[:, 0])
+        assert recorded[i] == pytest.approx(w2_circle(atoms % (2 * np.pi), m / m.sum(), angles % (2 * np.pi),
+                                                      target.masses), rel=1e-12)
+    for text in (ds["w2_projection"].attrs["comment"], ds["w2_terminal"].attrs["comment"],
+                 result["w2"].attrs["comment"]):
+        assert "mass of each cell at its centroid" in text
+    sd.run(config("log_sl", {"name": "uniform"}), output=tmp_path / "uniform.nc", progress=False)
+    uniform = open_run(tmp_path / "uniform.nc")
+    assert np.abs(uniform["rho_centroid"].values[0]).max() < 1e-12
+    h = 2 * np.pi / N
+    assert uniform["w2_projection"].values[0] ** 2 == pytest.approx(np.pi**2 / 12 - h**2 / 12, rel=1e-9)

@@ -125,6 +125,9 @@ class Scheme:
         (``math.inf``: spectral).
     diagnostics : tuple of str
         Extra per-snapshot diagnostics (:meth:`diagnostic`) the output file carries.
+    carries_centroids : bool
+        Whether the state holds each cell's centroid (:meth:`centroids`): the file then has
+        ``rho_centroid`` and every W2 puts each cell's mass at its centroid.
     """
 
     name: ClassVar[str]
@@ -142,6 +145,7 @@ class Scheme:
     positive: ClassVar[bool] = False
     zero_temperature_order: ClassVar[float] = 1.0
     diagnostics: ClassVar[tuple[str, ...]] = ()
+    carries_centroids: ClassVar[bool] = False
 
     grid: Any
     interaction: Any
@@ -275,6 +279,11 @@ class Scheme:
     def density(self, state: Any) -> Array:
         """The density on the grid, shape (n_xi, *grid.shape) (the state itself by default)."""
         return state
+
+    def centroids(self, state: Any) -> Array:
+        """Offsets of the cells' centroids from their centres, in cell widths, shape of
+        :meth:`density` (schemes with ``carries_centroids``)."""
+        raise NotImplementedError
 
     def diagnostic(self, name: str, state: Any) -> float:
         """The per-snapshot diagnostic ``name`` (one of :attr:`diagnostics`)."""

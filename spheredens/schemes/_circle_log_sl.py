@@ -85,12 +85,10 @@ def _node_paths(u: Array, h: float, start: Array, rest: Array) -> Array:
     ue = np.tile(u, periods + 1)
     left, right = ue[:-1], ue[1:]
     through = (left > 0.0) & (right > 0.0)
-    safe_left = np.where(through, left, 1.0)
-    ratio = np.where(through, right / safe_left - 1.0, 0.0)
     # time to cross segment (e - 1, e): h log(u_e / u_{e-1}) / (u_e - u_{e-1}), capped at
     # 2 max(rest) (no path crosses a longer one; the cap keeps the running sum well scaled)
     cap = 2.0 * longest + h
-    tau = np.minimum(h / safe_left * log1p_ratio(ratio), cap)
+    tau = np.minimum(travel_time(h, np.where(through, left, 1.0), np.where(through, right, 1.0)), cap)
     cum = np.concatenate(([0.0], np.cumsum(np.where(through, tau, 0.0))))
     barrier = np.concatenate(([True], ~through))  # node e cannot be passed going left
     last_barrier = np.maximum.accumulate(np.where(barrier, np.arange(ue.size), 0))
@@ -104,10 +102,14 @@ def _node_paths(u: Array, h: float, start: Array, rest: Array) -> Array:
     return (query - k) * h + u_k * left_time * relative_expm1(a * left_time)
 
 
-def log1p_ratio(d: Array) -> Array:
-    """log(1 + d) / d, with its limit 1 at d = 0."""
+def travel_time(distance: Array, u_from: Array, u_to: Array) -> Array:
+    """Time to travel ``distance`` where the speed goes linearly from u_from to u_to (both > 0):
+    distance log(u_to / u_from) / (u_to - u_from), the limit distance / u where they agree."""
+    d = u_to / u_from - 1.0
     small = np.abs(d) < 1e-8
-    return np.where(small, 1.0 - 0.5 * d, np.log1p(np.where(small, 0.0, d)) / np.where(small, 1.0, d))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = distance * (np.log(u_to) - np.log(u_from)) / (u_to - u_from)
+    return np.where(small, distance / u_from * (1.0 - 0.5 * d), exact)
 
 
 def _backward_right_movers(x: Array, u: Array, h: float, dt: float) -> Array:
@@ -125,8 +127,7 @@ def _backward_right_movers(x: Array, u: Array, h: float, dt: float) -> Array:
         return out
     # time to reach node i0 going back: frac log(ux / u0) / (ux - u0); none through a zero of u
     reach = moving & (u0 > 0.0)
-    safe_u0 = np.where(reach, u0, 1.0)
-    tau0 = np.where(reach, frac / safe_u0 * log1p_ratio(np.where(reach, ux / safe_u0 - 1.0, 0.0)), np.inf)
+    tau0 = np.where(reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf)
     inside = moving & (tau0 >= dt)
     out[inside] = ux[inside] * dt * relative_expm1(a[inside] * dt)
     beyond = moving & (tau0 < dt)
@@ -268,6 +269,7 @@ class LogSemiLagrangianScheme(CircleScheme):
     evaluator_inputs = "log_moments"
     positive = True
     zero_temperature_order = 2.0
+    carries_centroids = True
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -319,6 +321,10 @@ class LogSemiLagrangianScheme(CircleScheme):
         """rho = exp(ell) (values below the smallest float64 number are 0 here, not in the state)."""
         with np.errstate(under="ignore"):
             return np.exp(state[:, 0])
+
+    def centroids(self, state: Array) -> Array:
+        """The centroid offsets c_j (cell widths), shape (n_xi, n)."""
+        return state[:, 1]
 
     # -- velocity --------------------------------------------------------------------------
     def face_velocity(self, ell: Array, t: float) -> Array:

@@ -55,6 +55,7 @@ def test_feet_are_exact_for_a_piecewise_linear_field():
     assert np.all(orders > 1.8), (errors, orders)
 
 
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 def test_langevin_and_its_inverse():
     """The centroid of e^{sigma s} on a cell of width h sits h L(sigma h / 2) / 2 from the centre;
     the slope recovered from the centroid is the slope, from flat to a wall at the edge."""
