@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import logsumexp
 
 from . import slices
 from .config import RunConfig
@@ -46,8 +47,9 @@ class Recorder(Observer):
         self._energy_reason = energy_defined(problem.model)
         self._centroids = bool(scheme.carries_centroids)
         self._terminal = TerminalDistance(problem.model, self.grid, centroids=self._centroids)
-        #: per snapshot, the marginal's cell centroids (schemes that carry them)
+        #: per snapshot, the marginal's cell centroids and log density (schemes that carry them)
         self.centroids: list[Array] = []
+        self.log_rho: list[Array] = []
         self._points = self.grid.points
         self._w2 = None
         self._w2_reason = ""
@@ -77,6 +79,8 @@ class Recorder(Observer):
             self.diagnostics[name] = [float(v) for v in ds[name].values]
         if self._centroids and "rho_centroid" in ds:
             self.centroids = [np.asarray(c, dtype=float) for c in ds["rho_centroid"].values]
+        if self.scheme.carries_log_density and "log_rho" in ds:
+            self.log_rho = [np.asarray(v, dtype=float) for v in ds["log_rho"].values]
         for name in self.slice_diagnostics:
             self.slice_diagnostics[name] = [np.asarray(v) for v in ds[name].values]
         raw = np.asarray(ds["checkpoint_state"].values)
@@ -125,6 +129,9 @@ class Recorder(Observer):
             with np.errstate(invalid="ignore", divide="ignore"):
                 centroid = np.nan_to_num(slices.marginal(rho * c, xi_w) / marginal)
             self.centroids.append(centroid)
+        if self.scheme.carries_log_density:  # log of the marginal sum_k r_k rho_k, from the logs
+            self.log_rho.append(logsumexp(np.asarray(self.scheme.log_density(state), dtype=float),
+                                          axis=0, b=np.reshape(xi_w, (-1,) + (1,) * (rho.ndim - 1))))
         d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal, centroid))
         d["w2_terminal"].append(self._terminal(marginal, centroid))
 
@@ -165,7 +172,8 @@ class Recorder(Observer):
                                diagnostics=self.diagnostics, comments=comments,
                                slice_values=self.slice_diagnostics, scheme_attrs=scheme_attrs,
                                status=self.status, checkpoint=self.checkpoint,
-                               centroids=self.centroids if self._centroids else None)
+                               centroids=self.centroids if self._centroids else None,
+                               log_rho=self.log_rho if self.scheme.carries_log_density else None)
         if self.checkpoint is not None and self.checkpoint_controller:  # floats as repr: exact
             ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
         return ds

@@ -95,6 +95,8 @@ DENSITY_VARIABLES = {
                                        "(sqrt(int d(x, S cap E_V)^2 rho))", "radian"),
     "rho_centroid": Variable(("time", SPACE), "offset of the centroid of each cell's mass from the cell "
                                               "centre, in cell widths (schemes that carry it: log_sl)"),
+    "log_rho": Variable(("time", SPACE), "natural logarithm of rho (keeps what rho shows as 0 below "
+                                         "the smallest float64 number; schemes that carry it: log_sl)"),
     "checkpoint_state": Variable(("checkpoint_part", "checkpoint_value"),
                                  "full solver state at checkpoint_time (real and imaginary parts "
                                  "for spectral coefficients), for --resume", None),
@@ -256,7 +258,8 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
                     slice_values: Mapping[str, Sequence[Array]] | None = None,
                     scheme_attrs: Mapping[str, Any] | None = None, status: Mapping[str, Any] | None = None,
                     checkpoint: tuple[float, Array, int] | None = None,
-                    centroids: Sequence[Array] | None = None) -> Any:
+                    centroids: Sequence[Array] | None = None,
+                    log_rho: Sequence[Array] | None = None) -> Any:
     """The Dataset (schema spheredens-1) of the snapshots of a density run.
 
     Parameters
@@ -282,6 +285,8 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
     centroids : sequence, optional
         Per snapshot, the centroid offsets of the cells of the marginal density, in cell widths
         (``rho_centroid``; schemes that carry them).
+    log_rho : sequence, optional
+        Per snapshot, log of the marginal density (``log_rho``; schemes that carry it).
     """
 
     register_accessor()
@@ -311,6 +316,9 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
     if centroids is not None:
         data_vars["rho_centroid"] = DENSITY_VARIABLES["rho_centroid"].entry(
             np.array(centroids).reshape((len(times),) + grid.shape), grid)
+    if log_rho is not None:
+        data_vars["log_rho"] = DENSITY_VARIABLES["log_rho"].entry(
+            np.array(log_rho).reshape((len(times),) + grid.shape), grid)
     if slice_values:
         data_vars.update(_slice_variables(slice_values, len(times), grid, model.auxiliary))
     attrs = _header(SCHEMA, problem.domain, model)

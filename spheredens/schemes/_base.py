@@ -128,6 +128,9 @@ class Scheme:
     carries_centroids : bool
         Whether the state holds each cell's centroid (:meth:`centroids`): the file then has
         ``rho_centroid`` and every W2 puts each cell's mass at its centroid.
+    carries_log_density : bool
+        Whether the state holds log rho (:meth:`log_density`): the file then has ``log_rho``,
+        which keeps the values below the smallest float64 number that ``rho`` shows as 0.
     """
 
     name: ClassVar[str]
@@ -146,6 +149,7 @@ class Scheme:
     zero_temperature_order: ClassVar[float] = 1.0
     diagnostics: ClassVar[tuple[str, ...]] = ()
     carries_centroids: ClassVar[bool] = False
+    carries_log_density: ClassVar[bool] = False
 
     grid: Any
     interaction: Any
@@ -279,6 +283,10 @@ class Scheme:
     def density(self, state: Any) -> Array:
         """The density on the grid, shape (n_xi, *grid.shape) (the state itself by default)."""
         return state
+
+    def log_density(self, state: Any) -> Array:
+        """log rho on the grid, shape of :meth:`density` (schemes with ``carries_log_density``)."""
+        raise NotImplementedError
 
     def centroids(self, state: Any) -> Array:
         """Offsets of the cells' centroids from their centres, in cell widths, shape of

@@ -270,6 +270,7 @@ class LogSemiLagrangianScheme(CircleScheme):
     positive = True
     zero_temperature_order = 2.0
     carries_centroids = True
+    carries_log_density = True
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -321,6 +322,10 @@ class LogSemiLagrangianScheme(CircleScheme):
         """rho = exp(ell) (values below the smallest float64 number are 0 here, not in the state)."""
         with np.errstate(under="ignore"):
             return np.exp(state[:, 0])
+
+    def log_density(self, state: Array) -> Array:
+        """ell = log rho, shape (n_xi, n)."""
+        return state[:, 0]
 
     def centroids(self, state: Array) -> Array:
         """The centroid offsets c_j (cell widths), shape (n_xi, n)."""
