@@ -10,9 +10,13 @@ ell_j = log rho_j, and never forms rho where it is small:
   old mass (conserved to round-off); every piece is a positive integral of a positive
   reconstruction, so rho stays positive; all sums are log-sum-exp sums of logarithms, so a
   cell keeps its relative accuracy whatever its size.
-* **Reconstruction.** In cell k the density is log-linear, log rho(x) = L_k + sigma_k (x - x_k),
-  with the monotonized-central slope of ell (per unit length) and L_k chosen so that the cell
-  average is exactly exp(ell_k). Second order where log rho is smooth.
+* **Reconstruction.** The state also carries each cell's centroid c_k (offset from the centre
+  in cell widths). In cell k the density is log-linear, log rho(x) = L_k + sigma_k (x - x_k),
+  with sigma_k the slope whose profile has that centroid (:func:`cell_slopes`, the inverse
+  Langevin function) and L_k such that the cell average is exactly exp(ell_k). Each piece of
+  a remap carries its centroid forward along the exact flow, so the new cells get their new
+  centroids: a cluster narrower than a cell keeps its position. Second order where log rho is
+  smooth.
 * **Feet.** The velocity is known at the faces and linear in between; for such a field frozen
   in time the characteristics are known in closed form (x(s) = x* + (x_0 - x*) e^{a s} in a
   cell of slope a), so the feet are exact for any step, also where the field is stiff.
@@ -20,14 +24,17 @@ ell_j = log rho_j, and never forms rho where it is small:
   O(n log n) per step, no CFL limit.
 * **Time.** A predictor step with the velocity of rho^n gives rho*; the corrector uses the
   face velocity (v(rho^n) + v(rho*)) / 2 frozen over the step: second order in time. The
-  difference between the two, max |ell^{n+1} - ell*| over the cells that can matter
+  difference between the two, max |ell^{n+1} - ell*| and max |c^{n+1} - c*| over the cells
+  that can matter
   (within 2 beta sigma_max(B) + 50 of the largest ell: no softmax weighs the others by more
   than e^-50 of it), is the error estimate: a step above ``tolerance`` is refused and retried,
   the next step is dt (tolerance / error)^(1/2) (safety 0.9, growth between 0.2 and 2).
-  During the metastable plateau the field hardly changes and steps grow to ``time.max_dt``.
+  The step size is set by how fast the field changes where the tails are, not by the CFL
+  number; the next step is part of the checkpoint (:meth:`controller_state`).
 
-The attention sums take ell directly (inputs ``"log_values"``): the log weights of the
-cell-centre sources are ell_k + log h (:class:`~spheredens.interaction.PrunedDirectQuadrature`).
+The attention sums take ell directly (inputs ``"log_moments"``): the log weights of the
+sources, at the cells' centroids, are ell_k + log h
+(:class:`~spheredens.interaction.PrunedDirectQuadrature`).
 """
 from __future__ import annotations
 
@@ -243,24 +250,26 @@ def remap(ell: Array, offset: Array, feet: Array, h: float, forward: Any) -> tup
 class LogSemiLagrangianScheme(CircleScheme):
     """Conservative semi-Lagrangian finite volumes for log rho on S^1 (module docstring).
 
-    The state is ell_j = log rho_j, the logarithm of the cell averages on n uniform cells;
-    ``density`` is exp(ell). Mass is conserved to round-off, rho > 0 always, and rho keeps
+    The state is (ell_j, c_j) per cell, shape (n_xi, 2, n): ell_j = log rho_j, the logarithm of
+    the cell average on n uniform cells, and c_j the offset of the cell's centroid from its
+    centre in cell widths; ``density`` is exp(ell). Mass is conserved to round-off, rho > 0 always, and rho keeps
     its relative accuracy down to e^-1e6 (:data:`LOG_FLOOR`): the scheme for low temperature
     (beta >= 1000), where the departure from the metastable plateau is decided by tails far
     below the smallest float64 number. Steps follow the dynamics, not a CFL number: error
     controlled, exact characteristics of the piecewise-linear face velocity.
 
-    Second order in space (log-linear reconstruction, velocity linear between faces) and in
-    time (predictor-corrector); the velocity is the direct log-domain quadrature over the cell
-    centres. Worse than ``fv`` where rho has zeros (log rho is floored there) and where the
+    Second order in space (log-linear reconstruction with the cell's centroid, velocity linear
+    between faces) and in time (predictor-corrector); the velocity is the direct log-domain
+    quadrature over the cells' centroids. A cluster narrower than a cell keeps its position
+    (the centroid), and every W2 of the run puts each cell's mass there. Worse than ``fv`` where rho has zeros (log rho is floored there) and where the
     dynamics is fast everywhere (two velocity evaluations per step, no gain from large steps).
 
     Options (``[discretization]``)
     ------------------------------
     tolerance : float
         Error allowed in one step, in log rho (default 1e-3); halve it to check convergence.
-    interaction : ``"auto"`` (default: ``direct_pruned`` on log values; ``zero_temperature``
-        for that model)
+    interaction : ``"auto"`` (default: ``direct_pruned`` on the logs at the centroids;
+        ``zero_temperature`` for that model)
     """
 
     name = "log_sl"
@@ -332,13 +341,13 @@ class LogSemiLagrangianScheme(CircleScheme):
         return state[:, 1]
 
     # -- velocity --------------------------------------------------------------------------
-    def face_velocity(self, ell: Array, t: float) -> Array:
+    def face_velocity(self, state: Array, t: float) -> Array:
         """Tangential velocity at the faces, shape (n_xi, n); the last one is kept (the loop asks
         for the velocity of the same state twice: for the step size and for the step)."""
-        if self._cache is not None and self._cache[0] is ell and self._cache[1] == t:
+        if self._cache is not None and self._cache[0] is state and self._cache[1] == t:
             return self._cache[2]
-        v = self.tangential_velocity(ell)
-        self._cache = (ell, t, v)
+        v = self.tangential_velocity(state)
+        self._cache = (state, t, v)
         return v
 
     def rhs(self, state: Array, t: float) -> Tendency:
@@ -379,12 +388,12 @@ class LogSemiLagrangianScheme(CircleScheme):
             out[k, 0] = np.maximum(new - (log_mass(new, h) - log_mass(ell, h)), LOG_FLOOR)
         return out
 
-    def advance(self, ell: Array, t: float, dt: float) -> Array:
+    def advance(self, state: Array, t: float, dt: float) -> Array:
         """One predictor-corrector step (module docstring); records the error estimate."""
-        v0 = self.face_velocity(ell, t)
-        predicted = self.remap_state(ell, v0, dt)
+        v0 = self.face_velocity(state, t)
+        predicted = self.remap_state(state, v0, dt)
         v1 = self.tangential_velocity(predicted)
-        new = self.remap_state(ell, 0.5 * (v0 + v1), dt)
+        new = self.remap_state(state, 0.5 * (v0 + v1), dt)
         ell = new[:, 0]
         relevant = ell >= ell.max(axis=-1, keepdims=True) - self.window
         change = np.maximum(np.abs(ell - predicted[:, 0]), np.abs(new[:, 1] - predicted[:, 1]))
