@@ -5,7 +5,7 @@ Problem: example C (runs/concentration/base_circle.toml: sa, Q = I, K = [[1.75, 
 at t ~ 256, the run passes it by more than 10).
 
 * ``log_sl``: the whole run, measured (wall time, steps, min W2, t_min, departure time), at the
-  resolution and tolerance given (default n = 2048, tolerance 1e-2: see docs/concentration.md
+  resolution and tolerance given (default n = 1024, tolerance 1e-2: see docs/concentration.md
   for the refinement that shows it converged).
 * ``fv`` with n = 4096 and direct quadrature, today's method (SSPRK3, cfl 0.4, MC limiter):
   too slow to run to T here (about 30 s of wall time per unit of model time), so its cost is
@@ -18,7 +18,7 @@ at t ~ 256, the run passes it by more than 10).
 
 The ratio (fv scaled cost) / (log_sl measured cost) is the acceptance figure of issue 14 (>= 20).
 
-Usage: python benchmarks/bench_large_beta.py [--n 2048] [--tolerance 1e-2] [--window 0.25]
+Usage: python benchmarks/bench_large_beta.py [--n 1024] [--tolerance 1e-2] [--window 0.25]
 (writes benchmarks/results/large_beta.json; about 20 minutes on the 2-core machine)
 """
 from __future__ import annotations
@@ -88,7 +88,7 @@ def fv_window(state, t_start: float, window: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=2048, help="log_sl cells (default 2048)")
+    parser.add_argument("--n", type=int, default=1024, help="log_sl cells (default 1024)")
     parser.add_argument("--tolerance", type=float, default=1e-2, help="log_sl step tolerance (1e-2)")
     parser.add_argument("--window", type=float, default=0.25, help="fv window of model time (0.25)")
     args = parser.parse_args()
