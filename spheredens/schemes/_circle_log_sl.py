@@ -365,10 +365,9 @@ class LogSemiLagrangianScheme(CircleScheme):
         return Tendency(rate, float(np.abs(v).max()))
 
     # -- one step ----------------------------------------------------------------------------
-    def feet(self, v: Array, dt: float) -> Array:
-        """Feet of the n + 1 faces j h (j = 0..n) for the face velocity ``v`` of one slice,
-        increasing (round-off ties kept in order), spanning 2 pi."""
-        u = np.roll(v, 1)  # the velocity at position j h is that of face j - 1
+    def feet(self, u: Array, dt: float) -> Array:
+        """Feet of the n + 1 faces j h (j = 0..n) for the velocity ``u`` at the positions j h
+        (of one slice), increasing (round-off ties kept in order), spanning 2 pi."""
         g = backward_feet(u, self.grid.h, dt)
         g = np.append(g, g[0] + 2.0 * np.pi)
         return np.maximum.accumulate(g)
@@ -380,7 +379,7 @@ class LogSemiLagrangianScheme(CircleScheme):
         out = np.empty_like(state)
         for k, ((ell, offset), vk) in enumerate(zip(state, v)):
             u = np.roll(vk, 1)  # the velocity at position j h is that of face j - 1
-            new, out[k, 1] = remap(ell, offset, self.feet(vk, dt), h,
+            new, out[k, 1] = remap(ell, offset, self.feet(u, dt), h,
                                    lambda x: backward_trace(x, -u, h, dt))
             # the remap conserves the mass up to the round-off of its logs and exps (~1e-14
             # per step); a factor that close to 1 removes that drift without touching the
