@@ -19,7 +19,7 @@ at t ~ 256, the run passes it by more than 10).
 The ratio (fv scaled cost) / (log_sl measured cost) is the acceptance figure of issue 14 (>= 20).
 
 Usage: python benchmarks/bench_large_beta.py [--n 1024] [--tolerance 1e-2] [--window 0.25]
-(writes benchmarks/results/large_beta.json; about 20 minutes on the 2-core machine)
+(writes benchmarks/results/large_beta.json; about 4 minutes on the 2-core machine)
 """
 from __future__ import annotations
 
