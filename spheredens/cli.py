@@ -339,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                 no_figure="do not draw the PNG figure",
                 quiet="no progress bar and no summary",
                 resume="continue the partial run in the output file from its last checkpoint (bit "
-                "for bit the uninterrupted result)",
+                "for bit the uninterrupted result); with a changed time.t_end (same snapshot "
+                "spacing) a complete run is extended and a partial one ends earlier",
                 overwrite="replace an existing output file (otherwise an existing file is never "
                 "touched)")
     p.add_argument("--checkpoint-seconds", type=float, default=60.0, metavar="S",

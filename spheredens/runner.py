@@ -45,7 +45,10 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     resume : bool
         Continue the partial run in the output file (same configuration) from its checkpoint;
         the result is bit for bit that of an uninterrupted run. A complete file is returned as
-        it is; a missing file starts a new run.
+        it is; a missing file starts a new run. The horizon may change on resume
+        (``time.t_end``, ``snapshots`` or ``times``; see :func:`same_run`): a run is extended
+        past its old ``t_end``, or ended earlier, with the result of a run made with the new
+        horizon from the start.
     overwrite : bool
         Replace an existing output file. Without ``resume`` or ``overwrite`` an existing file
         is never touched.
@@ -73,8 +76,9 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     problem = Problem.from_config(cfg)
     scheme = make_scheme(problem, cfg.discretization)
     recorder = Recorder(problem, scheme, cfg)
-    start = resume_point(path, recorder, open_run, lambda ds: same_run(ds.attrs["config"], cfg),
-                         resume=resume, overwrite=overwrite, key="output.path")
+    start = resume_point(path, recorder, open_run, lambda ds: same_run(ds.attrs["config"], cfg, ds),
+                         resume=resume, overwrite=overwrite, key="output.path",
+                         snapshot_times=cfg.time.snapshot_times())
     if start.get("complete") is not None:
         return start["complete"]
     observers: list[Any] = [recorder, Progress(enabled=progress)]
@@ -121,12 +125,15 @@ def run_output(cfg: RunConfig, config_path: str | Path | None = None,
 
 
 def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, resume: bool,
-                 overwrite: bool, key: str) -> dict[str, Any]:
+                 overwrite: bool, key: str,
+                 snapshot_times: tuple[float, ...] | None = None) -> dict[str, Any]:
     """How a run starts given an existing output file: keyword arguments for
     :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
-    when the file already holds the finished run. Refuses to touch an existing file without
-    ``resume`` or ``overwrite`` (:func:`~spheredens.io.check_output_path`), and to resume a
-    file that ``same(ds)`` does not recognize."""
+    when the file already holds the finished run (all of ``snapshot_times``, when given: a
+    complete run of a shorter horizon is continued from its final checkpoint). Refuses to
+    touch an existing file without ``resume`` or ``overwrite``
+    (:func:`~spheredens.io.check_output_path`), and to resume a file that ``same(ds)`` does
+    not recognize."""
     if path is None or not Path(path).exists():
         return {}
     if not resume:
@@ -135,8 +142,13 @@ def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, re
     previous = opener(path)
     if not same(previous):
         raise SchemaError(f"{str(path)!r} was written by a different configuration; resume needs "
-                          "the same one (or choose another output path)")
-    if previous.attrs.get("run_status") == "complete":
+                          "the same one, except for the horizon (time.t_end, time.snapshots, "
+                          "time.times), which may change when the snapshot times already written "
+                          "stay the same and the checkpoint lies before the new t_end (or "
+                          "choose another output path)")
+    recorded = tuple(float(t) for t in previous["time"].values) if "time" in previous else ()
+    if previous.attrs.get("run_status") == "complete" and (
+            snapshot_times is None or recorded == tuple(snapshot_times)):
         logger.info("%s is already complete", path)
         return {"complete": previous}
     t0, state, steps = recorder.restore(previous)
@@ -151,14 +163,36 @@ def resolution_problem(cfg: RunConfig) -> str:
     return cfg.resolution_problem()
 
 
-def same_run(config_text: str, cfg: RunConfig) -> bool:
-    """Whether the configuration stored in a file describes the same run as ``cfg`` (all
-    sections but ``[output]``)."""
+#: keys of ``[time]`` that set only the horizon: they may change on resume (:func:`same_run`)
+HORIZON_KEYS = ("t_end", "snapshots", "times")
 
+
+def same_run(config_text: str, cfg: RunConfig, ds: Any = None) -> bool:
+    """Whether the configuration stored in a file describes the same run as ``cfg`` (all
+    sections but ``[output]``).
+
+    With the file's dataset ``ds``, a change of horizon only (``time.t_end``, ``snapshots``,
+    ``times``) also counts as the same run when continuing the file gives exactly the run of
+    ``cfg``: the file's checkpoint lies before the new ``t_end``, and the snapshot times of
+    ``cfg`` up to the checkpoint are the ones the file holds (the steps land on the same
+    times, so they are the same steps). Equally spaced snapshots keep their times when
+    ``t_end`` and ``snapshots`` change together (``snapshots = t_end / spacing + 1``)."""
     try:
         stored = tomllib.loads(config_text)
     except tomllib.TOMLDecodeError:
         return False
     current = cfg.to_dict()
-    keys = set(stored) | set(current)
-    return all(stored.get(k) == current.get(k) for k in keys if k != "output")
+    keys = (set(stored) | set(current)) - {"output"}
+    if all(stored.get(k) == current.get(k) for k in keys):
+        return True
+    if ds is None or "checkpoint_time" not in ds.attrs:
+        return False
+    other = {k: v for k, v in stored.get("time", {}).items() if k not in HORIZON_KEYS}
+    mine = {k: v for k, v in current.get("time", {}).items() if k not in HORIZON_KEYS}
+    if other != mine or any(stored.get(k) != current.get(k) for k in keys - {"time"}):
+        return False
+    t_c = float(ds.attrs["checkpoint_time"])
+    recorded = [float(t) for t in ds["time"].values]
+    wanted = [t for t in cfg.time.snapshot_times() if t <= t_c]
+    # a checkpoint taken on a snapshot time can precede the recording of that snapshot
+    return t_c < cfg.time.t_end and (recorded == wanted or (recorded == wanted[:-1] and wanted[-1] == t_c))

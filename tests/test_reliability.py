@@ -207,3 +207,58 @@ def test_particle_run_resumes_bit_for_bit(tmp_path):
         run_particles(cfg, output=tmp_path / "p.nc")
     resumed = run_particles(cfg, output=tmp_path / "p.nc", resume=True)
     np.testing.assert_array_equal(resumed["position"].values, full["position"].values)
+
+
+def test_resume_changes_the_horizon_with_the_result_of_the_new_one(tmp_path, reference):
+    """A run resumed with another t_end (same snapshot spacing) equals the run made with that
+    horizon from the start: a complete run is extended, a partial one ended earlier."""
+    short = CONFIG.replace("t_end = 6.0", "t_end = 3.0").replace("snapshots = 25", "snapshots = 13")
+    (tmp_path / "c.toml").write_text(short)
+    sd.run(sd.load_config(tmp_path / "c.toml"), progress=False)
+    (tmp_path / "c.toml").write_text(CONFIG)  # extend the complete run to t = 6
+    assert main(["run", str(tmp_path / "c.toml"), "-q", "--no-figure", "--resume"]) == 0
+    assert_identical(sd.open_run(tmp_path / "run.nc"), reference)
+    # a partial run of t_end = 6 ended at t = 3 instead
+    other = tmp_path / "partial"
+    other.mkdir()
+    (other / "c.toml").write_text(CONFIG)
+    with stop_after_steps(10, "interrupted"):
+        with pytest.raises(KeyboardInterrupt):
+            sd.run(sd.load_config(other / "c.toml"), progress=False)
+    assert sd.open_run(other / "run.nc").attrs["checkpoint_time"] < 3.0
+    (other / "c.toml").write_text(short)
+    ended = sd.run(sd.load_config(other / "c.toml"), progress=False, resume=True)
+    assert ended.attrs["run_status"] == "complete" and float(ended["time"][-1]) == 3.0
+    assert_prefix_of(ended, reference)
+
+
+def test_resume_refuses_a_horizon_that_moves_written_snapshots(tmp_path):
+    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 1.0").replace("snapshots = 25", "snapshots = 5"))
+    sd.run(sd.load_config(tmp_path / "c.toml"), progress=False)
+    # t_end 2 with 5 snapshots: spacing 0.5, so the written times 0.25, 0.75 are not its times
+    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 2.0").replace("snapshots = 25", "snapshots = 5"))
+    with pytest.raises(sd.SchemaError, match="horizon"):
+        sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
+    # nor may a horizon end before the checkpoint
+    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 0.5").replace("snapshots = 25", "snapshots = 3"))
+    with pytest.raises(sd.SchemaError, match="horizon"):
+        sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
+
+
+def test_log_sl_run_extended_keeps_its_step_control(tmp_path):
+    """The error-controlled scheme carries its next step in the checkpoint: an extended run is
+    bit for bit the longer run."""
+    data = {"model": {"name": "sa", "beta": 30.0, "K": [[1.75, 0.866025], [0.433013, 2.5]],
+                      "V": [[1.0, 0.0], [0.0, 0.5]]},
+            "initial": {"name": "random_smooth", "seed": 2},
+            "discretization": {"scheme": "log_sl", "n": 192, "tolerance": 1e-2},
+            "time": {"t_end": 4.0, "snapshots": 9}, "output": {"path": "a.nc", "figure": False}}
+    full = sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False)
+    data["time"] = {"t_end": 2.0, "snapshots": 5}
+    data["output"]["path"] = "b.nc"
+    sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False)
+    data["time"] = {"t_end": 4.0, "snapshots": 9}
+    extended = sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False, resume=True)
+    for name in ("rho", "log_rho", "rho_centroid", "w2_projection"):
+        np.testing.assert_array_equal(extended[name].values, full[name].values)
+    assert extended.attrs["n_steps"] == full.attrs["n_steps"]
