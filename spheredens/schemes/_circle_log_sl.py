@@ -237,13 +237,18 @@ def remap(ell: Array, offset: Array, feet: Array, h: float, forward: Any) -> tup
     image = forward(0.5 * (lo + hi) + half * langevin(slope[k] * half))
     count = np.diff(np.append(starts, piece.size))
     top = np.maximum.reduceat(piece, starts)
-    with np.errstate(under="ignore"):
-        weight = np.exp(piece - np.repeat(top, count))
+    # a cell whose preimage has no length in float64 (two feet equal: next to a strongly
+    # repelling point over a long step) receives nothing: ell = -inf, offset 0; the step that
+    # does this to a cell that matters is refused (LogSemiLagrangianScheme.advance)
+    empty = top == -np.inf
+    with np.errstate(under="ignore", invalid="ignore"):
+        weight = np.exp(piece - np.repeat(np.where(empty, 0.0, top), count))
     total = np.add.reduceat(weight, starts)
     new_centre = (np.arange(n) + 0.5) * h
     moment = np.add.reduceat(weight * (image - np.repeat(new_centre, count)), starts)
-    new_offset = np.clip(moment / total / h, -0.5 * _EDGE, 0.5 * _EDGE)
-    return top + np.log(total) - math.log(h), new_offset
+    with np.errstate(invalid="ignore", divide="ignore"):
+        new_offset = np.clip(np.where(empty, 0.0, moment / total / h), -0.5 * _EDGE, 0.5 * _EDGE)
+        return np.where(empty, -np.inf, top + np.log(total) - math.log(h)), new_offset
 
 
 @register_scheme
@@ -301,6 +306,7 @@ class LogSemiLagrangianScheme(CircleScheme):
         self._proposed = math.inf
         self._rejected = False
         self._last_error = 0.0
+        self._emptied = False
         self._last_dt = 0.0
         self._cache: tuple[Any, float, Array] | None = None
 
@@ -385,18 +391,26 @@ class LogSemiLagrangianScheme(CircleScheme):
             # per step); a factor that close to 1 removes that drift without touching the
             # relative accuracy of any cell
             out[k, 0] = np.maximum(new - (log_mass(new, h) - log_mass(ell, h)), LOG_FLOOR)
+            self._emptied |= bool(np.any((new == -np.inf) & (ell >= ell.max() - self.window)))
         return out
 
     def advance(self, state: Array, t: float, dt: float) -> Array:
         """One predictor-corrector step (module docstring); records the error estimate."""
+        self._emptied = False
         v0 = self.face_velocity(state, t)
         predicted = self.remap_state(state, v0, dt)
+        if not np.all(np.isfinite(predicted)):  # refused by step_ok, retried shorter
+            self._last_error, self._last_dt = math.inf, dt
+            return np.array(state)
         v1 = self.tangential_velocity(predicted)
         new = self.remap_state(state, 0.5 * (v0 + v1), dt)
         ell = new[:, 0]
         relevant = ell >= ell.max(axis=-1, keepdims=True) - self.window
         change = np.maximum(np.abs(ell - predicted[:, 0]), np.abs(new[:, 1] - predicted[:, 1]))
         self._last_error = float(np.max(change, where=relevant, initial=0.0))
+        if self._emptied or not np.isfinite(self._last_error):
+            # a cell that matters lost its whole preimage to round-off: the step is too long
+            self._last_error = math.inf
         self._last_dt = dt
         return new
 
