@@ -3,6 +3,7 @@ built by :func:`spheredens.schema.density_dataset`)."""
 from __future__ import annotations
 
 import json
+import time as _time
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,11 @@ class Recorder(Observer):
         self.checkpoint: tuple[float, Array, int] | None = None
         #: the scheme's step control at the checkpoint (:meth:`Scheme.controller_state`)
         self.checkpoint_controller: dict[str, float] = {}
+        #: wall-clock seconds spent before this process (a resumed run's earlier segments), the
+        #: clock of this segment, and the total at the checkpoint (attr checkpoint_wall_seconds)
+        self._wall_before = 0.0
+        self._clock: float | None = None
+        self._checkpoint_wall = 0.0
         #: per-snapshot arrays of the slice diagnostics (usa_av), name -> list of arrays
         self.slice_diagnostics: dict[str, list[Array]] = (
             {name: [] for name in SLICE_VARIABLES} if problem.has_auxiliary else {})
@@ -64,6 +70,8 @@ class Recorder(Observer):
         """Remember the full solver state at a step boundary; written with the next file."""
         self.checkpoint = (float(t), np.array(state), int(steps))
         self.checkpoint_controller = dict(self.scheme.controller_state())
+        self._checkpoint_wall = self._wall_before + (
+            _time.perf_counter() - self._clock if self._clock is not None else 0.0)
 
     def restore(self, ds: Any) -> tuple[float, Array, int]:
         """Take over the snapshots of a partial run file and return its checkpoint
@@ -90,10 +98,13 @@ class Recorder(Observer):
                            int(ds.attrs["checkpoint_steps"]))
         self.checkpoint_controller = json.loads(str(ds.attrs.get("checkpoint_controller", "{}")))
         self.scheme.restore_controller(self.checkpoint_controller)
+        # files written before this attribute existed count from 0
+        self._wall_before = self._checkpoint_wall = float(ds.attrs.get("checkpoint_wall_seconds", 0.0))
         return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
         self._stepper = info.get("stepper")
+        self._clock = _time.perf_counter()
         # the target of w2_projection always comes from rho_0 (also when resuming)
         rho0 = self.scheme.density(self.scheme.initial_state())
         # the projection target is built from rho_0 (marginal over slices)
@@ -156,7 +167,8 @@ class Recorder(Observer):
     def finish(self, result: Any) -> None:
         self.status = {"run_status": "complete" if result.completed else "partial",
                        "stop_reason": result.stop_reason, "stop_message": result.message,
-                       "n_steps": int(result.n_steps), "wall_time_seconds": float(result.wall_time)}
+                       "n_steps": int(result.n_steps), "wall_time_seconds": float(result.wall_time),
+                       "wall_time_total_seconds": self._wall_before + float(result.wall_time)}
 
     def dataset(self) -> Any:
         """The Dataset of the snapshots recorded so far (:func:`spheredens.schema.density_dataset`)."""
@@ -176,4 +188,6 @@ class Recorder(Observer):
                                log_rho=self.log_rho if self.scheme.carries_log_density else None)
         if self.checkpoint is not None and self.checkpoint_controller:  # floats as repr: exact
             ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
+        if self.checkpoint is not None:
+            ds.attrs["checkpoint_wall_seconds"] = self._checkpoint_wall
         return ds

@@ -93,7 +93,7 @@ def cases() -> dict[str, dict]:
 
 #: attributes that change from run to run or from version to version
 VOLATILE_ATTRS = {"spheredens_version", "history", "wall_time_seconds", "created", "date_created",
-                  "checkpoint_wall_time"}
+                  "checkpoint_wall_time", "checkpoint_wall_seconds", "wall_time_total_seconds"}
 
 
 def numbers(ds) -> dict[str, np.ndarray]:

@@ -258,7 +258,13 @@ def test_log_sl_run_extended_keeps_its_step_control(tmp_path):
     data["output"]["path"] = "b.nc"
     sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False)
     data["time"] = {"t_end": 4.0, "snapshots": 9}
+    first = sd.open_run(tmp_path / "b.nc").attrs
     extended = sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False, resume=True)
     for name in ("rho", "log_rho", "rho_centroid", "w2_projection"):
         np.testing.assert_array_equal(extended[name].values, full[name].values)
     assert extended.attrs["n_steps"] == full.attrs["n_steps"]
+    # the wall time of the whole run adds the segments: this one's and the checkpoint's
+    assert first["checkpoint_wall_seconds"] == pytest.approx(first["wall_time_total_seconds"], abs=0.05)
+    assert first["checkpoint_wall_seconds"] > 0
+    assert extended.attrs["wall_time_total_seconds"] == pytest.approx(
+        first["checkpoint_wall_seconds"] + extended.attrs["wall_time_seconds"], rel=1e-12)
