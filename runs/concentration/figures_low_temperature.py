@@ -2,7 +2,8 @@
 
 * ``low_temperature_w2.png``: W2 to Pi_# rho_0 against t at beta = 1000 for every n and
   tolerance that ran (runs/concentration/low_temperature/*.nc, from the two
-  sweep_low_temperature_*.toml), and at beta = 3000 (runs/concentration/low_temperature_3000.nc).
+  sweep_low_temperature_*.toml), at beta = 3000 (low_temperature_3000*.nc) and at beta = 10^4
+  (low_temperature_10000*.nc), one panel per beta.
 * ``low_temperature_tail.png``: the mechanism. log rho against theta at several times
   (beta = 1000, the finest n), with the cluster u, the direction B^T u / |B^T u| where the
   softmax of the cluster looks, and the level beta Delta below the cluster that the tail there
@@ -10,7 +11,9 @@
 * ``low_temperature_departure.png``: departure time against beta with the prediction
   t_dep ~ beta Delta / lambda_r (module ``prediction``).
 
-Prints the table of every run (n, tolerance, min W2, t_min, departure, steps, wall time).
+Prints the table of every run (n, tolerance, min W2, t_min, departure, steps, wall time of the
+whole run, every resumed segment added) as markdown, and the relative changes between successive
+refinements (space: n -> 2n at equal tolerance; time: tolerance -> tolerance / 3 or / 10 at equal n).
 
 Usage: .venv/bin/python runs/concentration/figures_low_temperature.py
 """
@@ -56,18 +59,54 @@ def prediction() -> dict[str, float]:
             "repeller_deg": math.degrees(theta[nearest])}
 
 
+#: the single runs at beta = 3000 and 10^4 (one configuration each, next to this script)
+SINGLE_RUNS = ("low_temperature_3000", "low_temperature_3000_n4096", "low_temperature_10000",
+               "low_temperature_10000_n2048", "low_temperature_10000_n2048_tol3e-2")
+
+
 def runs() -> list[tuple[dict, object]]:
     found = []
-    for path in sorted((HERE / "low_temperature").glob("*.nc")) + [HERE / "low_temperature_3000.nc"]:
+    paths = sorted((HERE / "low_temperature").glob("*.nc")) + [HERE / f"{name}.nc" for name in SINGLE_RUNS]
+    for path in paths:
         if not path.exists():
             continue
         ds = sd.open_run(path)
         s = curve_summary(ds["time"].values, ds["w2_projection"].values)
-        found.append(({"file": path.name, "beta": float(ds.attrs["beta"]), "n": int(ds.attrs["n"]),
-                       "tolerance": float(ds.attrs["tolerance"]), "status": ds.attrs["run_status"],
-                       "t_end": float(ds["time"].values[-1]), "steps": int(ds.attrs["n_steps"]),
-                       "wall_s": float(ds.attrs["wall_time_seconds"]), **s}, ds))
+        attrs = ds.attrs
+        # the whole run's wall time (segments of a resumed run added); a file written before that
+        # attribute existed has only its last process's (marked with a dagger in the table)
+        wall = attrs.get("wall_time_total_seconds", attrs.get("checkpoint_wall_seconds"))
+        last_only = wall is None
+        if last_only:
+            wall = attrs.get("wall_time_seconds")
+        found.append(({"file": path.name, "beta": float(attrs["beta"]), "n": int(attrs["n"]),
+                       "tolerance": float(attrs["tolerance"]), "status": attrs["run_status"],
+                       "t_end": float(ds["time"].values[-1]),
+                       "steps": int(attrs.get("checkpoint_steps", attrs["n_steps"])),
+                       "wall_s": float(wall) if wall is not None else float("nan"),
+                       "wall_note": " †" if last_only else "", **s}, ds))
     return found
+
+
+def refinements(found: list[dict]) -> list[tuple[dict, dict, str]]:
+    """Pairs (coarse, fine, kind) of successive refinements among the runs of one beta."""
+    pairs = []
+    for a in found:
+        for b in found:
+            if a["beta"] != b["beta"] or a is b:
+                continue
+            if a["tolerance"] == b["tolerance"] and b["n"] == 2 * a["n"]:
+                pairs.append((a, b, "space"))
+            elif a["n"] == b["n"] and b["tolerance"] < a["tolerance"]:
+                finer = [c["tolerance"] for c in found if c["beta"] == a["beta"] and c["n"] == a["n"]
+                         and b["tolerance"] < c["tolerance"] < a["tolerance"]]
+                if not finer:  # the next tolerance down
+                    pairs.append((a, b, "time"))
+    return pairs
+
+
+def change(a: float, b: float) -> str:
+    return f"{abs(a - b) / abs(b):.2%}" if np.isfinite(a) and np.isfinite(b) else "-"
 
 
 def main() -> None:
@@ -78,20 +117,31 @@ def main() -> None:
           f"repeller at {pred['repeller_deg']:.2f} deg with lambda_r = {pred['lambda_r']:.5f}: "
           f"t_dep ~ {pred['delta'] / pred['lambda_r']:.4f} beta")
     found = runs()
-    print(f"{'beta':>6} {'n':>5} {'tol':>7} {'min W2':>10} {'t_min':>6} {'departure':>9} {'T':>5} "
-          f"{'steps':>6} {'wall s':>7} status")
+    print("| beta | n | tolerance | min W2 | t_min | departure | T | steps | wall s | status |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row, _ in found:
-        print(f"{row['beta']:>6g} {row['n']:>5} {row['tolerance']:>7g} {row['min_w2']:>10.6f} {row['t_min']:>6g} "
-              f"{row['departure_time']:>9g} {row['t_end']:>5g} {row['steps']:>6} {row['wall_s']:>7.0f} {row['status']}")
+        print(f"| {row['beta']:g} | {row['n']} | {row['tolerance']:g} | {row['min_w2']:.6f} | {row['t_min']:g} | "
+              f"{row['departure_time']:g} | {row['t_end']:g} | {row['steps']} | {row['wall_s']:.0f}{row['wall_note']} | {row['status']} |")
+    if any(row["wall_note"] for row, _ in found):
+        print("† the last process only: a file written before wall_time_total_seconds existed, which may "
+              "have been resumed")
+    print("\nrefinement (coarse -> fine): change of min W2, of t_min, of the departure")
+    for a, b, kind in refinements([r for r, _ in found]):
+        print(f"  beta {a['beta']:g} {kind}: n {a['n']} -> {b['n']}, tolerance {a['tolerance']:g} -> "
+              f"{b['tolerance']:g}: min W2 {change(a['min_w2'], b['min_w2'])}, t_min {change(a['t_min'], b['t_min'])}, "
+              f"departure {change(a['departure_time'], b['departure_time'])}")
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    betas = (1000.0, 3000.0, 10000.0)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
     for row, ds in found:
-        ax = axes[0] if row["beta"] == 1000.0 else axes[1]
+        if row["beta"] not in betas:
+            continue
+        ax = axes[betas.index(row["beta"])]
         ax.semilogy(ds["time"].values, ds["w2_projection"].values,
-                    label=f"n = {row['n']}, tol {row['tolerance']:g}: min {row['min_w2']:.5f}, "
+                    label=f"n = {row['n']}, tol {row['tolerance']:g}: min {row['min_w2']:.6f}, "
                           f"departure {row['departure_time']:g}")
-    for ax, beta in zip(axes, (1000, 3000)):
-        ax.set_title(f"example C, beta = {beta}, log_sl")
+    for ax, beta in zip(axes, betas):
+        ax.set_title(f"example C, beta = {beta:g}, log_sl")
         ax.set_xlabel("t")
         ax.set_ylabel("W2(rho_t, Pi_# rho_0) (cell masses at their centroids)")
         ax.legend(fontsize=7)
