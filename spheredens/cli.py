@@ -215,6 +215,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                             result["density_resolution"].values):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
         print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
+    print(f"  {result.attrs['departure_verdict']}")
     summary = comparison_summary(result)
     check = summary["ensemble"]
     if check is not None:

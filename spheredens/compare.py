@@ -8,9 +8,15 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+import tomllib
+
 from ._lazy import pyplot as plt, xarray as xr
 from .accessor import register_accessor
+from .analysis import curve_summary, DEPARTURE_FACTOR, DEPARTURE_OFFSET
+from .config import config_from_dict
+from .diagnostics import particle_projection_distance
 from .exceptions import SchemaError
+from .problem import Problem
 from .geometry import circle_angle, domain_of_dimension
 from .plot import save_figure
 from .schema import COMPARE_SCHEMA, CONVENTIONS, TIME, XI
@@ -172,6 +178,20 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                "domain": domain, "method": method,
                "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
                                                    for p in runs}))})
+    dep = departures(density, runs)
+    ds["density_departure_time"] = ((), dep["density"]["departure_time"], {
+        "long_name": "departure time of the density from Pi_# rho_0", "units": "1",
+        "comment": f"first snapshot after the minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + "
+                   f"{DEPARTURE_OFFSET:g} (analyze-beta); NaN: not by t = {dep['density']['t_end']:g}"})
+    ds["departure_time"] = ("run", np.array([r["departure_time"] for r in dep["runs"]]), {
+        "long_name": "departure time of each particle run from Pi_# rho_0", "units": "1",
+        "comment": "as density_departure_time, on the run's own snapshot times; W2 of the particles "
+                   "to the density's target Pi_# rho_0; NaN: not by the run's last time"})
+    at_common = [[curve[int(pj[list(di).index(i)])] for i in shared] for curve, (di, pj) in zip(dep["w2"], index)]
+    ds["particle_w2_projection"] = (("run", "time"), np.array(at_common, dtype=float), {
+        "long_name": "W2 of each particle run to Pi_# rho_0", "units": "radian",
+        "comment": "at the common times; departure_time uses every snapshot of the run"})
+    ds.attrs["departure_verdict"] = dep["verdict"]
     if len(runs) > 1:  # the ensemble's own spread at the last common time
         last = [int(pj[list(di).index(shared[-1])]) for di, pj in index]
         ds["w2_between_runs"] = (("run", "other_run"), w2_between_runs(runs, last), {
@@ -190,6 +210,98 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
         ds.attrs["slices"] = ("w2: marginal vs all particles; w2_slice: each slice vs its particles "
                               "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")")
     return ds
+
+
+def projection_distance_of(density: Any):
+    """The W2 to Pi_# rho_0 of particles, with the target of the density run ``density`` (its
+    model and initial density, from its ``config``): a
+    :class:`spheredens.diagnostics.ParticleProjectionDistance`, or None and the reason."""
+    text = density.attrs.get("config")
+    if not text:
+        return None, "the density file has no config attribute (not written by spheredens run)"
+    try:
+        cfg = config_from_dict(tomllib.loads(str(text)))
+        problem = Problem.from_config(cfg)
+    except Exception as exc:  # any failure to rebuild the model: say so, do not stop compare
+        return None, f"the density's configuration could not be rebuilt ({exc})"
+    return particle_projection_distance(problem.model, problem.initial)
+
+
+def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
+    """When the density and each particle run leave Pi_# rho_0, by the definition of
+    ``analyze-beta`` (:func:`spheredens.analysis.curve_summary`: the first snapshot after the
+    minimum of W2 to Pi_# rho_0 with W2 > 2 min + 0.02), each on its own snapshot times.
+
+    The density's W2 is its ``w2_projection``; the particles' is computed from their positions
+    against the same target (the density's model and rho_0,
+    :func:`projection_distance_of`), so that files converted from other codes are treated alike.
+
+    Returns
+    -------
+    dict
+        ``density`` (curve summary and ``t_end``, the density's last time), ``runs`` (one per
+        particle run, the same keys), ``w2`` (per run, W2 of the particles to Pi_# rho_0 at
+        each of the run's times), ``verdict`` (a sentence: who departs when, and what W2
+        between them means after that) and ``reason`` (why no departure could be computed,
+        else empty).
+    """
+    t_den = np.asarray(density["time"].values, dtype=float)
+    den_w2 = (np.asarray(density["w2_projection"].values, dtype=float) if "w2_projection" in density
+              else np.full(t_den.size, np.nan))
+    dens = {**curve_summary(t_den, den_w2), "t_end": float(t_den[-1])}
+    distance, reason = projection_distance_of(density)
+    rows, curves = [], []
+    for p in runs:
+        t_p = np.asarray(p["time"].values, dtype=float)
+        if distance is None:
+            w = np.full(t_p.size, np.nan)
+        else:
+            weight = np.asarray(p["particle_weight"].values, dtype=float)
+            w = np.array([distance(x, weight) for x in np.asarray(p["position"].values, dtype=float)])
+        curves.append(w)
+        rows.append({**curve_summary(t_p, w), "t_end": float(t_p[-1])})
+    if not np.isfinite(dens["min_w2"]):
+        reason = reason or "the density file has no finite w2_projection"
+    verdict = (f"departure from Pi_# rho_0 not compared: {reason}" if reason
+               else departure_verdict(dens, rows))
+    return {"density": dens, "runs": rows, "w2": curves, "verdict": verdict, "reason": reason}
+
+
+def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]]) -> str:
+    """The sentence ``compare`` prints about the departures (see :func:`departures`)."""
+    rule = f"departure: first time after the minimum with W2 to Pi_# rho_0 > {DEPARTURE_FACTOR:g} min + {DEPARTURE_OFFSET:g}"
+    t_d = density["departure_time"]
+    dep = np.array([r["departure_time"] for r in runs])
+    gone = dep[np.isfinite(dep)]
+    ends = np.array([r["t_end"] for r in runs])
+    if gone.size:
+        spread = (f"at t = {gone.min():g}" if gone.size == 1 or gone.min() == gone.max()
+                  else f"at t = {gone.min():g} to {gone.max():g} (mean {gone.mean():.4g})")
+        parts = f"{gone.size} of {len(runs)} particle run(s) depart {spread}"
+        if gone.size < len(runs):
+            parts += f", the others not by t = {ends[~np.isfinite(dep)].min():g}"
+    else:
+        parts = f"the particles have not departed by t = {ends.min():g}"
+    dens = (f"the density departs at t = {t_d:g}" if np.isfinite(t_d)
+            else f"the density has not departed by t = {density['t_end']:g}")
+    if np.isfinite(t_d) and gone.size:
+        first = min(t_d, float(gone.min()))
+        who = "the particles" if gone.min() < t_d else "the density"
+        tail = (f"; from t = {first:g} on they are in different phases ({who} first), so W2 between "
+                "them measures the gap between the departures, not an error of either code")
+        if abs(t_d - gone.min()) <= 0 and abs(t_d - gone.max()) <= 0:
+            tail = "; they depart together"
+    elif np.isfinite(t_d):
+        tail = (f"; the density has left Pi_# rho_0 and the particles have not: after t = {t_d:g} "
+                "W2 between them measures the departure, not an error of either code")
+    elif gone.size:
+        tail = (f"; the particles have left Pi_# rho_0 and the density has not: after t = {gone.min():g} "
+                "W2 between them measures the departure, not an error of either code (at low "
+                "temperature n particles leave early: they carry no mass below ~1/n, "
+                "docs/particles_low_temperature.md)")
+    else:
+        tail = "; neither has departed"
+    return f"{dens}; {parts}{tail} ({rule})"
 
 
 def w2_between_runs(runs: Sequence[Any], index: int | Sequence[int] = -1) -> Array:

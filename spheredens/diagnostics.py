@@ -113,6 +113,42 @@ class ProjectionDistance:
                 + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
 
 
+class ParticleProjectionDistance:
+    """W2(sum_i w_i delta_{x_i}, Pi_# rho_0) for particles, with the target of
+    :class:`ProjectionDistance` (:func:`spheredens.targets.projection_measure` of the model and
+    the initial density function): the particle runs' ``w2_projection``, and what ``compare``
+    uses to place the particles' departure beside the density's.
+
+    Raises
+    ------
+    AssumptionError
+        The target is undefined, or not implemented on the domain of ``model``.
+    """
+
+    def __init__(self, model: Model, initial) -> None:
+        self.target = projection_measure(model, initial)
+        self.domain = domain_of_dimension(model.d)
+
+    def __call__(self, x: Array, weight: Array) -> float:
+        return self.domain.w2(np.asarray(x, dtype=float), np.asarray(weight, dtype=float),
+                              self.target.points, self.target.masses)
+
+    def comment(self) -> str:
+        return (f"the particles with their weights against the target Pi_# rho_0 of the initial "
+                f"density (not of the sampled particles): {self.target.description}, masses "
+                + ", ".join(f"{m:.12g}" for m in self.target.masses[:4])
+                + (" ..." if self.target.masses.size > 4 else "")
+                + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
+
+
+def particle_projection_distance(model: Model, initial):
+    """:class:`ParticleProjectionDistance`, or None and the reason it is undefined."""
+    try:
+        return ParticleProjectionDistance(model, initial), ""
+    except AssumptionError as exc:
+        return None, str(exc)
+
+
 class TerminalDistance:
     """W2 from rho_t to the measures supported on S cap E_V (``w2_terminal``,
     :meth:`spheredens.targets.TerminalSubspace.w2`), rho_t represented by :func:`grid_atoms`

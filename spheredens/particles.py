@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .config import RunConfig
+from .diagnostics import particle_projection_distance
 from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
 from .integrators import INTEGRATORS
@@ -330,6 +331,9 @@ class ParticleRecorder(Observer):
         self.positions: list[Array] = []
         self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running", "n_steps": 0}
         self.checkpoint: tuple[float, Array, int] | None = None
+        #: W2 of the particles to Pi_# rho_0 at every snapshot (NaN, with the reason, where undefined)
+        self.w2_projection: list[float] = []
+        self._w2, self._w2_reason = particle_projection_distance(system.problem.model, system.problem.initial)
 
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         self.checkpoint = (float(t), np.array(state), int(steps))
@@ -343,6 +347,8 @@ class ParticleRecorder(Observer):
             raise SchemaError("the particle file's slice indices differ from this configuration's")
         self.times = [float(t) for t in ds["time"].values]
         self.positions = [np.array(x) for x in ds["position"].values]
+        self.w2_projection = ([float(v) for v in ds["w2_projection"].values] if "w2_projection" in ds
+                              else [self._projection(x) for x in self.positions])
         self.checkpoint = (float(ds.attrs["checkpoint_time"]), np.asarray(ds["checkpoint_position"].values)[None],
                            int(ds.attrs["checkpoint_steps"]))
         return self.checkpoint
@@ -353,6 +359,10 @@ class ParticleRecorder(Observer):
     def observe(self, t: float, state: Array) -> None:
         self.times.append(float(t))
         self.positions.append(np.array(state[0]))
+        self.w2_projection.append(self._projection(state[0]))
+
+    def _projection(self, x: Array) -> float:
+        return float("nan") if self._w2 is None else self._w2(x, self.system.weight)
 
     def finish(self, result: Any) -> None:
         self.status = {"run_status": "complete" if result.completed else "partial",
@@ -371,7 +381,9 @@ class ParticleRecorder(Observer):
                    "dt": system.dt, "integrator": system.integrator.name},
             title=f"spheredens particles: {problem.model.name} on the {problem.domain}, n = {n}, "
                   f"{self.initialization}",
-            status=self.status, labels=labels, checkpoint=self.checkpoint)
+            status=self.status, labels=labels, checkpoint=self.checkpoint,
+            w2_projection=(self.w2_projection, self._w2.comment() if self._w2 is not None
+                           else f"not defined: {self._w2_reason}"))
 
 
 def require_particles(cfg: RunConfig, config_path: str | Path | None = None) -> None:

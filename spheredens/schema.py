@@ -132,6 +132,8 @@ PARTICLE_VARIABLES = {
     "slice_xi": Variable(("slice_index",), "label xi_k of slice k"),
     "slice_weight": Variable(("slice_index",), "model slice mass r_k (the particle weights of slice k "
                                                "sum to it)"),
+    "w2_projection": Variable(("time",), "W2 distance of the particles to the zero-temperature target "
+                                         "Pi_# rho_0", "radian"),
     "checkpoint_position": Variable(("particle", "component"), "positions at checkpoint_time, for --resume",
                                     None),
 }
@@ -347,7 +349,8 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
                      title: str | None = None, status: Mapping[str, Any] | None = None,
                      labels: tuple[NDArray[np.int64], Array, Array] | None = None,
                      checkpoint: tuple[float, Array, int] | None = None,
-                     weight_long_name: str | None = None) -> Any:
+                     weight_long_name: str | None = None,
+                     w2_projection: tuple[Sequence[float], str] | None = None) -> Any:
     """The Dataset (schema spheredens-particles-1) of a particle run.
 
     Parameters
@@ -376,6 +379,9 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
     weight_long_name : str, optional
         Long name of ``particle_weight`` instead of the default
         (:data:`CONVERTED_WEIGHT_LONG_NAME` for converted files).
+    w2_projection : (values per time, comment), optional
+        W2 of the particles to Pi_# rho_0 at every snapshot
+        (:class:`spheredens.diagnostics.ParticleProjectionDistance`) and how it was computed.
     """
 
     register_accessor()
@@ -397,6 +403,9 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
     if title is not None:
         header.update({"title": title, "history": history()})
     header.update(status or {})
+    if w2_projection is not None:
+        values, comment = w2_projection
+        data["w2_projection"] = var["w2_projection"].entry(np.asarray(values, dtype=float), comment=comment)
     if checkpoint is not None:
         data["checkpoint_position"] = var["checkpoint_position"].entry(checkpoint[1][0])
         header.update({"checkpoint_time": checkpoint[0], "checkpoint_steps": checkpoint[2]})

@@ -209,3 +209,93 @@ def test_cli_particles_and_compare(tmp_path, capsys):
     check = ensemble_agreement(result["w2"].values[:, -1], result["w2_between_runs"].values)
     assert (f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of 3" in out
             and "within the spread: " in out and "no farther than average: " in out), out
+
+
+# -- low temperature: compare places the departures (issue 15) --------------------------------
+DEPARTURE_CASE = """[model]
+name = "sa"
+beta = 30.0
+K = [[1.75, 0.866025], [0.433013, 2.5]]
+V = [[1.0, 0.0], [0.0, 0.5]]
+[initial]
+name = "uniform"
+[discretization]
+scheme = "log_sl"
+n = 256
+tolerance = 1e-2
+[time]
+t_end = 24.0
+snapshots = 97
+[output]
+path = "c.nc"
+figure = false
+[particles]
+n = 200
+dt = 0.02
+initialization = "quantile"
+"""
+
+
+def hand_departure(t, w2):
+    """analyze-beta's rule written out: the first snapshot after the minimum with W2 > 2 min + 0.02."""
+    i = int(np.argmin(w2))
+    later = [k for k in range(i + 1, len(t)) if w2[k] > 2 * w2[i] + 0.02]
+    return t[later[0]] if later else np.nan
+
+
+def test_compare_reports_the_departures_as_computed_by_hand(tmp_path, capsys):
+    """Example C at beta = 30 with 200 quantile particles: the particle departure time that
+    compare reports and records equals the rule applied by hand to W2 between the file's
+    positions and +-u (an independent EMD with POT's ot.emd2 on the geodesic cost), and the
+    density's equals the rule applied to its w2_projection; the verdict says who departs first."""
+    import ot
+
+    (tmp_path / "c.toml").write_text(DEPARTURE_CASE)
+    assert main(["run", str(tmp_path / "c.toml"), "-q"]) == 0
+    assert main(["particles", str(tmp_path / "c.toml"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "c.nc"), str(tmp_path / "c_particles.nc"), "--no-figure"]) == 0
+    out = capsys.readouterr().out
+    result = xr.open_dataset(tmp_path / "c_compare.nc")
+    particles = open_particles(tmp_path / "c_particles.nc")
+    density = sd.open_run(tmp_path / "c.nc")
+    # Pi_# rho_0 by hand: u the top eigenvector of the symmetric part of V B^T (B = K here),
+    # the uniform rho_0 splits 1/2, 1/2 between the half circles
+    a = np.array([[1.0, 0.0], [0.0, 0.5]]) @ np.array([[1.75, 0.866025], [0.433013, 2.5]]).T
+    u = np.linalg.eigh((a + a.T) / 2)[1][:, -1]
+    atoms = np.array([u, -u])
+    t = particles["time"].values
+    w = particles["particle_weight"].values
+    by_hand = []
+    for x in particles["position"].values:
+        cost = np.arccos(np.clip(x @ atoms.T, -1.0, 1.0)) ** 2
+        by_hand.append(np.sqrt(ot.emd2(w, np.array([0.5, 0.5]), cost)))
+    by_hand = np.array(by_hand)
+    np.testing.assert_allclose(particles["w2_projection"].values, by_hand, rtol=1e-9, atol=1e-12)
+    t_p = hand_departure(t, by_hand)
+    t_d = hand_departure(density["time"].values, density["w2_projection"].values)
+    assert float(result["departure_time"].values[0]) == t_p
+    assert float(result["density_departure_time"]) == t_d
+    # at beta = 30 both depart inside the window, the 200 particles first
+    assert 5.0 < t_p < t_d < 24.0
+    assert result.attrs["departure_verdict"] in out
+    assert f"the density departs at t = {t_d:g}" in out and f"depart at t = {t_p:g}" in out
+    assert "(the particles first)" in out
+
+
+def test_departure_verdict_says_which_side_has_left():
+    from spheredens.compare import departure_verdict
+
+    nan = float("nan")
+    only_density = departure_verdict({"departure_time": 18.0, "t_end": 24.0},
+                                     [{"departure_time": nan, "t_end": 15.0}])
+    assert ("the density departs at t = 18" in only_density and "have not departed by t = 15" in only_density
+            and "the density has left Pi_# rho_0 and the particles have not" in only_density)
+    only_particles = departure_verdict({"departure_time": nan, "t_end": 40.0},
+                                       [{"departure_time": 12.0, "t_end": 40.0},
+                                        {"departure_time": 14.0, "t_end": 40.0}])
+    assert ("the density has not departed by t = 40" in only_particles
+            and "2 of 2 particle run(s) depart at t = 12 to 14 (mean 13)" in only_particles
+            and "the particles have left Pi_# rho_0 and the density has not" in only_particles)
+    neither = departure_verdict({"departure_time": nan, "t_end": 10.0}, [{"departure_time": nan, "t_end": 10.0}])
+    assert "neither has departed" in neither
