@@ -299,3 +299,30 @@ def test_departure_verdict_says_which_side_has_left():
             and "the particles have left Pi_# rho_0 and the density has not" in only_particles)
     neither = departure_verdict({"departure_time": nan, "t_end": 10.0}, [{"departure_time": nan, "t_end": 10.0}])
     assert "neither has departed" in neither
+
+
+def test_pruned_particle_sums_give_the_direct_velocities():
+    """From PRUNE_FROM particles on the circle, the sums skip blocks certified below 2^-60 of each
+    row's sum: the velocities equal the direct log-sum-exp ones to round-off, while most pairs
+    are skipped at beta = 300 (clustered and spread particles, in any order)."""
+    import spheredens.particles as particles
+    from spheredens.interaction import pruned_logsumexp_sums
+    from spheredens.problem import Problem
+
+    model = Problem.from_config(sd.config_from_dict(
+        {"model": {"name": "sa", "beta": 300.0, **EXAMPLE_C}, "initial": {"name": "uniform"},
+         "discretization": {"scheme": "log_sl", "n": 2048}, "time": {"t_end": 1.0}})).model
+    rng = np.random.default_rng(3)
+    n = particles.PRUNE_FROM + 500
+    theta = np.concatenate([rng.uniform(0, 2 * np.pi, n // 2), 0.5 + 0.01 * rng.standard_normal(n - n // 2)])
+    x = np.stack([np.cos(theta), np.sin(theta)], axis=1)  # unsorted: half of them in a cluster
+    w = rng.uniform(0.5, 1.5, n)
+    w /= w.sum()
+    pruned = particles.particle_velocity(model, x, w)
+    direct_z, direct_n, _ = particles.logsumexp_sums(model.kernel.query(x), x, np.log(w), x @ model.V.T)
+    direct = sd.geometry.tangent_project(x, direct_n / direct_z[:, None])
+    np.testing.assert_allclose(pruned, direct, rtol=0, atol=1e-14 * np.abs(direct).max())
+    order = np.argsort(theta % (2 * np.pi))
+    *_, kept = pruned_logsumexp_sums(model.kernel.query(x[order]), x[order], np.log(w[order]),
+                                     x[order] @ model.V.T)
+    assert kept < 0.35

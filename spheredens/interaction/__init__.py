@@ -23,14 +23,14 @@ from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers)
 from ._points import FunkHeckePoints
-from ._pruned import PrunedDirectQuadrature
+from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
 __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
            "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
            "INTERACTIONS", "KappaInterpolation", "Layout", "PrunedDirectQuadrature", "SphereDirectQuadrature",
            "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "clip_norm",
-           "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "make_evaluator",
+           "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "pruned_logsumexp_sums", "make_evaluator",
            "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
            "register_evaluator", "select_evaluator", "sphere_choice"]
 

@@ -36,6 +36,67 @@ SOURCE_BLOCK = 16
 TARGET_BLOCK = 256
 
 
+class SourceBlocks:
+    """Blocks of consecutive sources with their unit mean directions c_J and radii r_J
+    (module docstring); ``extra`` (per source) widens the radii (a centroid that may move)."""
+
+    def __init__(self, sources: Array, block: int = SOURCE_BLOCK, extra: Array | float = 0.0) -> None:
+        n_s = len(sources)
+        self.starts = np.arange(0, n_s, block)
+        mean = np.add.reduceat(sources, self.starts, axis=0)
+        norm = np.linalg.norm(mean, axis=1, keepdims=True)
+        self.centres = mean / np.where(norm > 0.0, norm, 1.0)
+        self.block = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, n_s)))
+        chord = np.linalg.norm(sources - self.centres[self.block], axis=1) + extra
+        self.radius = np.maximum.reduceat(chord, self.starts) * (1.0 + 1e-12) + 1e-15
+        self.log_size = np.log(np.diff(np.append(self.starts, n_s)).astype(float))
+        self.log_cut = math.log(PRUNE_FRACTION / len(self.starts))
+
+    def bounds(self, q: Array, q_norm: Array, sources: Array, log_a: Array) -> tuple[Array, Array]:
+        """(upper (targets, blocks), lower (targets,)) of the module docstring for logits
+        <q_f, y_j> + log a_j."""
+        block_log_a = np.maximum.reduceat(log_a, self.starts)
+        # one term per block exactly, the source of largest mass: a lower bound of the row's sum
+        index = np.where(log_a == block_log_a[self.block], np.arange(len(log_a)), len(log_a))
+        heaviest = np.minimum.reduceat(index, self.starts)
+        lower = np.max(q @ sources[heaviest].T + log_a[heaviest][None, :], axis=1)
+        upper = (q @ self.centres.T + q_norm[:, None] * self.radius[None, :]
+                 + (block_log_a + self.log_size)[None, :])
+        return upper, lower
+
+    def kept_sums(self, q: Array, keep: Array, sources: Array, log_a: Array, vy: Array,
+                  target_block: int = TARGET_BLOCK) -> tuple[Array, Array, Array]:
+        """(Z e^-M, N e^-M, M) as :func:`~spheredens.interaction.logsumexp_sums`, over the
+        sources of the kept blocks only (for each block of targets, the union of its rows')."""
+        n_t, d = len(q), vy.shape[1]
+        z, n, m = np.empty(n_t), np.empty((n_t, d)), np.empty(n_t)
+        for start in range(0, n_t, target_block):
+            rows_i = slice(start, start + target_block)
+            cols = np.flatnonzero(keep[rows_i].any(axis=0)[self.block])
+            g = q[rows_i] @ sources[cols].T
+            g += log_a[cols][None, :]
+            m[rows_i] = g.max(axis=1)
+            g -= m[rows_i, None]
+            np.exp(g, out=g)
+            z[rows_i] = g.sum(axis=1)
+            n[rows_i] = g @ vy[cols]
+        return z, n, m
+
+
+def pruned_logsumexp_sums(q: Array, sources: Array, log_a: Array, vy: Array, *,
+                          source_block: int = SOURCE_BLOCK) -> tuple[Array, Array, Array, float]:
+    """:func:`~spheredens.interaction.logsumexp_sums` with the certified pruning of the module
+    docstring, for sources that move (particles): the blocks are built from ``sources`` at each
+    call. Sources (and targets) ordered so that consecutive ones are close make it cheap; any
+    order gives the same sums (to 2^-60 of each row's). Returns (Z e^-M, N e^-M, M, the
+    fraction of pairs summed)."""
+    blocks = SourceBlocks(sources, source_block)
+    upper, lower = blocks.bounds(q, np.linalg.norm(q, axis=1), sources, log_a)
+    keep = upper >= lower[:, None] + blocks.log_cut
+    kept = float((keep @ np.exp(blocks.log_size)).sum() / (len(q) * len(log_a)))
+    return (*blocks.kept_sums(q, keep, sources, log_a, vy), kept)
+
+
 @register_evaluator("direct_pruned", domains=None, inputs=("values", "log_moments"), priority=95)
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module
@@ -69,20 +130,11 @@ class PrunedDirectQuadrature(DirectQuadrature):
         # the cached kernel serves densities at fixed points only
         super().__init__(model, sources, weight, targets,
                          max_cached=max_cached if tangents is None else 0)
-        n_s = len(self.sources)
-        self._starts = np.arange(0, n_s, source_block)
-        mean = np.add.reduceat(self.sources, self._starts, axis=0)
-        norm = np.linalg.norm(mean, axis=1, keepdims=True)
-        self._centres = mean / np.where(norm > 0.0, norm, 1.0)
-        block = np.repeat(np.arange(len(self._starts)), np.diff(np.append(self._starts, n_s)))
-        self._block = block
-        chord = np.linalg.norm(self.sources - self._centres[block], axis=1)
-        if self.tangents is not None:  # a centroid moves at most half a cell from y_j
-            chord = chord + 0.5 * self.weight
-        self._radius = np.maximum.reduceat(chord, self._starts) * (1.0 + 1e-12) + 1e-15
-        self._log_size = np.log(np.diff(np.append(self._starts, n_s)).astype(float))
+        # a centroid moves at most half a cell from y_j
+        self._blocks = SourceBlocks(self.sources, source_block,
+                                    0.5 * self.weight if self.tangents is not None else 0.0)
         self._qnorm = np.linalg.norm(self._beta_bx, axis=1)
-        self._log_cut = math.log(PRUNE_FRACTION / len(self._starts))
+        self._log_cut = self._blocks.log_cut
         self._target_block = target_block
         #: fraction of (target, source) pairs summed at the last call
         self.kept_fraction = 1.0
@@ -119,32 +171,17 @@ class PrunedDirectQuadrature(DirectQuadrature):
         """The sums over the kept blocks, from the log weights ``log_a`` at ``sources`` (by default
         the fixed source points); given the density ``rho`` and its weights ``a`` too, the
         cached kernel's sums where they are cheaper."""
-        n_t, d = len(self.targets), self.sources.shape[1]
+        n_t = len(self.targets)
         vy = self._vy if sources is None else sources @ self.model.V.T
         sources = self.sources if sources is None else sources
-        block_log_a = np.maximum.reduceat(log_a, self._starts)
-        # one term per block exactly, the source of largest mass: a lower bound of the row's sum
-        index = np.where(log_a == block_log_a[self._block], np.arange(len(log_a)), len(log_a))
-        heaviest = np.minimum.reduceat(index, self._starts)
-        lower = np.max(self._beta_bx @ sources[heaviest].T + log_a[heaviest][None, :], axis=1)
-        upper = (self._beta_bx @ self._centres.T + self._qnorm[:, None] * self._radius[None, :]
-                 + (block_log_a + self._log_size)[None, :])
+        blocks = self._blocks
+        upper, lower = blocks.bounds(self._beta_bx, self._qnorm, sources, log_a)
         keep = upper >= lower[:, None] + self._log_cut
-        self.kept_fraction = float((keep @ np.exp(self._log_size)).sum() / (n_t * len(log_a)))
+        self.kept_fraction = float((keep @ np.exp(blocks.log_size)).sum() / (n_t * len(log_a)))
         if (a is not None and self._kernel is not None
                 and self.kept_fraction > self._fallback_fraction(upper, a)):
             return super().attention_average(rho)  # the cached kernel is cheaper: the same sums
-        z, n, m = np.empty(n_t), np.empty((n_t, d)), np.empty(n_t)
-        for start in range(0, n_t, self._target_block):
-            rows_i = slice(start, start + self._target_block)
-            cols = np.flatnonzero(keep[rows_i].any(axis=0)[self._block])
-            g = self._beta_bx[rows_i] @ sources[cols].T
-            g += log_a[cols][None, :]
-            m[rows_i] = g.max(axis=1)
-            g -= m[rows_i, None]
-            np.exp(g, out=g)
-            z[rows_i] = g.sum(axis=1)
-            n[rows_i] = g @ vy[cols]
+        z, n, m = blocks.kept_sums(self._beta_bx, keep, sources, log_a, vy, self._target_block)
         if self.model.kind.normalized:
             return clip_norm(n / z[:, None], self._v_norm)
         with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later

@@ -54,13 +54,14 @@ def test_the_certificate_bounds_what_is_skipped():
     weights = np.exp(logits - top)
     # the decision of the evaluator, rebuilt from its own bound (the same arrays)
     log_a = np.log(rho * grid.weight)
-    starts = pruned._starts
+    blocks = pruned._blocks
+    starts = blocks.starts
     block_log_a = np.maximum.reduceat(log_a, starts)
     heaviest = starts + np.array([np.argmax(log_a[s:s + 16]) for s in starts])
     lower = np.max(pruned._beta_bx @ grid.points[heaviest].T + log_a[heaviest], axis=1)
-    upper = (pruned._beta_bx @ pruned._centres.T + pruned._qnorm[:, None] * pruned._radius[None, :]
-             + (block_log_a + pruned._log_size)[None, :])
-    skipped = (upper < lower[:, None] + pruned._log_cut)[:, pruned._block]
+    upper = (pruned._beta_bx @ blocks.centres.T + pruned._qnorm[:, None] * blocks.radius[None, :]
+             + (block_log_a + blocks.log_size)[None, :])
+    skipped = (upper < lower[:, None] + pruned._log_cut)[:, blocks.block]
     assert skipped.mean() > 0.5  # most pairs are skipped at beta = 1000
     share = (weights * skipped).sum(axis=1) / weights.sum(axis=1)
     assert share.max() <= PRUNE_FRACTION
