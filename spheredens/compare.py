@@ -2,13 +2,12 @@
 with slices (``usa_av``) the marginal and every slice against the particles of that slice."""
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-
-import tomllib
 
 from ._lazy import pyplot as plt, xarray as xr
 from .accessor import register_accessor
@@ -185,11 +184,12 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                    f"{DEPARTURE_OFFSET:g} (analyze-beta); NaN: not by t = {dep['density']['t_end']:g}"})
     ds["departure_time"] = ("run", np.array([r["departure_time"] for r in dep["runs"]]), {
         "long_name": "departure time of each particle run from Pi_# rho_0", "units": "1",
-        "comment": "as density_departure_time, on the run's own snapshot times; W2 of the particles "
-                   "to the density's target Pi_# rho_0; NaN: not by the run's last time"})
+        "comment": "as density_departure_time, on the run's own snapshot times, from the W2 of the "
+                   "particles to Pi_# of their own initial positions (particle_w2_projection); NaN: "
+                   "not by the run's last time"})
     at_common = [[curve[int(pj[list(di).index(i)])] for i in shared] for curve, (di, pj) in zip(dep["w2"], index)]
     ds["particle_w2_projection"] = (("run", "time"), np.array(at_common, dtype=float), {
-        "long_name": "W2 of each particle run to Pi_# rho_0", "units": "radian",
+        "long_name": "W2 of each particle run to Pi_# of its initial particles", "units": "radian",
         "comment": "at the common times; departure_time uses every snapshot of the run"})
     ds.attrs["departure_verdict"] = dep["verdict"]
     if len(runs) > 1:  # the ensemble's own spread at the last common time
@@ -212,52 +212,62 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     return ds
 
 
-def projection_distance_of(density: Any):
-    """The W2 to Pi_# rho_0 of particles, with the target of the density run ``density`` (its
-    model and initial density, from its ``config``): a
-    :class:`spheredens.diagnostics.ParticleProjectionDistance`, or None and the reason."""
+def density_model(density: Any):
+    """The model of the density run ``density`` (rebuilt from its ``config``), or None and the
+    reason it could not be."""
     text = density.attrs.get("config")
     if not text:
         return None, "the density file has no config attribute (not written by spheredens run)"
     try:
-        cfg = config_from_dict(tomllib.loads(str(text)))
-        problem = Problem.from_config(cfg)
+        return Problem.from_config(config_from_dict(tomllib.loads(str(text)))).model, ""
     except Exception as exc:  # any failure to rebuild the model: say so, do not stop compare
         return None, f"the density's configuration could not be rebuilt ({exc})"
-    return particle_projection_distance(problem.model, problem.initial)
+
+
+def particle_projection_curve(model: Any, run: Any) -> tuple[Array, str]:
+    """W2 of a particle run to Pi_# of its own particles at t = 0 at each of its snapshots
+    (:class:`spheredens.diagnostics.ParticleProjectionDistance`, the ``w2_projection`` that
+    spheredens particle runs record), and the reason when it is undefined (NaN then)."""
+    t = np.asarray(run["time"].values, dtype=float)
+    positions = np.asarray(run["position"].values, dtype=float)
+    weight = np.asarray(run["particle_weight"].values, dtype=float)
+    if abs(t[0]) > TIME_TOLERANCE:
+        return np.full(t.size, np.nan), f"the particle file starts at t = {t[0]:g}, not 0"
+    distance, reason = particle_projection_distance(model, positions[0], weight)
+    if distance is None:
+        return np.full(t.size, np.nan), reason
+    return np.array([distance(x, weight) for x in positions]), ""
 
 
 def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
-    """When the density and each particle run leave Pi_# rho_0, by the definition of
-    ``analyze-beta`` (:func:`spheredens.analysis.curve_summary`: the first snapshot after the
-    minimum of W2 to Pi_# rho_0 with W2 > 2 min + 0.02), each on its own snapshot times.
+    """When the density and each particle run leave the zero-temperature target, by the
+    definition of ``analyze-beta`` (:func:`spheredens.analysis.curve_summary`: the first
+    snapshot after the minimum of W2 to the target with W2 > 2 min + 0.02), each on its own
+    snapshot times.
 
-    The density's W2 is its ``w2_projection``; the particles' is computed from their positions
-    against the same target (the density's model and rho_0,
-    :func:`projection_distance_of`), so that files converted from other codes are treated alike.
+    The density's W2 is its ``w2_projection`` (to Pi_# rho_0); each particle run's is to
+    Pi_# of its own initial particles (:func:`particle_projection_curve`, with the density's
+    model), computed from the positions so that files converted from other codes are treated
+    alike.
 
     Returns
     -------
     dict
         ``density`` (curve summary and ``t_end``, the density's last time), ``runs`` (one per
-        particle run, the same keys), ``w2`` (per run, W2 of the particles to Pi_# rho_0 at
-        each of the run's times), ``verdict`` (a sentence: who departs when, and what W2
-        between them means after that) and ``reason`` (why no departure could be computed,
-        else empty).
+        particle run, the same keys), ``w2`` (per run, its W2 curve at each of its times),
+        ``verdict`` (a sentence: who departs when, and what W2 between them means after that)
+        and ``reason`` (why no departure could be computed, else empty).
     """
     t_den = np.asarray(density["time"].values, dtype=float)
     den_w2 = (np.asarray(density["w2_projection"].values, dtype=float) if "w2_projection" in density
               else np.full(t_den.size, np.nan))
     dens = {**curve_summary(t_den, den_w2), "t_end": float(t_den[-1])}
-    distance, reason = projection_distance_of(density)
+    model, reason = density_model(density)
     rows, curves = [], []
     for p in runs:
         t_p = np.asarray(p["time"].values, dtype=float)
-        if distance is None:
-            w = np.full(t_p.size, np.nan)
-        else:
-            weight = np.asarray(p["particle_weight"].values, dtype=float)
-            w = np.array([distance(x, weight) for x in np.asarray(p["position"].values, dtype=float)])
+        w, why = (np.full(t_p.size, np.nan), reason) if model is None else particle_projection_curve(model, p)
+        reason = reason or why
         curves.append(w)
         rows.append({**curve_summary(t_p, w), "t_end": float(t_p[-1])})
     if not np.isfinite(dens["min_w2"]):
@@ -269,7 +279,8 @@ def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
 
 def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]]) -> str:
     """The sentence ``compare`` prints about the departures (see :func:`departures`)."""
-    rule = f"departure: first time after the minimum with W2 to Pi_# rho_0 > {DEPARTURE_FACTOR:g} min + {DEPARTURE_OFFSET:g}"
+    rule = (f"departure: first time after the minimum with W2 to the target > {DEPARTURE_FACTOR:g} min + "
+            f"{DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each run's initial particles")
     t_d = density["departure_time"]
     dep = np.array([r["departure_time"] for r in runs])
     gone = dep[np.isfinite(dep)]

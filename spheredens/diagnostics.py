@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 from .geometry import Domain, domain_of_dimension, NotProvided
 from .interaction import funk_hecke_multipliers
 from .models import Model
-from .targets import projection_measure, AssumptionError, terminal_subspace
+from .targets import empirical_projection, projection_measure, AssumptionError, terminal_subspace
 from . import transport  # registers W2 and the grid atoms of the domains
 
 Array = NDArray[np.float64]
@@ -114,19 +114,20 @@ class ProjectionDistance:
 
 
 class ParticleProjectionDistance:
-    """W2(sum_i w_i delta_{x_i}, Pi_# rho_0) for particles, with the target of
-    :class:`ProjectionDistance` (:func:`spheredens.targets.projection_measure` of the model and
-    the initial density function): the particle runs' ``w2_projection``, and what ``compare``
-    uses to place the particles' departure beside the density's.
+    """W2(sum_i w_i delta_{x_i(t)}, Pi_# mu_0): the particle runs' ``w2_projection``, and what
+    ``compare`` uses to place the particles' departure beside the density's. The target is
+    Pi_# of the run's own initial particles (:func:`spheredens.targets.empirical_projection`),
+    so that an i.i.d. start is measured against the point it converges to, not against
+    Pi_# rho_0 (which it misses by its sampling imbalance between the two sides).
 
     Raises
     ------
     AssumptionError
-        The target is undefined, or not implemented on the domain of ``model``.
+        The target is undefined (Assumption 1 fails).
     """
 
-    def __init__(self, model: Model, initial) -> None:
-        self.target = projection_measure(model, initial)
+    def __init__(self, model: Model, x0: Array, weight: Array) -> None:
+        self.target = empirical_projection(model, x0, weight)
         self.domain = domain_of_dimension(model.d)
 
     def __call__(self, x: Array, weight: Array) -> float:
@@ -134,17 +135,17 @@ class ParticleProjectionDistance:
                               self.target.points, self.target.masses)
 
     def comment(self) -> str:
-        return (f"the particles with their weights against the target Pi_# rho_0 of the initial "
-                f"density (not of the sampled particles): {self.target.description}, masses "
+        return (f"the particles with their weights against Pi_# of the initial particles (not of "
+                f"rho_0): {self.target.description}, masses "
                 + ", ".join(f"{m:.12g}" for m in self.target.masses[:4])
                 + (" ..." if self.target.masses.size > 4 else "")
                 + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
 
 
-def particle_projection_distance(model: Model, initial):
+def particle_projection_distance(model: Model, x0: Array, weight: Array):
     """:class:`ParticleProjectionDistance`, or None and the reason it is undefined."""
     try:
-        return ParticleProjectionDistance(model, initial), ""
+        return ParticleProjectionDistance(model, x0, weight), ""
     except AssumptionError as exc:
         return None, str(exc)
 

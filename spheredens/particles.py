@@ -353,7 +353,7 @@ class ParticleRecorder(Observer):
         self.checkpoint: tuple[float, Array, int] | None = None
         #: W2 of the particles to Pi_# rho_0 at every snapshot (NaN, with the reason, where undefined)
         self.w2_projection: list[float] = []
-        self._w2, self._w2_reason = particle_projection_distance(system.problem.model, system.problem.initial)
+        self._w2, self._w2_reason = particle_projection_distance(system.problem.model, system.x0, system.weight)
 
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         self.checkpoint = (float(t), np.array(state), int(steps))

@@ -171,6 +171,48 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
     return build(initial, target.basis, circle_atoms)
 
 
+def empirical_projection(model: Model, x: Array, weight: Array, *,
+                         circle_atoms: int = CIRCLE_TARGET_ATOMS) -> TargetMeasure:
+    """Pi_# of the empirical measure sum_i w_i delta_{x_i} (particles at t = 0): the target of a
+    particle run, which carries its own sampling error of rho_0 (i.i.d. starts put
+    O(n^-1/2) more or less mass on each side than rho_0 does; measured against Pi_# rho_0
+    that imbalance alone would keep W2 near sqrt(|imbalance|) pi).
+
+    dim E_1 = 1: two atoms +-u with the weights of the particles on each side of u^perp;
+    dim E_1 = 2 (S^2): Pi(x_i) on the great circle, gathered into ``circle_atoms`` equal arcs
+    (each at its arc's middle, as :func:`projection_measure`; sampling error pi / circle_atoms).
+    Particles with Pi(x_i) undefined (on E_1^perp, a set of measure zero) go to the first atom.
+
+    Raises
+    ------
+    AssumptionError
+        As :func:`projection_measure`.
+    """
+    target = assumption_1(model)
+    if not target.holds:
+        raise AssumptionError(f"Pi_# rho_0 is undefined: Assumption 1 fails ({target.reason})")
+    if target.basis.shape[0] >= model.d:
+        raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
+    x, weight = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
+    coords = x @ target.basis.T
+    if target.basis.shape[0] == 1:
+        u = target.basis[0]
+        masses = np.array([weight[coords[:, 0] >= 0].sum(), weight[coords[:, 0] < 0].sum()])
+        return _two_atoms(u, masses)
+    if target.basis.shape[0] != 2:
+        raise AssumptionError("Pi_# of particles is implemented for dim E_1 = 1 and 2")
+    e1, e2 = target.basis
+    psi = np.arctan2(coords[:, 1], coords[:, 0]) % (2 * np.pi)
+    arc = np.minimum((psi / (2 * np.pi / circle_atoms)).astype(int), circle_atoms - 1)
+    masses = np.bincount(arc, weights=weight, minlength=circle_atoms)
+    middle = (np.arange(circle_atoms) + 0.5) * 2 * np.pi / circle_atoms
+    keep = masses > 0
+    points = np.cos(middle[keep])[:, None] * e1 + np.sin(middle[keep])[:, None] * e2
+    desc = (f"the particles' Pi(x_i(0)) gathered into {circle_atoms} equal arcs of the great circle of "
+            "E_1 = span((" + ", ".join(f"{c:.12g}" for c in e1) + "), (" + ", ".join(f"{c:.12g}" for c in e2) + "))")
+    return TargetMeasure(points, masses[keep] / masses.sum(), desc, math.pi / circle_atoms)
+
+
 def projection_target(config: Any) -> TargetMeasure:
     """Pi_# rho_0 for a run configuration (its model and initial density)."""
 

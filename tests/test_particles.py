@@ -246,7 +246,8 @@ def hand_departure(t, w2):
 def test_compare_reports_the_departures_as_computed_by_hand(tmp_path, capsys):
     """Example C at beta = 30 with 200 quantile particles: the particle departure time that
     compare reports and records equals the rule applied by hand to W2 between the file's
-    positions and +-u (an independent EMD with POT's ot.emd2 on the geodesic cost), and the
+    positions and +-u carrying the initial particles' masses of each side (an independent EMD
+    with POT's ot.emd2 on the geodesic cost), and the
     density's equals the rule applied to its w2_projection; the verdict says who departs first."""
     import ot
 
@@ -259,17 +260,19 @@ def test_compare_reports_the_departures_as_computed_by_hand(tmp_path, capsys):
     result = xr.open_dataset(tmp_path / "c_compare.nc")
     particles = open_particles(tmp_path / "c_particles.nc")
     density = sd.open_run(tmp_path / "c.nc")
-    # Pi_# rho_0 by hand: u the top eigenvector of the symmetric part of V B^T (B = K here),
-    # the uniform rho_0 splits 1/2, 1/2 between the half circles
+    # the target by hand: u the top eigenvector of the symmetric part of V B^T (B = K here),
+    # the masses of the initial particles on each side of u^perp
     a = np.array([[1.0, 0.0], [0.0, 0.5]]) @ np.array([[1.75, 0.866025], [0.433013, 2.5]]).T
     u = np.linalg.eigh((a + a.T) / 2)[1][:, -1]
     atoms = np.array([u, -u])
     t = particles["time"].values
     w = particles["particle_weight"].values
+    x0 = particles["position"].values[0]
+    masses = np.array([w[x0 @ u >= 0].sum(), w[x0 @ u < 0].sum()])  # Pi_# of the t = 0 particles
     by_hand = []
     for x in particles["position"].values:
         cost = np.arccos(np.clip(x @ atoms.T, -1.0, 1.0)) ** 2
-        by_hand.append(np.sqrt(ot.emd2(w, np.array([0.5, 0.5]), cost)))
+        by_hand.append(np.sqrt(ot.emd2(w, masses, cost)))
     by_hand = np.array(by_hand)
     np.testing.assert_allclose(particles["w2_projection"].values, by_hand, rtol=1e-9, atol=1e-12)
     t_p = hand_departure(t, by_hand)

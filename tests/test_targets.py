@@ -126,3 +126,30 @@ def test_zero_temperature_rate_matches_spectral_gap():
     assert w2[window].min() > 5 * 2 * np.pi / 2048 / np.sqrt(12)  # well above the grid floor
     fitted = -np.polyfit(t[window], np.log(w2[window]), 1)[0]
     assert abs(fitted - theory) <= 0.10 * theory, (fitted, theory)
+
+
+def test_empirical_projection_is_the_projection_of_the_particles():
+    """Pi_# of particles: on the circle two atoms +-u with the weights of each side; on S^2 with
+    dim E_1 = 2 the projected particles gathered into arcs, within pi / M of Pi(x_i) each."""
+    from spheredens.targets import empirical_projection
+
+    rng = np.random.default_rng(5)
+    circle = sd.Model("sa", 1.0, np.eye(2), np.array([[1.75, 0.866025], [0.433013, 2.5]]), np.diag([1.0, 0.5]))
+    theta = rng.uniform(0, 2 * np.pi, 301)
+    x = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    w = rng.uniform(size=301)
+    w /= w.sum()
+    target = empirical_projection(circle, x, w)
+    u = target.points[0]
+    assert abs(float(np.linalg.norm(u)) - 1) < 1e-14
+    np.testing.assert_allclose(target.masses, [w[x @ u >= 0].sum(), w[x @ u < 0].sum()], rtol=1e-14)
+    # S^2, V = diag(1, 1, 0.3), B = I: E_1 is the (e1, e2) plane
+    sphere = sd.Model("sa", 1.0, np.eye(3), np.eye(3), np.diag([1.0, 1.0, 0.3]))
+    y = rng.standard_normal((500, 3))
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    v = np.full(500, 1 / 500)
+    target = empirical_projection(sphere, y, v, circle_atoms=64)
+    assert abs(target.masses.sum() - 1) < 1e-14 and np.all(np.abs(target.points[:, 2]) < 1e-14)
+    projected = y[:, :2] / np.linalg.norm(y[:, :2], axis=1, keepdims=True)
+    nearest = np.max(np.arccos(np.clip(projected @ target.points[:, :2].T, -1, 1)).min(axis=1))
+    assert nearest <= np.pi / 64 + 1e-12 and target.sampling_error == np.pi / 64

@@ -1,0 +1,277 @@
+"""When do finite-n particle runs part from the mean field at low temperature? (issue 15)
+
+Example C from the uniform density (``base.toml``), beta in {30, 100, 300}:
+
+* the density with ``log_sl`` at n = 1024 and 2048 (its departure time, checked under refinement);
+* particle runs with the quantile start (one run) and i.i.d. starts (seeds 0..7) for
+  n = 250, 500, 1000, 2000, 4000, 8000, RK4 with dt = ``--dt``, to a horizon per beta that
+  passes every particle departure by at least 10 (checked: a run that has not departed by
+  then, or departed less than 10 before the end, is flagged in the table);
+* the departure time of every run as ``analyze-beta`` defines it (first snapshot after the
+  minimum of W2 to Pi_# rho_0 with W2 > 2 min + 0.02), from the runs' ``w2_projection``;
+* a fit t_dep = a + b ln n per beta and start on n <= 4000, checked against n = 8000;
+* figures: departure time against n (with the density's as a line), and the density's tail
+  in the direction of B^T u over time against the level 1/n that n particles can carry.
+
+Files go under ``runs/departure_particles/out/`` (one per run; finished runs are reused,
+partial ones resume); ``summary.json`` and ``summary.md`` (the table of
+docs/particles_low_temperature.md) beside this script, figures in docs/figures/.
+
+Usage: .venv/bin/python runs/departure_particles/study.py [--workers 2] [--quick]
+       (--quick: beta = 30, n = 250 and 500, 2 seeds: a check of the pipeline in a minute)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+import spheredens as sd
+from spheredens.analysis import curve_summary
+from spheredens.io import open_particles
+from spheredens.particles import run_particles
+from spheredens.plot import save_figure
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+OUT = HERE / "out"
+BETAS = (30.0, 100.0, 300.0)
+NS = (250, 500, 1000, 2000, 4000, 8000)
+IID_SEEDS = 8
+#: the density runs: n (refinement pair) and horizon per beta (its departure + more than 10)
+DENSITY_NS = (1024, 2048)
+DENSITY_T = {30.0: 40.0, 100.0: 50.0, 300.0: 100.0}
+#: the particle horizon per beta (the particles depart before the density)
+PARTICLE_T = {30.0: 32.0, 100.0: 45.0, 300.0: 45.0}
+#: the fit uses n up to this; larger n check it
+FIT_MAX_N = 4000
+SNAPSHOTS_PER_UNIT = 4
+
+
+def config(beta: float, t_end: float, **changes):
+    cfg = sd.load_config(HERE / "base.toml")
+    return cfg.replace(**{"model.beta": beta, "time.t_end": t_end,
+                          "time.snapshots": int(round(SNAPSHOTS_PER_UNIT * t_end)) + 1, **changes})
+
+
+def density_run(beta: float, n: int) -> dict:
+    out = OUT / f"density_beta{beta:g}_n{n}.nc"
+    cfg = config(beta, DENSITY_T[beta], **{"discretization.n": n, "output.path": str(out),
+                                           "output.figure": False})
+    ds = sd.open_run(out) if out.exists() else None
+    if ds is None or ds.attrs.get("run_status") != "complete":
+        ds = sd.run(cfg, resume=out.exists(), progress=False)
+    s = curve_summary(ds["time"].values, ds["w2_projection"].values)
+    return {"beta": beta, "n": n, "t_end": float(ds["time"].values[-1]),
+            "wall_s": float(ds.attrs.get("wall_time_total_seconds", np.nan)), **s}
+
+
+def particle_run(beta: float, n: int, start: str, seed: int, dt: float) -> dict:
+    out = OUT / f"particles_beta{beta:g}_n{n}_{start}_seed{seed}.nc"
+    cfg = config(beta, PARTICLE_T[beta], **{"particles.n": n, "particles.initialization": start,
+                                            "particles.dt": dt})
+    ds = open_particles(out) if out.exists() else None
+    t0 = time.perf_counter()
+    if ds is None or ds.attrs.get("run_status") != "complete":
+        ds = run_particles(cfg, seed=seed, output=out, progress=False, resume=out.exists())
+    s = curve_summary(ds["time"].values, ds["w2_projection"].values)
+    t_end = float(ds["time"].values[-1])
+    return {"beta": beta, "n": n, "start": start, "seed": seed, "t_end": t_end,
+            "passed_by_10": bool(np.isfinite(s["departure_time"]) and t_end - s["departure_time"] >= 10.0),
+            "wall_s": float(ds.attrs.get("wall_time_seconds", time.perf_counter() - t0)), **s}
+
+
+def fit_log_n(ns, times) -> dict:
+    """Least squares t = a + b ln n with the standard errors of a, b and their covariance."""
+    x, y = np.log(np.asarray(ns, float)), np.asarray(times, float)
+    design = np.stack([np.ones_like(x), x], axis=1)
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    resid = y - design @ coef
+    dof = max(len(y) - 2, 1)
+    cov = np.linalg.inv(design.T @ design) * float(resid @ resid) / dof
+    return {"a": float(coef[0]), "b": float(coef[1]), "se_a": float(math.sqrt(cov[0, 0])),
+            "se_b": float(math.sqrt(cov[1, 1])), "cov_ab": float(cov[0, 1]), "dof": dof}
+
+
+def predict(fit: dict, n: int) -> tuple[float, float]:
+    """The fit's value at n and its standard error (from the covariance of a, b)."""
+    x = math.log(n)
+    var = fit["se_a"] ** 2 + x * x * fit["se_b"] ** 2 + 2 * x * fit["cov_ab"]
+    return fit["a"] + fit["b"] * x, math.sqrt(max(var, 0.0))
+
+
+def summarize(densities: list[dict], particles: list[dict]) -> dict:
+    groups: dict = {}
+    for row in particles:
+        groups.setdefault((row["beta"], row["start"], row["n"]), []).append(row)
+    table = []
+    for (beta, start, n), rows in sorted(groups.items()):
+        dep = np.array([r["departure_time"] for r in rows])
+        done = dep[np.isfinite(dep)]
+        table.append({"beta": beta, "start": start, "n": n, "runs": len(rows), "departed": int(done.size),
+                      "mean": float(done.mean()) if done.size else np.nan,
+                      "std": float(done.std(ddof=1)) if done.size > 1 else np.nan,
+                      "min": float(done.min()) if done.size else np.nan,
+                      "max": float(done.max()) if done.size else np.nan,
+                      "min_w2": float(np.mean([r["min_w2"] for r in rows])),
+                      "all_passed_by_10": all(r["passed_by_10"] for r in rows),
+                      "wall_s": float(sum(r["wall_s"] for r in rows))})
+    fits = {}
+    for beta in sorted({r["beta"] for r in table}):
+        for start in ("quantile", "iid"):
+            rows = [r for r in table if r["beta"] == beta and r["start"] == start and np.isfinite(r["mean"])]
+            inside = [r for r in rows if r["n"] <= FIT_MAX_N]
+            if len(inside) < 3:
+                continue
+            fit = fit_log_n([r["n"] for r in inside], [r["mean"] for r in inside])
+            fit["checks"] = []
+            for r in rows:
+                if r["n"] > FIT_MAX_N:
+                    value, se = predict(fit, r["n"])
+                    fit["checks"].append({"n": r["n"], "predicted": value, "se": se, "measured": r["mean"]})
+            fits[f"{beta:g}/{start}"] = fit
+    dens = {}
+    for beta in sorted({r["beta"] for r in densities}):
+        rows = sorted((r for r in densities if r["beta"] == beta), key=lambda r: r["n"])
+        coarse, fine = rows[0], rows[-1]
+        dens[f"{beta:g}"] = {"departure_time": fine["departure_time"], "min_w2": fine["min_w2"],
+                             "n": fine["n"], "coarse_n": coarse["n"],
+                             "coarse_departure_time": coarse["departure_time"],
+                             "change": abs(fine["departure_time"] - coarse["departure_time"])
+                             / fine["departure_time"] if len(rows) > 1 else np.nan}
+    return {"table": table, "fits": fits, "density": dens}
+
+
+def markdown(summary: dict) -> str:
+    lines = ["| beta | start | n | runs | particle departure: mean | spread (std; min-max) | "
+             "density departure | min W2 (mean) | passed by 10 | wall s |",
+             "|---:|---|---:|---:|---:|---|---:|---:|---|---:|"]
+    for r in summary["table"]:
+        d = summary["density"].get(f"{r['beta']:g}", {}).get("departure_time", np.nan)
+        spread = (f"{r['std']:.2f}; {r['min']:g}-{r['max']:g}" if r["runs"] > 1 else "-")
+        lines.append(f"| {r['beta']:g} | {r['start']} | {r['n']} | {r['runs']} | {r['mean']:.2f} | {spread} | "
+                     f"{d:g} | {r['min_w2']:.4f} | {'yes' if r['all_passed_by_10'] else 'no'} | {r['wall_s']:.0f} |")
+    lines.append("")
+    for key, fit in summary["fits"].items():
+        lines.append(f"* beta = {key.replace('/', ', ')}: t_dep = {fit['a']:.2f} (+- {fit['se_a']:.2f}) + "
+                     f"{fit['b']:.3f} (+- {fit['se_b']:.3f}) ln n, fitted on n <= {FIT_MAX_N}")
+        for c in fit["checks"]:
+            lines.append(f"  * n = {c['n']}: predicted {c['predicted']:.2f} +- {c['se']:.2f}, measured {c['measured']:.2f}")
+    for beta, d in summary["density"].items():
+        lines.append(f"* density, beta = {beta}: departure {d['departure_time']:g} at n = {d['n']} "
+                     f"({d['coarse_departure_time']:g} at n = {d['coarse_n']}, change {d['change']:.2%}), "
+                     f"min W2 {d['min_w2']:.5f}")
+    return "\n".join(lines) + "\n"
+
+
+def figures(summary: dict, betas) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(betas), figsize=(5.2 * len(betas), 4.2), squeeze=False)
+    for ax, beta in zip(axes[0], betas):
+        for start, marker in (("quantile", "o"), ("iid", "s")):
+            rows = [r for r in summary["table"] if r["beta"] == beta and r["start"] == start]
+            if not rows:
+                continue
+            n = np.array([r["n"] for r in rows])
+            mean = np.array([r["mean"] for r in rows])
+            err = np.array([r["std"] if np.isfinite(r["std"]) else 0.0 for r in rows])
+            ax.errorbar(n, mean, yerr=err, fmt=marker, capsize=3, label=f"particles, {start}")
+            fit = summary["fits"].get(f"{beta:g}/{start}")
+            if fit:
+                grid = np.geomspace(n.min(), n.max(), 50)
+                ax.plot(grid, fit["a"] + fit["b"] * np.log(grid), "--", lw=0.8,
+                        label=f"{fit['a']:.1f} + {fit['b']:.2f} ln n ({start})")
+        dens = summary["density"].get(f"{beta:g}")
+        if dens:
+            ax.axhline(dens["departure_time"], color="k", lw=1.0,
+                       label=f"density (log_sl n = {dens['n']}): {dens['departure_time']:g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("n (particles)")
+        ax.set_ylabel("departure time from Pi_# rho_0")
+        ax.set_title(f"example C, beta = {beta:g}", fontsize=10)
+        ax.legend(fontsize=7)
+    save_figure(fig, ROOT / "docs/figures/particles_low_temperature_departure.png")
+
+
+def tail_figure(beta: float) -> None:
+    """log rho in the direction of B^T u (relative to the cluster's peak) against t, with the
+    levels 1/n: n particles carry no mass below them."""
+    import matplotlib.pyplot as plt
+
+    path = OUT / f"density_beta{beta:g}_n{DENSITY_NS[-1]}.nc"
+    if not path.exists():
+        return
+    ds = sd.open_run(path)
+    K = ds["K"].values
+    V = ds["V"].values
+    a = V @ K.T
+    u = np.linalg.eigh((a + a.T) / 2)[1][:, -1]
+    u *= np.sign(u[0])
+    bu = K.T @ u
+    theta = ds["theta"].values
+    look = math.atan2(bu[1], bu[0]) % (2 * np.pi)
+    j = int(np.argmin(np.abs((theta - look + np.pi) % (2 * np.pi) - np.pi)))
+    log_rho = ds["log_rho"].values
+    t = ds["time"].values
+    h = 2 * np.pi / theta.size
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    # the mass of the cell at B^T u relative to the whole cluster's (half the mass)
+    ax.plot(t, (log_rho[:, j] + math.log(h)) / math.log(10), label="log10 mass of the cell at B^T u")
+    for n in NS:
+        ax.axhline(-math.log10(n), color="0.6", lw=0.6, ls=":")
+        ax.text(t[-1], -math.log10(n), f" 1/{n}", fontsize=7, va="center")
+    s = curve_summary(t, ds["w2_projection"].values)
+    if np.isfinite(s["departure_time"]):
+        ax.axvline(s["departure_time"], color="k", lw=0.8, ls="--", label="density departs")
+    ax.set_xlabel("t")
+    ax.set_ylabel("log10 of the mass in one cell")
+    ax.set_title(f"beta = {beta:g}: the tail that holds the cluster, against what n particles can carry",
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    save_figure(fig, ROOT / f"docs/figures/particles_low_temperature_tail_beta{beta:g}.png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2, help="processes for the particle runs")
+    parser.add_argument("--dt", type=float, default=0.01, help="RK4 step of the particle runs")
+    parser.add_argument("--quick", action="store_true", help="beta = 30, n = 250, 500, 2 seeds")
+    args = parser.parse_args()
+    betas, ns, seeds = (((30.0,), (250, 500), 2) if args.quick else (BETAS, NS, IID_SEEDS))
+    OUT.mkdir(exist_ok=True)
+    clock = time.perf_counter()
+    densities = [density_run(beta, n) for beta in betas for n in DENSITY_NS]
+    cases = [(beta, n, "quantile", 0) for beta in betas for n in ns]
+    cases += [(beta, n, "iid", seed) for beta in betas for n in ns for seed in range(seeds)]
+    cases.sort(key=lambda c: -c[1] ** 2 * PARTICLE_T[c[0]])  # largest first: the pool stays busy
+    particles = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = {pool.submit(particle_run, *case, args.dt): case for case in cases}
+        for k, future in enumerate(as_completed(futures), 1):
+            row = future.result()
+            particles.append(row)
+            print(f"[{k}/{len(cases)}] beta {row['beta']:g} n {row['n']} {row['start']} seed {row['seed']}: "
+                  f"departure {row['departure_time']:g} ({row['wall_s']:.0f} s)", flush=True)
+    summary = summarize(densities, particles)
+    summary["wall_s"] = time.perf_counter() - clock
+    summary["dt"] = args.dt
+    name = "summary_quick" if args.quick else "summary"
+    (HERE / f"{name}.json").write_text(json.dumps(summary, indent=1, default=float))
+    text = markdown(summary)
+    (HERE / f"{name}.md").write_text(text)
+    print(text)
+    print(f"wall time of this invocation: {summary['wall_s']:.0f} s")
+    if not args.quick:
+        figures(summary, betas)
+        for beta in betas:
+            tail_figure(beta)
+
+
+if __name__ == "__main__":
+    main()
