@@ -5,7 +5,7 @@
 #
 #   bash runs/concentration/low_temperature.sh beta1000-space      # n = 1024, 2048, 4096 (sweep)
 #   bash runs/concentration/low_temperature.sh beta1000-tolerance  # tolerance 1e-1 ... 1e-3 (sweep)
-#   bash runs/concentration/low_temperature.sh beta3000            # n = 2048 and 4096
+#   bash runs/concentration/low_temperature.sh beta3000            # n = 2048 and 4096, tolerance 1e-2 and 1e-1
 #   bash runs/concentration/low_temperature.sh beta10000           # n = 4096, and n = 2048 at two tolerances
 #
 # Each ends by printing the table and the refinement changes, and redrawing the figures
@@ -22,7 +22,7 @@ done; }
 case "${1:-}" in
   beta1000-space) "$BIN/spheredens" sweep runs/concentration/sweep_low_temperature_space.toml ;;
   beta1000-tolerance) "$BIN/spheredens" sweep runs/concentration/sweep_low_temperature_tolerance.toml ;;
-  beta3000) single low_temperature_3000 low_temperature_3000_n4096 ;;
+  beta3000) single low_temperature_3000 low_temperature_3000_n4096 low_temperature_3000_tol1e-1 ;;
   beta10000) single low_temperature_10000 low_temperature_10000_n2048 low_temperature_10000_n2048_tol3e-2 ;;
   *) echo "usage: bash runs/concentration/low_temperature.sh beta1000-space|beta1000-tolerance|beta3000|beta10000" >&2
      exit 2 ;;
