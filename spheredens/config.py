@@ -154,6 +154,8 @@ class ParticlesConfig:
     dt: float
     integrator: str
     path: str | None
+    #: end the run this long after its departure from Pi_# of the initial particles (None: at t_end)
+    stop_after_departure: float | None = None
 
 
 @dataclass(frozen=True)
@@ -419,7 +421,8 @@ def _output(t: dict[str, Any]) -> OutputConfig:
 
 def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
 
-    check_keys(t, ["n", "seed", "initialization", "dt", "integrator", "path"], "particles")
+    check_keys(t, ["n", "seed", "initialization", "dt", "integrator", "path", "stop_after_departure"],
+               "particles")
     n = as_int(t.get("n", 1000), "particles.n", minimum=1, maximum=100_000)
     seed = as_int(t.get("seed", 0), "particles.seed", minimum=0)
     allowed = domain.domain.particle_initializations
@@ -434,7 +437,10 @@ def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
     path = as_str(t["path"], "particles.path") if "path" in t else None
     if path is not None and not path.endswith(".nc"):
         raise ConfigError("particles.path", f"= {path!r} must end in '.nc' (a netCDF file)")
-    return ParticlesConfig(n, seed, init, dt, integrator, path)
+    stop = (as_float(t["stop_after_departure"], "particles.stop_after_departure", minimum=0.0,
+                     what=" (time units to go on after the run departs from Pi_# of its initial particles)")
+            if "stop_after_departure" in t else None)
+    return ParticlesConfig(n, seed, init, dt, integrator, path, stop)
 
 
 def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
@@ -465,7 +471,9 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
     if cfg.particles is not None:
         p = cfg.particles
         out["particles"] = {"n": p.n, "seed": p.seed, "initialization": p.initialization, "dt": p.dt,
-                            "integrator": p.integrator, **({"path": p.path} if p.path else {})}
+                            "integrator": p.integrator, **({"path": p.path} if p.path else {}),
+                            **({"stop_after_departure": p.stop_after_departure}
+                               if p.stop_after_departure is not None else {})}
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from .analysis import curve_summary
 from .config import RunConfig
 from .diagnostics import particle_projection_distance
 from .exceptions import ConfigError, SchemaError, SimulationError
@@ -381,12 +382,25 @@ class ParticleRecorder(Observer):
         self.positions.append(np.array(state[0]))
         self.w2_projection.append(self._projection(state[0]))
 
+    def stop_requested(self) -> str:
+        """With ``particles.stop_after_departure``: end the run that long after its departure
+        from Pi_# of its initial particles (the rule of ``analyze-beta`` on the snapshots so far)."""
+        after = self.config.particles.stop_after_departure if self.config.particles else None
+        if after is None or len(self.times) < 3:
+            return ""
+        t_dep = curve_summary(np.array(self.times), np.array(self.w2_projection))["departure_time"]
+        if np.isfinite(t_dep) and self.times[-1] >= t_dep + after - 1e-9 * max(1.0, abs(t_dep)):
+            return (f"departed from Pi_# of the initial particles at t = {t_dep:g}; stopped {after:g} later "
+                    "(particles.stop_after_departure)")
+        return ""
+
     def _projection(self, x: Array) -> float:
         return float("nan") if self._w2 is None else self._w2(x, self.system.weight)
 
     def finish(self, result: Any) -> None:
         self.status = {"run_status": "complete" if result.completed else "partial",
-                       "stop_reason": result.stop_reason, "n_steps": int(result.n_steps),
+                       "stop_reason": result.stop_reason, "stop_message": result.message,
+                       "n_steps": int(result.n_steps),
                        "wall_time_seconds": float(result.wall_time)}
 
     def dataset(self) -> Any:

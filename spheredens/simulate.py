@@ -63,6 +63,11 @@ class Observer:
     def finish(self, result: "SimulationResult") -> None:
         """At the end, also after a failure or an interruption."""
 
+    def stop_requested(self) -> str:
+        """Asked after every snapshot: a non-empty message ends the run there, complete
+        (``stop_reason = "done"``), e.g. a particle run some time after its departure."""
+        return ""
+
 
 @dataclass
 class SimulationResult:
@@ -71,7 +76,8 @@ class SimulationResult:
     Attributes
     ----------
     stop_reason : str
-        ``"end"`` (reached t_end), ``"nan"`` (non-finite values), ``"dt_collapse"`` (the CFL
+        ``"end"`` (reached t_end), ``"done"`` (an observer ended it, complete:
+        :meth:`Observer.stop_requested`), ``"nan"`` (non-finite values), ``"dt_collapse"`` (the CFL
         step fell below 1e-9 t_end), ``"speed_bound"``, ``"interrupted"`` (KeyboardInterrupt or
         SIGINT) or ``"terminated"`` (SIGTERM).
     message : str
@@ -96,7 +102,7 @@ class SimulationResult:
 
     @property
     def completed(self) -> bool:
-        return self.stop_reason == "end"
+        return self.stop_reason in ("end", "done")
 
 
 #: how many times a step refused by ``scheme.step_ok`` is halved before it is taken anyway
@@ -227,9 +233,12 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
             if target in snapshot_set:
                 for obs in observers:
                     obs.observe(target, y)
+                done = [m for m in (getattr(obs, "stop_requested", str)() for obs in observers) if m]
+                if done:
+                    raise _Stop("done", done[0])
     except _Stop as stop:
         reason, message = stop.reason, stop.message
-        if reason not in ("interrupted", "terminated"):
+        if reason not in ("interrupted", "terminated", "done"):
             logger.warning("simulation stopped at t = %g: %s", t, message)
     except KeyboardInterrupt:
         reason, message = "interrupted", f"interrupted at t = {t:g}"

@@ -329,3 +329,18 @@ def test_pruned_particle_sums_give_the_direct_velocities():
     *_, kept = pruned_logsumexp_sums(model.kernel.query(x[order]), x[order], np.log(w[order]),
                                      x[order] @ model.V.T)
     assert kept < 0.35
+
+
+def test_particle_run_stops_after_its_departure(tmp_path):
+    """particles.stop_after_departure: the run ends, complete, that long after it departs (the
+    rule of analyze-beta on its w2_projection), and a second invocation reuses the file."""
+    text = DEPARTURE_CASE.replace("[particles]\n", "[particles]\nstop_after_departure = 2.0\n")
+    cfg = sd.config_from_dict(__import__("tomllib").loads(text), base_dir=tmp_path)
+    ds = run_particles(cfg, output=tmp_path / "p.nc", progress=False)
+    t, w2 = ds["time"].values, ds["w2_projection"].values
+    t_dep = hand_departure(t, w2)
+    assert ds.attrs["run_status"] == "complete" and ds.attrs["stop_reason"] == "done"
+    assert t[-1] == t_dep + 2.0 < 24.0, (t_dep, t[-1])
+    assert f"departed from Pi_# of the initial particles at t = {t_dep:g}" in ds.attrs["stop_message"]
+    again = run_particles(cfg, output=tmp_path / "p.nc", progress=False, resume=True)
+    np.testing.assert_array_equal(again["position"].values, ds["position"].values)

@@ -4,9 +4,10 @@ Example C from the uniform density (``base.toml``), beta in {30, 100, 300}:
 
 * the density with ``log_sl`` at n = 1024 and 2048 (its departure time, checked under refinement);
 * particle runs with the quantile start (one run) and i.i.d. starts (seeds 0..7) for
-  n = 250, 500, 1000, 2000, 4000, 8000, RK4 with dt = ``--dt``, to a horizon per beta that
-  passes every particle departure by at least 10 (checked: a run that has not departed by
-  then, or departed less than 10 before the end, is flagged in the table);
+  n = 250, 500, 1000, 2000, 4000, 8000, RK4 with the step ``DT`` per beta (the largest step
+  that leaves the departure time unchanged, ``--dt-check``), each to 10 time units after its
+  own departure (``particles.stop_after_departure``), at most to a horizon per beta (a run
+  that has not departed by then is flagged in the table);
 * the departure time of every run as ``analyze-beta`` defines it (first snapshot after the
   minimum of W2 to Pi_# rho_0 with W2 > 2 min + 0.02), from the runs' ``w2_projection``;
 * a fit t_dep = a + b ln n per beta and start on n <= 4000, checked against n = 8000;
@@ -17,8 +18,9 @@ Files go under ``runs/departure_particles/out/`` (one per run; finished runs are
 partial ones resume); ``summary.json`` and ``summary.md`` (the table of
 docs/particles_low_temperature.md) beside this script, figures in docs/figures/.
 
-Usage: .venv/bin/python runs/departure_particles/study.py [--workers 2] [--quick]
-       (--quick: beta = 30, n = 250 and 500, 2 seeds: a check of the pipeline in a minute)
+Usage: .venv/bin/python runs/departure_particles/study.py [--workers 2] [--quick | --dt-check]
+       (--quick: beta = 30, n = 250 and 500, 2 seeds: a check of the pipeline;
+        --dt-check: the departure time against the RK4 step at n = 1000, which sets DT)
 """
 from __future__ import annotations
 
@@ -46,8 +48,15 @@ IID_SEEDS = 8
 #: the density runs: n (refinement pair) and horizon per beta (its departure + more than 10)
 DENSITY_NS = (1024, 2048)
 DENSITY_T = {30.0: 40.0, 100.0: 50.0, 300.0: 100.0}
-#: the particle horizon per beta (the particles depart before the density)
+#: the particle horizon per beta, an upper bound: each run stops 10 after its departure
+#: (particles.stop_after_departure; the particles depart before the density)
 PARTICLE_T = {30.0: 32.0, 100.0: 45.0, 300.0: 45.0}
+#: RK4 steps checked by --dt-check (n = DT_CHECK_N, quantile start); the study uses, per beta,
+#: the largest step whose departure time equals that of the smallest step (DT below)
+DT_CHECK = (0.005, 0.01, 0.02, 0.05)
+DT_CHECK_N = 1000
+#: the step of the study per beta (from --dt-check; --dt overrides it)
+DT = {30.0: 0.01, 100.0: 0.01, 300.0: 0.01}
 #: the fit uses n up to this; larger n check it
 FIT_MAX_N = 4000
 SNAPSHOTS_PER_UNIT = 4
@@ -72,16 +81,16 @@ def density_run(beta: float, n: int) -> dict:
 
 
 def particle_run(beta: float, n: int, start: str, seed: int, dt: float) -> dict:
-    out = OUT / f"particles_beta{beta:g}_n{n}_{start}_seed{seed}.nc"
+    out = OUT / f"particles_beta{beta:g}_n{n}_{start}_seed{seed}_dt{dt:g}.nc"
     cfg = config(beta, PARTICLE_T[beta], **{"particles.n": n, "particles.initialization": start,
-                                            "particles.dt": dt})
+                                            "particles.dt": dt, "particles.stop_after_departure": 10.0})
     ds = open_particles(out) if out.exists() else None
     t0 = time.perf_counter()
     if ds is None or ds.attrs.get("run_status") != "complete":
         ds = run_particles(cfg, seed=seed, output=out, progress=False, resume=out.exists())
     s = curve_summary(ds["time"].values, ds["w2_projection"].values)
     t_end = float(ds["time"].values[-1])
-    return {"beta": beta, "n": n, "start": start, "seed": seed, "t_end": t_end,
+    return {"beta": beta, "n": n, "start": start, "seed": seed, "dt": dt, "t_end": t_end,
             "passed_by_10": bool(np.isfinite(s["departure_time"]) and t_end - s["departure_time"] >= 10.0),
             "wall_s": float(ds.attrs.get("wall_time_seconds", time.perf_counter() - t0)), **s}
 
@@ -237,30 +246,60 @@ def tail_figure(beta: float) -> None:
     save_figure(fig, ROOT / f"docs/figures/particles_low_temperature_tail_beta{beta:g}.png")
 
 
+def run_cases(cases: list[tuple], workers: int) -> list[dict]:
+    """Particle runs (beta, n, start, seed, dt) on a pool of processes, largest first."""
+    cases = sorted(cases, key=lambda c: -c[1] ** 2 * PARTICLE_T[c[0]] / c[4])
+    rows = []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(particle_run, *case) for case in cases]
+        for k, future in enumerate(as_completed(futures), 1):
+            row = future.result()
+            rows.append(row)
+            print(f"[{k}/{len(cases)}] beta {row['beta']:g} n {row['n']} {row['start']} seed {row['seed']} "
+                  f"dt {row['dt']:g}: departure {row['departure_time']:g} ({row['wall_s']:.0f} s)", flush=True)
+    return rows
+
+
+def dt_check(betas, workers: int) -> dict:
+    """Departure time against the RK4 step (n = DT_CHECK_N, quantile start) per beta."""
+    rows = run_cases([(beta, DT_CHECK_N, "quantile", 0, dt) for beta in betas for dt in DT_CHECK], workers)
+    out = {}
+    for beta in betas:
+        by_dt = {r["dt"]: r["departure_time"] for r in rows if r["beta"] == beta}
+        reference = by_dt[min(by_dt)]
+        agree = [dt for dt in sorted(by_dt) if by_dt[dt] == reference]
+        out[f"{beta:g}"] = {"departure_by_dt": {f"{dt:g}": by_dt[dt] for dt in sorted(by_dt)},
+                            "largest_agreeing_dt": max(agree)}
+        print(f"beta {beta:g}: departure by dt " + ", ".join(f"{dt:g}: {by_dt[dt]:g}" for dt in sorted(by_dt)))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2, help="processes for the particle runs")
-    parser.add_argument("--dt", type=float, default=0.01, help="RK4 step of the particle runs")
+    parser.add_argument("--dt", type=float, default=None, help="RK4 step of every particle run "
+                        "(default: DT per beta, chosen by --dt-check)")
+    parser.add_argument("--dt-check", action="store_true",
+                        help=f"only the departure time against the step, n = {DT_CHECK_N}, dt in {DT_CHECK}")
     parser.add_argument("--quick", action="store_true", help="beta = 30, n = 250, 500, 2 seeds")
     args = parser.parse_args()
     betas, ns, seeds = (((30.0,), (250, 500), 2) if args.quick else (BETAS, NS, IID_SEEDS))
     OUT.mkdir(exist_ok=True)
     clock = time.perf_counter()
+    if args.dt_check:
+        result = dt_check(betas, args.workers)
+        result["wall_s"] = time.perf_counter() - clock
+        (HERE / "dt_check.json").write_text(json.dumps(result, indent=1, default=float))
+        print(f"wall time: {result['wall_s']:.0f} s")
+        return
+    dt = {beta: args.dt or DT[beta] for beta in betas}
     densities = [density_run(beta, n) for beta in betas for n in DENSITY_NS]
-    cases = [(beta, n, "quantile", 0) for beta in betas for n in ns]
-    cases += [(beta, n, "iid", seed) for beta in betas for n in ns for seed in range(seeds)]
-    cases.sort(key=lambda c: -c[1] ** 2 * PARTICLE_T[c[0]])  # largest first: the pool stays busy
-    particles = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = {pool.submit(particle_run, *case, args.dt): case for case in cases}
-        for k, future in enumerate(as_completed(futures), 1):
-            row = future.result()
-            particles.append(row)
-            print(f"[{k}/{len(cases)}] beta {row['beta']:g} n {row['n']} {row['start']} seed {row['seed']}: "
-                  f"departure {row['departure_time']:g} ({row['wall_s']:.0f} s)", flush=True)
+    cases = [(beta, n, "quantile", 0, dt[beta]) for beta in betas for n in ns]
+    cases += [(beta, n, "iid", seed, dt[beta]) for beta in betas for n in ns for seed in range(seeds)]
+    particles = run_cases(cases, args.workers)
     summary = summarize(densities, particles)
     summary["wall_s"] = time.perf_counter() - clock
-    summary["dt"] = args.dt
+    summary["dt"] = {f"{beta:g}": dt[beta] for beta in betas}
     name = "summary_quick" if args.quick else "summary"
     (HERE / f"{name}.json").write_text(json.dumps(summary, indent=1, default=float))
     text = markdown(summary)
