@@ -117,7 +117,7 @@ def predict(fit: dict, n: int) -> tuple[float, float]:
     return fit["a"] + fit["b"] * x, math.sqrt(max(var, 0.0))
 
 
-def summarize(densities: list[dict], particles: list[dict]) -> dict:
+def summarize(densities: list[dict], particles: list[dict], windows: dict | None = None) -> dict:
     groups: dict = {}
     for row in particles:
         groups.setdefault((row["beta"], row["start"], row["n"]), []).append(row)
@@ -156,7 +156,9 @@ def summarize(densities: list[dict], particles: list[dict]) -> dict:
                              "coarse_departure_time": coarse["departure_time"],
                              "change": abs(fine["departure_time"] - coarse["departure_time"])
                              / fine["departure_time"] if len(rows) > 1 else np.nan}
-    return {"table": table, "fits": fits, "density": dens}
+    windows = {f"{beta:g}": {k: w[k] for k in ("rate", "crossing", "width_deg", "angle_deg")}
+               for beta, w in (windows or {}).items()}
+    return {"table": table, "fits": fits, "density": dens, "window": windows}
 
 
 def markdown(summary: dict) -> str:
@@ -170,10 +172,16 @@ def markdown(summary: dict) -> str:
                      f"{d:g} | {r['min_w2']:.4f} | {'yes' if r['all_passed_by_10'] else 'no'} | {r['wall_s']:.0f} |")
     lines.append("")
     for key, fit in summary["fits"].items():
+        window = summary.get("window", {}).get(key.split("/")[0])
+        mechanism = (f"; the window's mass decays at rate {window['rate']:.3f}, so the mechanism predicts "
+                     f"a slope 1 / rate = {1 / window['rate']:.3f}" if window else "")
         lines.append(f"* beta = {key.replace('/', ', ')}: t_dep = {fit['a']:.2f} (+- {fit['se_a']:.2f}) + "
-                     f"{fit['b']:.3f} (+- {fit['se_b']:.3f}) ln n, fitted on n <= {FIT_MAX_N}")
+                     f"{fit['b']:.3f} (+- {fit['se_b']:.3f}) ln n, fitted on n <= {FIT_MAX_N}{mechanism}")
         for c in fit["checks"]:
             lines.append(f"  * n = {c['n']}: predicted {c['predicted']:.2f} +- {c['se']:.2f}, measured {c['measured']:.2f}")
+    for beta, w in summary.get("window", {}).items():
+        lines.append(f"* beta = {beta}: B^T u is {w['angle_deg']:.1f} degrees from u; window {w['width_deg']:.1f} "
+                     "degrees wide; mass below 1/n first at " + ", ".join(f"t = {v:g} (n = {n})" for n, v in w["crossing"].items()))
     for beta, d in summary["density"].items():
         lines.append(f"* density, beta = {beta}: departure {d['departure_time']:g} at n = {d['n']} "
                      f"({d['coarse_departure_time']:g} at n = {d['coarse_n']}, change {d['change']:.2%}), "
@@ -183,6 +191,7 @@ def markdown(summary: dict) -> str:
 
 def figures(summary: dict, betas) -> None:
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     fig, axes = plt.subplots(1, len(betas), figsize=(5.2 * len(betas), 4.2), squeeze=False)
     for ax, beta in zip(axes[0], betas):
@@ -199,11 +208,18 @@ def figures(summary: dict, betas) -> None:
                 grid = np.geomspace(n.min(), n.max(), 50)
                 ax.plot(grid, fit["a"] + fit["b"] * np.log(grid), "--", lw=0.8,
                         label=f"{fit['a']:.1f} + {fit['b']:.2f} ln n ({start})")
+        window = summary.get("window", {}).get(f"{beta:g}")
+        if window:
+            ns = np.array([int(n) for n in window["crossing"]])
+            ax.plot(ns, list(window["crossing"].values()), "k:", lw=1.0,
+                    label="density's window mass falls below 1/n")
         dens = summary["density"].get(f"{beta:g}")
         if dens:
             ax.axhline(dens["departure_time"], color="k", lw=1.0,
                        label=f"density (log_sl n = {dens['n']}): {dens['departure_time']:g}")
         ax.set_xscale("log")
+        ax.set_xticks(NS, [str(n) for n in NS])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("n (particles)")
         ax.set_ylabel("departure time from Pi_# rho_0")
         ax.set_title(f"example C, beta = {beta:g}", fontsize=10)
@@ -211,40 +227,55 @@ def figures(summary: dict, betas) -> None:
     save_figure(fig, ROOT / "docs/figures/particles_low_temperature_departure.png")
 
 
-def tail_figure(beta: float) -> None:
-    """log rho in the direction of B^T u (relative to the cluster's peak) against t, with the
-    levels 1/n: n particles carry no mass below them."""
+def holding_window(beta: float) -> dict:
+    """The density's mass near B^T u over time (the tail that holds the cluster at u).
+
+    u is the top eigenvector of the symmetric part of A = V B^T (the cluster's atom); the window
+    is the arc where the softmax weight of a target at u, exp(beta <B^T u, y>), is within e^-1
+    of its largest value. Returns its log mass (log-sum-exp of the cells' log rho, so that
+    masses far below 1e-300 are kept) against t, the decay rate lambda of that log mass
+    (least squares on t in [10, 0.8 t_departure of the density]) and, for each n of the study,
+    the first time the mass is below 1/n (fewer than one particle expected in the window)."""
+    from scipy.special import logsumexp
+
+    ds = sd.open_run(OUT / f"density_beta{beta:g}_n{DENSITY_NS[-1]}.nc")
+    B = ds["Q"].values.T @ ds["K"].values
+    a = ds["V"].values @ B.T  # A = V B^T
+    u = np.linalg.eigh((a + a.T) / 2)[1][:, -1]
+    bu = B.T @ u
+    theta = ds["theta"].values
+    score = beta * (np.cos(theta) * bu[0] + np.sin(theta) * bu[1])
+    window = score >= score.max() - 1.0
+    t = ds["time"].values
+    log_mass = logsumexp(ds["log_rho"].values[:, window], axis=1) + math.log(2 * np.pi / theta.size)
+    dep = curve_summary(t, ds["w2_projection"].values)["departure_time"]
+    fit = (t >= 10.0) & (t <= 0.8 * dep)
+    rate = -float(np.polyfit(t[fit], log_mass[fit], 1)[0])
+    crossing = {}
+    for n in NS:
+        below = np.flatnonzero(log_mass < -math.log(n))
+        crossing[str(n)] = float(t[below[0]]) if below.size else np.nan
+    return {"t": t, "log_mass": log_mass, "rate": rate, "crossing": crossing,
+            "width_deg": float(np.degrees(np.ptp(theta[window]))), "departure_time": dep,
+            "angle_deg": float(np.degrees(math.acos(bu @ u / np.linalg.norm(bu))))}
+
+
+def tail_figure(beta: float, window: dict) -> None:
+    """log10 of the density's mass in the holding window against t, with the levels 1/n below
+    which n particles carry none of it."""
     import matplotlib.pyplot as plt
 
-    path = OUT / f"density_beta{beta:g}_n{DENSITY_NS[-1]}.nc"
-    if not path.exists():
-        return
-    ds = sd.open_run(path)
-    K = ds["K"].values
-    V = ds["V"].values
-    a = V @ K.T
-    u = np.linalg.eigh((a + a.T) / 2)[1][:, -1]
-    u *= np.sign(u[0])
-    bu = K.T @ u
-    theta = ds["theta"].values
-    look = math.atan2(bu[1], bu[0]) % (2 * np.pi)
-    j = int(np.argmin(np.abs((theta - look + np.pi) % (2 * np.pi) - np.pi)))
-    log_rho = ds["log_rho"].values
-    t = ds["time"].values
-    h = 2 * np.pi / theta.size
+    t = window["t"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    # the mass of the cell at B^T u relative to the whole cluster's (half the mass)
-    ax.plot(t, (log_rho[:, j] + math.log(h)) / math.log(10), label="log10 mass of the cell at B^T u")
-    for n in NS:
-        ax.axhline(-math.log10(n), color="0.6", lw=0.6, ls=":")
-        ax.text(t[-1], -math.log10(n), f" 1/{n}", fontsize=7, va="center")
-    s = curve_summary(t, ds["w2_projection"].values)
-    if np.isfinite(s["departure_time"]):
-        ax.axvline(s["departure_time"], color="k", lw=0.8, ls="--", label="density departs")
+    ax.plot(t, window["log_mass"] / math.log(10),
+            label=f"density (log_sl n = {DENSITY_NS[-1]}): mass within the window at B^T u")
+    ax.axhspan(-math.log10(max(NS)), -math.log10(min(NS)), color="0.85",
+               label=f"1/n for n = {min(NS)} ... {max(NS)} (the study's particle runs)")
+    ax.axvline(window["departure_time"], color="k", lw=0.8, ls="--", label="the density departs")
     ax.set_xlabel("t")
-    ax.set_ylabel("log10 of the mass in one cell")
-    ax.set_title(f"beta = {beta:g}: the tail that holds the cluster, against what n particles can carry",
-                 fontsize=9)
+    ax.set_ylabel("log10 mass")
+    ax.set_title(f"beta = {beta:g}: the tail that holds the cluster (decay rate {window['rate']:.3f}); "
+                 "n particles carry none of it below 1/n", fontsize=8)
     ax.legend(fontsize=7)
     save_figure(fig, ROOT / f"docs/figures/particles_low_temperature_tail_beta{beta:g}.png")
 
@@ -306,10 +337,11 @@ def main() -> None:
         return
     dt = {beta: args.dt or DT[beta] for beta in betas}
     densities = [density_run(beta, n) for beta in betas for n in DENSITY_NS]
+    windows = {beta: holding_window(beta) for beta in betas} if not args.quick else {}
     cases = [(beta, n, "quantile", 0, dt[beta]) for beta in betas for n in ns]
     cases += [(beta, n, "iid", seed, dt[beta]) for beta in betas for n in ns for seed in range(seeds)]
     particles = run_cases(cases, args.workers)
-    summary = summarize(densities, particles)
+    summary = summarize(densities, particles, windows)
     summary["wall_s"] = time.perf_counter() - clock
     summary["dt"] = {f"{beta:g}": dt[beta] for beta in betas}
     name = "summary_quick" if args.quick else "summary"
@@ -321,7 +353,7 @@ def main() -> None:
     if not args.quick:
         figures(summary, betas)
         for beta in betas:
-            tail_figure(beta)
+            tail_figure(beta, windows[beta])
 
 
 if __name__ == "__main__":
