@@ -93,7 +93,12 @@ def particle_run(beta: float, n: int, start: str, seed: int, dt: float) -> dict:
         ds = run_particles(cfg, seed=seed, output=out, progress=False, resume=out.exists())
     s = curve_summary(ds["time"].values, ds["w2_projection"].values)
     t_end = float(ds["time"].values[-1])
-    return {"beta": beta, "n": n, "start": start, "seed": seed, "dt": dt, "t_end": t_end, "file": str(out),
+    # W2 to Pi_# of the start 5 and 10 time units after the departure (the run ends at + 10)
+    after = {}
+    for lag in (5, 10):
+        k = np.flatnonzero(ds["time"].values >= s["departure_time"] + lag - 1e-9)
+        after[f"w2_after_{lag}"] = float(ds["w2_projection"].values[k[0]]) if k.size else np.nan
+    return {**after, "beta": beta, "n": n, "start": start, "seed": seed, "dt": dt, "t_end": t_end, "file": str(out),
             "passed_by_10": bool(np.isfinite(s["departure_time"]) and t_end - s["departure_time"] >= 10.0),
             "wall_s": float(ds.attrs.get("wall_time_seconds", time.perf_counter() - t0)), **s}
 
@@ -131,6 +136,8 @@ def summarize(densities: list[dict], particles: list[dict], windows: dict | None
                       "min": float(done.min()) if done.size else np.nan,
                       "max": float(done.max()) if done.size else np.nan,
                       "min_w2": float(np.mean([r["min_w2"] for r in rows])),
+                      "w2_after_5": float(np.nanmean([r.get("w2_after_5", np.nan) for r in rows])),
+                      "w2_after_10": float(np.nanmean([r.get("w2_after_10", np.nan) for r in rows])),
                       "all_passed_by_10": all(r["passed_by_10"] for r in rows),
                       "wall_s": float(sum(r["wall_s"] for r in rows))})
     fits = {}
@@ -163,13 +170,13 @@ def summarize(densities: list[dict], particles: list[dict], windows: dict | None
 
 def markdown(summary: dict) -> str:
     lines = ["| beta | start | n | runs | particle departure: mean | spread (std; min-max) | "
-             "density departure | min W2 (mean) | passed by 10 | wall s |",
-             "|---:|---|---:|---:|---:|---|---:|---:|---|---:|"]
+             "density departure | min W2 (mean) | W2 at departure + 5 / + 10 (mean) | passed by 10 | wall s |",
+             "|---:|---|---:|---:|---:|---|---:|---:|---|---|---:|"]
     for r in summary["table"]:
         d = summary["density"].get(f"{r['beta']:g}", {}).get("departure_time", np.nan)
         spread = (f"{r['std']:.2f}; {r['min']:g}-{r['max']:g}" if r["runs"] > 1 else "-")
         lines.append(f"| {r['beta']:g} | {r['start']} | {r['n']} | {r['runs']} | {r['mean']:.2f} | {spread} | "
-                     f"{d:g} | {r['min_w2']:.4f} | {'yes' if r['all_passed_by_10'] else 'no'} | {r['wall_s']:.0f} |")
+                     f"{d:g} | {r['min_w2']:.4f} | {r['w2_after_5']:.3f} / {r['w2_after_10']:.3f} | {'yes' if r['all_passed_by_10'] else 'no'} | {r['wall_s']:.0f} |")
     lines.append("")
     for key, fit in summary["fits"].items():
         window = summary.get("window", {}).get(key.split("/")[0])
