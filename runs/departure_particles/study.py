@@ -163,7 +163,7 @@ def summarize(densities: list[dict], particles: list[dict], windows: dict | None
                              "coarse_departure_time": coarse["departure_time"],
                              "change": abs(fine["departure_time"] - coarse["departure_time"])
                              / fine["departure_time"] if len(rows) > 1 else np.nan}
-    windows = {f"{beta:g}": {k: w[k] for k in ("rate", "crossing", "width_deg", "angle_deg")}
+    windows = {f"{beta:g}": {k: w[k] for k in ("rate", "crossing", "width_deg", "angle_deg", "delta")}
                for beta, w in (windows or {}).items()}
     return {"table": table, "fits": fits, "density": dens, "window": windows}
 
@@ -187,7 +187,8 @@ def markdown(summary: dict) -> str:
         for c in fit["checks"]:
             lines.append(f"  * n = {c['n']}: predicted {c['predicted']:.2f} +- {c['se']:.2f}, measured {c['measured']:.2f}")
     for beta, w in summary.get("window", {}).items():
-        lines.append(f"* beta = {beta}: B^T u is {w['angle_deg']:.1f} degrees from u; window {w['width_deg']:.1f} "
+        lines.append(f"* beta = {beta}: B^T u is {w['angle_deg']:.1f} degrees from u; Delta = {w['delta']:.4f}, "
+                     f"beta Delta / rate = {float(beta) * w['delta'] / w['rate']:.1f}; window {w['width_deg']:.1f} "
                      "degrees wide; mass below 1/n first at " + ", ".join(f"t = {v:g} (n = {n})" for n, v in w["crossing"].items()))
     for beta, d in summary["density"].items():
         lines.append(f"* density, beta = {beta}: departure {d['departure_time']:g} at n = {d['n']} "
@@ -264,7 +265,9 @@ def holding_window(beta: float) -> dict:
         crossing[str(n)] = float(t[below[0]]) if below.size else np.nan
     return {"t": t, "log_mass": log_mass, "rate": rate, "crossing": crossing,
             "width_deg": float(np.degrees(np.ptp(theta[window]))), "departure_time": dep,
-            "angle_deg": float(np.degrees(math.acos(bu @ u / np.linalg.norm(bu))))}
+            "angle_deg": float(np.degrees(math.acos(bu @ u / np.linalg.norm(bu)))),
+            # the softmax advantage of the peak direction over the cluster, per unit beta
+            "delta": float(np.linalg.norm(bu) - bu @ u)}
 
 
 def tail_figure(beta: float, window: dict) -> None:
