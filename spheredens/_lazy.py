@@ -60,20 +60,28 @@ def _agg_backend() -> None:
     importlib.import_module("matplotlib").use("Agg")
 
 
-def _quiet_shtns() -> None:
-    """shtns prints a banner to the C-level stdout on import: import it with stdout closed."""
-    if "shtns" in sys.modules:
-        return
+@contextlib.contextmanager
+def c_stdout_closed():
+    """Run a block with the C-level stdout (file descriptor 1) sent to /dev/null: shtns prints
+    its banner on import and warnings on some grids there."""
     sys.stdout.flush()
     saved = os.dup(1)
     try:
         with open(os.devnull, "w") as devnull:
             os.dup2(devnull.fileno(), 1)
             with contextlib.redirect_stdout(io.StringIO()):
-                importlib.import_module("shtns")
+                yield
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def _quiet_shtns() -> None:
+    """shtns prints a banner to the C-level stdout on import: import it with stdout closed."""
+    if "shtns" in sys.modules:
+        return
+    with c_stdout_closed():
+        importlib.import_module("shtns")
 
 
 xarray = LazyModule("xarray")

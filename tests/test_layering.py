@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("interaction._quadrature",),
     ("interaction._pruned",),
     ("interaction._fourier", "interaction._funk_hecke"),
-    ("interaction._points",),
+    ("interaction._points", "interaction._meridians"),
     ("interaction._auxiliary",),
     ("interaction",),
     ("schemes._base",),

@@ -22,13 +22,14 @@ from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidat
 from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers)
+from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
 __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
            "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
-           "INTERACTIONS", "KappaInterpolation", "Layout", "PrunedDirectQuadrature", "SphereDirectQuadrature",
+           "INTERACTIONS", "KappaInterpolation", "Layout", "LowRankMeridianInteraction", "PrunedDirectQuadrature", "SphereDirectQuadrature",
            "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "clip_norm",
            "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "pruned_logsumexp_sums", "make_evaluator",
            "make_interaction", "make_sphere_interaction", "orthogonal_multiple",

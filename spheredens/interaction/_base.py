@@ -142,7 +142,7 @@ class Evaluator:
 #: ``discretization.interaction`` names and their descriptions (``spheredens info``)
 INTERACTIONS = Registry("interaction evaluator")
 INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere: funk_hecke, "
-                              "else kappa_interpolation, else direct")
+                              "else lowrank_meridian (sh_spectral), else direct")
 #: every registered evaluator class, in registration order
 EVALUATOR_CLASSES: list[type[Evaluator]] = []
 

@@ -56,7 +56,9 @@ class SHSpectralScheme(Scheme):
     lmax : int, 3..1023 (default 31); the grid is 2 ceil(3 (lmax + 1) / 4) (>= 32) latitudes by
         twice as many longitudes
     filter : ``"exponential"`` (default) or ``"none"`` (:func:`sphere_filter`)
-    interaction : ``"auto"``, ``"funk_hecke"``, ``"kappa_interpolation"``, ``"direct"``
+    interaction : ``"auto"`` (funk_hecke where B is a multiple of an orthogonal matrix, else
+        lowrank_meridian), ``"funk_hecke"``, ``"lowrank_meridian"``, ``"kappa_interpolation"``,
+        ``"direct"``
     integrator : ``"rk4"`` (default) or any registered tableau
     nthreads : threads of shtns (default 1; its OpenMP default was ~50x slower on 2 cores)
     """
@@ -88,7 +90,8 @@ class SHSpectralScheme(Scheme):
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
         nlat, nphi = default_grid_size(int(options.get("lmax") or 31))
         points = nlat * nphi
-        return points, 8.0 * 64 * 5 * points if options.get("interaction") == "kappa_interpolation" else 0.0
+        per_point = {"kappa_interpolation": 64 * 5, "lowrank_meridian": 120, "auto": 120}
+        return points, 8.0 * per_point.get(options.get("interaction", "auto"), 0) * points
 
     def __init__(self, problem: Any, *, lmax: int = 31, filter: str = "exponential", nthreads: int = 1,
                  **common: Any) -> None:

@@ -9,6 +9,7 @@ from scipy.spatial.transform import Rotation
 from spheredens.grids import GaussGrid
 from spheredens.initial import von_mises_fisher_density
 from spheredens.interaction import (DirectQuadrature, FunkHeckeInteraction, KappaInterpolation,
+                                    LowRankMeridianInteraction,
                                     funk_hecke_multipliers, make_sphere_interaction,
                                     orthogonal_multiple)
 from spheredens.models import Model
@@ -52,7 +53,7 @@ def test_spectral_matches_direct_quadrature(grids, case, beta, name):
     model = Model(name, beta, np.eye(3), B, V)
     c = smooth_coefficients(coarse)
     spectral = make_sphere_interaction(model, coarse)
-    expected_cls = FunkHeckeInteraction if case != "general" else KappaInterpolation
+    expected_cls = FunkHeckeInteraction if case != "general" else LowRankMeridianInteraction
     assert isinstance(spectral, expected_cls)
     every = 3  # compare on a third of the grid points (the oracle is O(N_fine N_targets))
     got = spectral.velocity(c)[0].reshape(-1, 3)[::every]
