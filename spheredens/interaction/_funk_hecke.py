@@ -41,6 +41,18 @@ def funk_hecke_multipliers(l: Array, kappa: float) -> tuple[Array, Array]:
     return s, s_next + (l / kappa) * s
 
 
+#: the general-B evaluators (kappa = beta |B^T x| between beta sigma_min and beta sigma_max)
+#: need B invertible with at most this condition number
+MAX_CONDITION = 1e3
+GENERAL_B_REQUIREMENT = "needs B = Q^T K invertible with condition number <= 1e3"
+
+
+def well_conditioned(model: Model) -> bool:
+    """Whether sigma_max(B) / sigma_min(B) < MAX_CONDITION."""
+    sigma = model.kernel.singular_values
+    return bool(sigma[-1] * MAX_CONDITION > sigma[0])
+
+
 def zonal_decomposition(model: Model, who: str) -> tuple[float, Array]:
     """(kappa, R) with B = Q^T K = a R (a > 0, R orthogonal) and kappa = beta a: the kernel is
     exp(kappa <R^T x, y>), zonal; a ValueError naming ``who`` when B is no such multiple."""
@@ -248,20 +260,15 @@ class KappaInterpolation(_SphereEvaluator):
 
     description = ("sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
                    "(B invertible, cond <= 1e3)")
-
-    requirement = "needs B = Q^T K invertible with condition number <= 1e3"
-
-    @staticmethod
-    def structure(model: Model) -> bool:
-        sigma = model.kernel.singular_values
-        return bool(sigma[-1] > 1e-3 * sigma[0])
+    requirement = GENERAL_B_REQUIREMENT
+    structure = staticmethod(well_conditioned)
 
     def __init__(self, model: Model, grid: GaussGrid, *, tol: float = 1e-12, max_nodes: int = 64) -> None:
         super().__init__(model, grid)
         B = model.kernel.B
         sigma = model.kernel.singular_values
-        if sigma[-1] <= 1e-3 * sigma[0]:
-            raise ValueError("KappaInterpolation needs B = Q^T K well conditioned (cond <= 1e3)")
+        if not well_conditioned(model):
+            raise ValueError(f"KappaInterpolation {GENERAL_B_REQUIREMENT}")
         bx = grid.points @ B  # rows: (B^T x)^T
         r = np.linalg.norm(bx, axis=-1)
         self.kappa = (model.beta * r).reshape(-1)

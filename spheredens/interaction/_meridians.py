@@ -55,8 +55,8 @@ from ..grids import GaussGrid
 from ..grids._sphere_gauss import import_shtns
 from ..models import Model
 from ._base import Layout, register_evaluator
-from ._funk_hecke import (GUARD_RELATIVE_Z, _SphereEvaluator, barycentric_weights, chebyshev_log_nodes,
-                          funk_hecke_multipliers, rotation_euler_zyz)
+from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, _SphereEvaluator, barycentric_weights,
+                          chebyshev_log_nodes, funk_hecke_multipliers, rotation_euler_zyz, well_conditioned)
 from ._pruned import pruned_logsumexp_sums
 
 Array = NDArray[np.float64]
@@ -144,12 +144,8 @@ class LowRankMeridianInteraction(_SphereEvaluator):
 
     description = ("sphere: Funk-Hecke multipliers of low rank in kappa = beta |B^T x|, evaluated "
                    "along the images of the grid's meridians (B invertible, cond <= 1e3)")
-    requirement = "needs B = Q^T K invertible with condition number <= 1e3"
-
-    @staticmethod
-    def structure(model: Model) -> bool:
-        sigma = model.kernel.singular_values
-        return bool(sigma[-1] > 1e-3 * sigma[0])
+    requirement = GENERAL_B_REQUIREMENT
+    structure = staticmethod(well_conditioned)
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "LowRankMeridianInteraction":
@@ -164,9 +160,9 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         if model.beta == 0.0:
             return
         B = np.asarray(model.kernel.B, dtype=float)
+        if not well_conditioned(model):
+            raise ValueError(f"lowrank_meridian {GENERAL_B_REQUIREMENT}")
         sigma = model.kernel.singular_values
-        if sigma[-1] <= 1e-3 * sigma[0]:
-            raise ValueError("lowrank_meridian needs B = Q^T K well conditioned (cond <= 1e3)")
         beta = model.beta
         lo, hi = beta * sigma[-1] * (1 - 1e-12), beta * sigma[0] * (1 + 1e-12)
         self._c, self.lowrank_error = lowrank_multipliers(grid.lmax, lo, hi, tol)
