@@ -11,6 +11,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def fastest_call(fn: Callable[[], Any], calls: int) -> float:
+    """The shortest of ``calls`` single calls (after one warm-up), in seconds."""
+    fn()
+    best = float("inf")
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def best_time(fn: Callable[[], Any], *, repeat: int = 5, number: int | None = None) -> float:
     """Best-of-``repeat`` seconds per call, after one warm-up call (number auto-chosen ~0.2 s)."""
     fn()

@@ -29,7 +29,7 @@ import spheredens as sd
 from spheredens.config import config_from_dict
 from spheredens.interaction import make_evaluator
 
-from _common import best_time, stamp, write_rows
+from _common import best_time, fastest_call, stamp, write_rows
 
 LMAXS = (63, 127, 255)
 DIRECT_LMAXS = (63, 127)
@@ -52,17 +52,6 @@ def scheme_for(lmax: int, B: np.ndarray, interaction: str = "auto"):
         "time": {"t_end": 1.0, "snapshots": 2},
     })
     return sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization)
-
-
-def fastest_call(fn, calls: int) -> float:
-    """The shortest of ``calls`` single calls (after one warm-up), in seconds."""
-    fn()
-    best = float("inf")
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:

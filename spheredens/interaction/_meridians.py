@@ -58,6 +58,7 @@ from ._base import Layout, register_evaluator
 from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, _SphereEvaluator, barycentric_weights,
                           chebyshev_log_nodes, funk_hecke_multipliers, rotation_euler_zyz, well_conditioned)
 from ._pruned import pruned_logsumexp_sums
+from ._quadrature import clip_norm
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
@@ -82,7 +83,7 @@ def lowrank_multipliers(lmax: int, kappa_min: float, kappa_max: float, tol: floa
     s_l(k) ~ sum_r (sum_l' s_l'(k) c_r(l')) c_r(l) and the same for ds_l, to an l1 error over l
     below ``tol`` s_0(k) at ``samples`` log-spaced k in [kappa_min, kappa_max]; and that error."""
     l = np.arange(lmax + 1.0)
-    ks = np.geomspace(kappa_min, kappa_max, samples) if kappa_max > kappa_min else np.array([kappa_min])
+    ks = np.geomspace(kappa_min, kappa_max, samples)
     rows = [np.stack(funk_hecke_multipliers(l, k)) for k in ks]
     s = np.array(rows)  # (samples, 2, lmax + 1)
     m = np.concatenate([s[:, 0] / s[:, 0, :1], s[:, 1] / s[:, 0, :1]])
@@ -172,7 +173,7 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         pole = B.T @ np.array([0.0, 0.0, 1.0])
         self._q = rotation_to_pole(pole / np.linalg.norm(pole))
         self._euler = rotation_euler_zyz(self._q)  # coefficients of rho(Q^T z)
-        self._nodes = chebyshev_log_nodes(lo, hi, WEIGHT_NODES) if hi > lo else np.array([lo])
+        self._nodes = chebyshev_log_nodes(lo, hi, WEIGHT_NODES)  # hi > lo: the range is widened above
         l = np.arange(grid.lmax + 1.0)
         at_nodes = np.array([funk_hecke_multipliers(l, k) for k in self._nodes])  # (p, 2, lmax + 1)
         self._node_a, self._node_a_d = at_nodes[:, 0] @ self._c.T, at_nodes[:, 1] @ self._c.T
@@ -195,9 +196,6 @@ class LowRankMeridianInteraction(_SphereEvaluator):
     def _weights(self, kappa: Array) -> tuple[Array, Array]:
         """A_r(kappa), A'_r(kappa) (R, len(kappa)) by barycentric interpolation in log kappa
         between the exact values at the Chebyshev nodes."""
-        if len(self._nodes) == 1:
-            return (np.repeat(self._node_a.T, len(kappa), axis=1),
-                    np.repeat(self._node_a_d.T, len(kappa), axis=1))
         w = barycentric_weights(self._nodes, kappa)
         return (w @ self._node_a).T, (w @ self._node_a_d).T
 
@@ -326,12 +324,13 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         self._grad_kappa = grad - np.sum(grad * u, axis=-1, keepdims=True) * u
         kappa = self._kappa[:, None]
         # N e^-kappa = V [u D + (e_t sign dH/dt + e_p dH/dphi / sin - (D - H) grad kappa~) / kappa]
-        self._vectors = [self._grad_kappa / kappa, u - self._grad_kappa / kappa,
-                         self._e_p * (self._inv_sin / self._kappa)[:, None],
-                         self._e_t * (self._sign_t / self._kappa)[:, None]]
-        frames = [g.e_theta.reshape(-1, 3) @ self.model.V, g.e_phi.reshape(-1, 3) @ self.model.V]
+        # (4, N, 3): N e^-kappa = V sum_f field_f vectors_f at each target
+        self._vectors = np.array([self._grad_kappa / kappa, u - self._grad_kappa / kappa,
+                                  self._e_p * (self._inv_sin / self._kappa)[:, None],
+                                  self._e_t * (self._sign_t / self._kappa)[:, None]])
+        frames = np.stack([g.e_theta.reshape(-1, 3) @ self.model.V, g.e_phi.reshape(-1, 3) @ self.model.V])
         # (2, 4, N): component c of N / Z at target n is sum_f coef[c, f, n] field_f[n] / H[n]
-        self._coef = np.array([[np.sum(e * v, axis=-1) for v in self._vectors] for e in frames])
+        self._coef = np.einsum("cnd,fnd->cfn", frames, self._vectors)
 
     # -- evaluation -------------------------------------------------------------------------
     def fields(self, rho_c: Coefficients) -> Array:
@@ -382,10 +381,9 @@ class LowRankMeridianInteraction(_SphereEvaluator):
     def _averages(self, rho_c: Coefficients) -> Array:
         """N / Z (sa) or N (usa) as vectors (N, 3); for sa, the rows with a tiny partition
         function in the log domain."""
-        h, d, h_phi, h_t = self.fields(rho_c).T
-        grad = ((h_t * self._sign_t)[:, None] * self._e_t + (h_phi * self._inv_sin)[:, None] * self._e_p
-                - (d - h)[:, None] * self._grad_kappa)
-        n = (self._u * d[:, None] + grad / self._kappa[:, None]) @ self.model.V.T
+        fields = self.fields(rho_c)
+        h = fields[:, 0]
+        n = np.einsum("nf,fnd->nd", fields, self._vectors) @ self.model.V.T
         if not self.model.kind.normalized:
             with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
                 return n * np.exp(self._kappa)[:, None]
@@ -393,8 +391,7 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         small = self._small_rows(h)
         if small.size:
             out[small] = self._log_domain_rows(rho_c, small)
-        norm = np.linalg.norm(out, axis=-1, keepdims=True)
-        return out * np.where(norm > self._v_norm, self._v_norm / np.where(norm > 0, norm, 1.0), 1.0)
+        return clip_norm(out, self._v_norm)
 
     def _small_rows(self, h: Array) -> Array:
         small = np.flatnonzero((h < GUARD_RELATIVE_Z * h.max()) | ~(h > 0.0))
