@@ -29,7 +29,7 @@ from .diagnostics import particle_projection_distance
 from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
 from .integrators import INTEGRATORS
-from .interaction import logsumexp_sums, pruned_logsumexp_sums
+from .interaction import circle_order, clustered_logsumexp_sums, logsumexp_sums
 from .io import FileWriter, open_particles
 from .models import Model
 from .problem import Problem
@@ -166,21 +166,24 @@ def initial_slice_particles(problem: Problem, n: int, initialization: str, seed:
 
 
 # -- the particle system as a scheme ----------------------------------------------------------
-#: from this many particles on, the circle's sums skip the source blocks certified below 2^-60 of
-#: each row's sum (:func:`spheredens.interaction.pruned_logsumexp_sums`): the same velocities to
-#: round-off, at a cost that falls with the kernel's width (tests/test_particles.py)
+#: from this many particles on, the circle's sums skip the groups certified below 2^-60 of each
+#: row's sum and expand those between tight clusters to 2^-60
+#: (:func:`spheredens.interaction.clustered_logsumexp_sums`): the same velocities to round-off,
+#: at a cost that falls with the kernel's width and with clustering (tests/test_particles.py)
 PRUNE_FROM = 2000
 
 
 def particle_sums(model: Model, x: Array, log_w: Array) -> tuple[Array, Array, Array]:
     """(Z e^-M, N e^-M, M) of the attention sums at the particles: direct log-sum-exp, or on
-    the circle from :data:`PRUNE_FROM` particles on the pruned sums over the particles sorted
-    by angle."""
+    the circle from :data:`PRUNE_FROM` particles on the sums over the particles ordered by angle
+    with certified pruning and expansions between tight clusters
+    (:func:`spheredens.interaction.clustered_logsumexp_sums`): the same sums to round-off."""
     q, vy = model.kernel.query(x), x @ model.V.T
     if x.shape[1] != 2 or len(x) < PRUNE_FROM:
         return logsumexp_sums(q, x, log_w, vy)
-    order = np.argsort(np.arctan2(x[:, 1], x[:, 0]), kind="stable")
-    z, num, m, _ = pruned_logsumexp_sums(q[order], x[order], log_w[order], vy[order])
+    order = circle_order(x)
+    z, num, m, _ = clustered_logsumexp_sums(q[order], x[order], log_w[order], vy[order],
+                                            model.kernel.beta * model.kernel.sigma_max)
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
     return z[back], num[back], m[back]

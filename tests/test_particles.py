@@ -331,6 +331,75 @@ def test_pruned_particle_sums_give_the_direct_velocities():
     assert kept < 0.35
 
 
+def _longdouble_velocity(q, x, log_w, vy):
+    """N/Z at every particle summed in extended precision (the reference of the sums' tests)."""
+    long = np.longdouble
+    g = q.astype(long) @ x.T.astype(long) + log_w.astype(long)[None, :]
+    e = np.exp(g - g.max(axis=1, keepdims=True))
+    return (e @ vy.astype(long)) / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("beta", [30.0, 300.0, 3000.0])
+def test_clustered_particle_sums_give_the_direct_velocities(beta):
+    """From PRUNE_FROM particles on the circle the sums expand the pairs of tight clusters (and
+    skip the negligible ones): N/Z is as close to an extended-precision sum as the direct
+    float64 sum is, within the round-off of the logits (beta sigma_max 2^-53 ||V||), for
+    clusters of every width, coincident particles, stragglers and unequal weights; most pairs
+    are expanded or skipped, not summed."""
+    from spheredens.interaction import circle_order, clustered_logsumexp_sums
+    from spheredens.problem import Problem
+    import spheredens.particles as particles
+
+    model = Problem.from_config(sd.config_from_dict(
+        {"model": {"name": "sa", "beta": beta, **EXAMPLE_C}, "initial": {"name": "uniform"},
+         "discretization": {"scheme": "log_sl", "n": 2048}, "time": {"t_end": 1.0}})).model
+    rng = np.random.default_rng(7)
+    n = particles.PRUNE_FROM + 400
+    theta = np.concatenate([0.6 + 1e-3 * rng.standard_normal(900),         # tight cluster
+                            -2.5 + 0.05 * rng.standard_normal(900),        # a wide one
+                            np.full(200, 1.7), 1.7 + 1e-9 * rng.standard_normal(100),  # coincident
+                            rng.uniform(-np.pi, np.pi, n - 2100)])         # stragglers
+    x = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    w = rng.uniform(0.5, 1.5, n)
+    w /= w.sum()
+    q, vy = model.kernel.query(x), x @ model.V.T
+    reference = _longdouble_velocity(q, x, np.log(w), vy).astype(float)
+    z, num, _ = particles.logsumexp_sums(q, x, np.log(w), vy)
+    zc, numc, _ = particles.particle_sums(model, x, np.log(w))
+    roundoff = beta * model.kernel.sigma_max * 2.0**-53 * np.linalg.norm(model.V, 2)
+    direct_error = np.abs(num / z[:, None] - reference).max()
+    clustered_error = np.abs(numc / zc[:, None] - reference).max()
+    assert clustered_error <= 30 * roundoff, (clustered_error, roundoff)
+    assert clustered_error <= max(10 * direct_error, 4 * roundoff), (clustered_error, direct_error)
+    order = circle_order(x)
+    *_, stats = clustered_logsumexp_sums(q[order], x[order], np.log(w[order]), vy[order],
+                                         beta * model.kernel.sigma_max)
+    if beta <= 300:  # at beta = 3000 the stragglers near each peak direction outweigh the clusters
+        assert stats["expanded"] > 0.2 and stats["direct"] < 0.15, stats
+    assert stats["direct"] + stats["expanded"] < 0.55
+
+
+def test_expansion_order_bounds_the_truncation():
+    """The Taylor order of an expanded pair: x^{p+1} / (p+1)! e^{2x} <= 2^-60, the smallest such
+    p, and the truncated series of e^s for |s| <= x is within that of e^s relative to it."""
+    from math import factorial
+
+    from spheredens.interaction._clusters import EXPANSION_TOLERANCE, P_MAX, X_MAX, expansion_order
+
+    assert expansion_order(3.0) == P_MAX + 1  # no order up to P_MAX is enough: summed directly
+    xs = np.array([0.0, 1e-12, 1e-3, 0.1, X_MAX, 1.0, 1.5])
+    orders = expansion_order(xs)
+    for x, p in zip(xs, orders):
+        bound = lambda p: x ** (p + 1) / factorial(p + 1) * np.exp(2 * x)  # noqa: E731
+        assert bound(p) <= EXPANSION_TOLERANCE and (p == 0 or bound(p - 1) > EXPANSION_TOLERANCE)
+        for s in (-x, x):  # the extremes of |e^s - T_p(s)| / e^s
+            mp = __import__("mpmath")
+            mp.mp.dps = 40
+            taylor = sum(mp.mpf(s) ** k / mp.factorial(k) for k in range(p + 1))
+            assert abs(mp.exp(s) - taylor) / mp.exp(s) <= EXPANSION_TOLERANCE
+    assert orders[0] == 0 and orders[-1] > orders[-2]
+
+
 def test_particle_run_stops_after_its_departure(tmp_path):
     """particles.stop_after_departure: the run ends, complete, that long after it departs (the
     rule of analyze-beta on its w2_projection), and a second invocation reuses the file."""

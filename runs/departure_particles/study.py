@@ -335,8 +335,13 @@ def main() -> None:
     parser.add_argument("--dt-check", action="store_true",
                         help=f"only the departure time against the step, n = {DT_CHECK_N}, dt in {DT_CHECK}")
     parser.add_argument("--quick", action="store_true", help="beta = 30, n = 250, 500, 2 seeds")
+    parser.add_argument("--ns", type=int, nargs="+", default=None, metavar="N",
+                        help=f"run only these particle numbers (default: {' '.join(map(str, NS))}); "
+                        "the summary and figures then cover the runs made so far")
     args = parser.parse_args()
     betas, ns, seeds = (((30.0,), (250, 500), 2) if args.quick else (BETAS, NS, IID_SEEDS))
+    if args.ns:
+        ns = tuple(args.ns)
     OUT.mkdir(exist_ok=True)
     clock = time.perf_counter()
     if args.dt_check:

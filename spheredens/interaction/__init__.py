@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from ..kernel import orthogonal_multiple
 from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
+from ._clusters import circle_order, clustered_logsumexp_sums
 from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidates, choices,
                     make_evaluator, register_evaluator, select_evaluator)
 from ._fourier import FourierConvolution, aliased_multipliers
@@ -30,7 +31,7 @@ from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
            "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
            "INTERACTIONS", "KappaInterpolation", "Layout", "LowRankMeridianInteraction", "PrunedDirectQuadrature", "SphereDirectQuadrature",
-           "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "clip_norm",
+           "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "circle_order", "clip_norm", "clustered_logsumexp_sums",
            "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "pruned_logsumexp_sums", "make_evaluator",
            "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
            "register_evaluator", "select_evaluator", "sphere_choice"]

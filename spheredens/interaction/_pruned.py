@@ -38,11 +38,13 @@ TARGET_BLOCK = 256
 
 class SourceBlocks:
     """Blocks of consecutive sources with their unit mean directions c_J and radii r_J
-    (module docstring); ``extra`` (per source) widens the radii (a centroid that may move)."""
+    (module docstring); ``extra`` (per source) widens the radii (a centroid that may move).
+    ``starts`` gives blocks of any sizes (their first indices) instead of ``block`` each."""
 
-    def __init__(self, sources: Array, block: int = SOURCE_BLOCK, extra: Array | float = 0.0) -> None:
+    def __init__(self, sources: Array, block: int = SOURCE_BLOCK, extra: Array | float = 0.0, *,
+                 starts: NDArray[np.int64] | None = None) -> None:
         n_s = len(sources)
-        self.starts = np.arange(0, n_s, block)
+        self.starts = np.arange(0, n_s, block) if starts is None else np.asarray(starts)
         mean = np.add.reduceat(sources, self.starts, axis=0)
         norm = np.linalg.norm(mean, axis=1, keepdims=True)
         self.centres = mean / np.where(norm > 0.0, norm, 1.0)

@@ -1,0 +1,204 @@
+"""Particle sums on the circle with certified expansions between clusters (issue 15).
+
+At low temperature n particles gather in a few tight clusters, and the direct log-sum-exp sums
+cost n^2 exponentials however tight they are: a target in a cluster sees all of it. Between a
+group I of targets (centre c_I, q_I = beta B^T c_I) and a group J of sources (centre c_J), write
+q_i = q_I + eps_i and y_j = c_J + delta_j. Then
+
+    <q_i, y_j> = <q_i, c_J> + <q_I, delta_j> + <eps_i, delta_j>,
+
+and only the last term couples i and j. With |eps_i| <= e_I and |delta_j| <= r_J it is at most
+x = e_I r_J in size, and its exponential is the multinomial Taylor series
+
+    e^{<eps, delta>} = sum_{|alpha| <= p} eps^alpha delta^alpha / alpha!  +  R_p,
+    |R_p| <= x^{p+1} / (p+1)! e^x,
+
+so that, all terms being positive, the truncated sum of the pair is within
+x^{p+1} / (p+1)! e^{2x} of Z_IJ relative to it, and N_IJ within ||V|| times that of Z_IJ. The
+order p is the smallest that makes this at most 2^-60 (``EXPANSION_TOLERANCE``); the sums of
+the pair then cost (p+1)(p+2)/2 (|I| + |J|) products instead of |I| |J| exponentials:
+
+    Z_iJ = e^{<q_i, c_J> + s_J} sum_alpha (eps_i^alpha / alpha!) M_alpha,
+    M_alpha = sum_j e^{<q_I, delta_j> + log a_j - s_J} delta_j^alpha   (and with V y_j for N),
+
+s_J the largest exponent of the moments (log domain: nothing overflows or is floored).
+Groups are consecutive particles in angle, in bins narrow enough that x <= ``X_MAX`` for any
+pair. A pair is expanded where that is cheaper than summing it, summed directly where not, and
+skipped where the bound of :mod:`spheredens.interaction._pruned` proves it below 2^-60 of every
+row's sum. All together the sums equal the direct ones to about 2^-59 of each row's Z (and N/Z
+to 2^-58 ||V||): the same velocities to round-off
+(tests/test_particles.py::test_clustered_particle_sums_give_the_direct_velocities).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._pruned import SourceBlocks
+
+Array = NDArray[np.float64]
+
+#: the truncation of every expanded pair, relative to the pair's sum
+EXPANSION_TOLERANCE = 2.0**-60
+#: the largest coupling x = e_I r_J the groups are built for (their angular width follows)
+X_MAX = 0.5
+#: the largest Taylor order tried; pairs that would need more are summed directly
+P_MAX = 24
+#: cost model (seconds): a directly summed pair, an expansion term per point, a pair's overhead
+DIRECT_PAIR_COST = 8e-9
+EXPANSION_TERM_COST = 2e-9
+EXPANSION_OVERHEAD = 3e-5
+
+
+def expansion_order(x: Array | float) -> NDArray[np.int64]:
+    """The smallest order p with x^{p+1} / (p+1)! e^{2x} <= EXPANSION_TOLERANCE (module
+    docstring), elementwise; P_MAX + 1 where no p <= P_MAX is enough."""
+    x = np.asarray(x, dtype=float)
+    p = np.arange(P_MAX + 1)
+    with np.errstate(divide="ignore"):
+        log_x = np.log(x)[..., None]
+    log_bound = (p + 1) * log_x - np.cumsum(np.log(p + 1.0)) + 2.0 * x[..., None]
+    ok = log_bound <= math.log(EXPANSION_TOLERANCE)
+    return np.where(ok.any(axis=-1), ok.argmax(axis=-1), P_MAX + 1)
+
+
+def n_terms(p: int) -> int:
+    """Number of multi-indices alpha in 2 dimensions with |alpha| <= p."""
+    return (p + 1) * (p + 2) // 2
+
+
+_ALPHA = np.array([(k - a2, a2) for k in range(P_MAX + 1) for a2 in range(k + 1)])  # by |alpha|
+_LOG_FACT = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, P_MAX + 1)))])
+_INV_FACT = np.exp(-(_LOG_FACT[_ALPHA[:, 0]] + _LOG_FACT[_ALPHA[:, 1]]))
+
+
+def monomials(v: Array, p: int, *, factorial: bool = False) -> Array:
+    """v^alpha (or v^alpha / alpha!) for |alpha| <= p, columns ordered by |alpha|: (m, n_terms(p))."""
+    k = n_terms(p)
+    powers = np.arange(p + 1)
+    p1, p2 = v[:, :1] ** powers, v[:, 1:2] ** powers
+    out = p1[:, _ALPHA[:k, 0]] * p2[:, _ALPHA[:k, 1]]
+    return out * _INV_FACT[:k] if factorial else out
+
+
+def _groups(x: Array, width: float) -> NDArray[np.int64]:
+    """Start indices of the groups of ``x`` (ordered by angle, beginning after the largest gap):
+    particles in the same bin of the given angular width."""
+    phi = np.arctan2(x[:, 1], x[:, 0])
+    rel = np.mod(phi - phi[0], 2.0 * np.pi)
+    rel[0] = 0.0
+    bins = np.floor(np.maximum.accumulate(rel) / width).astype(np.int64)
+    return np.flatnonzero(np.diff(bins, prepend=-1))
+
+
+def circle_order(x: Array) -> NDArray[np.int64]:
+    """An order of points on the circle by angle that begins after the largest gap."""
+    phi = np.arctan2(x[:, 1], x[:, 0])
+    order = np.argsort(phi, kind="stable")
+    gaps = np.diff(phi[order], append=phi[order[0]] + 2.0 * np.pi)
+    return np.roll(order, -(int(np.argmax(gaps)) + 1))
+
+
+def clustered_logsumexp_sums(q: Array, x: Array, log_a: Array, vy: Array, beta_sigma: float,
+                             ) -> tuple[Array, Array, Array, dict]:
+    """(Z e^-M, N e^-M, M) of :func:`~spheredens.interaction.logsumexp_sums` for particles
+    ``x`` (n, 2) on the circle that are both the targets (``q`` = beta B^T x) and the sources
+    (log weights ``log_a``, V y in ``vy``), ordered by :func:`circle_order`; ``beta_sigma`` is
+    beta sigma_max(B). Pairs of groups are expanded, summed or skipped as the module docstring
+    says. Returns also counts: the fractions of pairs summed directly and expanded."""
+    n, d = len(x), vy.shape[1]
+    width = 2.0 * math.sqrt(X_MAX / beta_sigma)
+    starts = _groups(x, width)
+    blocks = SourceBlocks(x, starts=starts)
+    size = np.diff(np.append(starts, n))
+    g_of = blocks.block
+    centre = blocks.centres
+    upper, lower = blocks.bounds(q, np.linalg.norm(q, axis=1), x, log_a)
+    keep = upper >= lower[:, None] + blocks.log_cut  # (targets, groups)
+    z, num, m = np.zeros(n), np.zeros((n, d)), np.full(n, -np.inf)
+    stats = {"direct": 0.0, "expanded": 0.0}
+    delta = x - centre[g_of]
+    radius = blocks.radius
+    source_terms: dict[int, Array] = {}
+    weights = np.column_stack([np.ones(n), vy])
+    for s, k in zip(starts, size):
+        rows = slice(s, s + k)
+        needed = np.flatnonzero(keep[rows].any(axis=0))
+        if needed.size == 0:
+            continue
+        q_i, ref = q[rows], lower[rows]
+        # the target side: eps_i = q_i - q_I (any q_I will do; the mean keeps e_I small)
+        q_I = q_i.mean(axis=0)
+        eps_i = q_i - q_I
+        e_I = float(np.sqrt(np.max(np.sum(eps_i * eps_i, axis=1))))
+        order = expansion_order(e_I * radius[needed])
+        terms = np.array([n_terms(int(p)) for p in np.minimum(order, P_MAX)])
+        cost_expand = EXPANSION_TERM_COST * terms * (k + size[needed]) + EXPANSION_OVERHEAD
+        expand = (order <= P_MAX) & (cost_expand < DIRECT_PAIR_COST * k * size[needed])
+        direct = needed[~expand]
+        # parts of each row's sums: (log offset relative to the row's reference ``ref``, Z, N)
+        offsets, parts_z, parts_n = [], [], []
+        if direct.size:
+            cols = np.flatnonzero(np.isin(g_of, direct))
+            g = q_i @ x[cols].T
+            g += log_a[cols][None, :]
+            top = g.max(axis=1)
+            g -= top[:, None]
+            np.exp(g, out=g)
+            offsets.append(top - ref)
+            parts_z.append(g.sum(axis=1))
+            parts_n.append(g @ vy[cols])
+            stats["direct"] += k * cols.size
+        if expand.any():
+            groups = needed[expand]
+            p_max = int(order[expand].max())
+            e_mono = monomials(eps_i, p_max, factorial=True)
+            # <q_i, c_J> to twice the working precision: a rounding error of |q| 2^-53 shared by
+            # a whole group would weigh the groups against each other wrongly by that much
+            hi, lo = two_dot(q_i, centre[groups])
+            hi -= ref[:, None]  # exact for the groups that matter (Sterbenz)
+            for jj, (gj, p) in enumerate(zip(groups, order[expand])):
+                t = n_terms(int(p))
+                src = slice(starts[gj], starts[gj] + size[gj])
+                key = int(gj)
+                if key not in source_terms or source_terms[key].shape[1] < t:
+                    source_terms[key] = monomials(delta[src], p_max)
+                expo = delta[src] @ q_I + log_a[src]
+                s_J = float(expo.max())
+                w = np.exp(expo - s_J)
+                moments = source_terms[key][:, :t].T @ (weights[src] * w[:, None])  # (t, 1 + d)
+                part = e_mono[:, :t] @ moments
+                offsets.append(hi[:, jj] + s_J + lo[:, jj])
+                parts_z.append(part[:, 0])
+                parts_n.append(part[:, 1:])
+                stats["expanded"] += k * size[gj]
+        top = np.max(offsets, axis=0)
+        scale = [np.exp(o - top) for o in offsets]
+        z[rows] = sum(sc * pz for sc, pz in zip(scale, parts_z))
+        num[rows] = sum(sc[:, None] * pn for sc, pn in zip(scale, parts_n))
+        m[rows] = ref + top
+    stats = {key: value / (n * n) for key, value in stats.items()}
+    stats["groups"] = len(starts)
+    return z, num, m, stats
+
+
+def _two_product(a: Array, b: Array) -> tuple[Array, Array]:
+    """a b = p + e exactly (Dekker's product with Veltkamp's splitting)."""
+    p = a * b
+    split = 134217729.0  # 2^27 + 1
+    ca, cb = split * a, split * b
+    a_hi, b_hi = ca - (ca - a), cb - (cb - b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def two_dot(u: Array, v: Array) -> tuple[Array, Array]:
+    """(hi, lo) with hi + lo = u @ v.T to about twice the working precision, for 2-vectors."""
+    p1, e1 = _two_product(u[:, :1], v[:, 0][None, :])
+    p2, e2 = _two_product(u[:, 1:2], v[:, 1][None, :])
+    hi = p1 + p2
+    bb = hi - p1
+    err = (p1 - (hi - bb)) + (p2 - bb)
+    return hi, err + e1 + e2
