@@ -11,6 +11,12 @@ Definitions (for W2(t) = ``w2_projection`` of one run):
 * Across beta: the least-squares slope of log min_w2 against log beta, and the bound
   sqrt(log(beta + 1) / beta) of the concentration theorem (its constant is unknown: the table
   gives min_w2 divided by it).
+* ``t_last``: the last snapshot with a finite W2. A minimum at ``t_last`` means W2 is still
+  falling when the run ends (``min_at_end``): min_w2 is then only an upper bound of the
+  minimum and there is no departure yet.
+
+:func:`beta_table` prints one row per (beta, resolution) with these flags in words and the
+change of min_w2 and departure_time from each resolution to the next (n -> 2n).
 """
 from __future__ import annotations
 
@@ -29,20 +35,27 @@ Array = NDArray[np.float64]
 
 DEPARTURE_FACTOR, DEPARTURE_OFFSET = 2.0, 0.02
 
+#: the sweep dimensions that are resolutions (refinement studies): circle cells, spectral degree,
+#: finite-volume rings
+RESOLUTION_DIMS = ("n", "lmax", "nlat")
+
 
 def curve_summary(t: Array, w2: Array) -> dict[str, float]:
-    """min_w2, t_min, departure_time and early_rate of one W2(t) curve (see the module doc)."""
+    """min_w2, t_min, departure_time, early_rate and t_last of one W2(t) curve (see the module
+    doc)."""
     t, w2 = np.asarray(t, float), np.asarray(w2, float)
     ok = np.isfinite(w2)
     if ok.sum() < 3:
-        return {"min_w2": np.nan, "t_min": np.nan, "departure_time": np.nan, "early_rate": np.nan}
+        return {"min_w2": np.nan, "t_min": np.nan, "departure_time": np.nan, "early_rate": np.nan,
+                "t_last": np.nan}
     i = int(np.nanargmin(np.where(ok, w2, np.inf)))
     t_min, w_min = float(t[i]), float(w2[i])
     after = np.flatnonzero((t > t_min) & ok & (w2 > DEPARTURE_FACTOR * w_min + DEPARTURE_OFFSET))
     departure = float(t[after[0]]) if after.size else np.nan
     window = ok & (t >= 0.25 * t_min) & (t <= 0.75 * t_min) & (w2 > 0)
     rate = float(-np.polyfit(t[window], np.log(w2[window]), 1)[0]) if window.sum() >= 3 else np.nan
-    return {"min_w2": w_min, "t_min": t_min, "departure_time": departure, "early_rate": rate}
+    return {"min_w2": w_min, "t_min": t_min, "departure_time": departure, "early_rate": rate,
+            "t_last": float(t[ok][-1])}
 
 
 def spectral_gap(ds: Any) -> float:
@@ -103,10 +116,11 @@ def analyze_beta(combined: Any) -> Any:
     """Per-beta summary of a combined sweep dataset (dims ``beta``, ``time`` and any others).
 
     Returns a Dataset with ``min_w2``, ``t_min``, ``departure_time``, ``early_rate``,
-    ``rate_over_gap``, ``bound`` = sqrt(log(beta + 1) / beta), ``min_w2_over_bound`` over
-    (beta, other dims), the fitted ``min_w2_slope`` (log-log, over beta), and when a dimension
-    ``n`` (or ``lmax``) is present the relative change of min_w2 and departure_time from each
-    resolution to the next (``*_resolution_change``).
+    ``rate_over_gap``, ``bound`` = sqrt(log(beta + 1) / beta), ``min_w2_over_bound``,
+    ``t_last`` and ``min_at_end`` over (beta, other dims), the fitted ``min_w2_slope`` (log-log,
+    over beta), and when a dimension ``n`` (or ``lmax``, ``nlat``) is present the relative
+    change of min_w2 and departure_time from each resolution to the next
+    (``*_resolution_change``, at the coarser of the two).
     """
 
     validate_combined(combined)
@@ -117,7 +131,7 @@ def analyze_beta(combined: Any) -> Any:
     t = combined["time"].values
     other = [d for d in w2.dims if d not in ("time",)]
     stacked = w2.transpose(*other, "time")
-    names = ("min_w2", "t_min", "departure_time", "early_rate")
+    names = ("min_w2", "t_min", "departure_time", "early_rate", "t_last")
     out = {k: np.full(stacked.shape[:-1], np.nan) for k in names}
     for idx in np.ndindex(*stacked.shape[:-1]):
         summary = curve_summary(t, stacked.values[idx])
@@ -128,6 +142,11 @@ def analyze_beta(combined: Any) -> Any:
     bound = np.sqrt(np.log(beta + 1.0) / beta)
     coords = {d: combined[d].values for d in other}
     ds = xr.Dataset({k: (tuple(other), v) for k, v in out.items()}, coords=coords)
+    ds["t_last"].attrs.update({"long_name": "last time with a finite W2",
+                               "units": combined["time"].attrs.get("units", "1")})
+    ds["min_at_end"] = (ds["t_min"] >= ds["t_last"]) & np.isfinite(ds["min_w2"])
+    ds["min_at_end"].attrs.update({"long_name": "minimum at the last time (W2 still falling)",
+                                   "units": "1"})
     ds["rate_over_gap"] = ds["early_rate"] / gap
     ds["bound"] = ("beta", bound, {"long_name": "sqrt(log(beta + 1) / beta)"})
     ds["min_w2_over_bound"] = ds["min_w2"] / ds["bound"]
@@ -138,7 +157,7 @@ def analyze_beta(combined: Any) -> Any:
     rest = [d for d in other if d != "beta"]
     ds["min_w2_slope"] = (tuple(rest), np.array(slopes).reshape([len(coords[d]) for d in rest]),
                           {"long_name": "least-squares slope of log min_w2 against log beta"})
-    for res in ("n", "lmax"):
+    for res in RESOLUTION_DIMS:
         if res in other and len(coords[res]) > 1:
             for k in ("min_w2", "departure_time"):
                 v = ds[k].transpose(res, ...)
@@ -152,38 +171,160 @@ def analyze_beta(combined: Any) -> Any:
     return ds
 
 
-def plot_beta_study(combined: Any, analysis: Any, path: str | Path) -> Path:
-    """W2 against t for every beta (log axis); min W2 against beta (log-log) with the bound;
-    departure time against beta and against log beta."""
+def resolution_dim(analysis: Any) -> str | None:
+    """The swept resolution dimension of an analysis (or combined) dataset: the first of
+    :data:`RESOLUTION_DIMS` it has with more than one level, else None."""
+    for d in RESOLUTION_DIMS:
+        if d in analysis.dims and analysis.sizes[d] > 1:
+            return d
+    return None
 
 
+def _fmt(value: float, spec: str, missing: str = "-") -> str:
+    return format(value, spec) if np.isfinite(value) else missing
 
+
+def _level(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def row_note(row: Any) -> str:
+    """The flags of one row of :func:`analyze_beta` in words: a minimum at the last snapshot
+    ("still falling"), a departure that did not happen within the run, no finite W2."""
+    if not np.isfinite(float(row["min_w2"])):
+        return "no finite W2"
+    t_last = float(row["t_last"])
+    if bool(row["min_at_end"]):
+        return f"still falling at t_end = {t_last:g} (min W2 is an upper bound; no departure yet)"
+    if not np.isfinite(float(row["departure_time"])):
+        return f"no departure by t_end = {t_last:g}"
+    return ""
+
+
+def beta_table(analysis: Any) -> list[str]:
+    """The lines ``spheredens analyze-beta`` prints for the result of :func:`analyze_beta`.
+
+    One row per (beta, resolution) -- per beta and every level of the other swept dimensions,
+    each named in its own column -- with min W2, t_min, the departure time, the early rate
+    and its ratio to the spectral gap, min W2 over the bound, and in words a minimum at the
+    last snapshot ("still falling") or a missing departure. When a resolution (``n``, ``lmax``
+    or ``nlat``) was swept, two more columns give the relative change of min W2 and of the
+    departure time from the row's resolution to the next one (n -> 2n), and the slope of
+    log min W2 against log beta is given for each resolution.
+    """
+    first = [f"spectral gap of V B^T: {analysis.attrs['spectral_gap']:.4g}; "
+             f"departure = {analysis.attrs['departure_definition']}"]
+    table = analysis.transpose("beta", ...)
+    other = [d for d in table["min_w2"].dims if d != "beta"]
+    res = resolution_dim(analysis)
+    head = f"{'beta':>8} " + "".join(f"{d:>7} " for d in other)
+    head += (f"{'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
+             f"{'min/bound':>9}")
+    if res:
+        head += f" {'min chg':>8} {'dep chg':>8}"
+    lines = first + [head + "  note"]
+    for idx in np.ndindex(*table["min_w2"].shape):
+        row = table.isel(dict(zip(["beta"] + other, idx)))
+        text = f"{float(row.beta):8g} " + "".join(f"{_level(row[d].item()):>7} " for d in other)
+        text += (f"{_fmt(float(row.min_w2), '10.4g')} {_fmt(float(row.t_min), '7.3g')} "
+                 f"{_fmt(float(row.departure_time), '9.3g', 'none'):>9} "
+                 f"{_fmt(float(row.early_rate), '10.4g')} {_fmt(float(row.rate_over_gap), '8.3g')} "
+                 f"{_fmt(float(row.min_w2_over_bound), '9.3g')}")
+        if res:
+            finest_level = idx[1 + other.index(res)] == analysis.sizes[res] - 1
+            changes = ["finest" if finest_level else
+                       _fmt(100.0 * float(row[f"{k}_resolution_change"]), ".2g") + "%"
+                       if np.isfinite(float(row[f"{k}_resolution_change"])) else "-"
+                       for k in ("min_w2", "departure_time")]
+            text += "".join(f" {c:>8}" for c in changes)
+        note = row_note(row)
+        lines.append(text + (f"  {note}" if note else ""))
+    if res:
+        levels = " -> ".join(_level(v) for v in analysis[res].values)
+        lines.append(f"min chg, dep chg: |x(next {res}) - x({res})| / x(next {res}) for x = min W2 "
+                     f"and the departure time, from each {res} to the next ({levels})")
+    slopes = analysis["min_w2_slope"]
+    if slopes.ndim == 0:
+        lines.append(f"slope of log min W2 against log beta: {_fmt(slopes.item(), '.3f', 'undefined')}")
+    else:
+        parts = [f"{_fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), '.3f', 'undefined')} "
+                 f"({slopes.dims[0]} = {_level(v)})" for j, v in enumerate(slopes[slopes.dims[0]].values)]
+        lines.append("slope of log min W2 against log beta: " + ", ".join(parts)
+                     + (" (last level of the other dims)" if slopes.ndim > 1 else ""))
+    falling = int(analysis["min_at_end"].sum())
+    if falling:
+        lines.append(f"{falling} row(s) still falling at t_end: their min W2 is an upper bound and "
+                     "their departure is not reached; raise time.t_end and --resume")
+    return lines
+
+
+def beta_study_figure(combined: Any, analysis: Any) -> Any:
+    """The figure of :func:`plot_beta_study` (a matplotlib Figure): W2 against t for every beta
+    at the finest resolution (log axis; the minimum marked, hollow when it is at the last
+    snapshot); min W2 against beta (log-log) for every resolution with the bound; departure
+    time against beta on a log and a linear axis. The departure panels are left out when no
+    run departs within its time window, and the betas without a departure are named."""
     w2 = combined["w2_projection"]
-    extra = {d: 0 for d in w2.dims if d not in ("beta", "time")}
-    sel = {d: -1 for d in extra}  # the finest resolution / last level of other dims
-    w2 = w2.isel(sel) if sel else w2
-    an = analysis.isel({d: -1 for d in extra}) if extra else analysis
+    last = {d: -1 for d in w2.dims if d not in ("beta", "time")}
+    w2 = w2.isel(last).transpose("beta", "time") if last else w2.transpose("beta", "time")
+    an = analysis.isel({d: -1 for d in last if d in analysis.dims}) if last else analysis
     beta = combined["beta"].values.astype(float)
     t = combined["time"].values
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
-    for b, curve in zip(beta, w2.transpose("beta", "time").values):
-        axes[0].semilogy(t, curve, label=f"beta = {b:g}")
+    res = resolution_dim(analysis)
+    levels = list(analysis[res].values) if res else [None]
+    departed = bool(np.any(np.isfinite(analysis["departure_time"].values)))
+    fig, axes = plt.subplots(1, 4 if departed else 2, figsize=(17, 3.8) if departed else (9, 3.8))
+    for b, curve, row in zip(beta, w2.values, (an.isel(beta=i) for i in range(len(beta)))):
+        line, = axes[0].semilogy(t, curve, label=f"beta = {b:g}")
+        if np.isfinite(float(row.min_w2)):
+            axes[0].plot([float(row.t_min)], [float(row.min_w2)], "o", color=line.get_color(),
+                         mfc="none" if bool(row.min_at_end) else line.get_color())
     axes[0].set_xlabel("t")
     axes[0].set_ylabel("W2(rho_t, Pi_# rho_0)")
     axes[0].legend(fontsize=7)
-    mins = an["min_w2"].values
-    axes[1].loglog(beta, mins, "o-", label="min over t of W2")
-    scale = mins[0] / an["bound"].values[0]
-    axes[1].loglog(beta, scale * an["bound"].values, "k--", label="sqrt(log(beta+1)/beta) (scaled)")
+    for level in levels:
+        sub = analysis.sel({res: level}) if res else analysis
+        sub = sub.isel({d: -1 for d in sub["min_w2"].dims if d != "beta"})
+        label = f"min over t of W2 ({res} = {_level(level)})" if res else "min over t of W2"
+        mins, end = sub["min_w2"].values, sub["min_at_end"].values.astype(bool)
+        line, = axes[1].loglog(beta, mins, "o-", label=label)
+        if end.any():
+            axes[1].plot(beta[end], mins[end], "o", ms=9, mfc="white", color=line.get_color())
+    mins, bound = an["min_w2"].values, an["bound"].values
+    ok = np.flatnonzero(np.isfinite(mins) & np.isfinite(bound))
+    if ok.size:
+        axes[1].loglog(beta, mins[ok[0]] / bound[ok[0]] * bound, "k--",
+                       label="sqrt(log(beta+1)/beta) (scaled)")
+    if analysis["min_at_end"].values.any():
+        axes[1].text(0.02, 0.02, "hollow: still falling at t_end (upper bound)",
+                     transform=axes[1].transAxes, fontsize=7)
     axes[1].set_xlabel("beta")
     axes[1].legend(fontsize=7)
-    dep = an["departure_time"].values
-    axes[2].plot(beta, dep, "s-")
-    axes[2].set_xscale("log")
-    axes[2].set_xlabel("beta (log)")
-    axes[2].set_ylabel("departure time")
-    axes[3].plot(beta, dep, "s-")
-    axes[3].set_xlabel("beta")
+    if departed:
+        for level in levels:
+            sub = analysis.sel({res: level}) if res else analysis
+            sub = sub.isel({d: -1 for d in sub["departure_time"].dims if d != "beta"})
+            label = f"{res} = {_level(level)}" if res else None
+            for ax in axes[2:]:
+                ax.plot(beta, sub["departure_time"].values, "s-", label=label)
+        missing = beta[~np.isfinite(an["departure_time"].values)]
+        for ax, scale in zip(axes[2:], ("log", "linear")):
+            ax.set_xscale(scale)
+            ax.set_xlabel(f"beta ({scale})" if scale == "log" else "beta")
+            ax.set_ylabel("departure time")
+            if res:
+                ax.legend(fontsize=7)
+            if missing.size:
+                ax.text(0.02, 0.95, "no departure by t_end: beta = " + ", ".join(f"{b:g}" for b in missing),
+                        transform=ax.transAxes, fontsize=7, va="top")
+    else:
+        fig.suptitle("no run departs from Pi_# rho_0 within its time window: departure panels "
+                     "left out", fontsize=9)
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
-    return save_figure(fig, path)
+    return fig
+
+
+def plot_beta_study(combined: Any, analysis: Any, path: str | Path) -> Path:
+    """Draw :func:`beta_study_figure` to the PNG file ``path`` and return the path."""
+    return save_figure(beta_study_figure(combined, analysis), path)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ._version import __version__
-from .analysis import analysis_output_path, analyze_beta, finest, open_combined, plot_beta_study
+from .analysis import analysis_output_path, analyze_beta, beta_table, open_combined, plot_beta_study
 from .auxiliary import KERNELS
 from .compare import compare, compare_output_path, comparison_summary, plot_comparison
 from .config import load_config
@@ -41,8 +41,9 @@ spheredens solves the mean-field continuity equation of self-attention,
 
     d/dt rho + div_S( rho X[rho] ) = 0   on the circle S^1 or the sphere S^2,
 
-for a probability density rho (models sa, sa_zero_temperature, usa of MODELS.md), and writes
-the density at the requested times, with its diagnostics, to a netCDF file.
+for a probability density rho (models sa, sa_zero_temperature, usa, usa_av: docs/models.md),
+and writes the density at the requested times, with its diagnostics, to a netCDF file
+(docs/dataset.md). Configuration keys: docs/config.md.
 """
 
 
@@ -56,11 +57,11 @@ def _shown(path: Path | str) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Integrate the run described by CONFIG (a TOML file, see CONFIG.md) and write the density at
-    the snapshot times, with mass, min_rho, energy and w2_projection, to a netCDF file
-    (DATASET.md layout). The file is rewritten as snapshots arrive, with a checkpoint, so an
-    interrupted run (Ctrl-C: exit 130, SIGTERM: exit 143) keeps what it did and --resume
-    continues it.
+    """Integrate the run described by CONFIG (a TOML file, every key in docs/config.md) and write
+    the density at the snapshot times, with mass, min_rho, energy and w2_projection, to a netCDF
+    file (layout in docs/dataset.md). The file is rewritten as snapshots arrive, with a
+    checkpoint, so an interrupted run (Ctrl-C: exit 130, SIGTERM: exit 143) keeps what it did
+    and --resume continues it.
     """
     cfg = load_config(args.config)
     output = run_output(cfg, args.config, args.output)
@@ -279,24 +280,17 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     minimum over time of W2 to Pi_# rho_0, its time, the departure time (first time after the
     minimum with W2 > 2 min + 0.02), the early exponential rate (fit of log W2 on [t_min/4, 3
     t_min/4]) against the spectral gap of V B^T, the log-log slope of min W2 against beta next
-    to sqrt(log(beta+1)/beta), and the change of these from each resolution to the next when n
-    or lmax is swept too. Writes a dataset and a figure.
+    to sqrt(log(beta+1)/beta), and the change of these from each resolution to the next when n,
+    lmax or nlat is swept too (one row per beta and resolution). A minimum at the last snapshot
+    is flagged "still falling" and a missing departure "no departure by t_end". Writes a
+    dataset and a figure (docs/concentration.md has the definitions).
     """
     combined = open_combined(args.combined)
     result = analyze_beta(combined)
     out = analysis_output_path(args.combined, args.output)
     write_dataset(result, out)
     figure = plot_beta_study(combined, result, figure_path(out))
-    flat = finest(result)
-    print(f"spectral gap of V B^T: {result.attrs['spectral_gap']:.4g}; "
-          f"departure = {result.attrs['departure_definition']}")
-    print(f"{'beta':>8} {'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
-          f"{'min/bound':>9}")
-    for i, b in enumerate(result["beta"].values):
-        r = flat.isel(beta=i)
-        print(f"{b:8g} {float(r.min_w2):10.4g} {float(r.t_min):7.3g} {float(r.departure_time):9.3g} "
-              f"{float(r.early_rate):10.4g} {float(r.rate_over_gap):8.3g} {float(r.min_w2_over_bound):9.3g}")
-    print(f"slope of log min W2 against log beta: {flat.min_w2_slope.item():.3f}")
+    print("\n".join(beta_table(result)))
     print(f"wrote {_shown(out)}\nwrote {_shown(figure)}")
     return 0
 

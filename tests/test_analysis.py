@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from spheredens.analysis import analyze_beta, curve_summary
+from spheredens.analysis import analyze_beta, beta_study_figure, curve_summary, plot_beta_study
 from spheredens.cli import main
 
 T = np.round(np.arange(0, 40.0001, 0.05), 10)
@@ -58,3 +58,83 @@ def test_analyze_beta_refuses_other_files(tmp_path, capsys):
     xr.Dataset({"rho": ("x", np.ones(3))}).to_netcdf(tmp_path / "x.nc")
     assert main(["analyze-beta", str(tmp_path / "x.nc")]) == 2
     assert "needs a combined sweep dataset" in capsys.readouterr().err
+
+
+def combined_dataset(betas, ns, curves):
+    """A combined sweep over (beta, n) from ``curves[(beta, n)]`` (the W2 curves on T)."""
+    w2 = np.array([[curves[(b, n)] for n in ns] for b in betas])
+    return xr.Dataset({"w2_projection": (("beta", "n", "time"), w2),
+                       "Q": (("row", "col"), np.eye(2)), "K": (("row", "col"), np.eye(2)),
+                       "V": (("row", "col"), np.diag([1.0, 0.5]))},
+                      coords={"beta": betas, "n": ns, "time": T})
+
+
+def table_rows(lines, first_word):
+    return [line for line in lines if line.split() and line.split()[0] == first_word]
+
+
+def test_the_table_has_one_row_per_beta_and_resolution_with_the_refinement_changes(tmp_path, capsys):
+    """n swept: a row for every (beta, n) naming n, the n -> 2n change of min W2 and of the
+    departure in percent on the coarser row ("finest" on the last), the slope per n."""
+    betas, ns = [10.0, 30.0], [256, 512, 1024]
+    curves = {(b, n): curve(0.9 * (1 + 0.01 * j), 0.4, 6.0 + b / 10) for b in betas
+              for j, n in enumerate(ns)}
+    path = tmp_path / "combined.nc"
+    combined_dataset(betas, ns, curves).to_netcdf(path)
+    assert main(["analyze-beta", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["beta", "n"])
+    assert "min chg" in header and "dep chg" in header
+    rows = table_rows(lines, "10") + table_rows(lines, "30")
+    assert [(float(r.split()[0]), int(r.split()[1])) for r in rows] == [(b, n) for b in betas for n in ns]
+    min_change, departure_change = rows[0].split()[-2:]
+    assert min_change == f"{100 * 0.01 / 1.01:.2g}%"  # min W2 scales with w0
+    assert departure_change.endswith("%") and 0 < float(departure_change[:-1]) < 5
+    assert rows[2].split()[-2:] == ["finest", "finest"]
+    assert any("from each n to the next (256 -> 512 -> 1024)" in line for line in lines)
+    slope = next(line for line in lines if line.startswith("slope of log min W2 against log beta"))
+    assert all(f"(n = {n})" in slope for n in ns)
+
+
+def test_a_minimum_at_t_end_and_a_missing_departure_are_said_in_words(tmp_path, capsys):
+    """beta = 10 departs; beta = 30 reaches its minimum but stays there (no departure); beta =
+    100 still falls at t_end: its minimum is only an upper bound."""
+    betas, ns = [10.0, 30.0, 100.0], [256]
+    curves = {(10.0, 256): curve(0.9, 0.4, 6.0), (30.0, 256): curve(0.9, 0.4, 9.0, slope=1e-4),
+              (100.0, 256): 0.9 * np.exp(-0.2 * T)}
+    combined = combined_dataset(betas, ns, curves)
+    result = analyze_beta(combined)
+    np.testing.assert_array_equal(result["min_at_end"].sel(n=256).values, [False, False, True])
+    assert float(result["t_last"].max()) == pytest.approx(40.0)
+    path = tmp_path / "combined.nc"
+    combined.to_netcdf(path)
+    assert main(["analyze-beta", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    r10, r30, r100 = (table_rows(lines, b)[0] for b in ("10", "30", "100"))
+    assert "still falling" not in r10 and "no departure" not in r10
+    assert "no departure by t_end = 40" in r30 and r30.split()[4] == "none"
+    assert "still falling at t_end = 40" in r100
+    assert any(line.startswith("1 row(s) still falling at t_end") for line in lines)
+
+
+def _drawn(ax):
+    """Whether a panel shows something: a line with a finite point, or a text."""
+    finite = any(np.isfinite(np.asarray(line.get_ydata(), float)).any() for line in ax.get_lines())
+    return finite or bool(ax.texts)
+
+
+def test_the_figure_has_no_empty_panel(tmp_path):
+    """No departure at all: the two departure panels are left out and the figure says so; some
+    departures missing: the panels name the betas without one."""
+    still = {(b, 256): 0.9 * np.exp(-0.2 * T) for b in (10.0, 30.0)}
+    combined = combined_dataset([10.0, 30.0], [256], still)
+    fig = beta_study_figure(combined, analyze_beta(combined))
+    assert len(fig.axes) == 2 and all(_drawn(ax) for ax in fig.axes)
+    assert "departure panels left out" in fig._suptitle.get_text()
+    some = {(10.0, 256): curve(0.9, 0.4, 6.0), (30.0, 256): 0.9 * np.exp(-0.2 * T)}
+    combined = combined_dataset([10.0, 30.0], [256], some)
+    fig = beta_study_figure(combined, analyze_beta(combined))
+    assert len(fig.axes) == 4 and all(_drawn(ax) for ax in fig.axes)
+    assert all(any("no departure by t_end: beta = 30" in t.get_text() for t in ax.texts)
+               for ax in fig.axes[2:])
+    assert plot_beta_study(combined, analyze_beta(combined), tmp_path / "f.png").exists()
