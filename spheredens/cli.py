@@ -13,15 +13,16 @@ import contextlib
 import logging
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ._version import __version__
 from .analysis import analysis_output_path, analyze_beta, beta_table, open_combined, plot_beta_study
 from .auxiliary import KERNELS
-from .compare import compare, compare_output_path, comparison_summary, plot_comparison
+from .compare import check_compare_files, compare, compare_output_path, comparison_summary, plot_comparison
 from .config import load_config
-from .exceptions import ConfigError, SimulationError, SpheredensError
+from .exceptions import ConfigError, ModelMismatchError, SimulationError, SpheredensError, SpheredensWarning
 from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
@@ -201,12 +202,26 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     within the ensemble's spread (its mean W2 to the runs not above every run's mean W2 to the
     others) and no farther than average (its mean W2 to the runs <= the mean W2 between runs).
     """
+    check_compare_files(args.density, args.particles)  # swapped or wrong-kind files: one line
     density = open_run(args.density)
     runs = [open_particles(p) for p in args.particles]
     out = check_output_path(compare_output_path(args.density, args.output), overwrite=args.overwrite,
                             option="--output")
-    result = compare(density, runs, n_points=args.points, density_file=str(args.density),
-                     particle_files=[str(p) for p in args.particles])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SpheredensWarning)
+        try:
+            result = compare(density, runs, n_points=args.points, density_file=str(args.density),
+                             particle_files=[str(p) for p in args.particles],
+                             allow_mismatch=args.allow_mismatch)
+        except ModelMismatchError as exc:
+            if not exc.hint:
+                raise
+            raise ModelMismatchError(exc.message, hint="pass --allow-mismatch to compare anyway") from None
+    for text in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SpheredensWarning)):
+        print(f"spheredens: warning: {text}", file=sys.stderr)  # once, one line, no source location
+    for w in caught:
+        if not issubclass(w.category, SpheredensWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     write_dataset(result, out)
     print(f"wrote {_shown(out)}")
     if not args.no_figure:
@@ -216,6 +231,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                             result["density_resolution"].values):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
         print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
+    print(f"  model check: {result.attrs['model_check'].replace('(allow_mismatch)', '(--allow-mismatch)')}")
     print(f"  {result.attrs['departure_verdict']}")
     summary = comparison_summary(result)
     check = summary["ensemble"]
@@ -237,12 +253,16 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     """Convert a particle run from a .npy array (time, n, d), or (time, n) angles on the circle,
     or an .npz with keys position/positions/x/X or theta/angles, time/t and weight/weights,
     into the spheredens-particles-1 netCDF layout. Positions must be finite unit vectors of the
-    domain's dimension.
+    domain's dimension. With --config the model of that run configuration is recorded, so that
+    compare checks it; without, compare accepts the file with a notice.
     """
     times = [float(v) for v in args.times] if args.times else None
+    if args.domain is None and args.config is None:
+        raise ConfigError("--domain", "give the domain (--domain circle or --domain sphere) or the run "
+                          "configuration of the particles (--config CONFIG)")
     out = check_output_path(args.output, overwrite=args.overwrite)
     ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
-                           angles=True if args.angles else None,
+                           angles=True if args.angles else None, config=args.config,
                            attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
                                   if v is not None})
     write_dataset(ds, out)
@@ -358,10 +378,17 @@ def build_parser() -> argparse.ArgumentParser:
                    f"density (default {DENSITY_ATOMS}, as the runs' w2_projection)")
     _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
                 overwrite="replace an existing comparison file")
+    p.add_argument("--allow-mismatch", action="store_true", help="compare particle files of another "
+                   "model than the density's (beta, Q, K, V, initial density, slice labels and "
+                   "weights) anyway; the differences are recorded in the comparison file")
     p = _add_command(sub, "convert-particles", _cmd_convert, "convert .npy/.npz particle arrays to spheredens-particles-1")
     p.add_argument("input", help=".npy or .npz file")
     p.add_argument("output", help="netCDF file to write")
-    p.add_argument("--domain", choices=list(DOMAINS), required=True)
+    p.add_argument("--domain", choices=list(DOMAINS), help="circle or sphere (required unless --config "
+                   "gives it)")
+    p.add_argument("--config", metavar="CONFIG", help="run configuration (TOML) of the model the particles "
+                   "were run with: its model, domain, initial density and slices are stamped into the "
+                   "file, so that compare checks them against the density")
     p.add_argument("--times", nargs="+", metavar="T", help="snapshot times (when the file has none)")
     p.add_argument("--dt", type=float, help="time between snapshots (t_k = k dt), when the file has no times")
     p.add_argument("--angles", action="store_true", help="the array holds angles (circle)")

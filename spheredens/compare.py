@@ -2,7 +2,9 @@
 with slices (``usa_av``) the marginal and every slice against the particles of that slice."""
 from __future__ import annotations
 
+import json
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -14,11 +16,11 @@ from .accessor import register_accessor
 from .analysis import curve_summary, DEPARTURE_FACTOR, DEPARTURE_OFFSET
 from .config import config_from_dict
 from .diagnostics import particle_projection_distance
-from .exceptions import SchemaError
+from .exceptions import ModelMismatchError, SchemaError, SpheredensWarning
 from .problem import Problem
 from .geometry import circle_angle, domain_of_dimension
 from .plot import save_figure
-from .schema import COMPARE_SCHEMA, CONVENTIONS, TIME, XI
+from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI
 from .diagnostics import grid_atoms
 from .transport import DENSITY_ATOMS
 
@@ -76,8 +78,357 @@ def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") ->
     return None
 
 
+#: relative tolerance of the numbers (beta, Q, K, V, initial parameters, slice labels and weights)
+#: compared between a density and its particle runs
+MODEL_TOLERANCE = 1e-12
+#: how the command is called, in the messages about its arguments
+USAGE = "spheredens compare DENSITY PARTICLES..."
+#: the file kinds by ``spheredens_schema``: words for the messages
+KINDS = {SCHEMA: "a density file", PARTICLE_SCHEMA: "a particle file", COMPARE_SCHEMA: "a comparison file",
+         "spheredens-sweep-1": "a sweep's combined file"}
+#: the items of a model that compare checks, in this order
+MODEL_ITEMS = ("domain", "model", "beta", "Q", "K", "V", "model.*", "initial density", "slice labels",
+               "slice weights", "auxiliary.*")
+
+
+def dataset_kind(ds: Any) -> tuple[str, str]:
+    """What kind of spheredens file ``ds`` is: ``(kind, schema)`` with kind one of ``density``,
+    ``particles``, ``comparison``, ``sweep``, ``analysis`` or ``other``, and the schema name
+    (its ``spheredens_schema``, or a description when it has none)."""
+    schema = str(ds.attrs.get("spheredens_schema", ""))
+    kind = {SCHEMA: "density", PARTICLE_SCHEMA: "particles", COMPARE_SCHEMA: "comparison",
+            "spheredens-sweep-1": "sweep"}.get(schema)
+    if kind is not None:
+        return kind, schema
+    if "analysis" in schema or "min_w2_slope" in ds.variables or "departure_definition" in ds.attrs:
+        return "analysis", schema or "no spheredens_schema attribute"
+    if schema:
+        return "other", schema
+    if "rho" in ds.variables:  # files without the attribute (older, or built by hand)
+        return "density", "no spheredens_schema attribute"
+    if "position" in ds.variables:
+        return "particles", "no spheredens_schema attribute"
+    return "other", "no spheredens_schema attribute"
+
+
+def _kind_words(kind: str, schema: str) -> str:
+    if kind == "analysis":
+        return f"an analysis file of analyze-beta ({schema})"
+    if kind == "other":
+        return (f"not a file of spheredens ({schema})" if schema.startswith("no ")
+                else f"a {schema} file, neither a density nor a particle file")
+    return f"{KINDS.get(schema, 'a ' + kind + ' file')} ({schema})"
+
+
+def file_kind(path: str | Path) -> tuple[str, str]:
+    """:func:`dataset_kind` of the netCDF file ``path``, or ``("not netcdf", why)`` (``why``
+    e.g. "is not a netCDF file").
+
+    Raises
+    ------
+    SchemaError
+        The file does not exist.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SchemaError(f"{str(path)!r} does not exist")
+    with path.open("rb") as fh:
+        head = fh.read(8)
+    if not (head.startswith(b"CDF") or head.startswith(b"\x89HDF\r\n\x1a\n")):
+        return "not netcdf", "is not a netCDF file"
+    try:
+        with xr.open_dataset(path) as ds:
+            return dataset_kind(ds)
+    except Exception as exc:  # any reader failure: one line, the first of the reader's message
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return "not netcdf", f"cannot be read as netCDF ({first[:200]})"
+
+
+def check_argument_kinds(kinds: Sequence[tuple[str, str]], names: Sequence[str], *,
+                         usage: str = USAGE, first: str = "the first argument") -> None:
+    """Refuse swapped or wrong-kind inputs of compare in one line.
+
+    Parameters
+    ----------
+    kinds : sequence of (kind, schema)
+        :func:`dataset_kind` (or :func:`file_kind`) of the density, then of each particle run.
+    names : sequence of str
+        Their names in the message (file names).
+    usage : str
+        The call to show, e.g. :data:`USAGE`.
+    first : str
+        What the density argument is called.
+
+    Raises
+    ------
+    SchemaError
+        The density is not a density file, or a particle run not a particle file.
+    """
+    how = f"compare takes the density file first: {usage}"
+
+    def said(kind: str, schema: str) -> str:  # "is a particle file (...)", "is not a netCDF file"
+        return schema if kind == "not netcdf" else f"is {_kind_words(kind, schema)}"
+
+    (kind, schema), rest = kinds[0], list(kinds[1:])
+    who = f"{first}, {names[0]}," if names[0] else first
+    if kind == "particles":
+        densities = [k for k, (kd, _) in enumerate(rest) if kd == "density"]
+        if len(densities) == 1:  # swapped: say the order that works
+            j = densities[0]
+            order = [names[j + 1]] + [names[0]] + [n for k, n in enumerate(names[1:]) if k != j]
+            fixed = "spheredens compare " + " ".join(order) if usage == USAGE else usage
+            raise SchemaError(f"the arguments are swapped: {who} {said(kind, schema)} and {names[j + 1]} "
+                              f"is a density file; compare takes the density file first: {fixed}")
+        raise SchemaError(f"{who} {said(kind, schema)}; {how}")
+    if kind == "not netcdf":
+        raise SchemaError(f"{who} {schema}; {how}")
+    if kind != "density":
+        raise SchemaError(f"{who} {said(kind, schema)}, not a density file ({SCHEMA}); {how}")
+    how = f"compare takes one density file, then particle files: {usage}"
+    for k, (kind, schema) in enumerate(rest):
+        if kind == "not netcdf":
+            raise SchemaError(f"{names[k + 1]} (particle argument {k + 1}) {schema}; {how}")
+        if kind != "particles":
+            raise SchemaError(f"{names[k + 1]} (particle argument {k + 1}) {said(kind, schema)}, not a "
+                              f"particle file ({PARTICLE_SCHEMA}); {how}")
+
+
+def check_compare_files(density: str | Path, particles: Sequence[str | Path]) -> None:
+    """Refuse, before reading them, a density path and particle paths of the wrong kinds
+    (swapped, a comparison, sweep or analysis file, a file that is not netCDF), in one line
+    (:func:`check_argument_kinds`)."""
+    paths = [density, *particles]
+    check_argument_kinds([file_kind(p) for p in paths], [str(p) for p in paths])
+
+
+def _config_tables(ds: Any) -> dict[str, Any]:
+    """The run configuration a file records (attribute ``config``, TOML or JSON), or {}."""
+    text = ds.attrs.get("config")
+    if not text:
+        return {}
+    for parse in (tomllib.loads, json.loads):
+        try:
+            data = parse(str(text))
+        except Exception:  # not this format (or unreadable): try the next
+            continue
+        return data if isinstance(data, dict) else {}
+    return {}
+
+
+def model_record(ds: Any) -> dict[str, Any]:
+    """What a density or particle file records of its model, by item of :data:`MODEL_ITEMS`:
+    ``domain``, ``model`` (name) and ``beta`` from the attributes, ``Q``, ``K``, ``V`` from the
+    variables, the other keys of its configuration's ``[model]`` table, its ``[initial]`` table
+    (``initial density``), the slice labels and weights (usa_av: ``xi`` and ``xi_weight`` of a
+    density, ``slice_xi`` and ``slice_weight`` of particles) and the other keys of ``[auxiliary]``.
+    Items a file does not record are absent (a converted particle file has only ``domain``)."""
+    rec: dict[str, Any] = {}
+    cfg = _config_tables(ds)
+    model = cfg.get("model", {}) if isinstance(cfg.get("model"), dict) else {}
+    aux = cfg.get("auxiliary", {}) if isinstance(cfg.get("auxiliary"), dict) else {}
+    if "domain" in ds.attrs:
+        rec["domain"] = str(ds.attrs["domain"])
+    if "model" in ds.attrs or "name" in model:
+        rec["model"] = str(ds.attrs.get("model", model.get("name")))
+    if "beta" in ds.attrs or "beta" in model:
+        rec["beta"] = ds.attrs.get("beta", model.get("beta"))
+    for name in ("Q", "K", "V"):
+        if name in ds.variables:
+            rec[name] = np.asarray(ds[name].values, dtype=float)
+        elif name in model:
+            rec[name] = np.asarray(model[name], dtype=float)
+    rec.update({f"model.{k}": v for k, v in model.items() if k not in ("name", "beta", "Q", "K", "V")})
+    if isinstance(cfg.get("initial"), dict):
+        rec["initial density"] = cfg["initial"]
+    density_labels = "xi" in ds.coords and ds["xi"].dims == ("xi",)
+    labels = (ds["xi"].values if density_labels else ds["slice_xi"].values if "slice_xi" in ds.variables
+              else aux.get("xi"))
+    weights = (ds["xi_weight"].values if "xi_weight" in ds.variables else ds["slice_weight"].values
+               if "slice_weight" in ds.variables else aux.get("weights"))
+    if labels is not None:
+        rec["slice labels"] = np.asarray(labels, dtype=float)
+    if weights is not None:
+        rec["slice weights"] = np.asarray(weights, dtype=float)
+    rec.update({f"auxiliary.{k}": v for k, v in aux.items() if k not in ("xi", "weights")})
+    return rec
+
+
+def _shown_value(value: Any, other: Any = None) -> str:
+    """A value for a message: numbers with %g (more digits when that hides the difference),
+    lists as lists, strings quoted."""
+    def show(v: Any, fmt: str) -> str:
+        if isinstance(v, str):
+            return repr(v)
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {show(x, fmt)}" for k, x in v.items()) + "}"
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return "[" + ", ".join(show(x, fmt) for x in (v.tolist() if isinstance(v, np.ndarray) else v)) + "]"
+        if isinstance(v, (bool, np.bool_)):
+            return str(bool(v)).lower()
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return format(float(v), fmt)
+        return str(v)
+
+    text = show(value, "g")
+    if other is not None and text == show(other, "g"):
+        text = show(value, ".17g")
+    return text
+
+
+def _numbers(value: Any) -> Array | None:
+    """``value`` as a float array when it is a number or a (nested) list of numbers."""
+    if isinstance(value, (str, bool, np.bool_, dict)) or value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return arr
+
+
+def _difference(item: str, ours: Any, theirs: Any, p: str, d: str) -> str:
+    """The difference in words between a particle file's value ``ours`` and the density's
+    ``theirs`` of ``item`` ("" when they agree to :data:`MODEL_TOLERANCE`)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):  # a table: its first differing key
+        prefix = "initial" if item == "initial density" else item
+        for key in list(theirs) + [k for k in ours if k not in theirs]:
+            if key not in ours or key not in theirs:
+                where, there = (p, d) if key in ours else (d, p)
+                value = ours.get(key, theirs.get(key))
+                return (f"the initial density differs: {prefix}.{key} is {_shown_value(value)} in {where} "
+                        f"and not given in {there}")
+            if _difference(key, ours[key], theirs[key], p, d):
+                return (f"the initial density differs: {prefix}.{key} is "
+                        f"{_shown_value(ours[key], theirs[key])} in {p} but "
+                        f"{_shown_value(theirs[key], ours[key])} in {d}")
+        return ""
+    a, b = _numbers(ours), _numbers(theirs)
+    if a is None or b is None:
+        same = (str(ours) == str(theirs)) if type(ours) is type(theirs) or (a is None and b is None) else False
+        return "" if same else (f"{item} is {_shown_value(ours, theirs)} in {p} but "
+                                f"{_shown_value(theirs, ours)} in {d}")
+    label = {"slice labels": "xi", "slice weights": "weight"}.get(item, item)
+    if a.shape != b.shape:
+        if item in ("slice labels", "slice weights"):
+            return f"the {item} differ: {a.size} slices in {p} but {b.size} in {d}"
+        return f"{item} has shape {a.shape} in {p} but {b.shape} in {d}"
+    with np.errstate(invalid="ignore"):
+        gap = np.where(np.isnan(a) & np.isnan(b), 0.0, np.where(a == b, 0.0, np.abs(a - b)))
+        scale = max(float(np.nanmax(np.abs(a), initial=0.0)), float(np.nanmax(np.abs(b), initial=0.0)))
+    gap = np.where(np.isnan(gap), np.inf, gap)
+    if not a.size or float(gap.max()) <= MODEL_TOLERANCE * scale:
+        return ""
+    if a.ndim == 0:
+        return f"{item} is {_shown_value(float(a), float(b))} in {p} but {_shown_value(float(b), float(a))} in {d}"
+    at = np.unravel_index(int(np.argmax(gap)), a.shape)
+    entry = f"{label}[{', '.join(map(str, at))}] is {_shown_value(a[at], b[at])} in {p} but {_shown_value(b[at], a[at])} in {d}"
+    if item in ("slice labels", "slice weights"):
+        return f"the {item} differ: {entry}"
+    return f"{item} differs: {entry}"
+
+
+def _item_order(record: dict[str, Any]) -> list[str]:
+    """The keys of a model record in the order of :data:`MODEL_ITEMS`."""
+    order = []
+    for item in MODEL_ITEMS:
+        if item.endswith(".*"):
+            order += [k for k in record if k.startswith(item[:-1])]
+        elif item in record:
+            order.append(item)
+    return order
+
+
+def model_differences(density: Any, run: Any, *, density_name: str = "the density",
+                      particle_name: str = "the particles") -> tuple[list[str], list[str]]:
+    """The differences between the model of a density and of a particle run, in words, in the
+    order of :data:`MODEL_ITEMS`, and the items the density records that the particle run does
+    not (not checked).
+
+    Numbers agree when they differ by at most :data:`MODEL_TOLERANCE` relative to the larger
+    magnitude (of the matrix, for Q, K, V and lists).
+    """
+    ours, theirs = model_record(run), model_record(density)
+    differences, missing = [], []
+    for item in _item_order(theirs) + [k for k in _item_order(ours) if k not in theirs]:
+        if item not in ours or item not in theirs:
+            if item in theirs:
+                missing.append(item)
+            continue
+        diff = _difference(item, ours[item], theirs[item], particle_name, density_name)
+        if diff:
+            differences.append(diff)
+    return differences, missing
+
+
+def check_models(density: Any, runs: Sequence[Any], *, density_file: str = "",
+                 particle_files: Sequence[str] = (), allow_mismatch: bool = False) -> dict[str, Any]:
+    """Check that every particle run comes from the model of the density (:data:`MODEL_ITEMS`).
+
+    Returns
+    -------
+    dict
+        ``mismatches`` ((file name, its differences) per run, when ``allow_mismatch``),
+        ``unchecked`` ((file name, the items it does not record) per run), ``checked`` (names of the runs whose
+        model was checked and agrees) and ``summary`` (one sentence, for the ``model_check``
+        attribute and the printed verdict).
+
+    Raises
+    ------
+    ModelMismatchError
+        A particle run from another model (the first difference of the first such run); on
+        another domain even with ``allow_mismatch``.
+    """
+    d = density_file or "the density"
+    out: dict[str, Any] = {"mismatches": [], "unchecked": [], "checked": []}
+    for k, run in enumerate(runs):
+        named = k < len(particle_files) and particle_files[k]
+        p = particle_files[k] if named else f"particle run {k}"
+        differences, missing = model_differences(density, run, density_name=d, particle_name=p)
+        if differences:
+            head = (f"particles {p} do not belong to density {d}" if named and density_file else
+                    f"particles {p} do not belong to {d}" if named else
+                    f"{p} does not belong to density {d}" if density_file else f"{p} does not belong to {d}")
+            if differences[0].startswith("domain "):
+                raise ModelMismatchError(f"{head}: {differences[0]}; W2 needs both on one domain")
+            if not allow_mismatch:
+                raise ModelMismatchError(f"{head}: {differences[0]}",
+                                         hint="pass allow_mismatch=True to compare anyway")
+            out["mismatches"].append((p, differences))
+        elif missing:
+            out["unchecked"].append((p, missing))
+        else:
+            out["checked"].append(p)
+    parts = []
+    if out["mismatches"]:
+        parts.append("models differ, compared anyway (allow_mismatch): " + "; ".join(
+            diff for _, diffs in out["mismatches"] for diff in diffs))
+    if out["unchecked"]:
+        parts.append(unchecked_notice(out["unchecked"]))
+    if out["checked"]:
+        every = not parts
+        parts.append(f"same model in {d} and {'every particle run' if every else ', '.join(out['checked'])} "
+                     "(model, beta, Q, K, V, domain, initial density" +
+                     (", slice labels and weights" if "slice labels" in model_record(density) else "") + ")")
+    out["summary"] = ". ".join(parts)
+    return out
+
+
+def unchecked_notice(unchecked: Sequence[tuple[str, list[str]]]) -> str:
+    """The one-line notice about particle runs whose model could not be checked."""
+    bare = [p for p, items in unchecked if {"model", "beta", "Q", "K", "V"} <= set(items)]
+    partial = [(p, items) for p, items in unchecked if p not in bare]
+    parts = []
+    if bare:
+        parts.append(f"{', '.join(bare)} {'carries' if len(bare) == 1 else 'carry'} no model (converted "
+                     "from another code): the model was not checked")
+    for p, items in partial:
+        parts.append(f"{p} does not record {', '.join(items)}: those were not checked")
+    return "; ".join(parts) + "; stamp it with spheredens convert-particles ... --config CONFIG"
+
+
 def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DENSITY_ATOMS,
-            density_file: str = "", particle_files: Sequence[str] = ()) -> Any:
+            density_file: str = "", particle_files: Sequence[str] = (),
+            allow_mismatch: bool = False) -> Any:
     """W2 between a density run and one or several particle runs at their common times.
 
     Parameters
@@ -91,11 +442,19 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     n_points : int
         Sphere: the density is coarsened to about this many atoms before the exact EMD (the
         default is that of the runs' ``w2_projection``).
+    density_file, particle_files : str, sequence of str
+        The file names, recorded in the result and used in messages.
+    allow_mismatch : bool
+        Compare particle runs of another model than the density's (beta, Q, K, V, initial
+        density, slice labels and weights: :func:`check_models`) anyway, recording the
+        differences in the attribute ``model_mismatch``. Particle runs that record no model
+        (converted from other codes) are compared with a :class:`SpheredensWarning`.
 
     Returns
     -------
     xarray.Dataset
-        ``w2`` (run, time) in radians, ``w2_mean`` and ``w2_std`` over runs (time), and
+        ``w2`` (run, time) in radians, ``w2_mean`` and ``w2_std`` over runs (time; NaN with a
+        single run), and
         ``density_resolution`` (time): on the circle h / sqrt(12) for uniform cells, the W2 between
         the piecewise-constant density and its cell-centre atoms (the grid's resolution); on the
         sphere the coarsening bound (see :func:`spheredens.transport.sphere_density_atoms`). The
@@ -105,11 +464,29 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
         ensemble's sampling error (:func:`ensemble_agreement`). With slices also
         ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k
         (weights renormalized; NaN where a run has no particle of slice k or no labels) and
-        ``w2_slice_mean`` (time, xi) over runs.
+        ``w2_slice_mean`` (time, xi) over runs. The attribute ``model_check`` says whether
+        the models agree (``model_mismatch``: the differences accepted by ``allow_mismatch``;
+        ``model_not_checked``: the runs that record no model).
+
+    Raises
+    ------
+    SchemaError
+        Swapped or wrong-kind inputs (:func:`check_argument_kinds`), no common time, labels
+        that are not slices of the density.
+    ModelMismatchError
+        A particle run of another model (:func:`check_models`), unless ``allow_mismatch``.
     """
 
     register_accessor()
     runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)
+    names = [density_file] + [particle_files[k] if k < len(particle_files) and particle_files[k]
+                                           else f"particle run {k}" for k in range(len(runs))]
+    check_argument_kinds([dataset_kind(density)] + [dataset_kind(p) for p in runs], names,
+                         usage="compare(density, particles)", first="the density argument")
+    models = check_models(density, runs, density_file=density_file, particle_files=particle_files,
+                          allow_mismatch=allow_mismatch)
+    if models["unchecked"]:
+        warnings.warn(unchecked_notice(models["unchecked"]), SpheredensWarning, stacklevel=2)
     grid = density.sd.grid()
     domain = grid.domain.name
     for k, p in enumerate(runs):
@@ -160,9 +537,9 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                                       "units": "radian", "comment": method}),
          "w2_mean": ("time", w2.mean(axis=0), {"long_name": "mean of w2 over particle runs",
                                                "units": "radian"}),
-         "w2_std": ("time", w2.std(axis=0, ddof=1) if len(runs) > 1 else np.zeros(len(shared)),
+         "w2_std": ("time", w2.std(axis=0, ddof=1) if len(runs) > 1 else np.full(len(shared), np.nan),
                     {"long_name": "standard deviation of w2 over particle runs (ddof = 1)",
-                     "units": "radian"}),
+                     "units": "radian", "comment": "NaN with a single particle run"}),
          "density_resolution": ("time", resolution, {
              "long_name": "resolution of the density (circle: W2 between its piecewise-constant cells "
                           "and their centres; sphere: W2 bound between grid and coarse atoms)",
@@ -176,7 +553,14 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                "density_file": density_file, "particle_files": "\n".join(particle_files),
                "domain": domain, "method": method,
                "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
-                                                   for p in runs}))})
+                                                   for p in runs})),
+               "model_check": models["summary"]})
+    if models["mismatches"]:
+        ds.attrs["model_mismatch"] = "; ".join(f"{p}: {diff}" for p, diffs in models["mismatches"]
+                                               for diff in diffs)
+    if models["unchecked"]:
+        ds.attrs["model_not_checked"] = "; ".join(f"{p}: {', '.join(items)}"
+                                                  for p, items in models["unchecked"])
     dep = departures(density, runs)
     ds["density_departure_time"] = ((), dep["density"]["departure_time"], {
         "long_name": "departure time of the density from Pi_# rho_0", "units": "1",

@@ -9,6 +9,7 @@ __all__ = [
     "SpheredensError",
     "ConfigError",
     "SchemaError",
+    "ModelMismatchError",
     "SimulationError",
     "OutputError",
     "SpheredensWarning",
@@ -41,6 +42,24 @@ class ConfigError(SpheredensError, ValueError):
 
 class SchemaError(SpheredensError, ValueError):
     """A file does not follow the spheredens dataset layout (DATASET.md)."""
+
+
+class ModelMismatchError(SchemaError):
+    """Files used together (a density and its particle runs) come from different models.
+
+    Parameters
+    ----------
+    message : str
+        Which files and the first difference, e.g. "particles p.nc do not belong to density
+        d.nc: beta is 30 in p.nc but 5 in d.nc".
+    hint : str, optional
+        How to go on anyway (appended after "; "); empty when nothing can be compared.
+    """
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{message}; {hint}" if hint else message)
 
 
 class SimulationError(SpheredensError, RuntimeError):

@@ -17,7 +17,7 @@ from ._lazy import xarray as xr
 from .accessor import register_accessor
 from .exceptions import ConfigError, OutputError, SchemaError
 from .geometry import DOMAINS, get_domain
-from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, REQUIRED_ATTRS, REQUIRED_VARS,
+from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, PARTICLE_VARIABLES, REQUIRED_ATTRS, REQUIRED_VARS,
                      SCHEMA, UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
 from .simulate import Observer
 
@@ -216,8 +216,9 @@ def open_particles(path: str | Path) -> Any:
     return ds
 
 
-def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt: float | None = None,
-                      angles: bool | None = None, attrs: dict[str, Any] | None = None) -> Any:
+def convert_particles(source: str | Path, *, domain: str | None = None, times: Any = None,
+                      dt: float | None = None, angles: bool | None = None,
+                      attrs: dict[str, Any] | None = None, config: Any = None) -> Any:
     """Read a particle run from a common array format and return a spheredens-particles-1 Dataset.
 
     Accepted: ``.npy`` holding positions (time, n, d) or angles (time, n) on the circle;
@@ -225,13 +226,31 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
     ``theta``/``angles`` (time, n), optionally ``time``/``t`` and ``weight``/``weights``/
     ``particle_weight``. Times come from the file, from ``times`` or from ``dt`` (t_k = k dt).
 
+    Parameters
+    ----------
+    domain : str, optional
+        ``"circle"`` or ``"sphere"``; required unless ``config`` gives it.
+    config : RunConfig or path of a TOML run configuration, optional
+        The model the particles were run with: the file then records it as a particle run of
+        spheredens does (attributes ``model``, ``beta``, ``config``; ``Q``, ``K``, ``V``; usa_av:
+        ``slice_xi``, ``slice_weight``), and ``spheredens compare`` checks it against the
+        density. Without it the file carries no model and compare says it was not checked.
+
     Raises
     ------
     SchemaError
         Wrong shapes, NaN, non-unit vectors, a dimension that does not match ``domain``, or
         times of the wrong length.
+    ConfigError
+        An invalid ``config``, or one whose domain or model disagrees with ``domain`` or the
+        ``model``/``beta`` of ``attrs``.
     """
     source = Path(source)
+    stamp = _model_stamp(config, domain, attrs or {}) if config is not None else None
+    if stamp is not None:
+        domain = stamp["domain"]
+    if domain is None:
+        raise SchemaError("give the domain ('circle' or 'sphere') or the run configuration of the particles")
     if domain not in DOMAINS:
         raise SchemaError(f"domain must be {' or '.join(map(repr, DOMAINS))}, not {domain!r}")
     space = get_domain(domain)
@@ -288,7 +307,44 @@ def convert_particles(source: str | Path, *, domain: str, times: Any = None, dt:
     if t.size != n_t:
         raise SchemaError(f"{t.size} times for {n_t} snapshots")
     w = np.full(n, 1.0 / n) if weight is None else np.asarray(weight, dtype=float).reshape(-1)
-    ds = particle_dataset(t, arr, w, domain=domain, attrs={"source": str(source), **(attrs or {})},
-                          weight_long_name=CONVERTED_WEIGHT_LONG_NAME)
+    extra = {k: v for k, v in (attrs or {}).items() if stamp is None or k not in ("model", "beta")}
+    if stamp is not None:
+        extra["model_source"] = stamp["source"]
+    ds = particle_dataset(t, arr, w, domain=domain, attrs={"source": str(source), **extra},
+                          weight_long_name=CONVERTED_WEIGHT_LONG_NAME,
+                          model=None if stamp is None else stamp["model"],
+                          config=None if stamp is None else stamp["config"])
+    if stamp is not None and stamp["slices"] is not None:  # usa_av: the labels and masses of the slices
+        xi, xi_weight = stamp["slices"]
+        ds["slice_xi"] = PARTICLE_VARIABLES["slice_xi"].entry(np.asarray(xi, dtype=float))
+        ds["slice_weight"] = PARTICLE_VARIABLES["slice_weight"].entry(np.asarray(xi_weight, dtype=float))
     validate_particles(ds, name=str(source))
     return ds
+
+
+def _model_stamp(config: Any, domain: str | None, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The model of ``config`` (a RunConfig or a TOML path) for :func:`convert_particles`:
+    ``model``, ``config`` (TOML text), ``domain``, ``slices`` ((xi, xi_weight) or None) and
+    ``source`` (where it came from), checked against ``domain`` and ``attrs``' model and beta."""
+    from .config import RunConfig, load_config
+    from .problem import Problem
+
+    source = "the given configuration"
+    if not isinstance(config, RunConfig):
+        source = str(config)
+        config = load_config(config)
+    model = Problem.from_config(config).model
+    where = "--config" if source == "the given configuration" else source
+    if domain is not None and domain != config.domain.name:
+        raise ConfigError("domain", f"{domain!r} disagrees with the configuration {where}, which is on the "
+                          f"{config.domain.name}")
+    if "model" in attrs and str(attrs["model"]) != model.name:
+        raise ConfigError("model", f"{attrs['model']!r} disagrees with the configuration {where} "
+                          f"(model {model.name!r}); give one of them")
+    if "beta" in attrs and abs(float(attrs["beta"]) - float(model.beta)) > 1e-12 * abs(float(model.beta)):
+        raise ConfigError("beta", f"{float(attrs['beta']):g} disagrees with the configuration {where} "
+                          f"(beta = {float(model.beta):g}); give one of them")
+    aux = model.auxiliary
+    return {"model": model, "config": config.to_toml(), "domain": config.domain.name,
+            "slices": None if aux is None else (aux.xi, aux.weight),
+            "source": f"stamped from {source} by convert-particles"}
