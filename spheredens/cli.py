@@ -1,5 +1,5 @@
 """Command line: ``spheredens run | info | plot | particles | compare | convert-particles | sweep |
-analyze-beta``.
+analyze-beta | verify``.
 
 The commands parse their arguments, call the library (file names, the output rule, opening
 files and the numbers reported are library functions, the same for a Python user) and print.
@@ -36,6 +36,7 @@ from .schemes import SCHEMES
 from .simulate import request_stop, signal_handler
 from .sweep import load_sweep, outcome_summary, run_sweep
 from .transport import DENSITY_ATOMS
+from .verify import summary as verify_summary, verify
 
 DESCRIPTION = """\
 spheredens solves the mean-field continuity equation of self-attention,
@@ -315,6 +316,40 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    """Check the solver on this machine against exact solutions, at small sizes (15-30 s on
+    two cores; the references are spheredens/references.py, the bounds those of the tests):
+
+      beta = 0, circle    With V = B = I the model is the Kuramoto model; a wrapped Cauchy
+                          density stays wrapped Cauchy, r' = r (1 - r^2) / 2 (Ott-Antonsen).
+                          Error of the moments k = 1, 2 at t = 3, at two n: fv and log_sl
+                          second order, fourier spectral.
+      beta = 0, sphere    The velocity is P_x V m / mass, m the mean of rho, for any B: the
+                          evaluators lowrank_meridian (sh_spectral, general B) and funk_hecke
+                          (fv) against it.
+      zero temperature    Transport by the fixed field X(x) = P_x V B^T x / |B^T x|. The weak
+                          form int phi rho_T of every scheme against int phi(Phi_T(y)) rho_0(y) dy,
+                          Phi_T the flow of X along the characteristics (ODE solver at 1e-12),
+                          at three resolutions (each twice the last), and the observed order
+                          log2(e(h) / e(h/2)) beside the scheme's documented order.
+      linear growth       With V = B^-T the uniform density on S^2 is steady. The linearized
+                          right-hand side on the mode <a, x> against 2 phi <w, x> - <grad phi, w>,
+                          w = B^-T a, phi = L(kappa) / kappa (L the Langevin function,
+                          kappa = beta |B^T x|), and the growth rate of the mode, beta = 2, 20.
+
+    Prints one line per check: PASS or FAIL, the errors (with the resolution of each), the
+    observed order and the documented accuracy with the bound required; then a summary. Exit
+    status 0 when every check passes, 1 when one falls short.
+    """
+    def report(row: Any) -> None:
+        if not args.quiet or not row.passed:
+            print(row.line(), flush=True)
+
+    rows = verify(only=args.only, report=report)
+    print(verify_summary(rows))
+    return 0 if all(row.passed for row in rows) else 1
+
+
 #: options several commands share: name -> (flags, argparse keywords); each command gives the help
 _SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "output": (("--output", "-o"), {}),
@@ -408,6 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a netCDF file written by spheredens run")
     _add_shared(p, output="PNG file (default: FILE with suffix .png)",
                 times="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)")
+    p = _add_command(sub, "verify", _cmd_verify, "check the schemes against exact solutions on this machine")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--only", nargs="+", metavar="TEXT", help="run only the checks whose name contains "
+                   "one of these, e.g. --only 'circle fv' 'linear growth'")
+    _add_shared(p, quiet="print only the failed checks and the summary")
     return parser
 
 

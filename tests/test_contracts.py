@@ -10,9 +10,11 @@ editing this file; an evaluator that none of the canonical models below can sele
 Checked for each combination: mass to round-off, positivity where the scheme promises it
 (``Scheme.positive``), bit-exact resume after an interruption; and for each scheme, the exact
 zero-temperature solution at the scheme's documented order (``Scheme.zero_temperature_order``).
-The zero-temperature reference is computed here, independently of the package: the weak form
-int phi rho_T = int phi(Phi_T(y)) rho_0(y) dy of the push-forward by the flow Phi of
-X(x) = P_x V B^T x / |B^T x|, with rho_0 a von Mises-Fisher density and a fine quadrature in y.
+The zero-temperature reference is computed in :mod:`spheredens.references`, independently of the
+schemes (numpy and scipy only), and run by :func:`spheredens.verify.zero_temperature_errors` (the
+same as ``spheredens verify``): the weak form int phi rho_T = int phi(Phi_T(y)) rho_0(y) dy of the
+push-forward by the flow Phi of X(x) = P_x V B^T x / |B^T x|, with rho_0 a von Mises-Fisher
+density and a fine quadrature in y.
 """
 from __future__ import annotations
 
@@ -20,14 +22,14 @@ import math
 
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
-from scipy.special import ive
 
 import spheredens as sd
 from conftest import stop_after_steps
 from spheredens.geometry import DOMAINS, get_domain
 from spheredens.interaction import candidates, select_evaluator
 from spheredens.kernel import AttentionKernel
+from spheredens.references import QUADRATURE_DIMENSIONS
+from spheredens.verify import zero_temperature_errors, zero_temperature_resolutions
 
 class ByDimension(dict):
     """Fixed matrices and vectors for d = 2, 3; seeded well-conditioned ones for any other d
@@ -151,85 +153,18 @@ def test_mass_positivity_and_bit_exact_resume(domain, cls, evaluator, tmp_path):
         assert np.array_equal(resumed[name].values, full[name].values, equal_nan=True), name
 
 
-# -- the exact zero-temperature solution -------------------------------------------------------
-def zt_field(x: np.ndarray, d: int) -> np.ndarray:
-    """X(x) = P_x V B^T x / |B^T x| with B = K (Q = I), rows of x are points."""
-    B, Vm = np.array(GENERAL[d]), np.array(V[d])
-    bx = x @ B
-    w = (bx @ Vm.T) / np.linalg.norm(bx, axis=1, keepdims=True)
-    return w - np.sum(w * x, axis=1, keepdims=True) * x
-
-
-def reference_quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fine quadrature (points, weights) of S^{d-1}, exact far beyond the test's accuracy
-    (the circle and the sphere; another domain needs its own here)."""
-    if d not in (2, 3):
-        pytest.skip(f"no reference quadrature of S^{d - 1} in this test: add one to check the "
-                    "zero-temperature order on that domain")
-    if d == 2:
-        theta = 2 * np.pi * np.arange(2048) / 2048
-        return np.stack([np.cos(theta), np.sin(theta)], axis=1), np.full(2048, 2 * np.pi / 2048)
-    z, wz = np.polynomial.legendre.leggauss(96)
-    phi = 2 * np.pi * np.arange(192) / 192
-    s = np.sqrt(1 - z**2)[:, None]
-    pts = np.stack(np.broadcast_arrays(s * np.cos(phi), s * np.sin(phi), z[:, None]), axis=-1)
-    return pts.reshape(-1, 3), np.repeat(wz * 2 * np.pi / 192, 192)
-
-
-def von_mises_fisher(x: np.ndarray, d: int) -> np.ndarray:
-    if d == 2:
-        return np.exp(KAPPA * (x @ MEAN[2] - 1)) / (2 * np.pi * ive(0, KAPPA))
-    return KAPPA / (2 * np.pi * (1 - np.exp(-2 * KAPPA))) * np.exp(KAPPA * (x @ MEAN[3] - 1))
-
-
-def smooth_functions(x: np.ndarray) -> np.ndarray:
-    """Smooth test functions phi_k(x), shape (k, n)."""
-    d = x.shape[1]
-    a, b = np.linspace(0.3, 1.1, d), np.linspace(-0.7, 0.5, d)
-    return np.stack([np.exp(x @ a), (x @ b) ** 2, np.cos(2 * x[:, 0]) * x[:, 1]])
-
-
-def exact_weak_form(d: int) -> np.ndarray:
-    """int phi_k rho_T = int phi_k(Phi_T(y)) rho_0(y) dy."""
-    y, w = reference_quadrature(d)
-    n = len(y)
-    sol = solve_ivp(lambda s, z: zt_field(z.reshape(n, d), d).reshape(-1), (0.0, T), y.reshape(-1),
-                    method="DOP853", rtol=1e-12, atol=1e-12)
-    x = sol.y[:, -1].reshape(n, d)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return smooth_functions(x) @ (von_mises_fisher(y, d) * w)
-
-
-def scheme_weak_form(ds) -> np.ndarray:
-    """sum phi_k(x_j) rho_j w_j over the file's points (cell centres or quadrature nodes)."""
-    rho = ds["rho"].values[-1]
-    if "theta" in ds.coords:
-        th = ds["theta"].values
-        x = np.stack([np.cos(th), np.sin(th)], axis=1)
-    else:
-        lat, lon = np.radians(ds["lat"].values), np.radians(ds["lon"].values)
-        if ds["lat"].dims != ds["lon"].dims:
-            lat, lon = np.meshgrid(lat, lon, indexing="ij")
-        x = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1)
-    return smooth_functions(x.reshape(-1, x.shape[-1])) @ (rho * ds["weight"].values).reshape(-1)
-
-
+# -- the exact zero-temperature solution (spheredens.references, shared with `spheredens verify`) --
 @pytest.mark.parametrize("domain, cls", list(_schemes()))
 def test_exact_zero_temperature_solution_at_documented_order(domain, cls):
     d = get_domain(domain).d
-    exact = exact_weak_form(d)
+    if d not in QUADRATURE_DIMENSIONS:
+        pytest.skip(f"no reference quadrature of S^{d - 1} in spheredens.references: add one to "
+                    "check the zero-temperature order on that domain")
     spectral = math.isinf(cls.zero_temperature_order)
-    model = {"name": "sa_zero_temperature", "K": GENERAL[d], "V": V[d]}
-    initial = {"name": "von_mises_fisher", "means": [MEAN[d].tolist()], "kappas": [KAPPA]}
     # resolutions default / 4, / 2, / 1: n = 64, 128, 256; lmax + 1 = 8, 16, 32; nlat = 8, 16, 32
-    resolutions = [(cls.resolution_default + 1) // 4 - (1 if cls.resolution == "lmax" else 0),
-                   (cls.resolution_default + 1) // 2 - (1 if cls.resolution == "lmax" else 0),
-                   cls.resolution_default]
-    errors = []
-    for r in resolutions:
-        cfg = config(domain, cls, model, None, "auto", resolution=r, initial=initial,
-                     time={"t_end": T, "times": [0.0, T], "cfl": 0.05 if spectral else 0.4})
-        errors.append(float(np.abs(scheme_weak_form(sd.run(cfg, progress=False)) - exact).max()))
+    resolutions = zero_temperature_resolutions(cls)
+    errors = zero_temperature_errors(domain, cls.name, resolutions, K=GENERAL[d], V=V[d],
+                                     mean=MEAN[d].tolist(), kappa=KAPPA, T=T)
     orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     if spectral:
         # faster than any fixed order: the gain per doubling grows and passes 2^6, or the error

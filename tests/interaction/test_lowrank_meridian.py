@@ -6,7 +6,8 @@ References:
   degree ~ sqrt(2 kappa ln 1e16): 185 at kappa = 450);
 - :class:`SphereDirectQuadrature` on the grid itself, which computes the rows where the scaled
   partition function is tiny;
-- the linearization around the uniform density, derived by hand for V = B^-T (below).
+- the linearization around the uniform density, derived by hand for V = B^-T (in
+  :mod:`spheredens.references`).
 """
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-import spheredens as sd
-from spheredens.config import config_from_dict
-from spheredens.geometry import tangent_project
 from spheredens.grids import GaussGrid
 from spheredens.interaction import (DirectQuadrature, Layout, LowRankMeridianInteraction,
                                     SphereDirectQuadrature, make_evaluator, make_sphere_interaction)
 from spheredens.models import Model
+from spheredens.references import mean_field_velocity
+from spheredens.verify import linear_growth_errors
 
 V = np.diag([1.0, 0.8, 0.5])
 B_CASES = {
@@ -118,69 +118,22 @@ def test_beta_zero_is_the_mean_field(grid):
     model = Model("sa", 0.0, np.eye(3), B_CASES["general"], V)
     rho = mixture(grid.points, [1.0, 0.5], [2.0, 4.0], 0.1)
     ev = LowRankMeridianInteraction(model, grid)
-    m = np.einsum("ij,ijk->k", rho * grid.weight, grid.points) / np.sum(rho * grid.weight)
-    want = tangent_project(grid.points, np.broadcast_to(V @ m, grid.points.shape))
+    want = mean_field_velocity(grid.points, grid.weight, rho, V)
     assert np.abs(ev.vectors(grid.analys(rho))[0] - want).max() <= 1e-14
-
-
-def langevin_over_kappa(k):
-    """phi(k) = L(k) / k, L the Langevin function coth k - 1/k, and its derivative."""
-    coth = 1.0 / np.tanh(k)
-    lang = coth - 1.0 / k
-    dlang = 1.0 / k**2 - (coth**2 - 1.0)
-    return lang / k, dlang / k - lang / k**2
 
 
 @pytest.mark.parametrize("beta", [2.0, 20.0])
 def test_linear_growth_around_uniform(beta):
     """Acceptance 3, an exact reference with a non-orthogonal B.
 
-    With V = B^-T the uniform density rho_0 = 1 / (4 pi) is steady: N_0 / Z_0 = V q^ L(kappa),
-    q = beta B^T x, and V q^ = x / |B^T x| is normal to the sphere. For rho_0 + eps <a, x>,
-    with the moments of exp(<q, y>) over the sphere (I_0 = 4 pi sinh k / k, its gradient and
-    Hessian in q), the velocity is to first order eps 4 pi phi(kappa(x)) P_x B^-T a, with
-    phi = L(k) / k and kappa(x) = beta |B^T x|. So
-
-        d/dt <a, x> = -(1 / 4 pi) div(4 pi phi P_x w) = 2 phi <w, x> - <grad_S phi, w>,
-        w = B^-T a,
-
-    (div_S P_x w = -2 <w, x> on S^2). The scheme's linearized right-hand side (centred
-    difference in eps with Richardson extrapolation, filter off) must give this to 1e-9, and the growth rate
-    <f, df/dt> / <f, f> (B = I: 2 L(beta) / beta) to 1e-10.
+    With V = B^-T the uniform density rho_0 = 1 / (4 pi) is steady, and the perturbation
+    eps <a, x> has the first-order tendency 2 phi <w, x> - <grad_S phi, w>, w = B^-T a,
+    phi = L(kappa) / kappa (derived in :mod:`spheredens.references`,
+    :func:`~spheredens.references.linear_growth_tendency`). The scheme's linearized right-hand
+    side (centred difference in eps with Richardson extrapolation, filter off;
+    :func:`spheredens.verify.linear_growth_errors`, run by ``spheredens verify`` too) must give
+    this to 1e-9, and the growth rate <f, df/dt> / <f, f> (B = I: 2 L(beta) / beta) to 1e-10.
     """
-    B = B_CASES["general"]
-    w_matrix = np.linalg.inv(B).T
-    cfg = config_from_dict({
-        "model": {"name": "sa", "beta": beta, "K": B.tolist(), "V": w_matrix.tolist()},
-        "domain": {"name": "sphere"}, "initial": {"name": "uniform"},
-        "discretization": {"scheme": "sh_spectral", "lmax": LMAX, "filter": "none",
-                           "interaction": "lowrank_meridian"},
-        "time": {"t_end": 1.0, "snapshots": 2}})
-    scheme = sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization)
-    g = scheme.grid
-    a = np.array([0.3, -0.5, 0.8])
-    f = g.points @ a
-    base = np.full(g.shape, 1.0 / (4.0 * np.pi))
-
-    def centred(eps):
-        plus = scheme.rhs(g.analys(base + eps * f)[None, :], 0.0).rate[0]
-        minus = scheme.rhs(g.analys(base - eps * f)[None, :], 0.0).rate[0]
-        return (plus - minus) / (2.0 * eps)
-
-    # Richardson: the eps^2 term cancels (the eps^4 term is 6e-9 at eps = 1e-3, 4e-12 at 1e-4);
-    # the evaluators' ~1e-14 absolute error enters as 1e-14 / eps
-    eps = 1e-4
-    got = g.synth((4.0 * centred(eps) - centred(2.0 * eps)) / 3.0)
-    # the formula on the grid
-    x = g.points
-    bx = x @ B
-    r = np.linalg.norm(bx, axis=-1)
-    phi, dphi = langevin_over_kappa(beta * r)
-    grad_kappa = tangent_project(x, beta * (bx @ B.T) / r[..., None])  # beta B B^T x / |B^T x|
-    w = w_matrix @ a
-    # the same projection on degrees <= lmax (Gauss quadrature) as the scheme's
-    want = g.synth(g.analys(2.0 * phi * (x @ w) - dphi * (grad_kappa @ w)))
-    assert np.abs(got - want).max() <= 1e-9 * np.abs(want).max()
-    rate = np.sum(f * got * g.weight) / np.sum(f * f * g.weight)
-    rate_want = np.sum(f * want * g.weight) / np.sum(f * f * g.weight)
-    assert abs(rate - rate_want) <= 1e-10 * abs(rate_want)
+    tendency, rate, _ = linear_growth_errors(beta, LMAX, B_CASES["general"], np.array([0.3, -0.5, 0.8]))
+    assert tendency <= 1e-9
+    assert rate <= 1e-10

@@ -15,40 +15,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
-import spheredens as sd
-from spheredens.problem import Problem
-
-R0, PSI, T = 0.3, 0.7, 3.0
-
-
-def wrapped_cauchy(x):
-    theta = np.arctan2(x[..., 1], x[..., 0])
-    return (1 - R0**2) / (2 * np.pi * (1 - 2 * R0 * np.cos(theta - PSI) + R0**2))
-
-
-def r_exact(t: float) -> float:
-    return R0 * math.exp(t / 2) / math.sqrt(1 - R0**2 + R0**2 * math.exp(t))
-
-
-def moment_errors(scheme: str, n: int) -> tuple[float, float]:
-    """(largest error of the moments k = 1, 2 at T, |mass - 1|)."""
-    options = {"tolerance": 1e-6} if scheme == "log_sl" else {}
-    cfg = sd.config_from_dict({
-        "model": {"name": "sa", "beta": 0.0, "K": [[1.0, 0.0], [0.0, 1.0]], "V": [[1.0, 0.0], [0.0, 1.0]]},
-        "initial": {"name": "uniform"}, "discretization": {"scheme": scheme, "n": n, **options},
-        "time": {"t_end": T, "times": [0.0, T], **({} if scheme == "log_sl" else {"cfl": 0.2})}})
-    problem = Problem(Problem.from_config(cfg).model, "circle", wrapped_cauchy, np.zeros(1), np.ones(1))
-    scheme_ = sd.make_scheme(problem, cfg.discretization)
-    result = sd.simulate(scheme_, cfg.time, [])
-    assert result.completed
-    rho = scheme_.density(result.state)[0]
-    theta, w = scheme_.grid.theta, scheme_.grid.weight
-    r = r_exact(T)
-    errors = [abs(np.sum(rho * w * np.exp(1j * k * theta)) - r**k * np.exp(1j * k * PSI)) for k in (1, 2)]
-    return max(errors), abs(float(np.sum(rho * w)) - 1.0)
+# the reference (spheredens.references) and the runs, shared with `spheredens verify`:
+# (largest error of the moments k = 1, 2 at T = 3, |mass - 1|) from r_0 = 0.3, psi = 0.7
+from spheredens.verify import wrapped_cauchy_errors as moment_errors
 
 
 @pytest.mark.parametrize("scheme, ns, tolerance, order", [
