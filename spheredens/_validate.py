@@ -116,3 +116,30 @@ def as_unit_vectors(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ..
             raise ConfigError(f"{key}[{i}]", f"= {v!r} has length {norm:.6g}; give a unit vector")
         out.append(tuple(float(c) for c in vec / norm))
     return tuple(out)
+
+
+#: the first bytes of a netCDF-3 (classic, 64-bit offset, CDF-5) and a netCDF-4 (HDF5) file
+NETCDF_SIGNATURES = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
+
+
+def netcdf_read_problem(path: Any, exc: BaseException | None = None) -> str:
+    """Why the file at ``path`` cannot be read as netCDF, in one line ("" when it looks like
+    netCDF and no reader error ``exc`` is given).
+
+    A file without a netCDF signature is named as such (the readers' own message lists every
+    backend and links to their docs); otherwise the first line of ``exc``.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2056)
+    except OSError as err:
+        return f"cannot open it: {err.strerror or err}"
+    # HDF5 may start after a user block of 512, 1024, 2048 bytes
+    if not (head[:4] in NETCDF_SIGNATURES or any(head[k:k + 8] == NETCDF_SIGNATURES[-1]
+                                                 for k in (0, 512, 1024, 2048))):
+        what = "the file is empty" if not head else f"it starts with {head[:12]!r}"
+        return f"not a netCDF-3 or netCDF-4 (HDF5) file ({what})"
+    if exc is None:
+        return ""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import signal
 import sys
 import warnings
@@ -27,14 +28,15 @@ from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .interaction import INTERACTIONS
-from .io import check_output_path, convert_particles, open_particles, open_run, write_dataset
+from .io import (check_output_location, check_output_path, convert_particles, open_particles, open_run,
+                 write_dataset)
 from .models import MODELS
 from .particles import particles_output_path, require_particles, run_particles
 from .plot import figure_path, plot_run, slices_figure_path
 from .runner import run, run_output
 from .schemes import SCHEMES
 from .simulate import request_stop, signal_handler
-from .sweep import load_sweep, outcome_summary, run_sweep
+from .sweep import check_sweep_output, load_sweep, outcome_summary, run_sweep
 from .transport import DENSITY_ATOMS
 from .verify import summary as verify_summary, verify
 
@@ -58,6 +60,16 @@ def _shown(path: Path | str) -> str:
         return str(path)
 
 
+def _check_output(args: argparse.Namespace, path: Path | str | None, *, suffix: str = ".nc",
+                  key: str | None = None, option: str | None = None) -> Path | None:
+    """Check an output path before any work (:func:`~spheredens.io.check_output_location`):
+    its suffix, its folder (created only with ``--mkdir``) and that the folder is writable."""
+    if path is None:
+        return None
+    return check_output_location(path, suffix=suffix, mkdir=getattr(args, "mkdir", False), key=key,
+                                 option=option, mkdir_hint="--mkdir")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """Integrate the run described by CONFIG (a TOML file, every key in docs/config.md) and write
     the density at the snapshot times, with mass, min_rho, energy and w2_projection, to a netCDF
@@ -68,11 +80,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     output = run_output(cfg, args.config, args.output)
     path = output if output is not None else cfg.output_path()
+    _check_output(args, path, option="--output" if args.output else None,
+                  key="output.path" if not args.output and cfg.output.path is not None else None)
     try:
         with _stop_on_signals() as received:
             ds = run(cfg, output=output, progress=None if not args.quiet else False,
                      resume=args.resume, overwrite=args.overwrite,
-                     checkpoint_seconds=args.checkpoint_seconds)
+                     checkpoint_seconds=args.checkpoint_seconds, mkdir=args.mkdir)
     except KeyboardInterrupt as exc:
         print(f"spheredens: {exc or 'interrupted'}; the snapshots so far and a checkpoint are in "
               f"{_shown(path)}; continue with: spheredens run {args.config} --resume"
@@ -130,9 +144,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     rho_0; on the sphere orthographic views and a Mollweide map per snapshot, with W2 and min
     rho below.
     """
-    ds = open_run(args.file)
     out = args.output or figure_path(args.file)
-    print(f"wrote {_shown(plot_run(ds, out, times=args.times))}")
+    _check_output(args, out, suffix=".png", option="--output" if args.output else None)
+    ds = open_run(args.file)
+    print(f"wrote {_shown(plot_run(ds, out, times=args.times, mkdir=args.mkdir))}")
     return 0
 
 
@@ -178,13 +193,17 @@ def _cmd_particles(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     require_particles(cfg, args.config)
     seeds = parse_seeds(args.seeds) if args.seeds else [cfg.particles.seed]
+    outputs = {seed: particles_output_path(cfg, seed, several=len(seeds) > 1, config_path=args.config,
+                                           output=args.output) for seed in seeds}
+    for out in outputs.values():  # every file of the ensemble, before the first run
+        _check_output(args, out, option="--output" if args.output else None,
+                      key="particles.path" if not args.output and cfg.particles.path is not None else None)
     for seed in seeds:
-        out = particles_output_path(cfg, seed, several=len(seeds) > 1, config_path=args.config,
-                                    output=args.output)
+        out = outputs[seed]
         try:
             with _stop_on_signals() as received:
                 ds = run_particles(cfg, seed=seed, output=out, progress=None if not args.quiet else False,
-                                   resume=args.resume, overwrite=args.overwrite)
+                                   resume=args.resume, overwrite=args.overwrite, mkdir=args.mkdir)
         except KeyboardInterrupt as exc:
             print(f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
                   f"continue with: spheredens particles {args.config} --resume", file=sys.stderr)
@@ -207,7 +226,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     density = open_run(args.density)
     runs = [open_particles(p) for p in args.particles]
     out = check_output_path(compare_output_path(args.density, args.output), overwrite=args.overwrite,
-                            option="--output")
+                            option="--output", suffix=".nc", mkdir=args.mkdir, mkdir_hint="--mkdir")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SpheredensWarning)
         try:
@@ -261,7 +280,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.domain is None and args.config is None:
         raise ConfigError("--domain", "give the domain (--domain circle or --domain sphere) or the run "
                           "configuration of the particles (--config CONFIG)")
-    out = check_output_path(args.output, overwrite=args.overwrite)
+    out = check_output_path(args.output, overwrite=args.overwrite, suffix=".nc", mkdir=args.mkdir,
+                            mkdir_hint="--mkdir")
     ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
                            angles=True if args.angles else None, config=args.config,
                            attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
@@ -279,10 +299,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     on. Writes one file per case and combined.nc with one dimension per varied key.
     """
     sweep = load_sweep(args.sweep)
+    check_sweep_output(sweep, mkdir=args.mkdir, mkdir_hint="--mkdir")
     print(f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}")
     try:
         combined, outcome = run_sweep(sweep, scheduler=args.scheduler, n_workers=args.workers,
-                                      progress=not args.quiet)
+                                      progress=not args.quiet, mkdir=args.mkdir)
     except KeyboardInterrupt as exc:
         print(f"spheredens: {exc or 'sweep interrupted'}: spheredens sweep {args.sweep}"
               + (f" --scheduler {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
@@ -306,9 +327,10 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     is flagged "still falling" and a missing departure "no departure by t_end". Writes a
     dataset and a figure (docs/concentration.md has the definitions).
     """
+    out = analysis_output_path(args.combined, args.output)
+    _check_output(args, out, option="--output" if args.output else None)
     combined = open_combined(args.combined)
     result = analyze_beta(combined)
-    out = analysis_output_path(args.combined, args.output)
     write_dataset(result, out)
     figure = plot_beta_study(combined, result, figure_path(out))
     print("\n".join(beta_table(result)))
@@ -350,6 +372,36 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if all(row.passed for row in rows) else 1
 
 
+def number(kind: type = float, *, minimum: float = 0.0, strict: bool = False,
+           finite: bool = True) -> Callable[[str], Any]:
+    """An argparse ``type`` for a numeric option: ``kind(text)`` (int or float) that is at least
+    ``minimum`` (above it when ``strict``), not NaN, and finite when ``finite``; anything else is
+    refused with one line ("argument --points: must be an integer >= 1, got '0'")."""
+    noun = "an integer" if kind is int else ("a finite number" if finite else "a number")
+    rule = f"must be {noun} {'>' if strict else '>='} {minimum:g}"
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{rule}, got {text!r}") from None
+        if math.isnan(value) or (finite and math.isinf(value)) or value < minimum or (
+                strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text!r}")
+        return value
+
+    convert.__name__ = kind.__name__
+    return convert
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, ``spheredens: error: ...`` with exit code 2, as the
+    errors of the commands themselves (no usage block: ``--help`` shows it)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"spheredens: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 #: options several commands share: name -> (flags, argparse keywords); each command gives the help
 _SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "output": (("--output", "-o"), {}),
@@ -357,8 +409,13 @@ _SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "quiet": (("--quiet", "-q"), {"action": "store_true"}),
     "resume": (("--resume",), {"action": "store_true"}),
     "overwrite": (("--overwrite",), {"action": "store_true"}),
-    "times": (("--times",), {"type": float, "nargs": "+", "metavar": "T"}),
+    "times": (("--times",), {"type": number(float), "nargs": "+", "metavar": "T"}),
+    "mkdir": (("--mkdir",), {"action": "store_true"}),
 }
+
+#: help of --mkdir (every command that writes a file)
+_MKDIR_HELP = ("create the folder of the output file when missing (otherwise a missing folder is "
+               "refused before any work)")
 
 
 def _add_shared(parser: argparse.ArgumentParser, **helps: str) -> None:
@@ -378,8 +435,8 @@ def _add_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int],
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spheredens", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="spheredens", description=DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"spheredens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = _add_command(sub, "run", _cmd_run, "integrate a run configuration (TOML) and write a netCDF file")
@@ -392,10 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "for bit the uninterrupted result); with a changed time.t_end (same snapshot "
                 "spacing) a complete run is extended and a partial one ends earlier",
                 overwrite="replace an existing output file (otherwise an existing file is never "
-                "touched)")
-    p.add_argument("--checkpoint-seconds", type=float, default=60.0, metavar="S",
-                   help="wall-clock seconds between checkpoints written between snapshots "
-                   "(default 60)")
+                "touched)", mkdir=_MKDIR_HELP)
+    p.add_argument("--checkpoint-seconds", type=number(float, strict=True, finite=False), default=60.0,
+                   metavar="S", help="wall-clock seconds between checkpoints written between snapshots "
+                   "(> 0, default 60; inf: none between snapshots)")
     p = _add_command(sub, "particles", _cmd_particles, "integrate the n-particle system of a configuration")
     p.add_argument("config", help="run configuration (TOML) with a [particles] table")
     p.add_argument("--seeds", help="an ensemble of i.i.d. runs, e.g. 0..7 or 1,4,9 (one file each, "
@@ -404,15 +461,15 @@ def build_parser() -> argparse.ArgumentParser:
                 "_particles)",
                 quiet="no progress bar",
                 resume="continue partial particle files",
-                overwrite="replace existing particle files")
+                overwrite="replace existing particle files", mkdir=_MKDIR_HELP)
     p = _add_command(sub, "compare", _cmd_compare, "W2 between a density run and particle runs")
     p.add_argument("density", help="a density file (spheredens run)")
     p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
     _add_shared(p, output="comparison file (default: the density file with suffix _compare.nc)")
-    p.add_argument("--points", type=int, default=DENSITY_ATOMS, help="sphere: atoms of the coarsened "
-                   f"density (default {DENSITY_ATOMS}, as the runs' w2_projection)")
+    p.add_argument("--points", type=number(int, minimum=1), default=DENSITY_ATOMS, help="sphere: atoms "
+                   f"of the coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)")
     _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
-                overwrite="replace an existing comparison file")
+                overwrite="replace an existing comparison file", mkdir=_MKDIR_HELP)
     p.add_argument("--allow-mismatch", action="store_true", help="compare particle files of another "
                    "model than the density's (beta, Q, K, V, initial density, slice labels and "
                    "weights) anyway; the differences are recorded in the comparison file")
@@ -424,31 +481,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="CONFIG", help="run configuration (TOML) of the model the particles "
                    "were run with: its model, domain, initial density and slices are stamped into the "
                    "file, so that compare checks them against the density")
-    p.add_argument("--times", nargs="+", metavar="T", help="snapshot times (when the file has none)")
-    p.add_argument("--dt", type=float, help="time between snapshots (t_k = k dt), when the file has no times")
+    p.add_argument("--times", type=number(float), nargs="+", metavar="T", help="snapshot times (when the "
+                   "file has none)")
+    p.add_argument("--dt", type=number(float, strict=True), help="time between snapshots (t_k = k dt, "
+                   "> 0), when the file has no times")
     p.add_argument("--angles", action="store_true", help="the array holds angles (circle)")
     p.add_argument("--model", help="model attribute to record (e.g. sa)")
-    p.add_argument("--beta", type=float, help="beta attribute to record")
-    _add_shared(p, overwrite="replace an existing output file")
+    p.add_argument("--beta", type=number(float, finite=False), help="beta attribute to record (>= 0)")
+    _add_shared(p, overwrite="replace an existing output file", mkdir=_MKDIR_HELP)
     p = _add_command(sub, "sweep", _cmd_sweep, "run a sweep of configurations on Dask")
     p.add_argument("sweep", help="sweep file (TOML)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786")
-    p.add_argument("--workers", type=int, help="local cluster: number of worker processes (default 2)")
-    _add_shared(p, quiet="no per-case progress lines")
+    p.add_argument("--workers", type=number(int, minimum=1), help="local cluster: number of worker "
+                   "processes (>= 1, default 2)")
+    _add_shared(p, quiet="no per-case progress lines",
+                mkdir="create the missing folders above output_dir (output_dir itself is always "
+                "created)")
     p = _add_command(sub, "analyze-beta", _cmd_analyze, "minimum of W2 to Pi_# rho_0, its time, departure, rates over beta")
     p.add_argument("combined", help="combined.nc written by spheredens sweep")
-    _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)")
+    _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)", mkdir=_MKDIR_HELP)
     _add_command(sub, "info", _cmd_info, "list the models, schemes, evaluators and initial densities")
     p = _add_command(sub, "plot", _cmd_plot, "draw the figure of a run file")
     p.add_argument("file", help="a netCDF file written by spheredens run")
     _add_shared(p, output="PNG file (default: FILE with suffix .png)",
-                times="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)")
+                times="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)",
+                mkdir=_MKDIR_HELP)
     p = _add_command(sub, "verify", _cmd_verify, "check the schemes against exact solutions on this machine")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--only", nargs="+", metavar="TEXT", help="run only the checks whose name contains "
                    "one of these, e.g. --only 'circle fv' 'linear growth'")
     _add_shared(p, quiet="print only the failed checks and the summary")
     return parser
+
+
+def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   line: str | None = None) -> str:
+    """A warning as the command line prints it: one line ``spheredens: warning: ...``, without
+    Python's source location (spheredens' own warnings, :class:`SpheredensWarning`, say what
+    to change; others are named by their category)."""
+    text = " ".join(str(message).split())
+    if not issubclass(category, SpheredensWarning):
+        text = f"{text} ({category.__name__})"
+    return f"spheredens: warning: {text}\n"
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """While a command runs, warnings print as :func:`format_warning` (restored afterwards)."""
+    previous = warnings.formatwarning
+    warnings.formatwarning = format_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Log records as one line each: ``spheredens: warning: ...``, ``spheredens: error: ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"spheredens: {record.levelname.lower()}: {' '.join(record.getMessage().split())}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -458,9 +550,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    logging.basicConfig(level=logging.WARNING, format="spheredens: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLineFormatter())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
-        return int(args.func(args))
+        with _one_line_warnings():
+            return int(args.func(args))
     except SimulationError as exc:
         print(f"spheredens: run stopped: {exc}", file=sys.stderr)
         return 1

@@ -19,7 +19,8 @@ from scipy.interpolate import RegularGridInterpolator
 
 from ._lazy import xarray as xr
 from ._registry import Registry
-from ._validate import as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys
+from ._validate import (as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys,
+                        netcdf_read_problem)
 from .exceptions import ConfigError
 from .geometry import (circle_angle, circle_points, CIRCLE, Domain, domain_of_dimension, NotProvided,
                        provides_by_default, sphere_area, SPHERE)
@@ -384,10 +385,14 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, layou
 
     if not path.is_file():
         raise ConfigError(f"{key}.path", f"file {str(path)!r} does not exist")
+    problem = netcdf_read_problem(path)
+    if problem:
+        raise ConfigError(f"{key}.path", f"cannot read {str(path)!r} as netCDF: {problem}")
     try:
         ds = xr.open_dataset(path)
     except Exception as exc:  # any reader failure becomes a one-line refusal
-        raise ConfigError(f"{key}.path", f"cannot read {str(path)!r} as netCDF: {exc}") from None
+        raise ConfigError(f"{key}.path", f"cannot read {str(path)!r} as netCDF: "
+                          f"{netcdf_read_problem(path, exc)}") from None
     with ds:
         if variable not in ds:
             raise ConfigError(f"{key}.variable", f"{variable!r} is not in {str(path)!r}; "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time as _time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._lazy import xarray as xr
+from ._validate import netcdf_read_problem
 from .accessor import register_accessor
 from .exceptions import ConfigError, OutputError, SchemaError
 from .geometry import DOMAINS, get_domain
@@ -23,7 +25,7 @@ from .simulate import Observer
 
 __all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "SCHEMA", "UNIT_TOLERANCE",
            "convert_particles", "open_particles", "open_run", "validate_particles", "validate_schema",
-           "write_dataset", "check_output_path", "read_netcdf"]
+           "write_dataset", "check_output_path", "check_output_location", "read_netcdf"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +34,10 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
     """Write ``ds`` to ``path`` atomically: a temporary file in the same folder, then rename.
 
     A reader never sees a half-written file, and a crash during the write leaves the previous
-    file intact.
+    file intact. The folder must exist: no folder is created (:func:`check_output_location`
+    checks it, and creates it on request, before a run).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         ds.to_netcdf(tmp, engine=engine)
@@ -48,8 +50,81 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
     return path
 
 
+#: what each output suffix holds, for the messages of :func:`check_output_location`
+OUTPUT_KINDS = {".nc": "a netCDF file", ".png": "a PNG figure"}
+
+
+def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool = False,
+                          key: str | None = None, option: str | None = None,
+                          mkdir_hint: str = "mkdir=True") -> Path:
+    """Check, before any work, that a file can be written at ``path``.
+
+    The name ends in ``suffix`` and is not a directory; the folder holding it exists (or is
+    created, with its parents, when ``mkdir`` is set: no folder is ever created otherwise) and
+    is writable, which is tested by creating and removing a temporary file there, so that
+    permissions, read-only mounts and a file in place of a folder are all caught.
+
+    Parameters
+    ----------
+    path : path
+        The file about to be written.
+    suffix : str
+        The suffix the name must have (``".nc"``, ``".png"``).
+    mkdir : bool
+        Create the missing folders (``--mkdir``).
+    key, option : str, optional
+        The configuration key (``"output.path"``) or command line option (``"--output"``) the
+        path comes from, named first in the message (``key`` wins).
+    mkdir_hint : str
+        How the user asks for the folder to be created, for the message (``"--mkdir"`` on the
+        command line).
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises
+    ------
+    ConfigError
+        One line saying what is wrong with the path and how to fix it.
+    """
+    path = Path(path)
+    name = key if key is not None else (option or "")
+
+    def refuse(message: str) -> ConfigError:
+        return ConfigError(name, message)
+
+    if path.suffix != suffix:
+        raise refuse(f"{str(path)!r} must end in {suffix!r} ({OUTPUT_KINDS.get(suffix, 'the output file')})")
+    if path.is_dir():
+        raise refuse(f"{str(path)!r} is a directory; give a file name ending in {suffix!r}")
+    parent = path.parent
+    if not parent.is_dir():
+        blocking = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise refuse(f"cannot write {str(path)!r}: {str(blocking)!r} is a file, not a directory")
+        if not mkdir:
+            raise refuse(f"the directory {str(parent)!r} does not exist; create it or pass {mkdir_hint}")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise refuse(f"cannot create the directory {str(parent)!r} ({exc.strerror or exc}); "
+                         "choose a writable folder") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.probe-", dir=parent)
+    except OSError as exc:
+        raise refuse(f"cannot write in the directory {str(parent)!r} ({exc.strerror or exc}); "
+                     "choose a writable folder") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
 def check_output_path(path: str | Path, *, overwrite: bool, key: str | None = None,
-                      resumable: bool = False, option: str | None = None) -> Path:
+                      resumable: bool = False, option: str | None = None,
+                      suffix: str | None = None, mkdir: bool = False,
+                      mkdir_hint: str = "mkdir=True") -> Path:
     """The output rule: an existing file is never replaced unless ``overwrite`` is set.
 
     Parameters
@@ -65,6 +140,12 @@ def check_output_path(path: str | Path, *, overwrite: bool, key: str | None = No
         The file may be a partial run that ``--resume`` continues: the message says so.
     option : str, optional
         The command line option that chooses the name (``"--output"``), shown in the message.
+    suffix : str, optional
+        When given, first check the location with :func:`check_output_location` (the name
+        ends in ``suffix``, its folder exists or ``mkdir`` creates it, and is writable), also
+        with ``overwrite``.
+    mkdir, mkdir_hint
+        Passed to :func:`check_output_location`.
 
     Returns
     -------
@@ -79,6 +160,9 @@ def check_output_path(path: str | Path, *, overwrite: bool, key: str | None = No
         ``path`` exists, ``overwrite`` is not set and no ``key`` is given.
     """
     path = Path(path)
+    if suffix is not None:
+        check_output_location(path, suffix=suffix, mkdir=mkdir, key=key, option=option,
+                              mkdir_hint=mkdir_hint)
     if overwrite or not path.exists():
         return path
     if resumable:
@@ -173,10 +257,13 @@ def _open_netcdf(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise SchemaError(f"{str(path)!r} does not exist")
+    problem = netcdf_read_problem(path)
+    if problem:
+        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {problem}")
     try:
         return xr.open_dataset(path)
     except Exception as exc:  # reader failures become one line
-        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
+        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}") from None
 
 
 def read_netcdf(path: str | Path) -> Any:
@@ -203,7 +290,7 @@ def read_netcdf(path: str | Path) -> Any:
         with ds:
             return ds.load()
     except Exception as exc:  # reader failures become one line
-        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {exc}") from None
+        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}") from None
 
 
 def open_particles(path: str | Path) -> Any:

@@ -30,7 +30,7 @@ from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import circle_order, clustered_logsumexp_sums, logsumexp_sums
-from .io import FileWriter, open_particles
+from .io import FileWriter, check_output_location, open_particles
 from .models import Model
 from .problem import Problem
 from .runner import resume_point, same_run
@@ -492,7 +492,8 @@ def particles_output_path(cfg: RunConfig, seed: int, *, several: bool,
 
 
 def run_particles(config: RunConfig, *, seed: int | None = None, output: str | Path | None = None,
-                  progress: bool | None = None, resume: bool = False, overwrite: bool = False) -> Any:
+                  progress: bool | None = None, resume: bool = False, overwrite: bool = False,
+                  mkdir: bool = False) -> Any:
     """Integrate the particle system of ``config`` (its ``[particles]`` table) and return the
     Dataset (schema spheredens-particles-1); write it to ``output`` when given. ``usa_av``:
     labelled particles (:func:`initial_slice_particles`), with ``xi`` and ``slice`` (particle)
@@ -501,9 +502,12 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     The snapshot times are those of ``[time]``; ``seed`` overrides ``particles.seed``. As for
     :func:`spheredens.run`, the file carries a checkpoint (the positions at a step boundary):
     ``resume=True`` continues a partial file bit for bit, an existing file is only replaced
-    with ``overwrite=True``.
+    with ``overwrite=True``. The folder of ``output`` must exist and be writable, or
+    ``mkdir=True`` creates it (:func:`~spheredens.io.check_output_location`, before any work).
     """
     require_particles(config)
+    if output is not None:
+        check_output_location(output, mkdir=mkdir)
     p = config.particles
     seed = p.seed if seed is None else int(seed)
     problem = Problem.from_config(config)

@@ -9,14 +9,14 @@ import numpy as np
 from ._lazy import colors, patches, pyplot as plt
 from .accessor import file_domain, register_accessor
 from .geometry import CIRCLE, SPHERE
+from .io import check_output_location
 
 
 def save_figure(fig: Any, path: str | Path, *, dpi: int = 100) -> Path:
-    """Write a matplotlib figure (creating the folder) and close it."""
+    """Write a matplotlib figure and close it (the folder must exist: none is created)."""
 
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
@@ -240,16 +240,22 @@ CIRCLE.provides("figure")(lambda ds, path, **options: plot_circle_run(ds, path))
 SPHERE.provides("figure")(plot_sphere_run)
 
 
-def plot_run(ds: Any, path: str | Path, **options: Any) -> Path:
+def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) -> Path:
     """The figure of a run file, drawn by its domain's part ``"figure"`` (circle:
     :func:`plot_circle_run`, sphere: :func:`plot_sphere_run` with ``options``); for usa_av also
     ``<name>_slices.png`` (:func:`plot_slices`).
 
+    ``path`` must end in ``.png`` and its folder exist and be writable, or ``mkdir=True``
+    creates it; this is checked before drawing (:func:`~spheredens.io.check_output_location`).
+
     Raises
     ------
+    spheredens.ConfigError
+        ``path`` cannot be written (one line).
     spheredens.geometry.NotProvided
         The file's domain has no figure (one line: nothing provides ``"figure"`` there).
     """
+    path = check_output_location(path, suffix=".png", mkdir=mkdir)
     figure = file_domain(ds).part("figure", "a figure of a run")
     if "slice_mode" in ds:
         path = Path(path)

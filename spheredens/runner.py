@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import RunConfig, config_from_dict, load_config
-from .exceptions import SchemaError, SimulationError
-from .io import FileWriter, check_output_path, open_run
+from .exceptions import ConfigError, SchemaError, SimulationError
+from .io import FileWriter, check_output_location, check_output_path, open_run
 from .problem import Problem
 from .recorder import Recorder
 from .schemes import make_scheme
@@ -28,7 +28,7 @@ def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
 
 def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Path | None = None,
         progress: bool | None = None, resume: bool = False, overwrite: bool = False,
-        checkpoint_seconds: float = 60.0) -> Any:
+        checkpoint_seconds: float = 60.0, mkdir: bool = False) -> Any:
     """Run a configuration and return its ``xarray.Dataset`` (schema ``spheredens-1``).
 
     Parameters
@@ -53,12 +53,17 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         Replace an existing output file. Without ``resume`` or ``overwrite`` an existing file
         is never touched.
     checkpoint_seconds : float
-        Wall-clock interval between checkpoints written between snapshots.
+        Wall-clock interval between checkpoints written between snapshots (> 0).
+    mkdir : bool
+        Create the folder of the output file (and its parents) when missing; otherwise a
+        missing folder is refused before any work.
 
     Raises
     ------
     ConfigError
-        For an invalid configuration or an output file that exists (nothing is computed).
+        For an invalid configuration, an output file that exists, or an output path that
+        cannot be written (no ``.nc`` suffix, missing or read-only folder:
+        :func:`~spheredens.io.check_output_location`); nothing is computed.
     SchemaError
         When the file to resume from is not a run of this configuration.
     SimulationError
@@ -73,6 +78,10 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         cfg = cfg.replace(**{"output.path": str(Path(output).resolve())})
     cfg.check_resolution()
     path = cfg.output_path()
+    if path is not None:
+        check_output_location(path, mkdir=mkdir, key="output.path")
+    if not checkpoint_seconds > 0:
+        raise ConfigError("checkpoint_seconds", f"must be a number of seconds > 0, got {checkpoint_seconds!r}")
     problem = Problem.from_config(cfg)
     scheme = make_scheme(problem, cfg.discretization)
     recorder = Recorder(problem, scheme, cfg)

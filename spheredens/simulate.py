@@ -239,7 +239,9 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
     except _Stop as stop:
         reason, message = stop.reason, stop.message
         if reason not in ("interrupted", "terminated", "done"):
-            logger.warning("simulation stopped at t = %g: %s", t, message)
+            # info, not warning: the result carries the message and run() raises it as a
+            # SimulationError, which the command line prints (once)
+            logger.info("simulation stopped at t = %g: %s", t, message)
     except KeyboardInterrupt:
         reason, message = "interrupted", f"interrupted at t = {t:g}"
     _stop_request["reason"] = None

@@ -38,7 +38,7 @@ from ._lazy import dask, distributed, xarray as xr
 from ._validate import as_str, as_table, check_keys
 from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, SpheredensError
-from .io import open_run, write_dataset
+from .io import check_output_location, open_run, write_dataset
 from .runner import run, same_run
 from .simulate import signal_handler
 
@@ -103,6 +103,8 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
         base_cfg_dir = base_dir
     output_dir = base_dir / as_str(data.get("output_dir", "cases"), "sweep.output_dir")
     combined = output_dir / as_str(data.get("combined", "combined.nc"), "sweep.combined")
+    if combined.suffix != ".nc":
+        raise ConfigError("sweep.combined", f"= {combined.name!r} must end in '.nc' (a netCDF file)")
     vary = as_table(data.get("vary", {}), "sweep.vary")
     if not vary:
         raise ConfigError("sweep.vary", "give at least one key to vary, e.g. \"model.beta\" = [10.0, 30.0]")
@@ -166,8 +168,26 @@ def _run_case(config_dict: dict, base_dir: str) -> dict:
                                       f"({traceback.format_exc().strip().splitlines()[-2].strip()})"}
 
 
+def check_sweep_output(sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "mkdir=True") -> None:
+    """Check, before any work, that the sweep can write its files.
+
+    The sweep writes into its own folder ``output_dir``, which it creates when missing; the
+    folder holding it must exist (or ``mkdir`` creates the missing parents) and be writable
+    (:func:`~spheredens.io.check_output_location` on the combined file).
+
+    Raises
+    ------
+    ConfigError
+        Key ``sweep.output_dir``: the folder cannot be created or written (one line).
+    """
+    out = sweep.output_dir
+    own = not out.exists() and out.parent.is_dir()  # the sweep's own folder, one level
+    check_output_location(sweep.combined_path, mkdir=mkdir or own, key="sweep.output_dir",
+                          mkdir_hint=mkdir_hint)
+
+
 def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | None = None,
-              progress: bool = True) -> tuple[Any, dict[str, str]]:
+              progress: bool = True, mkdir: bool = False) -> tuple[Any, dict[str, str]]:
     """Run the cases not done yet on Dask; return the combined dataset and each case's outcome.
 
     Parameters
@@ -176,10 +196,17 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
     scheduler : str, optional
         Address of a running Dask scheduler; default: a local cluster of ``n_workers``
         processes (default min(2, cases to run)), one thread each, closed afterwards.
+    n_workers : int, optional
+        Worker processes of the local cluster (>= 1).
+    mkdir : bool
+        Create the missing parents of ``output_dir`` (:func:`check_sweep_output`, checked
+        before any work; ``output_dir`` itself is always created).
     """
+    check_sweep_output(sweep, mkdir=mkdir)
+    if n_workers is not None and not (isinstance(n_workers, int) and n_workers >= 1):
+        raise ConfigError("n_workers", f"must be an integer >= 1, got {n_workers!r}")
     _quiet_dask()
 
-    sweep.output_dir.mkdir(parents=True, exist_ok=True)
     outcome: dict[str, str] = {}
     pending = []
     for case in sweep.cases:

@@ -72,7 +72,7 @@ def test_partial_case_resumes_and_failures_are_reported(tmp_path):
     case = next(c for c in sweep.cases if dict(c.values) == {"model.beta": 10.0, "model.name": "sa"})
     with stop_after_steps(20, "interrupted"):
         with pytest.raises(KeyboardInterrupt):
-            sd.run(case.config, progress=False)
+            sd.run(case.config, progress=False, mkdir=True)  # output_dir does not exist yet
     assert sd.open_run(case.path).attrs["run_status"] == "partial"
     combined, outcome = run_sweep(sweep, progress=False)
     assert outcome[case.name] == "ran"
