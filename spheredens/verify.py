@@ -3,8 +3,10 @@
 Each check runs the library's own schemes on a problem whose solution is known in closed form
 (:mod:`spheredens.references`), measures the error at two or three resolutions and, where the
 scheme has a finite order, the observed order log2(e(h) / e(h/2)). It passes when the error and
-the order meet the bounds that the tests assert (named in each check's ``source``); nothing is
-loosened for the command.
+the order meet the bounds that the tests assert (named in each check's ``source``); no bound is
+loosened for the command. One solver option differs from the test: log_sl's step tolerance in
+the beta = 0 check (:data:`LOG_SL_TOLERANCE`, 1e-5 against 1e-6), which changes its errors by 1%
+and its time by a factor 3.
 
 * beta = 0, circle: V = B = I is the Kuramoto model, whose wrapped Cauchy densities stay wrapped
   Cauchy with r' = r (1 - r^2) / 2; the moments k = 1, 2 at t = 3 against r(t)^k e^{i k psi}.
@@ -33,8 +35,8 @@ from .config import config_from_dict
 from .exceptions import SpheredensError
 from .geometry import DOMAINS, get_domain
 from .problem import Problem
-from .references import (QUADRATURE_DIMENSIONS, exact_zero_temperature_weak_form, linear_growth_tendency,
-                         mean_field_velocity, run_weak_form, wrapped_cauchy, wrapped_cauchy_radius)
+from .references import (exact_zero_temperature_weak_form, linear_growth_tendency, mean_field_velocity,
+                         run_weak_form, wrapped_cauchy, wrapped_cauchy_radius)
 from .runner import run
 from .schemes import make_scheme
 from .simulate import simulate
@@ -161,7 +163,8 @@ def _beta_zero_circle(scheme: str, bound: BetaZeroBound) -> dict[str, Any]:
         passed = fine <= bound.error and fine <= coarse / bound.gain and mass <= bound.mass
         documented = (f"spectral, required error <= {bound.error:.0e} and a gain >= {bound.gain:g} "
                       f"(order {math.log2(bound.gain):.1f})")
-    return {"quantity": "moments", "labels": tuple(f"n = {n}" for n in bound.ns),
+    quantity = f"moments (step tolerance {LOG_SL_TOLERANCE:g})" if scheme == "log_sl" else "moments"
+    return {"quantity": quantity, "labels": tuple(f"n = {n}" for n in bound.ns),
             "errors": (coarse, fine), "orders": (order,), "passed": passed,
             "documented": f"{documented}; |mass - 1| = {mass:.0e} <= {bound.mass:.0e}",
             "source": "tests/schemes/test_beta_zero.py"}
@@ -353,7 +356,7 @@ def checks() -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     for scheme in BETA_ZERO_SPHERE:
         out.append((f"beta = 0, sphere {scheme}", lambda s=scheme: _beta_zero_sphere(s)))
     for domain in DOMAINS:
-        if get_domain(domain).d not in QUADRATURE_DIMENSIONS or get_domain(domain).d not in ZERO_TEMPERATURE:
+        if get_domain(domain).d not in ZERO_TEMPERATURE:  # no reference problem on that domain
             continue
         for scheme in get_domain(domain).schemes:
             out.append((f"zero temperature, {domain} {scheme}",
