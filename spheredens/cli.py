@@ -339,8 +339,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    """Check the solver on this machine against exact solutions, at small sizes (15-30 s on
-    two cores; the references are spheredens/references.py, the bounds those of the tests):
+    """Check the solver on this machine against exact solutions, at small sizes (9 s of CPU
+    time; the references are spheredens/references.py, the bounds those of the tests):
 
       beta = 0, circle    With V = B = I the model is the Kuramoto model; a wrapped Cauchy
                           density stays wrapped Cauchy, r' = r (1 - r^2) / 2 (Ott-Antonsen).
