@@ -8,28 +8,374 @@ Typical use::
     cfg = sd.load_config("runs/circle_example_c/config.toml")
     ds = sd.run(cfg)                     # an xarray.Dataset (schema spheredens-1)
 
-or the explicit pieces::
+Every command of the ``spheredens`` program has a function here, with the same defaults:
+
+=====================  ===========================================================
+``spheredens run``     :func:`run`
+``particles``          :func:`run_particles`
+``compare``            :func:`compare` (files opened with :func:`open_run`, :func:`open_particles`)
+``convert-particles``  :func:`convert_particles`
+``sweep``              :func:`load_sweep`, :func:`run_sweep`
+``analyze-beta``       :func:`analyze_beta` (and :func:`beta_table`, the lines it prints)
+``plot``               :func:`plot_run`
+=====================  ===========================================================
+
+These public functions are documented fronts: each calls the module function that implements
+it (``spheredens.runner.run``, ``spheredens.compare.compare``, ...) with the arguments given,
+and its signature is that function's. ``sd.compare`` is the function; the module's other
+functions are imported by name (``from spheredens.compare import density_function``).
+
+The explicit pieces of a run::
 
     problem = sd.Problem.from_config(cfg)
     scheme = sd.make_scheme(problem, cfg.discretization)
     result = sd.simulate(scheme, cfg.time, observers=[recorder := sd.Recorder(problem, scheme, cfg)])
     ds = recorder.dataset()
 """
+import functools
+from typing import Any, Callable
+
+from . import analysis as _analysis
+from . import compare as _compare
+from . import io as _io
+from . import particles as _particles
+from . import plot as _plot
+from . import runner as _runner
+from . import sweep as _sweep
 from ._version import __version__
 from .config import RunConfig, config_from_dict, load_config
 from .exceptions import (ConfigError, OutputError, SchemaError, SimulationError, SpheredensError,
                          SpheredensWarning)
-from .io import open_run, write_dataset
+from .io import open_particles, open_run, write_dataset
 from .models import Model, projection_target
 from .problem import Problem
 from .recorder import Recorder
-from .runner import run
 from .schemes import make_scheme
 from .simulate import Progress, SimulationResult, simulate
 
+#: the public function of each command of the ``spheredens`` program
+COMMANDS = {"run": "run", "particles": "run_particles", "compare": "compare",
+            "convert-particles": "convert_particles", "sweep": "run_sweep",
+            "analyze-beta": "analyze_beta", "plot": "plot_run"}
+
+
+def _front(module: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Turn a function holding only the user's docstring into the public function calling
+    ``module.name`` (looked up at each call) with the signature of ``module.name``."""
+
+    def make(documented: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(getattr(module, name))
+        def front(*args: Any, **kwargs: Any) -> Any:
+            return getattr(module, name)(*args, **kwargs)
+
+        front.__doc__ = documented.__doc__
+        front.__module__ = __name__
+        return front
+
+    return make
+
+
+@_front(_runner, "run")
+def run():
+    """Integrate a run configuration: the Python form of ``spheredens run CONFIG``.
+
+    The density rho_t is advanced from rho_0 by the scheme of ``[discretization]`` and recorded
+    at the snapshot times of ``[time]``, with its mass, minimum, energy and the distances
+    ``w2_projection`` = W2(rho_t, Pi_# rho_0) and ``w2_terminal``.
+
+    Parameters
+    ----------
+    config : RunConfig, dict or path
+        A validated configuration (:func:`load_config`, :func:`config_from_dict`), the nested
+        dict of a TOML file, or the path of one (every key: docs/config.md).
+    output : path, optional
+        The netCDF file to write (overrides ``output.path``); without either nothing is
+        written. The file is rewritten atomically as the run goes, with a checkpoint.
+    progress : bool, optional
+        A progress bar on stderr (default: when stderr is a terminal).
+    resume : bool
+        Continue the partial run in ``output`` from its checkpoint (bit for bit the result of
+        an uninterrupted run); a changed ``time.t_end`` extends or shortens it.
+    overwrite : bool
+        Replace an existing ``output``; otherwise an existing file is never touched.
+    checkpoint_seconds : float
+        Wall-clock seconds between checkpoints written between snapshots (default 60).
+
+    Further keywords are those of :func:`spheredens.runner.run`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-1 (docs/dataset.md): ``rho`` (time, space), ``weight``, ``mass``,
+        ``min_rho``, ``w2_projection``, ... and the configuration in ``attrs["config"]``.
+
+    Raises
+    ------
+    ConfigError
+        An invalid configuration or an existing output file (nothing is computed).
+    SimulationError
+        The integration stopped early; the file keeps the snapshots computed before.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> ds = sd.run("runs/circle_example_c/config.toml", output="example_c.nc")
+    >>> w2 = ds["w2_projection"].values          # W2(rho_t, Pi_# rho_0) at each snapshot
+    >>> cfg = sd.config_from_dict({"model": {"beta": 30.0, "V": [[1.0, 0.0], [0.0, 0.5]]},
+    ...                            "initial": {"name": "random_smooth", "seed": 1},
+    ...                            "time": {"t_end": 5.0, "snapshots": 11}})
+    >>> ds = sd.run(cfg.replace(**{"model.beta": 100.0}))      # nothing written
+    """
+
+
+@_front(_particles, "run_particles")
+def run_particles():
+    """Integrate the n-particle system of a configuration: ``spheredens particles CONFIG``.
+
+    The particles x_1..x_n (weights 1/n; usa_av: labelled by slice) follow dx_i/dt =
+    X[mu_t](x_i) for the empirical measure mu_t = sum_i w_i delta_{x_i}: the same model as the
+    density, softmax in log-sum-exp form, float64, RK4 renormalized to the sphere.
+
+    Parameters
+    ----------
+    config : RunConfig
+        With a ``[particles]`` table: ``n``, ``initialization`` (``iid`` samples of rho_0,
+        ``quantile`` on the circle, ``quasi_uniform`` on the sphere), ``seed``, ``dt``,
+        ``integrator``. The snapshot times are those of ``[time]``.
+    seed : int, optional
+        Overrides ``particles.seed`` (one i.i.d. run of an ensemble per seed).
+    output : path, optional
+        The netCDF file to write (schema spheredens-particles-1).
+    progress, resume, overwrite :
+        As for :func:`run`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-particles-1: ``position`` (time, particle, component),
+        ``particle_weight``, ``w2_projection`` (the particles against Pi_# of their own start).
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> cfg = sd.load_config("runs/circle_example_c/config.toml")
+    >>> cfg = cfg.replace(**{"particles.n": 500, "particles.seed": 0})   # adds [particles]
+    >>> p = sd.run_particles(cfg, output="example_c_particles.nc")
+    >>> x = p["position"].values                 # (time, particle, 2), unit vectors
+    """
+
+
+@_front(_compare, "compare")
+def compare():
+    """W2 between a density run and particle runs: ``spheredens compare DENSITY PARTICLES...``.
+
+    At every snapshot time the files share (never interpolated in time), the Wasserstein-2
+    distance with the geodesic cost between rho_t and each particle measure: exact on the
+    circle (the density as its piecewise-constant cells), on the sphere the exact EMD after
+    coarsening the density to ``n_points`` atoms (``density_resolution`` bounds that step).
+
+    Parameters
+    ----------
+    density : xarray.Dataset
+        A density run (:func:`run`, :func:`open_run`).
+    particles : Dataset or list of Datasets
+        Particle runs of the same model (:func:`run_particles`, :func:`open_particles`).
+    n_points : int
+        Sphere: atoms of the coarsened density (default 4096).
+
+    Further keywords (file names to record, guards) are those of
+    :func:`spheredens.compare.compare`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``w2`` (run, time) in radians, ``w2_mean``, ``w2_std``, ``density_resolution`` (time),
+        for several runs ``w2_between_runs``, the departure times and the verdict in
+        ``attrs["departure_verdict"]``.
+
+    Example
+    -------
+    With the files of the examples of :func:`run` and :func:`run_particles`:
+
+    >>> import spheredens as sd
+    >>> result = sd.compare(sd.open_run("example_c.nc"), [sd.open_particles("example_c_particles.nc")])
+    >>> w2 = result["w2"].sel(run=0).values      # W2(rho_t, mu_t) at the common times
+    >>> verdict = result.attrs["departure_verdict"]
+    """
+
+
+@_front(_io, "convert_particles")
+def convert_particles():
+    """Read particles computed by another code: ``spheredens convert-particles IN OUT``.
+
+    Parameters
+    ----------
+    source : path
+        ``.npy`` with positions (time, n, d) or circle angles (time, n); or ``.npz`` with
+        ``position`` / ``x`` / ``theta`` (and optionally ``time`` / ``t``, ``weight``).
+        Positions must be finite unit vectors of the domain's dimension.
+    domain : str
+        ``"circle"`` or ``"sphere"``.
+    times : sequence of float, optional
+        The snapshot times when the file has none; or ``dt``: t_k = k dt.
+    angles : bool, optional
+        The array holds angles (circle).
+
+    Further keywords (attributes, the model of the particles) are those of
+    :func:`spheredens.io.convert_particles`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-particles-1, ready for :func:`compare` (write it with
+        :func:`write_dataset`).
+
+    Example
+    -------
+    >>> import numpy as np, spheredens as sd
+    >>> theta = np.linspace(0, 2 * np.pi, 100, endpoint=False)
+    >>> np.save("tokens.npy", np.stack([theta, theta + 0.1]))    # 2 times, 100 angles
+    >>> p = sd.convert_particles("tokens.npy", domain="circle", dt=0.5)
+    >>> path = sd.write_dataset(p, "tokens.nc")
+    """
+
+
+@_front(_sweep, "load_sweep")
+def load_sweep():
+    """Read and validate a sweep file (the argument of ``spheredens sweep SWEEP``).
+
+    A sweep file names a base configuration and the values to vary (``[vary]`` with dotted
+    keys, e.g. ``"model.beta" = [10.0, 30.0]``); every combination is a case, validated here
+    before any work.
+
+    Parameters
+    ----------
+    path : path
+        The sweep file (TOML); ``base`` and ``output_dir`` are relative to its folder.
+
+    Returns
+    -------
+    spheredens.sweep.Sweep
+        ``cases`` (each with ``name``, ``values`` and its ``config``), ``keys``, ``levels``,
+        ``output_dir`` and ``combined_path``.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> sweep = sd.load_sweep("runs/concentration/sweep_circle_n1024.toml")
+    >>> names = [case.name for case in sweep.cases]          # beta-10.0, beta-30.0, ...
+    """
+
+
+@_front(_sweep, "run_sweep")
+def run_sweep():
+    """Run the cases of a sweep on Dask: ``spheredens sweep SWEEP``.
+
+    Each case not done yet runs :func:`run` with ``resume=True`` as a Dask task (a finished
+    case file is never recomputed, a partial one continues); a failed case is reported and the
+    others go on. The combined dataset has one dimension per varied key.
+
+    Parameters
+    ----------
+    sweep : spheredens.sweep.Sweep
+        From :func:`load_sweep`.
+    scheduler : str, optional
+        Address of a running Dask scheduler (``tcp://host:port``); default: a local cluster.
+    n_workers : int, optional
+        Worker processes of the local cluster (default min(2, cases to run)).
+    progress : bool
+        A line per finished case.
+
+    Returns
+    -------
+    (xarray.Dataset or None, dict)
+        The combined dataset (also written to ``sweep.combined_path``; ``w2_projection``
+        (beta, ..., time) and the other diagnostics), and each case's outcome by name.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> sweep = sd.load_sweep("runs/concentration/sweep_circle_n1024.toml")
+    >>> combined, outcome = sd.run_sweep(sweep, n_workers=2, progress=False)
+    """
+
+
+@_front(_analysis, "analyze_beta")
+def analyze_beta():
+    """Summarize a sweep over beta: ``spheredens analyze-beta COMBINED``.
+
+    For each case, from its curve W2(t) = W2(rho_t, Pi_# rho_0): the minimum ``min_w2`` and its
+    time ``t_min`` (``min_at_end`` when that is the last snapshot: W2 is still falling), the
+    departure time (the first time after t_min with W2 > 2 min_w2 + 0.02), the early rate
+    (-slope of log W2 on [t_min / 4, 3 t_min / 4]) against the spectral gap of V B^T, min_w2
+    over sqrt(log(beta + 1) / beta), the slope of log min_w2 against log beta, and the change
+    from each resolution to the next when n (lmax, nlat) was swept too. Definitions:
+    docs/concentration.md.
+
+    Parameters
+    ----------
+    combined : xarray.Dataset
+        The combined dataset of a sweep over ``model.beta`` (:func:`run_sweep`, or
+        ``combined.nc`` opened with ``xarray.open_dataset``).
+
+    Returns
+    -------
+    xarray.Dataset
+        The quantities above over (beta, other swept dims); :func:`beta_table` gives the
+        lines ``spheredens analyze-beta`` prints.
+
+    Example
+    -------
+    With ``combined`` from the example of :func:`run_sweep`:
+
+    >>> import spheredens as sd
+    >>> analysis = sd.analyze_beta(combined)
+    >>> mins = analysis["min_w2"].values          # min over t of W2, per beta
+    >>> table = "\\n".join(sd.beta_table(analysis))
+    """
+
+
+@_front(_plot, "plot_run")
+def plot_run():
+    """Draw the figure of a run: ``spheredens plot FILE``.
+
+    Circle: rho as a space-time image (log colour scale) beside W2 to Pi_# rho_0. Sphere: two
+    orthographic views and a Mollweide map per snapshot, with W2 and -min rho / max rho below.
+    usa_av: also ``<name>_slices.png`` (slice modes over xi, energy, collapse).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run (:func:`run`, :func:`open_run`).
+    path : path
+        The PNG file to write.
+    times : sequence of float, optional
+        Sphere: the snapshot times to draw (the nearest stored; default 4 evenly spaced).
+
+    Further keywords are those of :func:`spheredens.plot.plot_run`.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Example
+    -------
+    With the file of the example of :func:`run`:
+
+    >>> import spheredens as sd
+    >>> png = sd.plot_run(sd.open_run("example_c.nc"), "example_c.png")
+    """
+
+
+beta_table = _analysis.beta_table
+
 __all__ = [
     "__version__", "RunConfig", "config_from_dict", "load_config", "ConfigError", "SchemaError",
-    "SimulationError", "SpheredensError", "SpheredensWarning", "OutputError", "open_run", "write_dataset", "Model",
-    "projection_target", "Problem", "Recorder", "run", "make_scheme", "Progress",
-    "SimulationResult", "simulate",
+    "SimulationError", "SpheredensError", "SpheredensWarning", "OutputError", "open_run",
+    "open_particles", "write_dataset", "Model", "projection_target", "Problem", "Recorder",
+    "make_scheme", "Progress", "SimulationResult", "simulate",
+    # the commands
+    "run", "run_particles", "compare", "convert_particles", "load_sweep", "run_sweep",
+    "analyze_beta", "beta_table", "plot_run",
 ]
