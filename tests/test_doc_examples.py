@@ -24,6 +24,7 @@ import tomllib
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
 
 import spheredens as sd
@@ -160,11 +161,17 @@ def workspace(tmp_path_factory):
 
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=block_id)
 def test_python_example_runs(block, workspace):
-    """Each block in a fresh namespace; the files written by earlier blocks stay."""
+    """Each block in a fresh namespace; the files written by earlier blocks stay. A W2 curve an
+    example keeps in a variable ``w2_*`` must have values (a steady state, or a model without
+    Assumption 1, gives NaN everywhere)."""
     page, line, code, fragment = block
     if fragment:
         pytest.skip(f"marked {FRAGMENT} in the page")
-    exec(compile(code, f"{page.name}:{line}", "exec"), {"__name__": "__doc_example__"})
+    namespace = {"__name__": "__doc_example__"}
+    exec(compile(code, f"{page.name}:{line}", "exec"), namespace)
+    for name, value in namespace.items():
+        if name.startswith("w2_"):
+            assert np.isfinite(np.asarray(value, dtype=float)).any(), f"{name} is NaN everywhere"
 
 
 def test_every_command_has_a_documented_function():
