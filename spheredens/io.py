@@ -17,8 +17,10 @@ import numpy as np
 from ._lazy import xarray as xr
 from ._validate import netcdf_read_problem
 from .accessor import register_accessor
+from .config import RunConfig, load_config
 from .exceptions import ConfigError, OutputError, SchemaError
 from .geometry import DOMAINS, get_domain
+from .problem import Problem
 from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, PARTICLE_VARIABLES, REQUIRED_ATTRS, REQUIRED_VARS,
                      SCHEMA, UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
 from .simulate import Observer
@@ -413,9 +415,6 @@ def _model_stamp(config: Any, domain: str | None, attrs: dict[str, Any]) -> dict
     """The model of ``config`` (a RunConfig or a TOML path) for :func:`convert_particles`:
     ``model``, ``config`` (TOML text), ``domain``, ``slices`` ((xi, xi_weight) or None) and
     ``source`` (where it came from), checked against ``domain`` and ``attrs``' model and beta."""
-    from .config import RunConfig, load_config
-    from .problem import Problem
-
     source = "the given configuration"
     if not isinstance(config, RunConfig):
         source = str(config)
