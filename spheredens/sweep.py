@@ -40,6 +40,7 @@ from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, SpheredensError
 from .io import check_output_location, open_run, write_dataset
 from .runner import run, same_run
+from .schema import combined_grid
 from .simulate import signal_handler
 
 logger = logging.getLogger(__name__)
@@ -365,4 +366,4 @@ def combine(sweep: Sweep) -> Any:
              "varied_keys": ", ".join(sweep.keys), "domain": first.attrs["domain"],
              "model": first.attrs["model"], "cases": "\n".join(str(c.path) for c in sweep.cases),
              "rho_included": int(same_grid)}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    return combined_grid(first, xr.Dataset(data, coords=coords, attrs=attrs), sweep.keys)

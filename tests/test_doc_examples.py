@@ -221,3 +221,18 @@ def test_help_names_existing_documentation():
     assert names, "the help names no documentation page"
     missing = sorted(n for n in names if not (ROOT / n).is_file())
     assert not missing, f"the help text names documentation that does not exist: {missing}"
+
+
+def test_a_sphere_finite_volume_file_is_refused_as_the_docs_say(tmp_path):
+    """docs/config.md and docs/config_contract.md: a start-from-file density on the sphere must
+    be on a latitude-longitude grid; a sphere fv file (dim cell) is refused in one line."""
+    cfg = sd.config_from_dict({"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 10},
+                               "time": {"t_end": 0.05, "snapshots": 2}})
+    sd.run(cfg, output=tmp_path / "fv.nc", progress=False)
+    for page in ("config.md", "config_contract.md"):
+        assert re.search(r"\(dim `?cell`?\)", (ROOT / "docs" / page).read_text(encoding="utf-8"))
+    with pytest.raises(sd.ConfigError, match=r"has dims \('cell',\); a density on this domain needs "
+                       r"dims \('lat', 'lon'\)") as refused:
+        sd.config_from_dict({"domain": {"name": "sphere"}, "initial": {"name": "file", "path": "fv.nc"}},
+                            base_dir=tmp_path)
+    assert "\n" not in str(refused.value)
