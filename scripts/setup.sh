@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything spheredens needs on a fresh Debian machine:
-#   1. FFTW headers (libfftw3-dev), needed to build shtns, installed with apt when missing;
+#   1. FFTW headers (libfftw3-dev), needed to build shtns, and the udunits2 library
+#      (libudunits2-dev), which the CF checker of the tests (cfchecker) loads, installed with
+#      apt when missing;
 #   2. a virtualenv in .venv (override with VENV=...) holding spheredens and its test extra.
 # Safe to run again: it skips what is already done.
 set -euo pipefail
@@ -14,6 +16,14 @@ if [ ! -f /usr/include/fftw3.h ]; then
     if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libfftw3-dev make gcc >/dev/null
+fi
+
+if [ ! -f /usr/include/udunits2.h ]; then
+    echo "spheredens setup: installing libudunits2-dev (units library of the CF checker used by the tests)"
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libudunits2-dev >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -30,6 +30,7 @@ from ._lazy import pyplot as plt, xarray as xr
 from .exceptions import SchemaError
 from .io import read_netcdf
 from .plot import save_figure
+from .schema import analysis_attrs
 
 Array = NDArray[np.float64]
 
@@ -168,7 +169,7 @@ def analyze_beta(combined: Any) -> Any:
     ds.attrs.update({"spectral_gap": gap, "departure_definition":
                      f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + {DEPARTURE_OFFSET:g}",
                      "early_rate_definition": "-slope of log W2 on [t_min / 4, 3 t_min / 4]"})
-    return ds
+    return analysis_attrs(ds, combined)
 
 
 def resolution_dim(analysis: Any) -> str | None:

@@ -20,7 +20,7 @@ from .exceptions import ModelMismatchError, SchemaError, SpheredensWarning
 from .problem import Problem
 from .geometry import circle_angle, domain_of_dimension
 from .plot import save_figure
-from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI
+from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI, cf_encode
 from .diagnostics import grid_atoms
 from .transport import DENSITY_ATOMS
 
@@ -533,21 +533,23 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                     w2_slice[k, col, m] = distance(a, ma, x[sel], w[sel])
     method = f"{represent.method}; {represent.describe(grid, n_points, centroids)}"
     ds = xr.Dataset(
-        {"w2": (("run", "time"), w2, {"long_name": "W2 distance between density and particles",
+        {"w2": (("run", "time"), w2, {"long_name": "W2 density vs particles",
                                       "units": "radian", "comment": method}),
-         "w2_mean": ("time", w2.mean(axis=0), {"long_name": "mean of w2 over particle runs",
-                                               "units": "radian"}),
+         "w2_mean": ("time", w2.mean(axis=0), {"long_name": "mean W2 over runs", "units": "radian",
+                                               "comment": "mean of w2 over the particle runs"}),
          "w2_std": ("time", w2.std(axis=0, ddof=1) if len(runs) > 1 else np.full(len(shared), np.nan),
-                    {"long_name": "standard deviation of w2 over particle runs (ddof = 1)",
-                     "units": "radian", "comment": "NaN with a single particle run"}),
+                    {"long_name": "std of W2 over runs", "units": "radian",
+                     "comment": "standard deviation of w2 over the particle runs (ddof = 1); NaN with "
+                                "a single particle run"}),
          "density_resolution": ("time", resolution, {
-             "long_name": "resolution of the density (circle: W2 between its piecewise-constant cells "
-                          "and their centres; sphere: W2 bound between grid and coarse atoms)",
-             "units": "radian"}),
+             "long_name": "density resolution", "units": "radian",
+             "comment": "resolution of the density (circle: W2 between its piecewise-constant cells "
+                        "and their centres; sphere: W2 bound between grid and coarse atoms)"}),
          "seed": ("run", np.array([int(p.attrs.get("seed", -1)) for p in runs]),
-                  {"long_name": "seed of each particle run (-1: unknown)"}),
+                  {"long_name": "seed", "comment": "seed of each particle run (-1: unknown)"}),
          "n_particles": ("run", np.array([p.sizes["particle"] for p in runs]),
-                         {"long_name": "number of particles of each run"})},
+                         {"long_name": "number of particles", "units": "1",
+                          "comment": "number of particles of each run"})},
         coords={"time": TIME.entry(times)},
         attrs={"Conventions": CONVENTIONS, "spheredens_schema": COMPARE_SCHEMA,
                "density_file": density_file, "particle_files": "\n".join(particle_files),
@@ -563,37 +565,43 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
                                                   for p, items in models["unchecked"])
     dep = departures(density, runs)
     ds["density_departure_time"] = ((), dep["density"]["departure_time"], {
-        "long_name": "departure time of the density from Pi_# rho_0", "units": "1",
-        "comment": f"first snapshot after the minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + "
+        "long_name": "density departure time", "units": "1",
+        "comment": "departure time of the density from Pi_# rho_0: "
+                   f"first snapshot after the minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + "
                    f"{DEPARTURE_OFFSET:g} (analyze-beta); NaN: not by t = {dep['density']['t_end']:g}"})
     ds["departure_time"] = ("run", np.array([r["departure_time"] for r in dep["runs"]]), {
-        "long_name": "departure time of each particle run from Pi_# rho_0", "units": "1",
-        "comment": "as density_departure_time, on the run's own snapshot times, from the W2 of the "
+        "long_name": "particle departure time", "units": "1",
+        "comment": "departure time of each particle run from Pi_# rho_0, as density_departure_time, "
+                   "on the run's own snapshot times, from the W2 of the "
                    "particles to Pi_# of their own initial positions (particle_w2_projection); NaN: "
                    "not by the run's last time"})
     at_common = [[curve[int(pj[list(di).index(i)])] for i in shared] for curve, (di, pj) in zip(dep["w2"], index)]
     ds["particle_w2_projection"] = (("run", "time"), np.array(at_common, dtype=float), {
-        "long_name": "W2 of each particle run to Pi_# of its initial particles", "units": "radian",
-        "comment": "at the common times; departure_time uses every snapshot of the run"})
+        "long_name": "particle W2 to own Pi_# rho_0", "units": "radian",
+        "comment": "W2 of each particle run to Pi_# of its initial particles, at the common times; "
+                   "departure_time uses every snapshot of the run"})
     ds.attrs["departure_verdict"] = dep["verdict"]
     if len(runs) > 1:  # the ensemble's own spread at the last common time
         last = [int(pj[list(di).index(shared[-1])]) for di, pj in index]
         ds["w2_between_runs"] = (("run", "other_run"), w2_between_runs(runs, last), {
-            "long_name": "W2 between the particle runs at the last common time (the ensemble's "
-                         "sampling error; see spheredens.compare.ensemble_agreement)",
-            "units": "radian", "time": float(times[-1])})
+            "long_name": "W2 between particle runs", "units": "radian",
+            "comment": "W2 between the particle runs at the last common time (the ensemble's "
+                       "sampling error; see spheredens.compare.ensemble_agreement)",
+            "time": float(times[-1])})
     if sliced:
         ds = ds.assign_coords(xi=XI.entry(xi))
         ds["w2_slice"] = (("run", "time", "xi"), w2_slice, {
-            "long_name": "W2 between slice density rho_k and the particles of slice k (each normalized)",
-            "units": "radian"})
+            "long_name": "W2 slice vs its particles", "units": "radian",
+            "comment": "W2 between slice density rho_k and the particles of slice k (each normalized)"})
         ds["w2_slice_mean"] = (("time", "xi"), w2_slice.mean(axis=0), {
-            "long_name": "mean of w2_slice over particle runs", "units": "radian"})
-        ds["w2"].attrs["long_name"] = ("W2 distance between the marginal density sum_k r_k rho_k and "
-                                       "all particles")
+            "long_name": "mean slice W2 over runs", "units": "radian",
+            "comment": "mean of w2_slice over the particle runs"})
+        ds["w2"].attrs["long_name"] = "W2 marginal vs particles"
+        ds["w2"].attrs["comment"] = ("W2 distance between the marginal density sum_k r_k rho_k and "
+                                     f"all particles; {method}")
         ds.attrs["slices"] = ("w2: marginal vs all particles; w2_slice: each slice vs its particles "
                               "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")")
-    return ds
+    return cf_encode(ds)
 
 
 def density_model(density: Any):

@@ -55,67 +55,94 @@ class Variable:
     """Dims and attributes of a variable of a file.
 
     ``dims`` may hold :data:`SPACE` (the grid's space dims) and ``units`` :data:`RHO_UNITS`
-    (those of ``rho``); ``units=None``: no units attribute.
+    (those of ``rho``); ``units=None``: no units attribute. ``long_name`` is short (it labels
+    plot axes, :data:`MAX_LONG_NAME` characters at most); the detail goes in ``comment``.
     """
 
     dims: tuple[str, ...]
     long_name: str
     units: str | None = "1"
+    comment: str | None = None
 
     def entry(self, data: Any, grid: Any = None, **extra: str) -> tuple[tuple[str, ...], Any, dict[str, Any]]:
-        """(dims, data, attrs) for ``xarray.Dataset``; ``extra`` attributes (e.g. a comment)
-        come after the long name and units."""
+        """(dims, data, attrs) for ``xarray.Dataset``; ``extra`` attributes come after the long
+        name and units. An extra ``comment`` (e.g. how the values were computed, or why they
+        are not defined) comes first in the comment, the variable's own detail after it."""
         dims: tuple[str, ...] = ()
         for d in self.dims:
             dims += tuple(grid.space_dims) if d == SPACE else (d,)
         attrs: dict[str, Any] = {"long_name": self.long_name}
         if self.units is not None:
             attrs["units"] = grid.rho_attrs["units"] if self.units == RHO_UNITS else self.units
+        extra = dict(extra)
+        comment = "; ".join(c for c in (extra.pop("comment", None), self.comment) if c)
+        if comment:
+            attrs["comment"] = comment
+        if SPACE in self.dims and grid is not None:
+            attrs.update(space_attrs(grid))
         return dims, data, {**attrs, **extra}
 
 
-#: the time coordinate (density files add ``standard_name``)
-TIME = Variable(("time",), "model time")
+def space_attrs(grid: Any) -> dict[str, str]:
+    """The CF attributes of a field on the grid's cells beyond its units: ``cell_measures``
+    where the grid writes a cell area variable (the sphere's grids)."""
+    measures = getattr(grid, "rho_attrs", {}).get("cell_measures")
+    return {"cell_measures": measures} if measures else {}
+
+
+#: longest ``long_name`` written (xarray's automatic axis labels stay on one line)
+MAX_LONG_NAME = 40
+
+#: the time coordinate: model time is dimensionless, so no CF ``standard_name = "time"`` (a CF
+#: time needs units "<unit> since <date>") and no ``axis = "T"``: a generic CF coordinate
+TIME = Variable(("time",), "time", "1", "model time (dimensionless: t of the continuity equation)")
 #: the coordinate of the slices (models with an auxiliary variable: ``usa_av``)
-XI = Variable(("xi",), "auxiliary variable of each slice", None)
+XI = Variable(("xi",), "auxiliary variable xi", "1", "label xi_k of each density slice")
 #: Q, K, V of the model, in density and particle files
 ATTENTION = {name: Variable(("row", "col"), f"attention matrix {name}") for name in ("Q", "K", "V")}
 
 #: variables of density files besides rho, weight and the grid's own (in file order)
 DENSITY_VARIABLES = {
-    "xi_weight": Variable(("xi",), "mass of each slice"),
-    "mass": Variable(("time",), "total mass sum(rho * weight)"),
-    "min_rho": Variable(("time",), "minimum of rho over the grid", RHO_UNITS),
-    "filter_effect": Variable(("time",), "share of d rho/dt removed by the spectral filter "
-                                         "(||(1 - sigma) d rho/dt|| / ||d rho/dt||)"),
-    "energy": Variable(("time",), "interaction energy E_beta (MODELS.md section 4)"),
-    "w2_projection": Variable(("time",), "W2 distance to the zero-temperature target Pi_# rho_0",
-                              "radian"),
-    "w2_terminal": Variable(("time",), "W2 to the measures supported on the dominant eigenspace of V "
-                                       "(sqrt(int d(x, S cap E_V)^2 rho))", "radian"),
-    "rho_centroid": Variable(("time", SPACE), "offset of the centroid of each cell's mass from the cell "
-                                              "centre, in cell widths (schemes that carry it: log_sl)"),
-    "log_rho": Variable(("time", SPACE), "natural logarithm of rho (keeps what rho shows as 0 below "
-                                         "the smallest float64 number; schemes that carry it: log_sl)"),
-    "checkpoint_state": Variable(("checkpoint_part", "checkpoint_value"),
-                                 "full solver state at checkpoint_time (real and imaginary parts "
-                                 "for spectral coefficients), for --resume", None),
+    "xi_weight": Variable(("xi",), "slice mass r_k", "1", "mass of each slice (sums to 1)"),
+    "mass": Variable(("time",), "total mass", "1", "sum(rho * weight) (times xi_weight where slices exist)"),
+    "min_rho": Variable(("time",), "minimum of rho", RHO_UNITS, "minimum of rho over the grid"),
+    "filter_effect": Variable(("time",), "spectral filter share", "1",
+                              "share of d rho/dt removed by the spectral filter: "
+                              "||(1 - sigma) d rho/dt|| / ||d rho/dt||"),
+    "energy": Variable(("time",), "interaction energy E_beta", "1", "MODELS.md section 4"),
+    "w2_projection": Variable(("time",), "W2 to Pi_# rho_0", "radian",
+                              "Wasserstein-2 distance (geodesic cost) of rho_t to the zero-temperature "
+                              "target Pi_# rho_0"),
+    "w2_terminal": Variable(("time",), "W2 to the eigenspace of V", "radian",
+                            "W2 to the measures supported on the dominant eigenspace of V: "
+                            "sqrt(int d(x, S cap E_V)^2 rho)"),
+    "rho_centroid": Variable(("time", SPACE), "cell mass centroid offset", "1",
+                             "offset of the centroid of each cell's mass from the cell centre, in cell "
+                             "widths (schemes that carry it: log_sl)"),
+    "log_rho": Variable(("time", SPACE), "log of density", "1",
+                        "natural logarithm of rho (keeps what rho shows as 0 below the smallest "
+                        "float64 number; schemes that carry it: log_sl)"),
+    "checkpoint_state": Variable(("checkpoint_part", "checkpoint_value"), "checkpoint solver state", None,
+                                 "full solver state at checkpoint_time (real and imaginary parts for "
+                                 "spectral coefficients), for --resume"),
 }
 #: the time series of a density run, in file order
 DIAGNOSTICS = ("mass", "min_rho", "filter_effect", "energy", "w2_projection", "w2_terminal")
 
 #: slice diagnostics of usa_av (recorded per snapshot)
 SLICE_VARIABLES = {
-    "rho_marginal": Variable(("time", SPACE), "marginal density sum_k r_k rho_k", RHO_UNITS),
-    "slice_mode": Variable(("time", "xi", "component"), "mode of each slice (unit vector)"),
-    "slice_spread": Variable(("time", "xi"), "W2 of each normalized slice to the Dirac mass at its mode",
-                             "radian"),
-    "marginal_mean_norm": Variable(("time",), "|int x rho_marginal| (1 for a Dirac mass)"),
-    "marginal_w2_dirac": Variable(("time",), "W2 of the marginal to the nearest Dirac mass "
-                                             "(collapse measure)", "radian"),
-    "orbit_z": Variable(("time", "component"), "z of the fitted orbit x*(xi) = G(xi)^T z"),
-    "orbit_distance": Variable(("time",), "rms over slices (weights r_k) of d(slice mode, G(xi_k)^T z)",
-                               "radian"),
+    "rho_marginal": Variable(("time", SPACE), "marginal density", RHO_UNITS,
+                             "marginal density sum_k r_k rho_k"),
+    "slice_mode": Variable(("time", "xi", "component"), "slice mode", "1", "mode of each slice (unit vector)"),
+    "slice_spread": Variable(("time", "xi"), "slice spread", "radian",
+                             "W2 of each normalized slice to the Dirac mass at its mode"),
+    "marginal_mean_norm": Variable(("time",), "norm of the marginal mean", "1",
+                                   "|int x rho_marginal| (1 for a Dirac mass)"),
+    "marginal_w2_dirac": Variable(("time",), "W2 of the marginal to a Dirac", "radian",
+                                  "W2 of the marginal to the nearest Dirac mass (collapse measure)"),
+    "orbit_z": Variable(("time", "component"), "orbit z", "1", "z of the fitted orbit x*(xi) = G(xi)^T z"),
+    "orbit_distance": Variable(("time",), "distance to the orbit", "radian",
+                               "rms over slices (weights r_k) of d(slice mode, G(xi_k)^T z)"),
 }
 #: the auxiliary kernel of usa_av
 KERNEL_VARIABLES = {
@@ -125,17 +152,19 @@ KERNEL_VARIABLES = {
 
 #: variables of particle files (in file order)
 PARTICLE_VARIABLES = {
-    "position": Variable(("time", "particle", "component"), "particle position (unit vector)"),
-    "particle_weight": Variable(("particle",), "particle weight (sums to 1)"),
-    "xi": Variable(("particle",), "auxiliary label xi of each particle (frozen)"),
-    "slice": Variable(("particle",), "slice index k of each particle: xi = slice_xi[k]", None),
-    "slice_xi": Variable(("slice_index",), "label xi_k of slice k"),
-    "slice_weight": Variable(("slice_index",), "model slice mass r_k (the particle weights of slice k "
-                                               "sum to it)"),
-    "w2_projection": Variable(("time",), "W2 distance of the particles to the zero-temperature target "
-                                         "Pi_# rho_0", "radian"),
-    "checkpoint_position": Variable(("particle", "component"), "positions at checkpoint_time, for --resume",
-                                    None),
+    "position": Variable(("time", "particle", "component"), "particle position", "1",
+                         "unit vector in R^d"),
+    "particle_weight": Variable(("particle",), "particle weight", "1", "the weights sum to 1"),
+    "xi": Variable(("particle",), "auxiliary label xi", "1", "auxiliary label of each particle (frozen)"),
+    "slice": Variable(("particle",), "slice index k", None, "slice of each particle: xi = slice_xi[k]"),
+    "slice_xi": Variable(("slice_index",), "slice label xi_k", "1", "label xi_k of slice k"),
+    "slice_weight": Variable(("slice_index",), "slice mass r_k", "1",
+                             "model slice mass r_k (the particle weights of slice k sum to it)"),
+    "w2_projection": Variable(("time",), "W2 to Pi_# rho_0", "radian",
+                              "Wasserstein-2 distance (geodesic cost) of the particles to the "
+                              "zero-temperature target Pi_# rho_0"),
+    "checkpoint_position": Variable(("particle", "component"), "checkpoint positions", None,
+                                    "positions at checkpoint_time, for --resume"),
 }
 #: long name of ``particle_weight`` in files converted from other codes
 CONVERTED_WEIGHT_LONG_NAME = "particle weight"
@@ -201,6 +230,106 @@ def validate_particles(ds: Any, *, name: str = "particle file") -> None:
 
 
 # -- builders -----------------------------------------------------------------------------
+def cf_encode(ds: Any) -> Any:
+    """Set the netCDF encoding CF asks for, in place, and return ``ds``: no ``_FillValue`` on
+    coordinates, cell bounds and cell measures (xarray writes ``_FillValue = NaN`` on every
+    float variable otherwise; CF coordinates hold no missing values). Data variables keep it
+    (a NaN diagnostic means "not defined")."""
+    names = set(ds.coords)
+    for var in ds.variables.values():
+        if var.attrs.get("bounds"):
+            names.add(str(var.attrs["bounds"]))
+        for word in str(var.attrs.get("cell_measures", "")).split()[1::2]:
+            names.add(word)
+    for name in names:
+        if name in ds.variables and ds.variables[name].dtype.kind in "fc":
+            ds.variables[name].encoding["_FillValue"] = None
+    return ds
+
+
+def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
+    """CF parts of the combined dataset of a sweep, in place, and ``combined`` returned: the
+    varied keys' coordinates named (``long_name`` the key, units "1" for numbers: every numeric
+    configuration value is dimensionless), ``time`` as in run files, and, where ``rho`` is
+    included, the grid parts of the first case that its attributes name (auxiliary coordinates
+    such as a mesh's ``lat``/``lon``, their ``bounds`` and the ``cell_measures`` variable)."""
+    for key in keys:
+        dim = key.rsplit(".", 1)[-1]
+        if dim in combined.coords:
+            attrs = {"long_name": key, "comment": f"value of {key} in each case"}
+            if combined[dim].dtype.kind in "iuf":
+                attrs["units"] = "1"
+            combined[dim].attrs.update(attrs)
+    if "time" in combined.coords:
+        combined["time"].attrs = TIME.entry(None)[2]
+    if "rho" in combined:
+        space = [d for d in first["rho"].dims if d != "time"]
+        extra = {name: first[name] for name in first.coords
+                 if name not in combined.coords and set(first[name].dims) <= set(space)}
+        named = [str(v.attrs.get("bounds", "")) for v in [*extra.values(), *(first[d] for d in space
+                                                                            if d in first.coords)]]
+        named += str(first["rho"].attrs.get("cell_measures", "")).split()[1::2]
+        combined = combined.assign_coords(extra)
+        for name in named:
+            if name and name in first and name not in combined:
+                combined[name] = first[name].variable.copy()
+    return cf_encode(combined)
+
+
+#: schema of the files of ``spheredens analyze-beta``
+ANALYSIS_SCHEMA = "spheredens-beta-analysis-1"
+#: variables of analysis files (dims come from the combined sweep)
+ANALYSIS_VARIABLES = {
+    "min_w2": Variable((), "minimum over t of W2", "radian",
+                       "minimum over the snapshots of w2_projection (W2 to Pi_# rho_0)"),
+    "t_min": Variable((), "time of the minimum of W2", "1", "model time of min_w2"),
+    "departure_time": Variable((), "departure time", "1"),
+    "early_rate": Variable((), "early rate", "1", "exponential rate of the approach to Pi_# rho_0"),
+    "rate_over_gap": Variable((), "early rate / spectral gap", "1",
+                              "early_rate divided by the spectral gap mu_1 - mu_2 of V B^T"),
+    "bound": Variable((), "concentration bound", "1", "sqrt(log(beta + 1) / beta)"),
+    "min_w2_over_bound": Variable((), "min_w2 / bound", "radian",
+                                  "min_w2 divided by sqrt(log(beta + 1) / beta)"),
+    "min_w2_slope": Variable((), "slope of log min_w2", "1",
+                             "least-squares slope of log min_w2 against log beta"),
+    "t_last": Variable((), "last time with a finite W2", "1"),
+    "min_at_end": Variable((), "minimum at the last time", "1",
+                           "1: the minimum of W2 is at t_last (W2 still falling), 0: before it"),
+}
+
+
+def analysis_attrs(analysis: Any, combined: Any) -> Any:
+    """CF attributes of an analysis dataset (:func:`spheredens.analysis.analyze_beta`), in
+    place, and the dataset returned: conventions and schema, the coordinates described as in
+    the combined sweep, a short ``long_name`` and ``units`` on every variable (detail moved to
+    ``comment``)."""
+    analysis.attrs = {"Conventions": CONVENTIONS, "spheredens_schema": ANALYSIS_SCHEMA,
+                      "title": "spheredens analyze-beta: concentration in beta", "history": history(),
+                      **{k: combined.attrs[k] for k in ("domain", "model") if k in combined.attrs},
+                      **analysis.attrs}
+    for name in analysis.coords:
+        if name in combined.coords:
+            analysis[name].attrs = {**combined[name].attrs, **analysis[name].attrs}
+    definitions = {"departure_time": analysis.attrs.get("departure_definition"),
+                   "early_rate": analysis.attrs.get("early_rate_definition")}
+    for name, var in analysis.data_vars.items():
+        known = ANALYSIS_VARIABLES.get(str(name))
+        old = dict(var.attrs)
+        if known is None and str(name).endswith("_resolution_change"):
+            known = Variable((), f"relative change of {str(name)[:-len('_resolution_change')]}", "1")
+        if known is None:  # a variable added later: its own long name where it is short
+            label = old.get("long_name") or str(name).replace("_", " ")
+            known = Variable((), label if len(label) <= MAX_LONG_NAME else str(name).replace("_", " "),
+                             old.get("units", "1"))
+        attrs = known.entry(None, comment=definitions.get(str(name)) or None)[2]
+        earlier = [old.get("comment"), old.get("long_name") if old.get("long_name") != attrs["long_name"] else None]
+        comment = "; ".join(dict.fromkeys(c for c in (attrs.get("comment"), *earlier) if c))
+        if comment:
+            attrs["comment"] = comment
+        var.attrs = {**old, **attrs}
+    return cf_encode(analysis)
+
+
 def history() -> str:
     """The ``history`` attribute of a file written now."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -300,7 +429,7 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
         rho_var = (("time", "xi") + space, rho)
     else:
         rho_var = (("time",) + space, rho[:, 0])
-    coords = {**_time_coord(times, standard_name="time"), **grid.dataset_coords()}
+    coords = {**_time_coord(times), **grid.dataset_coords()}
     if problem.has_auxiliary:
         coords["xi"] = XI.entry(problem.xi)
     data_vars: dict[str, Any] = {
@@ -341,7 +470,7 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
         state_var, state_attrs = _density_checkpoint(checkpoint)
         data_vars.update(state_var)
         attrs.update(state_attrs)
-    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    return cf_encode(xr.Dataset(data_vars, coords=coords, attrs=attrs))
 
 
 def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, domain: str,
@@ -409,4 +538,4 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
     if checkpoint is not None:
         data["checkpoint_position"] = var["checkpoint_position"].entry(checkpoint[1][0])
         header.update({"checkpoint_time": checkpoint[0], "checkpoint_steps": checkpoint[2]})
-    return xr.Dataset(data, coords=_time_coord(times), attrs=header)
+    return cf_encode(xr.Dataset(data, coords=_time_coord(times), attrs=header))

@@ -44,17 +44,22 @@ class CircleGrid:
         self.space_dims = ("theta",)  # names of the space dimensions in a Dataset (DATASET.md)
 
     def dataset_variables(self) -> dict[str, tuple]:
-        """Variables describing the grid beyond its coordinates: none."""
-        return {}
+        """Variables describing the grid beyond its coordinates: the CF cell bounds of ``theta``
+        (the cells [theta_j - h/2, theta_j + h/2] that ``weight`` measures)."""
+        bounds = self.theta[:, None] + 0.5 * self.h * np.array([-1.0, 1.0])
+        return {"theta_bounds": (("theta", "nv"), bounds, {"comment": "cell edges"})}
 
     def dataset_coords(self) -> dict[str, tuple]:
         """Coordinates for a Dataset (DATASET.md): name -> (dims, values, attrs)."""
-        return {"theta": ("theta", self.theta, {"long_name": "angle on the circle, "
-                                                 "x = (cos theta, sin theta)", "units": "radian"})}
+        return {"theta": ("theta", self.theta, {"long_name": "angle", "units": "radian", "axis": "X",
+                                                 "bounds": "theta_bounds",
+                                                 "comment": "x = (cos theta, sin theta)"})}
 
-    #: attributes of the ``weight`` and ``rho`` variables
-    weight_attrs = {"long_name": "quadrature weight (cell length)", "units": "radian"}
-    rho_attrs = {"long_name": "density with respect to arc length", "units": "radian-1"}
+    #: attributes of the ``weight`` and ``rho`` variables (the circle has no CF cell measure:
+    #: CF knows area and volume only, so the cell lengths are ``weight`` alone)
+    weight_attrs = {"long_name": "quadrature weight", "units": "radian",
+                    "comment": "cell length: int f dtheta = sum(f * weight)"}
+    rho_attrs = {"long_name": "density", "units": "radian-1", "comment": "density with respect to arc length"}
 
     def shifted(self, by: float) -> "CircleGrid":
         """The grid moved by ``by`` spacings (e.g. 0.5: from cell centres to right faces)."""

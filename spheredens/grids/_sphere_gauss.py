@@ -12,6 +12,12 @@ from .._lazy import ducc0, shtns
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
 
+#: attributes of ``cell_area``, the CF cell measure of the sphere's grids: CF measures area in m2,
+#: so the sphere is given radius 1 m and the areas equal the steradians of ``weight``
+CELL_AREA_ATTRS = {"long_name": "cell area", "standard_name": "cell_area", "units": "m2",
+                   "comment": "area of each cell on the unit sphere (radius 1 m): the same numbers as "
+                              "weight, in steradians"}
+
 #: largest truncation degree accepted (memory and transform cost grow like lmax^3)
 MAX_LMAX = 1023
 
@@ -99,19 +105,36 @@ class GaussGrid:
         return ("lat", "lon")
 
     def dataset_variables(self) -> dict[str, tuple]:
-        """Variables describing the grid beyond its coordinates: none."""
-        return {}
+        """Variables describing the grid beyond its coordinates: CF cell bounds and cell areas.
+
+        The cell of node (i, j) spans the latitudes where the cumulative Gauss weights end
+        (sin lat from 1 down by the weights: each node lies inside its band) and the longitudes
+        half a spacing either side: its area is exactly the quadrature weight.
+        """
+        wlat = self.weight[:, 0] * self.nphi / (2.0 * np.pi)  # the Gauss weights in sin(lat), north first
+        edges = np.clip(1.0 - np.concatenate([[0.0], np.cumsum(wlat)]), -1.0, 1.0)
+        edges[-1] = -1.0
+        lat_b = np.degrees(np.arcsin(np.stack([edges[:-1], edges[1:]], axis=-1)))
+        dl = 360.0 / self.nphi
+        lon_b = self.lon[:, None] + 0.5 * dl * np.array([-1.0, 1.0])
+        return {"lat_bounds": (("lat", "nv"), lat_b, {"comment": "cell edges in latitude: the "
+                                                      "cumulative Gauss weights in sin(lat)"}),
+                "lon_bounds": (("lon", "nv"), lon_b, {"comment": "cell edges in longitude"}),
+                "cell_area": (("lat", "lon"), self.weight.copy(), dict(CELL_AREA_ATTRS))}
 
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates for a Dataset: name -> (dims, values, attrs)."""
-        return {"lat": ("lat", self.lat, {"long_name": "latitude (Gauss-Legendre nodes)",
-                                          "standard_name": "latitude", "units": "degrees_north"}),
+        return {"lat": ("lat", self.lat, {"long_name": "latitude", "standard_name": "latitude",
+                                          "units": "degrees_north", "axis": "Y", "bounds": "lat_bounds",
+                                          "comment": "Gauss-Legendre nodes"}),
                 "lon": ("lon", self.lon, {"long_name": "longitude", "standard_name": "longitude",
-                                          "units": "degrees_east"})}
+                                          "units": "degrees_east", "axis": "X", "bounds": "lon_bounds"})}
 
-    weight_attrs = {"long_name": "quadrature weight (Gauss-Legendre x uniform longitude)",
-                    "units": "steradian"}
-    rho_attrs = {"long_name": "density with respect to surface area", "units": "steradian-1"}
+    weight_attrs = {"long_name": "quadrature weight", "units": "steradian",
+                    "comment": "Gauss-Legendre x uniform longitude: the area of the cell in lat_bounds "
+                               "x lon_bounds"}
+    rho_attrs = {"long_name": "density", "units": "steradian-1", "cell_measures": "area: cell_area",
+                 "comment": "density with respect to surface area"}
 
     @property
     def h(self) -> float:

@@ -8,6 +8,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from ._sphere_gauss import CELL_AREA_ATTRS
+
 Array = NDArray[np.float64]
 
 #: largest number of rings accepted (cells grow like 4 nlat^2 / pi)
@@ -187,33 +189,47 @@ class RingMesh:
     def lon(self) -> Array:
         return np.degrees(self.lon_c)
 
+    def vertices(self) -> tuple[Array, Array]:
+        """The CF cell vertices (lat, lon in degrees, each (n_cells, 4)), counter-clockwise seen
+        from outside the sphere: south-west, south-east, north-east, north-west corner. Edges
+        run along a parallel or a meridian, so the quadrilaterals in (lon, lat) tile the sphere
+        with the exact cell areas dlon (sin lat1 - sin lat0); a cap is the band from its pole to
+        its edge over longitudes 0 to 360 (two vertices at the pole)."""
+        lat0, lat1 = np.degrees(self.lat_bounds).T
+        lon0, lon1 = np.degrees(self.lon_bounds).T
+        return (np.stack([lat0, lat0, lat1, lat1], axis=-1),
+                np.stack([lon0, lon1, lon1, lon0], axis=-1))
+
     def dataset_coords(self) -> dict[str, tuple]:
-        """CF coordinates on the ``cell`` dimension, with cell bounds for drawing the cells."""
+        """CF coordinates on the ``cell`` dimension, with cell vertices for drawing the cells."""
         return {
-            "lat": ("cell", self.lat, {"long_name": "latitude of the cell centre (area centroid)",
-                                       "standard_name": "latitude", "units": "degrees_north",
-                                       "bounds": "lat_bounds"}),
-            "lon": ("cell", self.lon, {"long_name": "longitude of the cell centre",
-                                       "standard_name": "longitude", "units": "degrees_east",
-                                       "bounds": "lon_bounds"}),
+            "lat": ("cell", self.lat, {"long_name": "latitude", "standard_name": "latitude",
+                                       "units": "degrees_north", "axis": "Y", "bounds": "lat_bounds",
+                                       "comment": "latitude of the cell centre (area centroid)"}),
+            "lon": ("cell", self.lon, {"long_name": "longitude", "standard_name": "longitude",
+                                       "units": "degrees_east", "axis": "X", "bounds": "lon_bounds",
+                                       "comment": "longitude of the cell centre"}),
         }
 
     def dataset_variables(self) -> dict[str, tuple]:
-        """Mesh description: cell bounds (degrees) and the number of cells per ring."""
+        """Mesh description: CF cell vertices (degrees, :meth:`vertices`), cell areas and the
+        number of cells per ring."""
+        lat_v, lon_v = self.vertices()
+        order = ("counter-clockwise seen from outside the sphere: south-west, south-east, north-east, "
+                 "north-west corner; caps: two vertices at the pole, longitudes 0 to 360")
         return {
-            "lat_bounds": (("cell", "nv"), np.degrees(self.lat_bounds),
-                           {"long_name": "southern and northern edge of each cell", "units": "degrees_north"}),
-            "lon_bounds": (("cell", "nv"), np.degrees(self.lon_bounds),
-                           {"long_name": "western and eastern edge of each cell (caps: 0, 360)",
-                            "units": "degrees_east"}),
+            "lat_bounds": (("cell", "nv"), lat_v, {"comment": "latitude of the cell vertices, " + order}),
+            "lon_bounds": (("cell", "nv"), lon_v, {"comment": "longitude of the cell vertices, " + order}),
+            "cell_area": ("cell", self.area.copy(), dict(CELL_AREA_ATTRS)),
             "ring_count": ("ring", self.ring_count,
-                           {"long_name": "cells per latitude ring, south to north (caps: 1)",
-                            "units": "1"}),
+                           {"long_name": "cells per ring", "units": "1",
+                            "comment": "cells per latitude ring, south to north (caps: 1)"}),
         }
 
-    weight_attrs = {"long_name": "cell area (reduced latitude-longitude mesh)", "units": "steradian"}
-    rho_attrs = {"long_name": "cell average of the density with respect to surface area",
-                 "units": "steradian-1"}
+    weight_attrs = {"long_name": "cell area", "units": "steradian",
+                    "comment": "cell areas of the reduced latitude-longitude mesh"}
+    rho_attrs = {"long_name": "density", "units": "steradian-1", "cell_measures": "area: cell_area",
+                 "comment": "cell average of the density with respect to surface area"}
 
     # -- functions on the mesh ------------------------------------------------------------
     def cell_averages(self, f: Callable[[Array], Array], order: int = 4) -> Array:

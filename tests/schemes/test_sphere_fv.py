@@ -251,7 +251,10 @@ def test_output_layout_and_latlon_remap(tmp_path):
     np.testing.assert_allclose(back["weight"].values, mesh.area, rtol=0, atol=0)
     assert abs(float(back["weight"].sum()) - 4 * math.pi) <= 1e-12
     assert back["lat"].attrs["units"] == "degrees_north" and back["lat"].attrs["bounds"] == "lat_bounds"
-    lat_b, lon_b = back["lat_bounds"].values, back["lon_bounds"].values
+    # CF cell vertices (nv = 4: south-west, south-east, north-east, north-west corner)
+    lat_v, lon_v = back["lat_bounds"].values, back["lon_bounds"].values
+    assert lat_v.shape == lon_v.shape == (mesh.n_cells, 4)
+    lat_b, lon_b = lat_v[:, [0, 2]], lon_v[:, [0, 1]]
     assert np.all((lat_b[:, 0] <= back["lat"].values) & (back["lat"].values <= lat_b[:, 1]))
     # areas from the bounds: dlon (sin lat1 - sin lat0)
     area = np.radians(lon_b[:, 1] - lon_b[:, 0]) * (np.sin(np.radians(lat_b[:, 1])) - np.sin(np.radians(lat_b[:, 0])))
