@@ -423,7 +423,8 @@ def unchecked_notice(unchecked: Sequence[tuple[str, list[str]]]) -> str:
                      "from another code): the model was not checked")
     for p, items in partial:
         parts.append(f"{p} does not record {', '.join(items)}: those were not checked")
-    return "; ".join(parts) + "; stamp it with spheredens convert-particles ... --config CONFIG"
+    them = "it" if len(unchecked) == 1 else "them"
+    return "; ".join(parts) + f"; stamp {them} with spheredens convert-particles ... --config CONFIG"
 
 
 def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DENSITY_ATOMS,

@@ -292,9 +292,28 @@ def test_converted_file_without_model_is_compared_with_a_notice(files, converted
     captured = capsys.readouterr()
     # once (two files, one notice), one line, no Python source location
     assert captured.err == (f"spheredens: warning: {c}, {c2} carry no model (converted from another code): the "
-                            "model was not checked; stamp it with spheredens convert-particles ... --config "
+                            "model was not checked; stamp them with spheredens convert-particles ... --config "
                             "CONFIG\n")
     assert "model_not_checked" in xr.open_dataset(out).attrs
+
+
+def test_converted_file_with_model_and_beta_only_is_checked_as_far_as_it_goes(files, converted, tmp_path,
+                                                                              capsys):
+    """--model and --beta record those two: a wrong beta is refused, and with the right one the
+    notice names what was not checked."""
+    d = str(files / "d.nc")
+    wrong, right = str(tmp_path / "wrong.nc"), str(tmp_path / "right.nc")
+    base = ["convert-particles", str(converted), "--domain", "circle", "--model", "sa"]
+    assert main([base[0], base[1], wrong, *base[2:], "--beta", "30"]) == 0
+    assert main([base[0], base[1], right, *base[2:], "--beta", "5"]) == 0
+    capsys.readouterr()
+    assert one_line_error(capsys, ["compare", d, wrong, "--no-figure", "-o", str(tmp_path / "c.nc")]) == (
+        f"spheredens: error: particles {wrong} do not belong to density {d}: beta is 30 in {wrong} but 5 in "
+        f"{d}{HINT}")
+    assert main(["compare", d, right, "--no-figure", "-o", str(tmp_path / "c.nc")]) == 0
+    assert capsys.readouterr().err == (f"spheredens: warning: {right} does not record Q, K, V, initial density: "
+                                       "those were not checked; stamp it with spheredens convert-particles ... "
+                                       "--config CONFIG\n")
 
 
 def test_convert_with_config_stamps_the_model(files, converted, tmp_path, capsys):
