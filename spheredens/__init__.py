@@ -100,8 +100,9 @@ def run():
         Replace an existing ``output``; otherwise an existing file is never touched.
     checkpoint_seconds : float
         Wall-clock seconds between checkpoints written between snapshots (default 60).
-
-    Further keywords are those of :func:`spheredens.runner.run`.
+    mkdir : bool
+        Create the missing folder of ``output``; otherwise a missing or unwritable folder is
+        refused before any work.
 
     Returns
     -------
@@ -146,7 +147,7 @@ def run_particles():
         Overrides ``particles.seed`` (one i.i.d. run of an ensemble per seed).
     output : path, optional
         The netCDF file to write (schema spheredens-particles-1).
-    progress, resume, overwrite :
+    progress, resume, overwrite, mkdir :
         As for :func:`run`.
 
     Returns
@@ -182,9 +183,12 @@ def compare():
         Particle runs of the same model (:func:`run_particles`, :func:`open_particles`).
     n_points : int
         Sphere: atoms of the coarsened density (default 4096).
-
-    Further keywords (file names to record, guards) are those of
-    :func:`spheredens.compare.compare`.
+    density_file, particle_files : str, sequence of str
+        File names, recorded in the result and used in messages.
+    allow_mismatch : bool
+        Compare particle runs of another model (beta, Q, K, V, initial density, slice labels
+        and weights) anyway, recording the differences; otherwise they are refused in one
+        line naming the first difference.
 
     Returns
     -------
@@ -220,9 +224,11 @@ def convert_particles():
         The snapshot times when the file has none; or ``dt``: t_k = k dt.
     angles : bool, optional
         The array holds angles (circle).
-
-    Further keywords (attributes, the model of the particles) are those of
-    :func:`spheredens.io.convert_particles`.
+    config : RunConfig or path, optional
+        The configuration the particles were run with: the file then records its model (and
+        its domain), so that :func:`compare` checks it against the density.
+    attrs : dict, optional
+        Attributes to record (e.g. ``{"model": "sa", "beta": 30.0}``).
 
     Returns
     -------
@@ -285,6 +291,8 @@ def run_sweep():
         Worker processes of the local cluster (default min(2, cases to run)).
     progress : bool
         A line per finished case.
+    mkdir : bool
+        Create the missing parents of ``output_dir`` (checked before any work).
 
     Returns
     -------
@@ -351,8 +359,8 @@ def plot_run():
         The PNG file to write.
     times : sequence of float, optional
         Sphere: the snapshot times to draw (the nearest stored; default 4 evenly spaced).
-
-    Further keywords are those of :func:`spheredens.plot.plot_run`.
+    mkdir : bool
+        Create the missing folder of ``path`` (checked before drawing).
 
     Returns
     -------
