@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("interaction._base",),
     ("interaction._quadrature",),
     ("interaction._pruned",),
+    ("interaction._clusters",),
     ("interaction._fourier", "interaction._funk_hecke"),
     ("interaction._points", "interaction._meridians"),
     ("interaction._auxiliary",),
