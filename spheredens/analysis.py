@@ -297,8 +297,8 @@ def beta_study_figure(combined: Any, analysis: Any) -> Any:
         axes[1].loglog(beta, mins[ok[0]] / bound[ok[0]] * bound, "k--",
                        label="sqrt(log(beta+1)/beta) (scaled)")
     if analysis["min_at_end"].values.any():
-        axes[1].text(0.02, 0.02, "hollow: still falling at t_end (upper bound)",
-                     transform=axes[1].transAxes, fontsize=7)
+        axes[1].plot([], [], "o", ms=9, mfc="white", color="grey",
+                     label="hollow: still falling at t_end (upper bound)")
     axes[1].set_xlabel("beta")
     axes[1].legend(fontsize=7)
     if departed:
@@ -316,8 +316,8 @@ def beta_study_figure(combined: Any, analysis: Any) -> Any:
             if res:
                 ax.legend(fontsize=7)
             if missing.size:
-                ax.text(0.02, 0.95, "no departure by t_end: beta = " + ", ".join(f"{b:g}" for b in missing),
-                        transform=ax.transAxes, fontsize=7, va="top")
+                ax.text(0.02, 0.03, "no departure by t_end: beta = " + ", ".join(f"{b:g}" for b in missing),
+                        transform=ax.transAxes, fontsize=7, va="bottom")
     else:
         fig.suptitle("no run departs from Pi_# rho_0 within its time window: departure panels "
                      "left out", fontsize=9)
