@@ -69,6 +69,10 @@ SLICES = {"model": {"name": "usa_av", "beta": 1.0}, "domain": {"name": "circle"}
 SWEEP_BASE = ('[model]\nname = "sa"\nbeta = 10.0\nK = [[1.75, 0.866025], [0.433013, 2.5]]\n'
               'V = [[1.0, 0.0], [0.0, 0.5]]\n[discretization]\nn = 32\nallow_underresolved = true\n'
               '[time]\nt_end = 0.5\nsnapshots = 6\n')
+MESH_SWEEP_BASE = ('[model]\nname = "sa"\nbeta = 2.0\nV = [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]\n'
+                   '[domain]\nname = "sphere"\n[initial]\nname = "random_smooth"\nseed = 4\nbandwidth = 3\n'
+                   '[discretization]\nscheme = "fv"\nnlat = 6\nallow_underresolved = true\n'
+                   '[time]\nt_end = 0.2\nsnapshots = 2\n')
 SWEEP = 'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0, 10.0]\n"discretization.n" = [16, 32]\n'
 
 
@@ -105,10 +109,28 @@ def files(tmp_path_factory):
     combined = combine(sweep)
     paths["sweep"] = write_dataset(combined, out / "combined.nc")
     paths["analysis"] = write_dataset(analyze_beta(combined), out / "combined_beta_analysis.nc")
+    # usa_av: labelled particles and the comparison per slice (coordinate xi)
+    paths["particles_usa_av"] = out / "particles_usa_av.nc"
+    pcfg = sd.config_from_dict({**SLICES, "particles": {"n": 30, "dt": 0.05, "seed": 0}}, base_dir=out)
+    _quiet(run_particles, pcfg, output=paths["particles_usa_av"], progress=False)
+    cmp = compare(open_run(paths["usa_av"]), [open_particles(paths["particles_usa_av"])],
+                  density_file=str(paths["usa_av"]), particle_files=[str(paths["particles_usa_av"])])
+    paths["compare_usa_av"] = write_dataset(cmp, out / "compare_usa_av.nc")
+    # a sweep on the sphere mesh: the combined file carries rho with the mesh's vertices and areas
+    (out / "mesh_sweep").mkdir()
+    (out / "mesh_sweep" / "base.toml").write_text(MESH_SWEEP_BASE)
+    (out / "mesh_sweep" / "sweep.toml").write_text(
+        'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [2.0, 3.0]\n')
+    (out / "mesh_sweep" / "cases").mkdir()
+    sweep = load_sweep(out / "mesh_sweep" / "sweep.toml")
+    for case in sweep.cases:
+        _quiet(sd.run, case.config, progress=False)
+    paths["sweep_mesh"] = write_dataset(combine(sweep), out / "mesh_sweep" / "combined.nc")
     return paths
 
 
-KINDS = ("circle", "gauss", "mesh", "usa_av", "particles", "converted", "compare", "sweep", "analysis")
+KINDS = ("circle", "gauss", "mesh", "usa_av", "particles", "converted", "compare", "sweep", "analysis",
+         "particles_usa_av", "compare_usa_av", "sweep_mesh")
 
 
 def cf_check(path) -> dict[str, list[str]]:
@@ -139,6 +161,7 @@ EXPECTED_WARNINGS = {
     # cfchecker 4.1 takes bounds as intervals (vertex 0, vertex 1): for cells with 4 vertices
     # one of lat and lon always "lies outside" these two (consecutive vertices share it)
     "mesh": {"lat: (7.1): Data for variable lat lies outside cell boundaries"},
+    "sweep_mesh": {"lat: (7.1): Data for variable lat lies outside cell boundaries"},
 }
 
 
@@ -243,6 +266,12 @@ def test_mesh_vertices_tile_the_sphere(files):
         assert np.all(inside)
         # rebuilt from the file, the mesh is the solver's
         assert ds.sd.grid().layout == "cells"
+    combined, mesh = xr.load_dataset(files["sweep_mesh"]), xr.load_dataset(files["mesh"])
+    # the combined file of a sweep keeps the mesh
+    assert combined.attrs["rho_included"] == 1
+    for name in ("lat", "lon", "lat_bounds", "lon_bounds", "cell_area"):
+        np.testing.assert_array_equal(combined[name].values, mesh[name].values)
+    assert combined["rho"].attrs["cell_measures"] == "area: cell_area"
 
 
 def test_cartopy_draws_the_mesh_cells_from_the_vertices(files, tmp_path):
