@@ -23,13 +23,15 @@ from .analysis import analysis_output_path, analyze_beta, beta_table, open_combi
 from .auxiliary import KERNELS
 from .compare import check_compare_files, compare, compare_output_path, comparison_summary, plot_comparison
 from .config import load_config
-from .exceptions import ConfigError, ModelMismatchError, SimulationError, SpheredensError, SpheredensWarning
+from .exceptions import (ConfigError, ModelMismatchError, OutputError, SimulationError, SpheredensError,
+                         SpheredensWarning)
 from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .interaction import INTERACTIONS
 from .io import (check_output_location, check_output_path, convert_particles, open_particles, open_run,
                  write_dataset)
+from .locking import output_lock
 from .models import MODELS
 from .particles import particles_output_path, require_particles, run_particles
 from .plot import figure_path, plot_run, slices_figure_path
@@ -227,22 +229,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     runs = [open_particles(p) for p in args.particles]
     out = check_output_path(compare_output_path(args.density, args.output), overwrite=args.overwrite,
                             option="--output", suffix=".nc", mkdir=args.mkdir, mkdir_hint="--mkdir")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", SpheredensWarning)
-        try:
-            result = compare(density, runs, n_points=args.points, density_file=str(args.density),
-                             particle_files=[str(p) for p in args.particles],
-                             allow_mismatch=args.allow_mismatch)
-        except ModelMismatchError as exc:
-            if not exc.hint:
-                raise
-            raise ModelMismatchError(exc.message, hint="pass --allow-mismatch to compare anyway") from None
-    for text in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SpheredensWarning)):
-        print(f"spheredens: warning: {text}", file=sys.stderr)  # once, one line, no source location
-    for w in caught:
-        if not issubclass(w.category, SpheredensWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    write_dataset(result, out)
+    with output_lock(out):  # one writer per file: refused at once when another holds it
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SpheredensWarning)
+            try:
+                result = compare(density, runs, n_points=args.points, density_file=str(args.density),
+                                 particle_files=[str(p) for p in args.particles],
+                                 allow_mismatch=args.allow_mismatch)
+            except ModelMismatchError as exc:
+                if not exc.hint:
+                    raise
+                raise ModelMismatchError(exc.message, hint="pass --allow-mismatch to compare anyway") from None
+        for text in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SpheredensWarning)):
+            print(f"spheredens: warning: {text}", file=sys.stderr)  # once, one line, no source location
+        for w in caught:
+            if not issubclass(w.category, SpheredensWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        write_dataset(result, out)
     print(f"wrote {_shown(out)}")
     if not args.no_figure:
         fig = plot_comparison(result, density, runs[0], figure_path(out), times=args.times)
@@ -558,6 +561,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args))
     except SimulationError as exc:
         print(f"spheredens: run stopped: {exc}", file=sys.stderr)
+        return 1
+    except OutputError as exc:  # the computation ran; its last write failed (disk full, ...)
+        print(f"spheredens: error: {exc}", file=sys.stderr)
         return 1
     except SpheredensError as exc:
         print(f"spheredens: error: {exc}", file=sys.stderr)

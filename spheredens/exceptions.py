@@ -12,6 +12,7 @@ __all__ = [
     "ModelMismatchError",
     "SimulationError",
     "OutputError",
+    "OutputLocked",
     "SpheredensWarning",
 ]
 
@@ -79,6 +80,25 @@ class SimulationError(SpheredensError, RuntimeError):
 
 class OutputError(SpheredensError, OSError):
     """A result file could not be written (disk full, permissions); earlier files are intact."""
+
+
+class OutputLocked(SpheredensError):
+    """The output file is being written by another process (it holds the file's lock).
+
+    Parameters
+    ----------
+    message : str
+        One line naming the file and the holder (host, pid, start time).
+    path : path, optional
+        The output file.
+    holder : dict, optional
+        The holder's record (``host``, ``pid``, ``started``, ``command``), when readable.
+    """
+
+    def __init__(self, message: str, *, path: object = None, holder: dict | None = None) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(message)
 
 
 class SpheredensWarning(UserWarning):

@@ -5,8 +5,10 @@ The layouts themselves (schema names, required parts, validators, builders) live
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time as _time
 from pathlib import Path
@@ -32,24 +34,115 @@ __all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "
 logger = logging.getLogger(__name__)
 
 
+#: files up to this size (bytes in memory) are first rendered in memory, then written with
+#: plain file I/O: a full disk is then a clean ``OSError`` and nothing is left open. The netCDF
+#: library writing to disk itself leaks the handle of a file it fails to close (netCDF4 raises
+#: ``RuntimeError: NetCDF: HDF error``), whose space then stays taken until the process ends.
+IN_MEMORY_WRITE_BYTES = 1 << 30
+
+
 def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path:
     """Write ``ds`` to ``path`` atomically: a temporary file in the same folder, then rename.
 
     A reader never sees a half-written file, and a crash during the write leaves the previous
     file intact. The folder must exist: no folder is created (:func:`check_output_location`
-    checks it, and creates it on request, before a run).
+    checks it, and creates it on request, before a run). Datasets up to
+    :data:`IN_MEMORY_WRITE_BYTES` are rendered in memory first (see there).
+
+    Raises
+    ------
+    OutputError
+        The write failed, whatever the netCDF library raised (``OSError``, netCDF4's
+        ``RuntimeError: NetCDF: HDF error`` on a full disk, ...): one line with the cause and
+        the free space left, in ``reason``; the previous file at ``path`` is untouched.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    failure: Exception | None = None
     try:
-        ds.to_netcdf(tmp, engine=engine)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
+        data = None
+        if int(getattr(ds, "nbytes", 0)) <= IN_MEMORY_WRITE_BYTES:
+            try:
+                data = ds.to_netcdf(engine=engine)
+            except (ValueError, NotImplementedError):  # an xarray that cannot do it (< 2025)
+                data = None
+        if data is not None:
+            _write_bytes(tmp, data)
+        else:
+            ds.to_netcdf(tmp, engine=engine)
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except Exception as exc:  # the backends raise OSError, RuntimeError, ValueError, ...
+        failure = exc
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        try:
+            if tmp.exists():
+                tmp.unlink()
+        except OSError:
+            pass
+    if failure is not None:  # after the clean-up: the free space counts without the temporary
+        reason = write_failure(path, failure)
+        error = OutputError(f"could not write {str(path)!r} ({reason})")
+        error.reason = reason
+        raise error from failure
+    with contextlib.suppress(OSError):  # the rename itself reaches the disk
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return path
+
+
+def _hdf5_end(view: memoryview) -> int:
+    """The length of the netCDF-4 (HDF5) file image ``view``: its end-of-file address. The
+    image netCDF4 renders in memory is padded to 64 KiB steps; the bytes after that address
+    are not part of the file. The whole length for anything else (netCDF-3, unknown)."""
+    head = bytes(view[:64])
+    if len(head) < 64 or head[:8] != b"\x89HDF\r\n\x1a\n":
+        return len(view)
+    version = head[8]
+    if version in (0, 1):  # superblock 0/1: the addresses after 24 (28) bytes
+        size, at = head[13], 24 + (4 if version == 1 else 0) + 2 * head[13]
+    elif version in (2, 3):  # base address, extension address, end-of-file address
+        size, at = head[9], 12 + 2 * head[9]
+    else:
+        return len(view)
+    if size not in (4, 8):
+        return len(view)
+    end = int.from_bytes(head[at:at + size], "little")
+    return end if 64 <= end <= len(view) else len(view)
+
+
+def _write_bytes(path: Path, data: Any) -> None:
+    """Write ``data`` (bytes or a memoryview) to a new file ``path`` and fsync it."""
+    view = memoryview(data).cast("B")
+    view = view[:_hdf5_end(view)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_failure(path: str | Path, exc: BaseException) -> str:
+    """Why writing ``path`` failed, in a few words: the library's message (with its type
+    when it is not an ``OSError``) and the free space of the file system."""
+    if isinstance(exc, OSError) and exc.strerror:
+        what = exc.strerror
+    else:
+        text = " ".join(str(exc).split())
+        what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    try:
+        free = shutil.disk_usage(Path(path).parent).free
+    except OSError:
+        return what
+    size = next((f"{free / 2.0 ** e:.0f} {u}" for e, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"))
+                 if free >= 2.0 ** e), f"{free} bytes")
+    return f"{what}; {size} free on its file system"
 
 
 #: what each output suffix holds, for the messages of :func:`check_output_location`
@@ -185,9 +278,11 @@ class FileWriter(Observer):
     when ``checkpoint_seconds`` of wall time have passed since the last write, and at the end,
     also when the run stopped early or was interrupted. Each file holds the snapshots so far and
     the full solver state at its last step boundary (``checkpoint_state``), from which
-    ``--resume`` continues bit for bit. A failed write (disk full, ...) leaves the previous
-    file intact; it is retried at the next occasion and, if the last one fails, reported by
-    :meth:`finish` raising :class:`OutputError`.
+    ``--resume`` continues bit for bit. A failed write (disk full, whatever the netCDF library
+    raises: :func:`write_dataset`) leaves the previous file intact and is reported at once in
+    one warning line; the run goes on, keeping everything in memory, and the next occasion
+    tries again. If the last write fails, :meth:`finish` raises :class:`OutputError`, one line
+    saying what the file there holds.
     """
 
     def __init__(self, recorder: Any, path: str | Path, *, checkpoint_seconds: float = 60.0) -> None:
@@ -197,20 +292,37 @@ class FileWriter(Observer):
         self._last_end = -float("inf")
         self._last_cost = 0.0
         self._steps = 0
-        self.error: OSError | None = None
+        self.error: OutputError | None = None
+        self.failed_writes = 0
+        self._first_reason = ""  # of the current run of failed writes
+        #: (snapshots, checkpoint time) of the last file written by this run, None before
+        self.last_written: tuple[int, float] | None = None
 
     def _write(self) -> None:
         t0 = _time.perf_counter()
+        ds = self.recorder.dataset()
         try:
-            write_dataset(self.recorder.dataset(), self.path)
-        except OSError as exc:
+            write_dataset(ds, self.path)
+        except OutputError as exc:
+            if self.error is None:  # once per run of failures: the run goes on
+                self._first_reason = str(getattr(exc, "reason", exc))
+                logger.warning("could not write %s (%s); the run goes on and will try "
+                               "again at the next snapshot", self.path, self._first_reason)
             self.error = exc
-            logger.error("could not write %s: %s (the previous file is kept)", self.path, exc)
+            self.failed_writes += 1
             self._last_end = _time.perf_counter()
             return
-        self.error = None
+        if self.error is not None:
+            logger.warning("wrote %s again, after %d failed attempt(s)", self.path,
+                           self.failed_writes)
+        self.error, self.failed_writes = None, 0
+        first = self.last_written is None
+        checkpoint = getattr(self.recorder, "checkpoint", None)
+        self.last_written = (len(getattr(self.recorder, "times", ())),
+                             float(checkpoint[0]) if checkpoint is not None else float("nan"))
         self._last_end = _time.perf_counter()
-        self._last_cost = self._last_end - t0
+        # the first write carries the netCDF library's start-up: it does not set the pace
+        self._last_cost = 0.0 if first else self._last_end - t0
 
     def start(self, info: dict[str, Any]) -> None:
         self._steps = int(info.get("steps_done", 0))
@@ -230,8 +342,18 @@ class FileWriter(Observer):
         self.recorder.set_checkpoint(result.t, result.state, result.n_steps)
         self._write()
         if self.error is not None:
-            raise OutputError(f"could not write {str(self.path)!r}: {self.error}; the file there "
-                              "(if any) holds the last snapshots written before the failure")
+            if self.last_written is not None:
+                n, t = self.last_written
+                kept = (f"the file there holds the last good write ({n} snapshot(s), checkpoint at "
+                        f"t = {t:g}): fix the cause (disk space, permissions) and continue it "
+                        "with --resume")
+            else:
+                kept = "this run wrote no file there (a file from before, if any, is untouched)"
+            reason = str(getattr(self.error, "reason", self.error))
+            first = self._first_reason or reason
+            if first.split(";")[0] != reason.split(";")[0]:  # later failures can be consequences
+                reason += f"; first failure: {first.split(';')[0]}"
+            raise OutputError(f"could not write {str(self.path)!r} ({reason}); {kept}")
 
 
 def open_run(path: str | Path) -> Any:

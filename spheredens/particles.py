@@ -31,6 +31,7 @@ from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_p
 from .integrators import INTEGRATORS
 from .interaction import circle_order, clustered_logsumexp_sums, logsumexp_sums
 from .io import FileWriter, check_output_location, open_particles
+from .locking import output_lock
 from .models import Model
 from .problem import Problem
 from .runner import resume_point, same_run
@@ -510,27 +511,28 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
         check_output_location(output, mkdir=mkdir)
     p = config.particles
     seed = p.seed if seed is None else int(seed)
-    problem = Problem.from_config(config)
-    slices = None
-    if problem.has_auxiliary:
-        x0, w, slices = initial_slice_particles(problem, p.n, p.initialization, seed)
-    else:
-        x0, w = initial_particles(problem, p.n, p.initialization, seed)
-    system = ParticleSystem(problem, x0, w, p.dt, p.integrator, slices=slices)
-    recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
-    start = resume_point(None if output is None else Path(output), recorder, open_particles,
-                         lambda ds: same_run(ds.attrs.get("config", ""), config)
-                         and int(ds.attrs.get("seed", -1)) == seed,
-                         resume=resume, overwrite=overwrite, key="particles.path")
-    if start.get("complete") is not None:
-        return start["complete"]
-    observers: list[Any] = [recorder, Progress(enabled=progress)]
-    if output is not None:
-        observers.append(FileWriter(recorder, output))
-    result = simulate(system, config.time, observers, **start)
-    if result.stop_reason in ("interrupted", "terminated"):
-        raise KeyboardInterrupt(result.message)
-    if not result.completed:
-        raise SimulationError(result.message, time=result.t, step=result.n_steps)
-    return recorder.dataset()
+    with output_lock(output):  # one writer per file, from before any work to the end
+        problem = Problem.from_config(config)
+        slices = None
+        if problem.has_auxiliary:
+            x0, w, slices = initial_slice_particles(problem, p.n, p.initialization, seed)
+        else:
+            x0, w = initial_particles(problem, p.n, p.initialization, seed)
+        system = ParticleSystem(problem, x0, w, p.dt, p.integrator, slices=slices)
+        recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
+        start = resume_point(None if output is None else Path(output), recorder, open_particles,
+                             lambda ds: same_run(ds.attrs.get("config", ""), config)
+                             and int(ds.attrs.get("seed", -1)) == seed,
+                             resume=resume, overwrite=overwrite, key="particles.path")
+        if start.get("complete") is not None:
+            return start["complete"]
+        observers: list[Any] = [recorder, Progress(enabled=progress)]
+        if output is not None:
+            observers.append(FileWriter(recorder, output))
+        result = simulate(system, config.time, observers, **start)
+        if result.stop_reason in ("interrupted", "terminated"):
+            raise KeyboardInterrupt(result.message)
+        if not result.completed:
+            raise SimulationError(result.message, time=result.t, step=result.n_steps)
+        return recorder.dataset()
 

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from .config import RunConfig, config_from_dict, load_config
 from .exceptions import ConfigError, SchemaError, SimulationError
 from .io import FileWriter, check_output_location, check_output_path, open_run
+from .locking import output_lock
 from .problem import Problem
 from .recorder import Recorder
 from .schemes import make_scheme
@@ -66,6 +67,12 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         :func:`~spheredens.io.check_output_location`); nothing is computed.
     SchemaError
         When the file to resume from is not a run of this configuration.
+    OutputLocked
+        Another process is writing the output file (it holds its lock,
+        :mod:`spheredens.locking`): one line naming it; nothing is computed.
+    OutputError
+        When the last write of the file failed (disk full, ...); earlier failures were warnings
+        and the run went on. The file there is the last good write, and resumable.
     SimulationError
         When the integration stops early (non-finite values, step-size collapse); the file
         then holds the snapshots computed before.
@@ -82,25 +89,27 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         check_output_location(path, mkdir=mkdir, key="output.path")
     if not checkpoint_seconds > 0:
         raise ConfigError("checkpoint_seconds", f"must be a number of seconds > 0, got {checkpoint_seconds!r}")
-    problem = Problem.from_config(cfg)
-    scheme = make_scheme(problem, cfg.discretization)
-    recorder = Recorder(problem, scheme, cfg)
-    start = resume_point(path, recorder, open_run, lambda ds: same_run(ds.attrs["config"], cfg, ds),
-                         resume=resume, overwrite=overwrite, key="output.path",
-                         snapshot_times=cfg.time.snapshot_times())
-    if start.get("complete") is not None:
-        return start["complete"]
-    observers: list[Any] = [recorder, Progress(enabled=progress)]
-    if path is not None:
-        observers.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
-    result = simulate(scheme, cfg.time, observers, **start)
-    ds = recorder.dataset()
-    if result.stop_reason in ("interrupted", "terminated"):
-        raise KeyboardInterrupt(result.message)
-    if not result.completed:
-        where = f"; the snapshots before it are in {str(path)!r}" if path is not None else ""
-        raise SimulationError(result.message + where, time=result.t, step=result.n_steps)
-    return ds
+    # one writer per output file, from before any work until the end (every exit path)
+    with output_lock(path):
+        problem = Problem.from_config(cfg)
+        scheme = make_scheme(problem, cfg.discretization)
+        recorder = Recorder(problem, scheme, cfg)
+        start = resume_point(path, recorder, open_run, lambda ds: same_run(ds.attrs["config"], cfg, ds),
+                             resume=resume, overwrite=overwrite, key="output.path",
+                             snapshot_times=cfg.time.snapshot_times())
+        if start.get("complete") is not None:
+            return start["complete"]
+        observers: list[Any] = [recorder, Progress(enabled=progress)]
+        if path is not None:
+            observers.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
+        result = simulate(scheme, cfg.time, observers, **start)
+        ds = recorder.dataset()
+        if result.stop_reason in ("interrupted", "terminated"):
+            raise KeyboardInterrupt(result.message)
+        if not result.completed:
+            where = f"; the snapshots before it are in {str(path)!r}" if path is not None else ""
+            raise SimulationError(result.message + where, time=result.t, step=result.n_steps)
+        return ds
 
 
 def run_output(cfg: RunConfig, config_path: str | Path | None = None,

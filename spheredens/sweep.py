@@ -37,8 +37,9 @@ import numpy as np
 from ._lazy import dask, distributed, xarray as xr
 from ._validate import as_str, as_table, check_keys
 from .config import RunConfig, config_from_dict, load_config, read_toml
-from .exceptions import ConfigError, SpheredensError
+from .exceptions import ConfigError, OutputLocked, SpheredensError
 from .io import check_output_location, open_run, write_dataset
+from .locking import describe_holder, lock_holder, output_lock
 from .runner import run, same_run
 from .schema import combined_grid
 from .simulate import signal_handler
@@ -139,6 +140,14 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
         cfg.check_resolution(key=f"sweep case {name}", warn=False, fix="refine the grid or set "
                              "discretization.allow_underresolved = true in the base")
         cases.append(SweepCase(name, values, cfg))
+    owner: dict[Path, Any] = {combined.resolve(): "the combined file"}
+    for case in cases:  # two cases (or a case and the combined file) on one file: refused now
+        other = owner.setdefault(case.path, case)
+        if other is not case:
+            other = other if isinstance(other, str) else f"case {other.name} ({dict(other.values)})"
+            raise ConfigError(f"sweep case {case.name}", f"writes {str(case.path)!r}, as {other} "
+                              "does (their names coincide once made file names); vary other values "
+                              "or rename the combined file")
     return Sweep(tuple(cases), tuple(keys), tuple(levels), output_dir, combined)
 
 
@@ -206,6 +215,22 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
     check_sweep_output(sweep, mkdir=mkdir)
     if n_workers is not None and not (isinstance(n_workers, int) and n_workers >= 1):
         raise ConfigError("n_workers", f"must be an integer >= 1, got {n_workers!r}")
+    # one sweep per output folder: its lock is that of the combined file, held to the end; a
+    # case file another process is writing refuses the sweep at once (each case's run() then
+    # takes the lock of its own file on the worker)
+    with output_lock(sweep.combined_path):
+        for case in sweep.cases:
+            holder = lock_holder(case.path)
+            if holder is not None:
+                raise OutputLocked(f"sweep case {case.name}: {str(case.path)!r} is being written by "
+                                   f"another process: {describe_holder(holder)}; wait for it to "
+                                   "end, or choose another output_dir", path=case.path, holder=holder)
+        return _run_cases(sweep, scheduler=scheduler, n_workers=n_workers, progress=progress)
+
+
+def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
+               progress: bool) -> tuple[Any, dict[str, str]]:
+    """The body of :func:`run_sweep`, under the sweep's lock."""
     _quiet_dask()
 
     outcome: dict[str, str] = {}

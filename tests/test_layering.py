@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spheredens"
 #: the package itself). A module imports only from its own layer and the layers before it.
 LAYERS: list[tuple[str, ...]] = [
     ("_version", "exceptions", "kernel", "_lazy"),
-    ("_registry", "_validate"),
+    ("_registry", "_validate", "locking"),
     ("geometry",),
     ("models", "integrators"),
     ("initial",),
