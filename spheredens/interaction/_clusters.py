@@ -117,31 +117,39 @@ def clustered_logsumexp_sums(q: Array, x: Array, log_a: Array, vy: Array, beta_s
     centre = blocks.centres
     upper, lower = blocks.bounds(q, np.linalg.norm(q, axis=1), x, log_a)
     keep = upper >= lower[:, None] + blocks.log_cut  # (targets, groups)
+    needed_pairs = np.logical_or.reduceat(keep, starts, axis=0)  # (target groups, groups)
     z, num, m = np.zeros(n), np.zeros((n, d)), np.full(n, -np.inf)
     stats = {"direct": 0.0, "expanded": 0.0}
     delta = x - centre[g_of]
     radius = blocks.radius
+    # the target side: eps_i = q_i - q_I (any q_I will do; the group's mean keeps e_I small)
+    q_centre = np.add.reduceat(q, starts, axis=0) / size[:, None]
+    eps = q - q_centre[g_of]
+    e_group = np.sqrt(np.maximum.reduceat(np.sum(eps * eps, axis=1), starts))
+    # every pair's order, number of terms and the cheaper way to sum it (module docstring)
+    orders = expansion_order(e_group[:, None] * radius[None, :])
+    terms = (np.minimum(orders, P_MAX) + 1) * (np.minimum(orders, P_MAX) + 2) // 2
+    pair_size = size[:, None] * size[None, :]
+    cost_expand = EXPANSION_TERM_COST * terms * (size[:, None] + size[None, :]) + EXPANSION_OVERHEAD
+    expand_pairs = needed_pairs & (orders <= P_MAX) & (cost_expand < DIRECT_PAIR_COST * pair_size)
+    direct_pairs = needed_pairs & ~expand_pairs
+    stats["direct"] = float(np.sum(direct_pairs * pair_size))
+    stats["expanded"] = float(np.sum(expand_pairs * pair_size))
     source_terms: dict[int, Array] = {}
     weights = np.column_stack([np.ones(n), vy])
-    for s, k in zip(starts, size):
-        rows = slice(s, s + k)
-        needed = np.flatnonzero(keep[rows].any(axis=0))
-        if needed.size == 0:
+    for gi, (s, k) in enumerate(zip(starts, size)):
+        if not needed_pairs[gi].any():
             continue
-        q_i, ref = q[rows], lower[rows]
-        # the target side: eps_i = q_i - q_I (any q_I will do; the mean keeps e_I small)
-        q_I = q_i.mean(axis=0)
-        eps_i = q_i - q_I
-        e_I = float(np.sqrt(np.max(np.sum(eps_i * eps_i, axis=1))))
-        order = expansion_order(e_I * radius[needed])
-        terms = np.array([n_terms(int(p)) for p in np.minimum(order, P_MAX)])
-        cost_expand = EXPANSION_TERM_COST * terms * (k + size[needed]) + EXPANSION_OVERHEAD
-        expand = (order <= P_MAX) & (cost_expand < DIRECT_PAIR_COST * k * size[needed])
+        rows = slice(s, s + k)
+        q_i, ref, q_I, eps_i = q[rows], lower[rows], q_centre[gi], eps[rows]
+        needed = np.flatnonzero(needed_pairs[gi])
+        order = orders[gi, needed]
+        expand = expand_pairs[gi, needed]
         direct = needed[~expand]
         # parts of each row's sums: (log offset relative to the row's reference ``ref``, Z, N)
         offsets, parts_z, parts_n = [], [], []
         if direct.size:
-            cols = np.flatnonzero(np.isin(g_of, direct))
+            cols = np.flatnonzero(np.repeat(direct_pairs[gi], size))
             g = q_i @ x[cols].T
             g += log_a[cols][None, :]
             top = g.max(axis=1)
@@ -150,7 +158,6 @@ def clustered_logsumexp_sums(q: Array, x: Array, log_a: Array, vy: Array, beta_s
             offsets.append(top - ref)
             parts_z.append(g.sum(axis=1))
             parts_n.append(g @ vy[cols])
-            stats["direct"] += k * cols.size
         if expand.any():
             groups = needed[expand]
             p_max = int(order[expand].max())
@@ -173,7 +180,6 @@ def clustered_logsumexp_sums(q: Array, x: Array, log_a: Array, vy: Array, beta_s
                 offsets.append(hi[:, jj] + s_J + lo[:, jj])
                 parts_z.append(part[:, 0])
                 parts_n.append(part[:, 1:])
-                stats["expanded"] += k * size[gj]
         top = np.max(offsets, axis=0)
         scale = [np.exp(o - top) for o in offsets]
         z[rows] = sum(sc * pz for sc, pz in zip(scale, parts_z))
