@@ -96,11 +96,13 @@ def _read_record(record: Path) -> dict[str, Any] | None:
 
 def _wait_for_record(record: Path, seconds: float = RECORD_WAIT_SECONDS) -> dict[str, Any] | None:
     """The record of a lock just found held: its holder writes it right after taking the lock,
-    so a contender arriving in between waits for it a moment."""
+    so a contender arriving in between (no record yet, or the stale one of a killed holder it
+    is taking over) waits for it a moment."""
     deadline = _time.monotonic() + seconds
     while True:
         holder = _read_record(record)
-        if holder or _time.monotonic() > deadline:
+        settled = holder and (holder.get("host") != socket.gethostname() or _running_here(holder))
+        if settled or _time.monotonic() > deadline:
             return holder
         _time.sleep(0.02)
 
@@ -118,7 +120,7 @@ def _running_here(holder: dict[str, Any]) -> bool:
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return False
     pid = holder["pid"]
-    if pid == os.getpid() or not _alive(pid):
+    if pid != os.getpid() and not _alive(pid):
         return False
     started = holder.get("process_start")
     return started is None or started == _process_start(pid)
@@ -143,9 +145,15 @@ class OutputLock:
         self.took_over: dict[str, Any] | None = None
 
     def _refuse(self, holder: dict[str, Any] | None) -> OutputLocked:
+        advice = "wait for it to end, or choose another output path"
+        if holder and holder.get("host") == socket.gethostname() and not _running_here(holder):
+            # the lock outlived the process named: a child of it holds it (it inherited the
+            # lock file), or the file system has no working system locks
+            advice = (f"that process has ended, yet the lock is held (by a process it started, "
+                      f"or the file system has no working locks): end that process, or remove "
+                      f"{str(self.lock_path)!r} when nothing writes the file")
         return OutputLocked(f"{str(self.path)!r} is being written by another process: "
-                            f"{describe_holder(holder)}; wait for it to end, or choose another "
-                            "output path", path=self.path, holder=holder)
+                            f"{describe_holder(holder)}; {advice}", path=self.path, holder=holder)
 
     def acquire(self) -> "OutputLock":
         """Take the lock now or raise :class:`~spheredens.exceptions.OutputLocked`."""
@@ -160,7 +168,7 @@ class OutputLock:
             raise OutputError(f"cannot lock {str(self.path)!r}: cannot create "
                               f"{str(self.lock_path)!r} ({exc.strerror or exc})") from None
         previous = _read_record(self.record_path)
-        if previous and _running_here(previous):
+        if previous and previous.get("pid") != os.getpid() and _running_here(previous):
             # the system lock was free, yet its holder runs: a file system without working
             # locks (filelock fell back, or a foreign mount); trust the record
             lock.release()

@@ -12,7 +12,9 @@ import time
 import tomllib
 from pathlib import Path
 
+import filelock
 import pytest
+import xarray as xr
 
 import spheredens as sd
 import spheredens.sweep as sweep_module
@@ -81,7 +83,7 @@ def one_line(err: str) -> str:
 
 
 def assert_names_holder(line: str, pid: int) -> None:
-    assert "is being written by another process" in line
+    assert "is being written by another process" in line and "has ended" not in line
     assert f"pid {pid} on host {socket.gethostname()}, started " in line and " UTC" in line
 
 
@@ -168,6 +170,23 @@ def test_the_lock_is_released_on_every_exit_path(tmp_path):
         assert lock_holder(out)["pid"] == os.getpid()
     assert sd.run(cfg, output=out, progress=False, resume=True).attrs["run_status"] == "complete"
     assert free()
+
+
+def test_a_lock_outliving_its_recorded_process_is_named_as_such(tmp_path):
+    """The system lock held (here directly with filelock, as by a child that inherited it)
+    while the process of the record has ended: refused, saying so and what to remove."""
+    out = tmp_path / "run.nc"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    pid = int(gone.stdout)
+    lock_path, record = lock_files(out)
+    with filelock.FileLock(str(lock_path)):
+        record.write_text(f'{{"host": "{socket.gethostname()}", "pid": {pid}, "started": "then"}}')
+        with pytest.raises(OutputLocked, match=f"pid {pid} .*has ended, yet the lock is held.*flock"):
+            OutputLock(out).acquire()
+    with OutputLock(out) as lock:  # free now: the stale record is taken over
+        assert lock.took_over["pid"] == pid
+    assert not record.exists()
 
 
 def test_sigterm_releases_the_lock(tmp_path):
@@ -344,8 +363,6 @@ def test_the_error_netcdf4_raises_on_a_full_disk_is_caught(tmp_path, small_fs):
 def test_a_failed_write_is_retried_and_the_run_goes_on(tmp_path, monkeypatch, caplog):
     """Whatever the library raises (here a RuntimeError, as netCDF4) is caught; a later write
     that succeeds ends the failures, and the run ends normally with the complete file."""
-    import xarray as xr
-
     original, calls = xr.Dataset.to_netcdf, {"n": 0}
 
     def flaky(self, *args, **kwargs):
