@@ -133,7 +133,8 @@ DIAGNOSTICS = ("mass", "min_rho", "filter_effect", "energy", "w2_projection", "w
 SLICE_VARIABLES = {
     "rho_marginal": Variable(("time", SPACE), "marginal density", RHO_UNITS,
                              "marginal density sum_k r_k rho_k"),
-    "slice_mode": Variable(("time", "xi", "component"), "slice mode", "1", "mode of each slice (unit vector)"),
+    "slice_mode": Variable(("time", "xi", "component"), "slice mode", "1",
+                           "mode of each slice (unit vector)"),
     "slice_spread": Variable(("time", "xi"), "slice spread", "radian",
                              "W2 of each normalized slice to the Dirac mass at its mode"),
     "marginal_mean_norm": Variable(("time",), "norm of the marginal mean", "1",
@@ -266,8 +267,8 @@ def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
         space = [d for d in first["rho"].dims if d != "time"]
         extra = {name: first[name] for name in first.coords
                  if name not in combined.coords and set(first[name].dims) <= set(space)}
-        named = [str(v.attrs.get("bounds", "")) for v in [*extra.values(), *(first[d] for d in space
-                                                                            if d in first.coords)]]
+        parents = [*extra.values(), *(first[d] for d in space if d in first.coords)]
+        named = [str(v.attrs.get("bounds", "")) for v in parents]
         named += str(first["rho"].attrs.get("cell_measures", "")).split()[1::2]
         combined = combined.assign_coords(extra)
         for name in named:
@@ -322,7 +323,8 @@ def analysis_attrs(analysis: Any, combined: Any) -> Any:
             known = Variable((), label if len(label) <= MAX_LONG_NAME else str(name).replace("_", " "),
                              old.get("units", "1"))
         attrs = known.entry(None, comment=definitions.get(str(name)) or None)[2]
-        earlier = [old.get("comment"), old.get("long_name") if old.get("long_name") != attrs["long_name"] else None]
+        renamed = old.get("long_name") if old.get("long_name") != attrs["long_name"] else None
+        earlier = [old.get("comment"), renamed]
         comment = "; ".join(dict.fromkeys(c for c in (attrs.get("comment"), *earlier) if c))
         if comment:
             attrs["comment"] = comment

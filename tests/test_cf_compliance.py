@@ -73,7 +73,8 @@ MESH_SWEEP_BASE = ('[model]\nname = "sa"\nbeta = 2.0\nV = [[1, 0, 0], [0, 1, 0],
                    '[domain]\nname = "sphere"\n[initial]\nname = "random_smooth"\nseed = 4\nbandwidth = 3\n'
                    '[discretization]\nscheme = "fv"\nnlat = 6\nallow_underresolved = true\n'
                    '[time]\nt_end = 0.2\nsnapshots = 2\n')
-SWEEP = 'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0, 10.0]\n"discretization.n" = [16, 32]\n'
+SWEEP = ('base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0, 10.0]\n'
+         '"discretization.n" = [16, 32]\n')
 
 
 @pytest.fixture(scope="module")
