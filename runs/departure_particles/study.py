@@ -301,8 +301,13 @@ def tail_figure(beta: float, window: dict) -> None:
 
 def run_cases(cases: list[tuple], workers: int) -> list[dict]:
     """Particle runs (beta, n, start, seed, dt) on a pool of processes: the runs of the fit
-    (n <= FIT_MAX_N) first, then its check; largest first within each."""
-    cases = sorted(cases, key=lambda c: (c[1] > FIT_MAX_N, -c[1] ** 2 * PARTICLE_T[c[0]] / c[4]))
+    (n <= FIT_MAX_N) first, largest first; then its check (n > FIT_MAX_N) seed by seed, every
+    beta at each seed (the quantile start first), so that a study cut short has the check at
+    every beta."""
+    def key(c):
+        check = c[1] > FIT_MAX_N
+        return (check, (c[3] if c[2] == "iid" else -1) if check else 0, -c[1] ** 2 * PARTICLE_T[c[0]] / c[4])
+    cases = sorted(cases, key=key)
     rows = []
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(particle_run, *case) for case in cases]
