@@ -13,6 +13,7 @@ import importlib
 import io
 import os
 import sys
+import warnings
 from types import ModuleType
 from typing import Any, Callable
 
@@ -28,6 +29,7 @@ LAZY_LIBRARIES = {
     "ducc0": "general spherical-harmonic transforms and rotations (interaction)",
     "dask": "sweeps (sweep)",
     "dask.distributed": "sweeps on a cluster (sweep)",
+    "tqdm.auto": "progress bars of run, particles and compare (simulate); a widget in notebooks",
 }
 
 
@@ -84,6 +86,16 @@ def _quiet_shtns() -> None:
         importlib.import_module("shtns")
 
 
+def _quiet_tqdm() -> None:
+    """tqdm.auto picks the notebook widget in Jupyter and warns when ipywidgets is missing (then
+    it draws the text bar, which notebooks show too): import it without that warning."""
+    if "tqdm.auto" in sys.modules:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        importlib.import_module("tqdm.auto")
+
+
 xarray = LazyModule("xarray")
 matplotlib = LazyModule("matplotlib", _agg_backend)
 pyplot = LazyModule("matplotlib.pyplot", _agg_backend)
@@ -94,3 +106,4 @@ shtns = LazyModule("shtns", _quiet_shtns)
 ducc0 = LazyModule("ducc0")
 dask = LazyModule("dask")
 distributed = LazyModule("dask.distributed")
+tqdm_auto = LazyModule("tqdm.auto", _quiet_tqdm)

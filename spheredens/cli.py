@@ -86,7 +86,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   key="output.path" if not args.output and cfg.output.path is not None else None)
     try:
         with _stop_on_signals() as received:
-            ds = run(cfg, output=output, progress=None if not args.quiet else False,
+            ds = run(cfg, output=output, progress=_progress(args),
                      resume=args.resume, overwrite=args.overwrite,
                      checkpoint_seconds=args.checkpoint_seconds, mkdir=args.mkdir)
     except KeyboardInterrupt as exc:
@@ -181,6 +181,14 @@ def _stop_on_signals() -> Iterator[dict]:
         yield received
 
 
+def _progress(args: argparse.Namespace) -> bool | None:
+    """The progress bar of a command (tqdm, :func:`spheredens.simulate.progress_wanted`): off
+    with --quiet, forced with --progress, else shown only when stderr is a terminal."""
+    if getattr(args, "quiet", False):
+        return False
+    return True if getattr(args, "progress", False) else None
+
+
 def _interrupted_exit_code(received: dict) -> int:
     """143 after SIGTERM, 130 after SIGINT (Ctrl-C), as a shell reports a process they killed."""
     return 143 if received.get("signal") == signal.SIGTERM else 130
@@ -204,7 +212,7 @@ def _cmd_particles(args: argparse.Namespace) -> int:
         out = outputs[seed]
         try:
             with _stop_on_signals() as received:
-                ds = run_particles(cfg, seed=seed, output=out, progress=None if not args.quiet else False,
+                ds = run_particles(cfg, seed=seed, output=out, progress=_progress(args),
                                    resume=args.resume, overwrite=args.overwrite, mkdir=args.mkdir)
         except KeyboardInterrupt as exc:
             print(f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
@@ -235,7 +243,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             try:
                 result = compare(density, runs, n_points=args.points, density_file=str(args.density),
                                  particle_files=[str(p) for p in args.particles],
-                                 allow_mismatch=args.allow_mismatch)
+                                 allow_mismatch=args.allow_mismatch, progress=_progress(args))
             except ModelMismatchError as exc:
                 if not exc.hint:
                     raise
@@ -410,11 +418,16 @@ _SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "output": (("--output", "-o"), {}),
     "no_figure": (("--no-figure",), {"action": "store_true"}),
     "quiet": (("--quiet", "-q"), {"action": "store_true"}),
+    "progress": (("--progress",), {"action": "store_true"}),
     "resume": (("--resume",), {"action": "store_true"}),
     "overwrite": (("--overwrite",), {"action": "store_true"}),
     "times": (("--times",), {"type": number(float), "nargs": "+", "metavar": "T"}),
     "mkdir": (("--mkdir",), {"action": "store_true"}),
 }
+
+#: help of --progress (run, particles, compare)
+_PROGRESS_HELP = ("show the progress bar even when stderr is not a terminal (by default it is shown "
+                  "on a terminal and in a notebook only)")
 
 #: help of --mkdir (every command that writes a file)
 _MKDIR_HELP = ("create the folder of the output file when missing (otherwise a missing folder is "
@@ -448,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "with suffix .nc)",
                 no_figure="do not draw the PNG figure",
                 quiet="no progress bar and no summary",
+                progress=_PROGRESS_HELP,
                 resume="continue the partial run in the output file from its last checkpoint (bit "
                 "for bit the uninterrupted result); with a changed time.t_end (same snapshot "
                 "spacing) a complete run is extended and a partial one ends earlier",
@@ -462,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "suffix _seed<k>)")
     _add_shared(p, output="netCDF file (default: particles.path, else output.path with suffix "
                 "_particles)",
-                quiet="no progress bar",
+                quiet="no progress bar", progress=_PROGRESS_HELP,
                 resume="continue partial particle files",
                 overwrite="replace existing particle files", mkdir=_MKDIR_HELP)
     p = _add_command(sub, "compare", _cmd_compare, "W2 between a density run and particle runs")
@@ -472,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=number(int, minimum=1), default=DENSITY_ATOMS, help="sphere: atoms "
                    f"of the coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)")
     _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
-                overwrite="replace an existing comparison file", mkdir=_MKDIR_HELP)
+                overwrite="replace an existing comparison file", mkdir=_MKDIR_HELP,
+                quiet="no progress bar", progress=_PROGRESS_HELP)
     p.add_argument("--allow-mismatch", action="store_true", help="compare particle files of another "
                    "model than the density's (beta, Q, K, V, initial density, slice labels and "
                    "weights) anyway; the differences are recorded in the comparison file")

@@ -21,6 +21,7 @@ from .problem import Problem
 from .geometry import circle_angle, domain_of_dimension
 from .plot import save_figure
 from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI, cf_encode
+from .simulate import Progress, progress_bar
 from .diagnostics import grid_atoms
 from .transport import DENSITY_ATOMS
 
@@ -429,7 +430,7 @@ def unchecked_notice(unchecked: Sequence[tuple[str, list[str]]]) -> str:
 
 def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DENSITY_ATOMS,
             density_file: str = "", particle_files: Sequence[str] = (),
-            allow_mismatch: bool = False) -> Any:
+            allow_mismatch: bool = False, progress: bool | None = None) -> Any:
     """W2 between a density run and one or several particle runs at their common times.
 
     Parameters
@@ -450,6 +451,10 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
         density, slice labels and weights: :func:`check_models`) anyway, recording the
         differences in the attribute ``model_mismatch``. Particle runs that record no model
         (converted from other codes) are compared with a :class:`SpheredensWarning`.
+    progress : bool, optional
+        A progress bar on stderr (tqdm) of the snapshots and particle files done: True always,
+        False never, None (default) on a terminal or in a notebook only
+        (:func:`spheredens.simulate.progress_wanted`).
 
     Returns
     -------
@@ -515,6 +520,9 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     represent = grid_atoms(grid.domain)
 
     centroids = "rho_centroid" in density  # the marginal's cell centroids (log_sl)
+    bar = progress_bar(len(shared) * len(runs), enabled=progress, delay=Progress.DELAY, desc="compare",
+                       bar_format="{desc}: {n}/{total} (snapshot, file) |{bar}| {percentage:3.0f}%  "
+                                  "{elapsed} elapsed, ~{remaining} left")
     for col, i in enumerate(shared):
         centroid = np.asarray(density["rho_centroid"].values[i], dtype=float) if centroids else None
         atoms, masses, bound = represent.atoms(grid, density.sd.marginal(i), n_points, centroid)
@@ -526,12 +534,16 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
             x = np.asarray(p["position"].values[j])
             w = np.asarray(p["particle_weight"].values)
             w2[k, col] = distance(atoms, masses, x, w)
+            if bar is not None:  # a (snapshot, file) pair done (its slices below are quick)
+                bar.update(1)
             if labels[k] is None:
                 continue
             for m, (a, ma) in enumerate(slice_atoms):
                 sel = labels[k] == m
                 if np.any(sel) and w[sel].sum() > 0 and ma.sum() > 0:
                     w2_slice[k, col, m] = distance(a, ma, x[sel], w[sel])
+    if bar is not None:
+        bar.close()
     method = f"{represent.method}; {represent.describe(grid, n_points, centroids)}"
     ds = xr.Dataset(
         {"w2": (("run", "time"), w2, {"long_name": "W2 density vs particles",

@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import signal
 import sys
 import threading
 import time as _time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ._lazy import tqdm_auto
 from .config import TimeConfig
 
 Array = NDArray[np.float64]
@@ -252,40 +254,146 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
     return result
 
 
-class Progress(Observer):
-    """A one-line progress bar on stderr, shown only on a terminal and after ``delay`` seconds."""
+#: the listener of the :class:`Progress` observers made in this context (:func:`progress_listener`)
+_listener: contextvars.ContextVar[tuple[Callable[[dict[str, Any]], None], float] | None] = \
+    contextvars.ContextVar("spheredens_progress_listener", default=None)
 
-    def __init__(self, stream: Any = None, *, delay: float = 2.0, enabled: bool | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = (self.stream.isatty() if enabled is None and hasattr(self.stream, "isatty")
-                        else bool(enabled))
-        self.delay = delay
-        self._shown = False
+
+@contextlib.contextmanager
+def progress_listener(listener: Callable[[dict[str, Any]], None], *, interval: float = 5.0) -> Iterator[None]:
+    """While the block runs, every :class:`Progress` observer made in it (so every run of
+    :func:`spheredens.run` and :func:`~spheredens.particles.run_particles`, whether it shows a
+    bar or not) reports to ``listener``: a sweep's case tells its client how far it has got.
+
+    Parameters
+    ----------
+    listener : callable
+        Called with one dict per event: ``event`` (``"start"``, ``"step"`` or ``"finish"``),
+        ``t``, ``t_start``, ``t_end`` (model time), ``wall`` (seconds since the start) and
+        ``steps``; at ``"finish"`` also ``stop_reason``. An exception it raises is logged,
+        never propagated: reporting does not stop a run.
+    interval : float
+        ``"step"`` events come at most every ``interval`` seconds of wall time (> 0).
+    """
+    if not interval > 0:
+        raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")
+    token = _listener.set((listener, float(interval)))
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython's ZMQ shell), where progress bars
+    are shown although stderr is not a terminal."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or "ipykernel.zmqshell" not in sys.modules:
+        return False
+    shell = getattr(ipython, "get_ipython", lambda: None)()
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def progress_wanted(enabled: bool | None, stream: Any = None) -> bool:
+    """The rule for every progress bar of spheredens: ``enabled`` when given (True forces the
+    bar, False turns it off); otherwise (None) on when ``stream`` (default stderr) is a
+    terminal, or in a Jupyter notebook when writing to the default stream; off in scripts,
+    pipes, logs and tests."""
+    if enabled is not None:
+        return bool(enabled)
+    target = stream if stream is not None else sys.stderr
+    isatty = getattr(target, "isatty", None)
+    try:
+        if isatty is not None and isatty():
+            return True
+    except ValueError:  # a closed stream
+        return False
+    return stream is None and in_notebook()
+
+
+def progress_bar(total: float, *, enabled: bool | None = None, stream: Any = None, initial: float = 0,
+                 delay: float = 0.0, desc: str = "", bar_format: str | None = None) -> Any:
+    """A tqdm bar (``tqdm.auto``: a widget in a notebook that has ipywidgets, text elsewhere)
+    counting up to ``total``, or None when :func:`progress_wanted` says no or there is nothing
+    to count. ``delay``: seconds before it appears (short tasks show none); it redraws at most
+    5 times a second. Update it with ``bar.update(dn)``, end it with ``bar.close()``."""
+    if not progress_wanted(enabled, stream) or not total > 0:
+        return None
+    return tqdm_auto.tqdm(total=total, initial=initial, file=stream if stream is not None else sys.stderr,
+                          delay=delay, mininterval=0.2, desc=desc or None, bar_format=bar_format,
+                          leave=True, dynamic_ncols=True)
+
+
+class Progress(Observer):
+    """The progress of a run: model time t against t_end as a tqdm bar on stderr
+    (:func:`progress_bar`), with the wall time elapsed and an estimate of the time left.
+
+    Parameters
+    ----------
+    stream : file, optional
+        Where the bar goes (default: sys.stderr; in a notebook with ipywidgets, a widget).
+    delay : float, optional
+        Seconds of wall time before the bar appears: runs shorter than that show none (default
+        :attr:`DELAY`).
+    enabled : bool, optional
+        True: always a bar; False: never; None (default): on a terminal or in a Jupyter
+        notebook only (:func:`progress_wanted`).
+    desc : str
+        A label before the bar.
+
+    Inside :func:`progress_listener` the observer also reports to that listener, bar or not.
+    """
+
+    #: the bar: model time t of t_end, the percentage, wall time elapsed and left
+    BAR_FORMAT = "{desc}t = {n:.4g} / {total:.4g} |{bar}| {percentage:5.1f}%  {elapsed} elapsed, ~{remaining} left"
+    #: seconds before a bar appears, unless ``delay`` is given
+    DELAY = 2.0
+
+    def __init__(self, stream: Any = None, *, delay: float | None = None, enabled: bool | None = None,
+                 desc: str = "") -> None:
+        self.stream = stream
+        self.enabled = progress_wanted(enabled, stream)
+        self.delay, self.desc = self.DELAY if delay is None else float(delay), desc
+        self._bar: Any = None
+        self._listener = _listener.get()
+        self._steps = 0
 
     def start(self, info: dict[str, Any]) -> None:
         self._t0, self._t_start, self._t_end = _time.perf_counter(), info["t_start"], info["t_end"]
-        self._last = 0.0
+        self._steps = int(info.get("steps_done", 0))
+        self._last_report = self._t0
+        if self.enabled:
+            self._bar = progress_bar(self._t_end, enabled=True, stream=self.stream, initial=self._t_start,
+                                     delay=self.delay, desc=f"{self.desc}: " if self.desc else "",
+                                     bar_format=self.BAR_FORMAT)
+        self._report("start", self._t_start)
 
     def observe(self, t: float, state: Array) -> None:
         pass
 
     def step(self, t: float, dt: float, state: Array | None = None) -> None:
-        if not self.enabled:
-            return
-        now = _time.perf_counter()
-        elapsed = now - self._t0
-        if elapsed < self.delay or now - self._last < 0.2:
-            return
-        self._last = now
-        frac = (t - self._t_start) / max(self._t_end - self._t_start, 1e-300)
-        left = elapsed * (1.0 - frac) / frac if frac > 0 else float("nan")
-        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
-        self.stream.write(f"\r  t = {t:9.4g} / {self._t_end:g} [{bar}] {100 * frac:5.1f}%  "
-                          f"{elapsed:6.1f} s elapsed, ~{left:6.1f} s left ")
-        self.stream.flush()
-        self._shown = True
+        self._steps += 1
+        if self._bar is not None:
+            self._bar.update(t - self._bar.n)
+        if self._listener is not None:
+            now = _time.perf_counter()
+            if now - self._last_report >= self._listener[1]:
+                self._last_report = now
+                self._report("step", t)
 
     def finish(self, result: SimulationResult) -> None:
-        if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.n = result.t  # drawn by close() when the bar was shown
+            self._bar.close()
+            self._bar = None
+        self._report("finish", result.t, stop_reason=result.stop_reason)
+
+    def _report(self, event: str, t: float, **extra: Any) -> None:
+        if self._listener is None:
+            return
+        try:
+            self._listener[0]({"event": event, "t": float(t), "t_start": float(self._t_start),
+                               "t_end": float(self._t_end), "wall": _time.perf_counter() - self._t0,
+                               "steps": self._steps, **extra})
+        except Exception as exc:  # reporting never stops a run
+            logger.warning("progress listener failed: %s", exc)

@@ -26,8 +26,11 @@ import logging
 import os
 import re
 import signal
+import sys
 import threading
+import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -42,7 +45,7 @@ from .io import check_output_location, open_run, write_dataset
 from .locking import describe_holder, lock_holder, output_lock
 from .runner import run, same_run
 from .schema import combined_grid
-from .simulate import signal_handler
+from .simulate import progress_listener, signal_handler
 
 logger = logging.getLogger(__name__)
 
@@ -165,17 +168,191 @@ def case_status(case: SweepCase) -> str:
     return "done" if ds.attrs.get("run_status") == "complete" else "partial"
 
 
-def _run_case(config_dict: dict, base_dir: str) -> dict:
-    """Task body (runs on a worker): run or resume one case; never raises."""
+def _run_case(config_dict: dict, base_dir: str, name: str = "", topic: str | None = None,
+              interval: float = 5.0) -> dict:
+    """Task body (runs on a worker): run or resume one case; never raises. With a ``topic``
+    the run's progress goes to the client as Dask events (:func:`_publisher`); ``wall`` is the
+    task's wall time in seconds."""
+    clock = time.perf_counter()
     try:
         cfg = config_from_dict(config_dict, base_dir=base_dir)
-        ds = run(cfg, progress=False, resume=True)
-        return {"ok": True, "n_steps": int(ds.attrs.get("n_steps", 0))}
+        with progress_listener(_publisher(topic, name), interval=interval) if topic else contextlib.nullcontext():
+            ds = run(cfg, progress=False, resume=True)
+        return {"ok": True, "n_steps": int(ds.attrs.get("n_steps", 0)), "wall": time.perf_counter() - clock}
     except SpheredensError as exc:
-        return {"ok": False, "error": str(exc)}
+        return {"ok": False, "error": str(exc), "wall": time.perf_counter() - clock}
     except Exception as exc:  # a bug: report it with its traceback's last line, keep going
         return {"ok": False, "error": f"{type(exc).__name__}: {exc} "
-                                      f"({traceback.format_exc().strip().splitlines()[-2].strip()})"}
+                                      f"({traceback.format_exc().strip().splitlines()[-2].strip()})",
+                "wall": time.perf_counter() - clock}
+
+
+def _publisher(topic: str, case: str) -> Any:
+    """The progress listener of a case on a Dask worker: each event of its run
+    (:func:`spheredens.simulate.progress_listener`) is published with
+    ``distributed.Worker.log_event`` under ``topic``, to which the client subscribed
+    (:class:`SweepReporter`)."""
+    worker = distributed.get_worker()
+    address = str(worker.address)
+
+    def publish(event: dict[str, Any]) -> None:
+        worker.log_event(topic, {**event, "case": case, "worker": address})
+
+    return publish
+
+
+def _duration(seconds: float) -> str:
+    """Wall time as a person reads it: 4.2 s, 3 min 12 s, 1 h 36 min."""
+    if not seconds == seconds or seconds < 0:
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+class SweepReporter:
+    """What a sweep says as it goes, one line per event on ``stream`` (default: stderr).
+
+    At the start the address of the Dask dashboard and how many cases run on how many worker
+    threads; while a case runs, its model time t against t_end, the wall time it has taken and
+    an estimate of the time left (the case's and the sweep's), at most once every ``interval``
+    seconds per case (its workers publish that often); when a case ends, its outcome and wall
+    time; at the end the sweep's wall time.
+
+    The cases report through Dask's structured events: each worker publishes with
+    ``distributed.Worker.log_event`` under one topic per sweep, and the client receives them
+    with ``distributed.Client.subscribe_topic`` (:meth:`attach`) -- no polling of files.
+
+    The estimate of the time left: a running case needs (t_end - t) / r more, r its model time
+    per wall second since its first progress event (the steps before it, which include the
+    set-up, are not extrapolated); a case not started takes the mean wall time of the finished and projected
+    cases; the work left is shared by the worker threads (never less than the longest running
+    case still needs).
+    """
+
+    def __init__(self, n_cases: int, *, stream: Any = None, interval: float = 5.0) -> None:
+        self.n_cases, self.interval = n_cases, float(interval)
+        self.stream = stream
+        self.topic = f"spheredens-progress-{uuid.uuid4().hex}"
+        self.slots = 1
+        self._lock = threading.Lock()
+        self._running: dict[str, dict[str, Any]] = {}  # case -> its last event, client clock
+        self._walls: list[float] = []  # wall times of the cases that ran to the end
+        self._done: set[str] = set()
+        self._clock = time.monotonic()
+
+    def line(self, text: str) -> None:
+        """Write one line (from any thread) and flush it."""
+        with self._lock:
+            stream = self.stream if self.stream is not None else sys.stderr
+            stream.write(text + "\n")
+            stream.flush()
+
+    def attach(self, client: Any, done_earlier: int = 0) -> None:
+        """Subscribe to the cases' events on ``client`` and write the start lines: the dashboard
+        address (``client.dashboard_link``), the cases and the worker threads."""
+        self._clock = time.monotonic()
+        try:
+            link = client.dashboard_link
+        except Exception:  # the scheduler serves no dashboard (no "dashboard" service)
+            link = None
+        try:
+            self.slots = max(1, sum(client.nthreads().values()))
+        except Exception as exc:
+            logger.info("counting the worker threads: %s", exc)
+        client.subscribe_topic(self.topic, self.event)
+        self.line(f"sweep: Dask dashboard at {link}" if link else
+                  "sweep: no Dask dashboard (the scheduler serves none; it needs bokeh)")
+        earlier = f" ({done_earlier} done earlier)" if done_earlier else ""
+        self.line(f"sweep: {self.n_cases} case(s) to run on {self.slots} worker thread(s){earlier}")
+
+    def detach(self, client: Any) -> None:
+        """Stop receiving the cases' events."""
+        try:
+            client.unsubscribe_topic(self.topic)
+        except Exception as exc:  # the client is already closing: nothing more to receive
+            logger.info("unsubscribing %s: %s", self.topic, exc)
+
+    def event(self, event: Any) -> None:
+        """Handler of ``Client.subscribe_topic``: ``event`` is (scheduler timestamp, message), the
+        message a dict of :func:`spheredens.simulate.progress_listener` with ``case`` and
+        ``worker``. Runs on the client's event loop: it only writes a line."""
+        try:
+            msg = event[1]
+            case = str(msg["case"])
+            if case in self._done or msg["event"] == "finish":
+                return  # the outcome line says how it ended
+            msg = {**msg, "received": time.monotonic(), "left": float("nan")}
+            with self._lock:
+                previous = self._running.get(case)
+                if msg["event"] == "step":
+                    # the rate since the case's first step event: the steps before it include
+                    # the set-up (imports, plans), which is not extrapolated
+                    first = previous.get("first") if previous is not None else None
+                    msg["first"] = first if first is not None else (msg["t"], msg["wall"])
+                    dt, dw = msg["t"] - msg["first"][0], msg["wall"] - msg["first"][1]
+                    if dt > 0 and dw > 0:
+                        msg["left"] = (msg["t_end"] - msg["t"]) * dw / dt
+                self._running[case] = msg
+            if msg["event"] == "start":
+                where = f" on {msg['worker']}" if msg.get("worker") else ""
+                resume = f", resuming at t = {msg['t_start']:.4g}" if msg["t_start"] > 0 else ""
+                self.line(f"  {case}: started{where}{resume} (t_end = {msg['t_end']:.4g})")
+                return
+            self.line(f"  {case}: t = {msg['t']:.4g} / {msg['t_end']:.4g} "
+                      f"({100.0 * (msg['t'] / msg['t_end'] if msg['t_end'] > 0 else 1.0):.0f}%), "
+                      f"{_duration(msg['wall'])}"
+                      + (f", ~{_duration(msg['left'])} left" if msg["left"] == msg["left"] else "")
+                      + self._left())
+        except Exception as exc:  # a malformed event: never break the client's loop
+            logger.info("sweep progress event %r: %s", event, exc)
+
+    def finished(self, k: int, case: str, outcome: str, wall: float | None) -> None:
+        """Case number ``k`` ended with ``outcome`` after ``wall`` seconds (None: unknown, e.g.
+        a lost worker; then the time since its start event)."""
+        with self._lock:
+            self._done.add(case)
+            last = self._running.pop(case, None)
+            if wall is None and last is not None:
+                wall = last["wall"] + time.monotonic() - last["received"]
+            if outcome == "ran" and wall is not None:
+                self._walls.append(wall)
+        took = f" in {_duration(wall)}" if wall is not None else ""
+        self.line(f"  [{k}/{self.n_cases}] {case}: {outcome}{took}{self._left()}")
+
+    def close(self) -> None:
+        """The end line: the sweep's wall time."""
+        self.line(f"sweep: {len(self._done)} of {self.n_cases} case(s) ended in "
+                  f"{_duration(time.monotonic() - self._clock)}")
+
+    def time_left(self) -> float | None:
+        """Estimated wall seconds until the last case ends (None: nothing to go on yet)."""
+        now = time.monotonic()
+        with self._lock:
+            running = list(self._running.values())
+            totals, lefts = list(self._walls), []
+            for msg in running:
+                since = now - msg["received"]
+                if msg["left"] == msg["left"]:  # a rate is known
+                    lefts.append(max(msg["left"] - since, 0.0))
+                    totals.append(msg["wall"] + since + lefts[-1])
+                else:
+                    lefts.append(None)
+            queued = self.n_cases - len(self._done) - len(running)
+        if not totals:
+            return None
+        mean = sum(totals) / len(totals)
+        lefts = [mean if v is None else v for v in lefts]
+        work = sum(lefts) + max(queued, 0) * mean
+        return max(work / self.slots, max(lefts, default=0.0))
+
+    def _left(self) -> str:
+        left = self.time_left()
+        if left is None or len(self._done) == self.n_cases:
+            return ""
+        return f"; sweep ~{_duration(left)} left"
 
 
 def check_sweep_output(sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "mkdir=True") -> None:
@@ -197,7 +374,8 @@ def check_sweep_output(sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "
 
 
 def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | None = None,
-              progress: bool = True, mkdir: bool = False) -> tuple[Any, dict[str, str]]:
+              progress: bool = True, mkdir: bool = False, stream: Any = None,
+              progress_interval: float = 5.0) -> tuple[Any, dict[str, str]]:
     """Run the cases not done yet on Dask; return the combined dataset and each case's outcome.
 
     Parameters
@@ -208,11 +386,21 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         processes (default min(2, cases to run)), one thread each, closed afterwards.
     n_workers : int, optional
         Worker processes of the local cluster (>= 1).
+    progress : bool
+        Report as the sweep goes (:class:`SweepReporter`): the Dask dashboard's address at the
+        start, each running case's model time against t_end, its wall time when it ends and
+        the time left; False: nothing.
     mkdir : bool
         Create the missing parents of ``output_dir`` (:func:`check_sweep_output`, checked
         before any work; ``output_dir`` itself is always created).
+    stream : file, optional
+        Where the progress lines go (default: sys.stderr).
+    progress_interval : float
+        Wall seconds between two progress lines of one case (> 0).
     """
     check_sweep_output(sweep, mkdir=mkdir)
+    if not (isinstance(progress_interval, (int, float)) and progress_interval > 0):
+        raise ConfigError("progress_interval", f"must be a number of seconds > 0, got {progress_interval!r}")
     if n_workers is not None and not (isinstance(n_workers, int) and n_workers >= 1):
         raise ConfigError("n_workers", f"must be an integer >= 1, got {n_workers!r}")
     # one sweep per output folder: its lock is that of the combined file, held to the end; a
@@ -225,11 +413,13 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
                 raise OutputLocked(f"sweep case {case.name}: {str(case.path)!r} is being written by "
                                    f"another process: {describe_holder(holder)}; wait for it to "
                                    "end, or choose another output_dir", path=case.path, holder=holder)
-        return _run_cases(sweep, scheduler=scheduler, n_workers=n_workers, progress=progress)
+        return _run_cases(sweep, scheduler=scheduler, n_workers=n_workers, progress=progress,
+                          stream=stream, progress_interval=float(progress_interval))
 
 
 def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
-               progress: bool) -> tuple[Any, dict[str, str]]:
+               progress: bool, stream: Any = None,
+               progress_interval: float = 5.0) -> tuple[Any, dict[str, str]]:
     """The body of :func:`run_sweep`, under the sweep's lock."""
     _quiet_dask()
 
@@ -252,9 +442,13 @@ def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
             except (OSError, TimeoutError) as exc:
                 raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         interrupted = False
+        reporter = SweepReporter(len(pending), stream=stream, interval=progress_interval) if progress else None
         try:
+            if reporter is not None:  # before the first task: its start event is not missed
+                reporter.attach(client, done_earlier=len(sweep.cases) - len(pending))
             with _stop_request() as stop:
-                futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir),
+                futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), c.name,
+                                         reporter.topic if reporter else None, progress_interval,
                                          pure=False, key=f"spheredens-{c.name}-{id(c)}"): c
                            for c in pending}
                 remaining, k = list(futures), 0
@@ -271,12 +465,15 @@ def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
                         except Exception as exc:  # the worker died: the case stays partial or todo
                             result = {"ok": False, "error": f"worker lost: {exc}"}
                         outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
-                        if progress:
-                            print(f"  [{k}/{len(pending)}] {case.name}: {outcome[case.name]}", flush=True)
+                        if reporter is not None:
+                            reporter.finished(k, case.name, outcome[case.name], result.get("wall"))
                 interrupted = stop.is_set()
         except KeyboardInterrupt:  # a Ctrl-C outside the main thread's handler (not installed)
             interrupted = True
         finally:
+            if reporter is not None:
+                reporter.detach(client)
+                reporter.close()
             _shut_down(client, cluster)
         if interrupted:
             unfinished = [c.name for c in pending if c.name not in outcome]

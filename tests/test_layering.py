@@ -150,7 +150,7 @@ def test_no_imports_inside_functions(module):
 
 def test_lazy_libraries_are_listed_in_one_place():
     """Every heavy library the package uses is imported through spheredens._lazy."""
-    heavy = ("xarray", "matplotlib", "ot", "shtns", "ducc0", "dask", "distributed")
+    heavy = ("xarray", "matplotlib", "ot", "shtns", "ducc0", "dask", "distributed", "tqdm")
     for module, path in MODULES.items():
         if module == "_lazy":
             continue
