@@ -18,6 +18,7 @@ Every command of the ``spheredens`` program has a function here, with the same d
 ``sweep``              :func:`load_sweep`, :func:`run_sweep`
 ``analyze-beta``       :func:`analyze_beta` (and :func:`beta_table`, the lines it prints)
 ``plot``               :func:`plot_run`
+``animate``            :func:`animate_run`
 =====================  ===========================================================
 
 These public functions are documented fronts: each calls the module function that implements
@@ -56,7 +57,7 @@ from .simulate import Progress, SimulationResult, simulate
 #: the public function of each command of the ``spheredens`` program
 COMMANDS = {"run": "run", "particles": "run_particles", "compare": "compare",
             "convert-particles": "convert_particles", "sweep": "run_sweep",
-            "analyze-beta": "analyze_beta", "plot": "plot_run"}
+            "analyze-beta": "analyze_beta", "plot": "plot_run", "animate": "animate_run"}
 
 
 def _front(module: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -345,20 +346,26 @@ def analyze_beta():
 
 @_front(_plot, "plot_run")
 def plot_run():
-    """Draw the figure of a run: ``spheredens plot FILE``.
+    """Draw the figure of a run, particle or comparison file: ``spheredens plot FILE``.
 
-    Circle: rho as a space-time image (log colour scale) beside W2 to Pi_# rho_0. Sphere: two
-    orthographic views and a Mollweide map per snapshot, with W2 and -min rho / max rho below.
-    usa_av: also ``<name>_slices.png`` (slice modes over xi, energy, collapse).
+    With the targets of the model (the atoms +-u or the great circle S cap E_1 of Pi_# rho_0,
+    the top eigenspace of V) and angles in radians. Circle: rho as a space-time image (log
+    colour scale) beside W2 to the targets. Sphere: two orthographic views and a Mollweide map
+    per snapshot, with W2 (radians), max rho (per steradian) and -min rho / max rho below, each
+    on its own axis. usa_av: also ``<name>_slices.png`` (slice modes over xi, energy,
+    collapse). A particle run: the points over time and at a few snapshots. A comparison file:
+    W2 against time with the ensemble band (mean +- std and min to max over the runs).
 
     Parameters
     ----------
     ds : xarray.Dataset
-        A run (:func:`run`, :func:`open_run`).
+        A run (:func:`run`, :func:`open_run`), a particle run (:func:`run_particles`,
+        :func:`open_particles`) or a comparison (:func:`compare`).
     path : path
         The PNG file to write.
     times : sequence of float, optional
-        Sphere: the snapshot times to draw (the nearest stored; default 4 evenly spaced).
+        Sphere runs and particle runs: the snapshot times to draw (the nearest stored;
+        default 4 evenly spaced).
     mkdir : bool
         Create the missing folder of ``path`` (checked before drawing).
 
@@ -376,6 +383,47 @@ def plot_run():
     """
 
 
+@_front(_plot, "animate_run")
+def animate_run():
+    """Animate a run, particle or comparison file: ``spheredens animate FILE``.
+
+    An MP4 where ffmpeg exists (matplotlib finds it), a GIF through Pillow otherwise; one frame
+    per snapshot shown (evenly spaced ones with ``frames``), with the targets of the model and
+    a cursor on the curves against time. A density run: rho at each snapshot (circle: rho(theta)
+    on a log scale, usa_av with its slices; sphere: two orthographic views and a Mollweide map,
+    Gauss grid or finite-volume mesh) beside W2 to the targets. A particle run: the points. A
+    comparison file: its W2 curves with the ensemble band, and the density with the particles
+    of its first run when the files it names are found.
+
+    Parameters
+    ----------
+    source : path or xarray.Dataset
+        The file, or its Dataset (then give ``output`` unless it was read from a file).
+    output : path, optional
+        ``.mp4`` (ffmpeg) or ``.gif``; default: the file with suffix ``.mp4`` where ffmpeg
+        exists, ``.gif`` otherwise.
+    fps : float
+        Frames per second (default 8).
+    frames : int, optional
+        Number of frames: that many evenly spaced snapshots (default every snapshot, at most
+        240).
+    mkdir : bool
+        Create the missing folder of ``output`` (checked before drawing).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Example
+    -------
+    With the file of the example of :func:`run`:
+
+    >>> import spheredens as sd
+    >>> movie = sd.animate_run("example_c.nc", "example_c.gif", fps=10, frames=3)
+    """
+
+
 beta_table = _analysis.beta_table
 
 __all__ = [
@@ -385,5 +433,5 @@ __all__ = [
     "make_scheme", "Progress", "SimulationResult", "simulate",
     # the commands
     "run", "run_particles", "compare", "convert_particles", "load_sweep", "run_sweep",
-    "analyze_beta", "beta_table", "plot_run",
+    "analyze_beta", "beta_table", "plot_run", "animate_run",
 ]

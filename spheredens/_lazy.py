@@ -24,6 +24,7 @@ LAZY_LIBRARIES = {
     "matplotlib.pyplot": "figures",
     "matplotlib.colors": "colour scales of the figures",
     "matplotlib.patches": "shapes drawn on the figures",
+    "matplotlib.animation": "animations (plot: FuncAnimation, the ffmpeg and Pillow writers)",
     "ot": "POT, exact optimal transport (transport)",
     "shtns": "spherical-harmonic transforms on Gauss grids (grids); prints a banner on import",
     "ducc0": "general spherical-harmonic transforms and rotations (interaction)",
@@ -101,6 +102,7 @@ matplotlib = LazyModule("matplotlib", _agg_backend)
 pyplot = LazyModule("matplotlib.pyplot", _agg_backend)
 colors = LazyModule("matplotlib.colors", _agg_backend)
 patches = LazyModule("matplotlib.patches", _agg_backend)
+animation = LazyModule("matplotlib.animation", _agg_backend)
 ot = LazyModule("ot")
 shtns = LazyModule("shtns", _quiet_shtns)
 ducc0 = LazyModule("ducc0")

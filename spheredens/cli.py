@@ -1,5 +1,5 @@
-"""Command line: ``spheredens run | info | plot | particles | compare | convert-particles | sweep |
-analyze-beta | verify``.
+"""Command line: ``spheredens run | info | plot | animate | particles | compare | convert-particles |
+sweep | analyze-beta | verify``.
 
 The commands parse their arguments, call the library (file names, the output rule, opening
 files and the numbers reported are library functions, the same for a Python user) and print.
@@ -34,7 +34,8 @@ from .io import (check_output_location, check_output_path, convert_particles, op
 from .locking import output_lock
 from .models import MODELS
 from .particles import particles_output_path, require_particles, run_particles
-from .plot import figure_path, plot_run, slices_figure_path
+from .plot import (DEFAULT_FPS, MAX_DEFAULT_FRAMES, animate_run, animation_output_path, figure_path,
+                   open_figure_file, plot_run, slices_figure_path)
 from .runner import run, run_output
 from .schemes import SCHEMES
 from .simulate import request_stop, signal_handler
@@ -142,14 +143,33 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    """Draw the figure of a run file (PNG): on the circle the space-time density beside W2 to Pi_#
-    rho_0; on the sphere orthographic views and a Mollweide map per snapshot, with W2 and min
-    rho below.
+    """Draw the figure of a file (PNG), with the targets of its model (the atoms +-u or the great
+    circle S cap E_1 of Pi_# rho_0, the top eigenspace of V). A density run: on the circle the
+    space-time density beside W2 to the targets; on the sphere two orthographic views and a
+    Mollweide map per snapshot, with W2 (radians), max rho (per steradian) and the Gibbs
+    undershoot below; usa_av also FILE_slices.png. A particle run: the points over time and at a
+    few snapshots. A comparison file (spheredens compare): W2 against time with the ensemble
+    band (mean +- std and min to max over the particle runs). Angles are in radians.
     """
     out = args.output or figure_path(args.file)
     _check_output(args, out, suffix=".png", option="--output" if args.output else None)
-    ds = open_run(args.file)
+    ds = open_figure_file(args.file)
     print(f"wrote {_shown(plot_run(ds, out, times=args.times, mkdir=args.mkdir))}")
+    return 0
+
+
+def _cmd_animate(args: argparse.Namespace) -> int:
+    """Animate a file: an MP4 where ffmpeg exists, a GIF (Pillow) otherwise, one frame per
+    snapshot shown, with the targets of its model. A density run (circle, sphere on the Gauss
+    grid or the finite-volume mesh, usa_av with its slices): the density at each snapshot with a
+    cursor on W2 to the targets; a particle run: the points; a comparison file: its W2 curves,
+    and the density with the particles of its first run when the files it names are found.
+    """
+    out = animation_output_path(args.file, args.output)
+    _check_output(args, out, suffix=out.suffix, option="--output" if args.output else None)
+    ds = open_figure_file(args.file)
+    written = animate_run(ds, out, fps=args.fps, frames=args.frames, mkdir=args.mkdir)
+    print(f"wrote {_shown(written)}")
     return 0
 
 
@@ -519,11 +539,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("combined", help="combined.nc written by spheredens sweep")
     _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)", mkdir=_MKDIR_HELP)
     _add_command(sub, "info", _cmd_info, "list the models, schemes, evaluators and initial densities")
-    p = _add_command(sub, "plot", _cmd_plot, "draw the figure of a run file")
-    p.add_argument("file", help="a netCDF file written by spheredens run")
+    p = _add_command(sub, "plot", _cmd_plot, "draw the figure of a run, particle or comparison file")
+    p.add_argument("file", help="a netCDF file written by spheredens run, particles or compare")
     _add_shared(p, output="PNG file (default: FILE with suffix .png)",
-                times="sphere: snapshot times to draw (nearest stored; default: 4 evenly spaced)",
+                times="sphere runs and particle runs: snapshot times to draw (nearest stored; default: "
+                "4 evenly spaced)",
                 mkdir=_MKDIR_HELP)
+    p = _add_command(sub, "animate", _cmd_animate, "animate a run, particle or comparison file (MP4 or GIF)")
+    p.add_argument("file", help="a netCDF file written by spheredens run, particles or compare")
+    _add_shared(p, output="animation file, .mp4 (needs ffmpeg) or .gif (default: FILE with suffix .mp4 "
+                "where ffmpeg exists, else .gif)", mkdir=_MKDIR_HELP)
+    p.add_argument("--fps", type=number(float, strict=True), default=DEFAULT_FPS, metavar="N",
+                   help=f"frames per second (> 0, default {DEFAULT_FPS})")
+    p.add_argument("--frames", type=number(int, minimum=1), metavar="K", help="number of frames: K evenly "
+                   f"spaced snapshots (>= 1; default every snapshot, at most {MAX_DEFAULT_FRAMES})")
     p = _add_command(sub, "verify", _cmd_verify, "check the schemes against exact solutions on this machine")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--only", nargs="+", metavar="TEXT", help="run only the checks whose name contains "

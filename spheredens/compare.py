@@ -11,15 +11,15 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ._lazy import pyplot as plt, xarray as xr
+from ._lazy import xarray as xr
 from .accessor import register_accessor
 from .analysis import curve_summary, DEPARTURE_FACTOR, DEPARTURE_OFFSET
 from .config import config_from_dict
 from .diagnostics import particle_projection_distance
 from .exceptions import ModelMismatchError, SchemaError, SpheredensWarning
 from .problem import Problem
-from .geometry import circle_angle, domain_of_dimension
-from .plot import save_figure
+from .geometry import domain_of_dimension
+from .plot import plot_comparison_snapshots
 from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI, cf_encode
 from .simulate import Progress, progress_bar
 from .diagnostics import grid_atoms
@@ -822,53 +822,10 @@ def comparison_summary(cmp: Any) -> dict[str, Any]:
 
 
 def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None) -> Path:
-    """W2 against time (mean +- std over runs) and the density with particles overlaid."""
-
-
-    register_accessor()
-    grid = density.sd.grid()
-    t = cmp["time"].values
-    idx = (np.unique(np.linspace(0, t.size - 1, min(3, t.size)).round().astype(int)) if times is None
-           else [int(np.argmin(np.abs(t - v))) for v in np.atleast_1d(times)])
-    fig = plt.figure(figsize=(4.0 * (len(idx) + 1.3), 3.8))
-    ax = fig.add_subplot(1, len(idx) + 1, 1)
-    mean, std = cmp["w2_mean"].values, cmp["w2_std"].values
-    ax.semilogy(t, mean, "o-", color="C3", label=f"W2 ({cmp.sizes['run']} run(s))")
-    if cmp.sizes["run"] > 1:
-        ax.fill_between(t, np.maximum(mean - std, 1e-16), mean + std, color="C3", alpha=0.25)
-    ax.semilogy(t, cmp["density_resolution"].values, ":", color="k", label="density resolution")
-    ax.set_xlabel("t")
-    ax.set_ylabel("W2 (radians)")
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    for c, i in enumerate(idx):
-        ti = t[i]
-        di = int(np.argmin(np.abs(density["time"].values - ti)))
-        pi = int(np.argmin(np.abs(particles["time"].values - ti)))
-        x = particles["position"].values[pi]
-        if grid.theta is not None:  # the circle: histogram of the angles
-            a = fig.add_subplot(1, len(idx) + 1, c + 2)
-            a.hist(circle_angle(x), bins=max(20, int(np.sqrt(x.shape[0]))), range=(0, 2 * np.pi),
-                   density=True, weights=particles["particle_weight"].values, color="C1", alpha=0.5,
-                   label="particles (histogram)")
-            a.plot(grid.theta, density.sd.marginal(di), color="C0",
-                   label="rho (marginal)" if "xi" in density["rho"].dims else "rho")
-            a.set_xlabel("theta (radians)")
-            a.legend(fontsize=7)
-        else:
-            a = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
-            lat, lon, rho_view = grid.regular_view(density.sd.marginal(di))
-            centred = np.where(lon >= 180, lon - 360, lon)
-            order = np.argsort(centred)
-            a.pcolormesh(np.radians(centred[order]), np.radians(lat), rho_view[:, order],
-                         shading="nearest", cmap="magma")
-            plat = np.arcsin(np.clip(x[:, 2], -1, 1))
-            plon = np.arctan2(x[:, 1], x[:, 0])
-            a.scatter(plon, plat, s=2, c="cyan", alpha=0.6)
-            a.set_xticklabels([])
-            a.set_yticklabels([])
-        a.set_title(f"t = {ti:g}, W2 = {float(mean[i]):.3g}", fontsize=9)
-    return save_figure(fig, path)
+    """W2 against time with the ensemble band (mean +- std and min to max over the runs), and the
+    density with the particles of ``particles`` and the targets at a few common snapshots, in
+    radians: :func:`spheredens.plot.plot_comparison_snapshots`."""
+    return plot_comparison_snapshots(cmp, density, particles, path, times=times)
 
 
 def density_function(ds: Any, index: int) -> Any:

@@ -175,10 +175,10 @@ def test_python_example_runs(block, workspace):
 
 
 def test_every_command_has_a_documented_function():
-    """Acceptance 8: run, particles, compare, convert-particles, sweep, analyze-beta and plot,
-    each in ``spheredens.__all__`` with its parameters, what it returns and an example."""
+    """Acceptance 8: run, particles, compare, convert-particles, sweep, analyze-beta, plot and
+    animate, each in ``spheredens.__all__`` with its parameters, what it returns and an example."""
     wanted = {"run", "run_particles", "compare", "convert_particles", "load_sweep", "run_sweep",
-              "analyze_beta", "plot_run"}
+              "analyze_beta", "plot_run", "animate_run"}
     assert wanted <= set(sd.__all__) and set(sd.COMMANDS.values()) <= wanted
     for name in wanted:
         doc = getattr(sd, name).__doc__ or ""
@@ -190,7 +190,7 @@ def test_every_command_has_a_documented_function():
 def test_docstring_examples_run(workspace, monkeypatch):
     """The examples of the public functions, in the order the files they read are made, sharing
     one namespace (``combined`` of run_sweep's example is analyze_beta's input)."""
-    order = ["run", "run_particles", "compare", "plot_run", "convert_particles", "load_sweep",
+    order = ["run", "run_particles", "compare", "plot_run", "animate_run", "convert_particles", "load_sweep",
              "run_sweep", "analyze_beta"]
     assert set(order) == set(sd.COMMANDS.values()) | {"load_sweep"}
     own = workspace / "docstrings"  # a folder of their own: the README's examples wrote theirs
