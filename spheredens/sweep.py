@@ -30,6 +30,8 @@ import sys
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +203,23 @@ def _publisher(topic: str, case: str) -> Any:
     return publish
 
 
+def _dashboard_missing(link: str | None, timeout: float = 3.0) -> str | None:
+    """None when the dashboard at ``link`` answers; else why there is none. A scheduler reports
+    its HTTP server as the dashboard even when it serves no dashboard pages (started with
+    --no-dashboard, or without bokeh): the page is asked for once."""
+    if not link:
+        return "the scheduler serves none; it needs bokeh"
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to it
+        with opener.open(link, timeout=timeout) as answer:
+            answer.read(1)
+        return None
+    except urllib.error.HTTPError as exc:
+        return f"{link} answers HTTP {exc.code}: the scheduler was started with --no-dashboard or without bokeh"
+    except (OSError, ValueError) as exc:  # not reachable from here (a tunnel may still reach it)
+        return f"{link} does not answer from here: {exc}"
+
+
 def _duration(seconds: float) -> str:
     """Wall time as a person reads it: 4.2 s, 3 min 12 s, 1 h 36 min."""
     if not seconds == seconds or seconds < 0:
@@ -263,8 +282,8 @@ class SweepReporter:
         except Exception as exc:
             logger.info("counting the worker threads: %s", exc)
         client.subscribe_topic(self.topic, self.event)
-        self.line(f"sweep: Dask dashboard at {link}" if link else
-                  "sweep: no Dask dashboard (the scheduler serves none; it needs bokeh)")
+        why = _dashboard_missing(link)
+        self.line(f"sweep: Dask dashboard at {link}" if why is None else f"sweep: no Dask dashboard ({why})")
         earlier = f" ({done_earlier} done earlier)" if done_earlier else ""
         self.line(f"sweep: {self.n_cases} case(s) to run on {self.slots} worker thread(s){earlier}")
 

@@ -4,9 +4,11 @@ that reports as it goes through Dask's events (dashboard address, each case's mo
 against t_end before any case has finished, wall times, the time left)."""
 from __future__ import annotations
 
+import http.server
 import io
 import re
 import sys
+import threading
 import types
 
 import pytest
@@ -15,7 +17,7 @@ import spheredens as sd
 from conftest import make_config
 from spheredens.cli import main
 from spheredens.simulate import Progress, progress_listener, progress_wanted
-from spheredens.sweep import SweepReporter, load_sweep, run_sweep
+from spheredens.sweep import SweepReporter, _dashboard_missing, load_sweep, run_sweep
 
 BASE = """
 [model]
@@ -105,6 +107,39 @@ def test_reporter_lines_and_estimate():
     rep.finished(1, "a", "ran", 7.0)
     rep.event((0.0, {**base, "event": "step", "t": 9.0, "wall": 6.5}))  # late: dropped
     assert stream.getvalue().splitlines()[3:] == ["  [1/2] a: ran in 7.0 s; sweep ~7.0 s left"]
+
+
+def test_dashboard_that_does_not_answer_is_said():
+    """A scheduler started with --no-dashboard still reports its HTTP server as the dashboard;
+    the page is asked for, and a 404 or no answer is said instead of a dead link."""
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    class Status(NotFound):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"dashboard")
+
+    assert "needs bokeh" in _dashboard_missing(None)
+    for handler, expected in ((NotFound, "answers HTTP 404"), (Status, None)):
+        server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            why = _dashboard_missing(f"http://127.0.0.1:{server.server_port}/status")
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert (why is None) if expected is None else (expected in why), why
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)  # a port nobody listens on
+    port = server.server_port
+    server.server_close()
+    assert "does not answer from here" in _dashboard_missing(f"http://127.0.0.1:{port}/status")
 
 
 def test_progress_listener_reports_start_steps_and_finish():
