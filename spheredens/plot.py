@@ -19,7 +19,6 @@ Conventions of every figure:
 from __future__ import annotations
 
 import os
-import tempfile
 import textwrap
 import warnings
 from dataclasses import dataclass
@@ -127,7 +126,7 @@ def open_figure_file(path: str | Path) -> Any:
         what = f"a {schema} file" if schema else "not a file of spheredens (no spheredens_schema attribute)"
         raise SchemaError(f"{str(path)!r} is {what}; plot and animate draw density, particle and "
                           "comparison files (a sweep's combined file: spheredens analyze-beta)")
-    ds.attrs.setdefault("source_file", str(path))
+    ds.encoding.setdefault("source", str(path))
     return ds
 
 
@@ -135,7 +134,7 @@ def _source(source: Any) -> tuple[Any, Path | None]:
     """(Dataset, its path or None) of a path or a Dataset."""
     if isinstance(source, (str, os.PathLike)):
         return open_figure_file(source), Path(source)
-    name = source.encoding.get("source") or source.attrs.get("source_file")
+    name = source.encoding.get("source")  # set by xarray.open_dataset
     return source, (Path(name) if name else None)
 
 
@@ -438,9 +437,10 @@ class _SphereDensity:
     the three views; :meth:`draw` puts snapshot ``i`` there, coloured from 0 to its maximum."""
 
     def __init__(self, ds: Any, axes: Sequence[Any], *, cmap: str = "magma",
-                 views: Sequence[Any] = SPHERE_VIEWS) -> None:
+                 views: Sequence[Any] = SPHERE_VIEWS, view: tuple[Array, Array, Array] | None = None) -> None:
         register_accessor()
-        lat, lon, rho_all = ds.sd.grid().regular_view(ds.sd.marginal())
+        # with slices the marginal; on the finite-volume mesh its cells on a regular grid
+        lat, lon, rho_all = view if view is not None else ds.sd.grid().regular_view(ds.sd.marginal())
         self.order = np.argsort(lat)
         self.rho = np.asarray(rho_all, dtype=float)[:, self.order]
         lat_e = _edges(lat[self.order], -90.0, 90.0)
@@ -693,9 +693,11 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.8))
     grid = fig.add_gridspec(rows + 1, 3, height_ratios=[3.0] * rows + [2.3], width_ratios=[1, 1, 1.9])
     density = None
+    register_accessor()
+    view = ds.sd.grid().regular_view(ds.sd.marginal())  # computed once for every row
     for r, i in enumerate(idx):
         axes = _sphere_view_axes(fig, [grid[r, 0], grid[r, 1], grid[r, 2]])
-        density = _SphereDensity(ds, axes)
+        density = _SphereDensity(ds, axes, view=view)
         density.draw(i)
         _sphere_targets(axes, targets)
         rho = density.rho[i]
@@ -968,6 +970,7 @@ def plot_comparison_snapshots(cmp: Any, density: Any, particles: Any, path: str 
     compare_w2_axes(fig.add_subplot(1, len(idx) + 1, 1), cmp)
     circle = _on_circle(density)
     mollweide = (SPHERE_VIEWS[2],)
+    view = None if circle else density.sd.grid().regular_view(density.sd.marginal())
     for c, i in enumerate(idx):
         ti = t[i]
         if circle:
@@ -984,7 +987,7 @@ def plot_comparison_snapshots(cmp: Any, density: Any, particles: Any, path: str 
         else:
             ax = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
             _mollweide_frame(ax)
-            layer = _SphereDensity(density, [ax], views=mollweide)
+            layer = _SphereDensity(density, [ax], views=mollweide, view=view)
             layer.draw(int(np.argmin(np.abs(density["time"].values - ti))))
             _SphereParticles(particles, [ax], size=3.0, views=mollweide).draw(ti)
             _sphere_targets([ax], targets, views=mollweide)
@@ -1245,6 +1248,65 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
     return fig, lambda s: [draw(s) for draw in drawers], title
 
 
+def make_animation(source: Any, *, fps: float = DEFAULT_FPS, frames: int | None = None) -> Any:
+    """The animation :func:`animate_run` writes, as a :class:`matplotlib.animation.FuncAnimation`
+    (its figure open): to show in a notebook (``IPython.display.HTML(anim.to_jshtml())``) or to
+    save with a writer of one's choice (``anim.save(...)``, then ``matplotlib.pyplot.close("all")``).
+
+    Parameters
+    ----------
+    source : path or xarray.Dataset
+        A density, particle or comparison file, or its Dataset.
+    fps : float
+        Frames per second (> 0).
+    frames : int, optional
+        Number of frames (:func:`frame_indices`).
+
+    Raises
+    ------
+    spheredens.ConfigError
+        A bad ``fps`` or ``frames``.
+    spheredens.SchemaError
+        ``source`` is not a file spheredens draws.
+    """
+    return _animation(*_source(source), fps=fps, frames=frames)[0]
+
+
+def _check_fps(fps: Any) -> None:
+    if isinstance(fps, bool) or not (isinstance(fps, (int, float)) and np.isfinite(fps) and fps > 0):
+        raise ConfigError("--fps", f"must be a finite number > 0, got {fps!r}")
+
+
+def _animation(ds: Any, source_path: Path | None, *, fps: float, frames: int | None) -> tuple[Any, Any]:
+    """(FuncAnimation, its figure) of a file (see :func:`animate_run`)."""
+    _check_fps(fps)
+    kind = file_kind(ds)
+    if kind not in ("density", "particles", "comparison"):
+        raise SchemaError("plot and animate draw density, particle and comparison files")
+    t = np.asarray(ds["time"].values, dtype=float)
+    idx = frame_indices(t.size, frames)
+    if kind == "density":
+        file_domain(ds).part("figure", "a figure of a run")
+        fig, draw, title = _density_animation(ds)
+    elif kind == "particles":
+        file_domain(ds).part("figure", "a figure of a run")
+        fig, draw, title = _particle_animation(ds)
+    else:
+        fig, draw, title = _compare_animation(ds, source_path)
+    head = title.get_text()
+
+    def update(k: int) -> list[Any]:
+        i = int(idx[k])
+        draw(t[i])
+        title.set_text(f"{head}\n{_frame_title(kind, t[i], i, t.size)}")
+        return []
+
+    update(0)
+    fig.tight_layout()
+    return animation.FuncAnimation(fig, update, frames=len(idx), interval=1000.0 / fps, blit=False,
+                                   repeat=False, cache_frame_data=False), fig
+
+
 def animate_run(source: Any, output: str | Path | None = None, *, fps: float = DEFAULT_FPS,
                 frames: int | None = None, mkdir: bool = False, dpi: int = 80) -> Path:
     """Animate a spheredens file: MP4 where ffmpeg exists, GIF through Pillow otherwise
@@ -1301,39 +1363,16 @@ def animate_run(source: Any, output: str | Path | None = None, *, fps: float = D
     >>> sd.animate_run("example_c.nc", "example_c.gif", fps=10)     # doctest: +SKIP
     PosixPath('example_c.gif')
     """
-    if not (isinstance(fps, (int, float)) and np.isfinite(fps) and fps > 0):
-        raise ConfigError("--fps", f"must be a finite number > 0, got {fps!r}")
+    _check_fps(fps)
     ds, source_path = _source(source)
     out = animation_output_path(source_path, output)
     out = check_output_location(out, suffix=out.suffix, mkdir=mkdir)
-    kind = file_kind(ds)
-    if kind == "density":
-        file_domain(ds).part("figure", "a figure of a run")
-        fig, draw, title = _density_animation(ds)
-    elif kind == "particles":
-        file_domain(ds).part("figure", "a figure of a run")
-        fig, draw, title = _particle_animation(ds)
-    elif kind == "comparison":
-        fig, draw, title = _compare_animation(ds, source_path)
-    else:
-        raise SchemaError("plot and animate draw density, particle and comparison files")
-    t = np.asarray(ds["time"].values, dtype=float)
-    idx = frame_indices(t.size, frames)
-    head = title.get_text()
-
-    def update(k: int) -> list[Any]:
-        i = int(idx[k])
-        draw(t[i])
-        title.set_text(f"{head}\n{_frame_title(kind, t[i], i, t.size)}")
-        return []
-
-    fig.tight_layout()
-    anim = animation.FuncAnimation(fig, update, frames=len(idx), interval=1000.0 / fps, blit=False,
-                                   repeat=False, cache_frame_data=False)
+    anim, fig = _animation(ds, source_path, fps=fps, frames=frames)
     writer = (animation.FFMpegWriter(fps=fps) if ANIMATION_WRITERS[out.suffix] == "ffmpeg"
               else animation.PillowWriter(fps=fps))
-    fd, temporary = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=out.suffix, dir=out.parent)
-    os.close(fd)
+    # the writer creates the temporary file itself (so it gets the umask's permissions, as any
+    # file the user writes); the suffix stays last: it tells the writer the format
+    temporary = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")
     try:
         anim.save(temporary, writer=writer, dpi=dpi)
         os.replace(temporary, out)

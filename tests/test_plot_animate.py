@@ -8,6 +8,7 @@ asked for. The figures draw the targets, use radians and give each quantity its 
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -124,6 +125,22 @@ def test_animate_every_file_kind(files, kind, tmp_path, capsys):
 def test_animation_has_one_frame_per_snapshot_by_default(files, tmp_path):
     gif = sd.animate_run(files["usa_av"], tmp_path / "all.gif", fps=4, dpi=40)
     assert Image.open(gif).n_frames == xr.open_dataset(files["usa_av"]).sizes["time"] == 4
+    umask = os.umask(0)
+    os.umask(umask)
+    assert gif.stat().st_mode & 0o777 == 0o666 & ~umask  # as any file the user writes
+
+
+def test_make_animation_gives_the_animation_itself(files, tmp_path):
+    """For notebooks (anim.to_jshtml()) and writers of one's choice: the frames asked for."""
+    import matplotlib.pyplot as plt
+
+    anim = sdplot.make_animation(files["particles_circle"], frames=3)
+    try:
+        assert len(list(anim.new_frame_seq())) == 3
+        anim.save(tmp_path / "own.gif", writer="pillow", dpi=30)
+        assert Image.open(tmp_path / "own.gif").n_frames == 3
+    finally:
+        plt.close("all")
 
 
 @pytest.mark.skipif(not sdplot.ffmpeg_available(), reason="ffmpeg is not installed: GIF only")
