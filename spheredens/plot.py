@@ -726,6 +726,8 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     else:
         ax.text(0.5, 0.5, "min rho >= 0 at every snapshot", ha="center", va="center", fontsize=8,
                 transform=ax.transAxes)
+        ax.set_xlim(float(t_all[0]), float(t_all[-1]))
+        ax.set_yticks([])
     ax.set_xlabel("t")
     ax.set_ylabel("-min rho / max rho (1)")
     ax.grid(True, which="both", alpha=0.3)
@@ -1124,10 +1126,13 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
             modes = np.asarray(ds["slice_mode"].values, dtype=float)
             xi = np.asarray(ds["xi"].values, dtype=float)
             rgba = plt.get_cmap("viridis")((xi - xi.min()) / max(float(xi.max() - xi.min()), 1e-300))
-            layers = [(ax.scatter([], [], s=30, marker="o", edgecolors="w", lw=0.6, zorder=7), kind,
-                       None if view is None else _view_frame(view)) for ax, (kind, view, _) in zip(axes, SPHERE_VIEWS)]
-            axes[2].legend(handles=[plt.Line2D([], [], ls="none", marker="o", color="C4", markeredgecolor="w",
-                                               label="slice modes (colour: xi)")], fontsize=7, loc="lower right")
+            layers = []
+            for ax, (kind, view, _) in zip(axes, SPHERE_VIEWS):
+                dots = ax.scatter([], [], s=30, marker="o", edgecolors="w", lw=0.6, zorder=7)
+                layers.append((dots, kind, None if view is None else _view_frame(view)))
+            entry = plt.Line2D([], [], ls="none", marker="o", color="C4", markeredgecolor="w",
+                               label="slice modes (colour: xi)")
+            axes[2].legend(handles=[entry], fontsize=7, loc="lower right")
 
             def draw_modes(s: float) -> None:
                 m = modes[int(np.argmin(np.abs(t - s)))]
