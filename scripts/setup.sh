@@ -38,3 +38,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q -e '.[test]'
     touch "$stamp"
 fi
+
+# 3. `make docs` (scripts/setup.sh docs): the docs extra too (Sphinx, myst-parser, sphinx-gallery,
+#    furo; about 15 s the first time).
+docs_stamp="$VENV/.spheredens-docs-installed"
+if [ "${1:-}" = "docs" ] && { [ ! -f "$docs_stamp" ] || [ pyproject.toml -nt "$docs_stamp" ]; }; then
+    echo "spheredens setup: installing the docs extra into $VENV"
+    "$VENV/bin/python" -m pip install -q -e '.[test,docs]'
+    touch "$docs_stamp"
+fi

@@ -190,14 +190,17 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
     time : TimeConfig
     observers : sequence of :class:`Observer`
         Told at the start, after every step, at every snapshot time and at the end.
-    state, t_start, steps_done : a checkpoint to continue from (default: ``scheme.initial_state()``
-        at t = 0). Steps depend only on (t, state), so continuing from a checkpoint taken at a
-        step boundary reproduces the uninterrupted run bit for bit.
+    state, t_start, steps_done : optional
+        A checkpoint to continue from (default: ``scheme.initial_state()`` at t = 0). Steps
+        depend only on (t, state), so continuing from a checkpoint taken at a step boundary
+        reproduces the uninterrupted run bit for bit.
     observe_start : bool, optional
         Whether observers see ``state`` at ``t_start`` when it is a snapshot time (default: only
         for a fresh start, ``steps_done == 0``; a resumed run passes False when the file already
         holds that snapshot).
 
+    Notes
+    -----
     Stops early, keeping the last good state, when values become non-finite (``nan``), the
     CFL step collapses (``dt_collapse``), a softmax speed exceeds ||V|| (``speed_bound``:
     a corrupted state), or :func:`request_stop` / KeyboardInterrupt asks for it.
@@ -341,6 +344,8 @@ class Progress(Observer):
     desc : str
         A label before the bar.
 
+    Notes
+    -----
     Inside :func:`progress_listener` the observer also reports to that listener, bar or not.
     """
 
