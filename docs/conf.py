@@ -14,8 +14,9 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS / "_ext"))
+sys.path.insert(0, str(ROOT))  # the package of this checkout (what .venv installs, editable)
 
-import spheredens  # noqa: E402  (the installed package: .venv holds it in editable mode)
+import spheredens  # noqa: E402
 
 project = "spheredens"
 author = "the spheredens developers"
