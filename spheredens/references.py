@@ -45,6 +45,8 @@ from numpy.typing import NDArray
 from scipy.integrate import solve_ivp
 from scipy.special import ive
 
+from .geometry import CIRCLE, domain_of_dimension
+
 Array = NDArray[np.float64]
 
 
@@ -89,7 +91,7 @@ def reference_quadrature(d: int) -> tuple[Array, Array]:
     96 x 192 nodes on the sphere."""
     if d not in QUADRATURE_DIMENSIONS:
         raise NotImplementedError(f"no reference quadrature of S^{d - 1}")
-    if d == 2:
+    if domain_of_dimension(d) is CIRCLE:
         theta = 2 * np.pi * np.arange(2048) / 2048
         return np.stack([np.cos(theta), np.sin(theta)], axis=1), np.full(2048, 2 * np.pi / 2048)
     z, wz = np.polynomial.legendre.leggauss(96)
@@ -101,7 +103,7 @@ def reference_quadrature(d: int) -> tuple[Array, Array]:
 
 def von_mises_fisher(x: Array, mean: Array, kappa: float) -> Array:
     """The von Mises-Fisher density on S^1 (d = 2) or S^2 (d = 3), written out here."""
-    if x.shape[-1] == 2:
+    if domain_of_dimension(x.shape[-1]) is CIRCLE:
         return np.exp(kappa * (x @ mean - 1)) / (2 * np.pi * ive(0, kappa))
     return kappa / (2 * np.pi * (1 - np.exp(-2 * kappa))) * np.exp(kappa * (x @ mean - 1))
 
