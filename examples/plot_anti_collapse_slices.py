@@ -12,7 +12,7 @@ What it shows: the marginal density sum_k r_k rho_k as a space-time image, and t
 figure: the mode of each slice against xi with the fitted orbit G(xi)^T z, the energy E_h
 (which never decreases) and the collapse measures. Reference: runs/anti_collapse/circle_rope.toml
 and its study with particles in docs/anti_collapse.md (W2 of the marginal to the nearest Dirac
-mass stays near 1.8 rad, the orbit distance falls to 0). Runtime: about 5 s.
+mass stays near 1.8 rad, the orbit distance falls to 0). Runtime: about 8 s.
 """
 
 # %%

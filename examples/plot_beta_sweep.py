@@ -13,7 +13,7 @@ the early rate against the spectral gap (definitions: docs/concentration.md).
 What it shows: the figure of ``spheredens analyze-beta``: W2 against t for each beta, min W2
 against beta beside the bound sqrt(log(beta + 1) / beta), and the departure times. Reference:
 the study of beta = 10 to 1000 at n = 1024 to 4096 in docs/concentration.md. Runtime: about
-10 s (two cases at a time on two workers).
+15 s (two cases at a time on two workers, started as new processes).
 """
 
 # %%

@@ -12,7 +12,7 @@ phase), then drifts towards the top eigenvector e_1 of V (the terminal phase).
 What it shows: the density as a space-time image and W2(rho_t, Pi_# rho_0) beside it.
 Reference: ``make demo`` runs the same configuration at n = 512 (runs/circle_example_c; min W2
 0.1609); here n = 192 cells, the coarsest grid the resolution rule allows at beta = 30.
-Runtime: about 4 s.
+Runtime: about 5 s.
 """
 
 # %%

@@ -12,7 +12,7 @@ at the quantiles of rho_0 or drawn i.i.d. from it (three seeds); W2(rho_t, mu_t)
 the density with the particles overlaid. Reference: i.i.d. tokens carry O(n^-1/2) sampling
 noise, deterministic quantile points far less (``tests/test_particles.py``: W2 falls like
 n^-1/2, quantiles ~15x closer at n = 1000); README, "Particles and comparison with the
-density". Runtime: about 8 s.
+density". Runtime: about 7 s.
 """
 
 # %%

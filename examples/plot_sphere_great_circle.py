@@ -10,7 +10,7 @@ onto that circle, then gathers into clusters along it.
 
 What it shows: orthographic views and a Mollweide map at four times, W2 to Pi_# rho_0 and the
 spectral undershoot below. Reference: ``make demo-sphere`` runs the same problem at lmax = 63
-to t = 20 (runs/sphere_great_circle); here lmax = 31 to t = 6. Runtime: about 5 s.
+to t = 20 (runs/sphere_great_circle); here lmax = 31 to t = 6. Runtime: about 4 s.
 """
 
 # %%
