@@ -33,7 +33,7 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext"]
+exclude_patterns = ["_build", "_ext", "_templates"]
 
 #: pages another piece of work writes and commits later: the entry page's toctree names them, and
 #: the entry is left out while the page is not there (any other missing page is an error)
@@ -75,6 +75,7 @@ def register_heading_anchors(app, env):
 
 # -- API reference -----------------------------------------------------------------------------
 autosummary_generate = True
+templates_path = ["_templates"]  # autosummary pages end with the gallery examples using the name
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
