@@ -13,7 +13,8 @@ change of some variables' formula replaces only those, on every case, by
 
     .venv/bin/python tests/reference_cases.py --update w2_projection w2_terminal
 
-(done once so far: issue 14 item 3, see ``tests/test_reference_numbers.py``).
+(done twice so far: issue 14 item 3, and issue 17 item 3 with
+``--update theta_bounds cell_area lat_bounds lon_bounds``; see ``tests/test_reference_numbers.py``).
 """
 from __future__ import annotations
 
@@ -153,7 +154,8 @@ def write() -> None:
 
 def update(variables: list[str]) -> None:
     """Recompute every case and replace only ``variables`` (e.g. ``w2_projection``) in the stored
-    file, keeping every other stored number as it was."""
+    file, keeping every other stored number as it was; a listed variable a case now has and did
+    not have is added, one it no longer has is removed."""
     import tempfile
 
     with np.load(DATA) as f:
@@ -163,8 +165,10 @@ def update(variables: list[str]) -> None:
         after = numbers(run_case(name, folder))
         for var in variables:
             key = f"{name}|var:{var}"
-            if key in stored:
+            if f"var:{var}" in after:  # replaced, or added where the layout gained it
                 stored[key] = after[f"var:{var}"]
+            else:
+                stored.pop(key, None)
         print("updated", name, flush=True)
     np.savez_compressed(DATA, **stored)
     print("wrote", DATA)

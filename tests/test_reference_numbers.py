@@ -13,6 +13,14 @@ item 3): on the circle rho_t is now the piecewise-constant density on the cells 
 atoms at the cell centres, which moves these two variables by about h^2 / 12 in W2^2 (relative
 changes up to 4e-3, and 0.15 for the demo's w2_terminal where it is small); every other
 variable stayed identical (the sphere's w2_terminal moved by round-off only, 2e-16).
+
+For CF-1.10 (issue 17, item 3) the files gained cell bounds and measures: ``theta_bounds`` on
+the circle, ``cell_area`` and ``lat_bounds``/``lon_bounds`` on the Gauss grid, ``cell_area``
+on the sphere fv mesh, whose ``lat_bounds``/``lon_bounds`` became the 4 vertices of each cell
+(shape (cell, 4) instead of (cell, 2)). Those four variables were stored anew
+(``tests/reference_cases.py --update theta_bounds cell_area lat_bounds lon_bounds``); before
+that, every other stored variable and every attribute was recomputed and found identical to
+1e-12 on every case.
 """
 from __future__ import annotations
 
