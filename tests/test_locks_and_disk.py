@@ -23,26 +23,8 @@ from spheredens.cli import main
 from spheredens.exceptions import OutputError, OutputLocked
 from spheredens.locking import OutputLock, lock_files, lock_holder
 from spheredens.sweep import load_sweep
+from test_reliability import CONFIG  # the same small fv run
 
-CONFIG = """
-[model]
-name = "sa"
-beta = 10.0
-K = [[1.75, 0.866025], [0.433013, 2.5]]
-V = [[1.0, 0.0], [0.0, 0.5]]
-[initial]
-name = "random_smooth"
-seed = 2
-[discretization]
-scheme = "fv"
-n = 256
-[time]
-t_end = 6.0
-snapshots = 25
-[output]
-path = "run.nc"
-figure = false
-"""
 SCRIPT = Path(sys.executable).with_name("spheredens")
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spheredens.cli"]
 TIMEOUT = 120  # generous: the machine may be loaded; the runs themselves take seconds
