@@ -112,3 +112,22 @@ def test_log_sl_puts_each_cells_mass_at_its_centroid(tmp_path):
     assert np.abs(uniform["rho_centroid"].values[0]).max() < 1e-12
     h = 2 * np.pi / N
     assert uniform["w2_projection"].values[0] ** 2 == pytest.approx(np.pi**2 / 12 - h**2 / 12, rel=1e-9)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_w2_to_antipodal_atoms_is_the_exact_emd(d):
+    """The sorted assignment of :func:`w2_to_antipodal_atoms` equals POT's network simplex on
+    the full cost matrix (random points and masses, three mass splits), to 1e-12."""
+    from spheredens.transport import w2_sphere, w2_to_antipodal_atoms
+
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((700, d))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    a = rng.exponential(size=700)
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    for m_plus in (0.5, 0.3141, 0.9):
+        want = w2_sphere(x, a, np.stack([u, -u]), np.array([m_plus, 1.0 - m_plus]))
+        assert abs(w2_to_antipodal_atoms(x, a, u, m_plus) - want) <= 1e-12
+    # every point on u: the distance is that of the mass sent to -u
+    assert abs(w2_to_antipodal_atoms(np.tile(u, (5, 1)), np.ones(5), u, 0.75) - np.sqrt(0.25) * np.pi) <= 1e-14

@@ -23,6 +23,7 @@ from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidat
 from ._fourier import FourierConvolution, aliased_multipliers
 from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
                           funk_hecke_multipliers)
+from ._lowrank import KappaLowRank, LowRankPoints, lowrank_multipliers
 from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
@@ -30,9 +31,9 @@ from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
 __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
            "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
-           "INTERACTIONS", "KappaInterpolation", "Layout", "LowRankMeridianInteraction", "PrunedDirectQuadrature", "SphereDirectQuadrature",
+           "INTERACTIONS", "KappaInterpolation", "KappaLowRank", "Layout", "LowRankMeridianInteraction", "LowRankPoints", "PrunedDirectQuadrature", "SphereDirectQuadrature",
            "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "circle_order", "clip_norm", "clustered_logsumexp_sums",
-           "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "pruned_logsumexp_sums", "make_evaluator",
+           "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "lowrank_multipliers", "pruned_logsumexp_sums", "make_evaluator",
            "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
            "register_evaluator", "select_evaluator", "sphere_choice"]
 

@@ -142,7 +142,7 @@ class Evaluator:
 #: ``discretization.interaction`` names and their descriptions (``spheredens info``)
 INTERACTIONS = Registry("interaction evaluator")
 INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere: funk_hecke, "
-                              "else lowrank_meridian (sh_spectral), else direct")
+                              "else lowrank_meridian (sh_spectral) or lowrank_points (fv), else direct")
 #: every registered evaluator class, in registration order
 EVALUATOR_CLASSES: list[type[Evaluator]] = []
 

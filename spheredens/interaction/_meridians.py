@@ -55,46 +55,18 @@ from ..grids import GaussGrid
 from ..grids._sphere_gauss import import_shtns
 from ..models import Model
 from ._base import Layout, register_evaluator
-from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, _SphereEvaluator, barycentric_weights,
-                          chebyshev_log_nodes, funk_hecke_multipliers, rotation_euler_zyz, well_conditioned)
+from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, _SphereEvaluator, rotation_euler_zyz,
+                          well_conditioned)
+from ._lowrank import EXTRA_DEGREES, LOWRANK_TOLERANCE, KappaLowRank
 from ._pruned import pruned_logsumexp_sums
 from ._quadrature import clip_norm
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
 
-#: l1 error of the low-rank multipliers, relative to s_0(kappa), on the sampled kappa range
-LOWRANK_TOLERANCE = 1e-12
-#: H = sum_r A_r(kappa~(u)) f_r(u) has degree up to lmax + the degree of the weights
-#: A_r(kappa~(u)) (set by the anisotropy of B: ~50 for cond(B) = 2.3, ~70 for 3); the regular
-#: grid carries degree max(lmax, weights' degree at WEIGHT_CUTOFF) + EXTRA_DEGREES
-EXTRA_DEGREES = 16
-WEIGHT_CUTOFF = 1e-15
-#: Chebyshev nodes in log kappa for the weights A_r(kappa), A'_r(kappa)
-WEIGHT_NODES = 64
 #: interpolation weights per target along a great circle, and the upsampling factor
 TAPS = 13
 UPSAMPLING = 2.0
-
-
-def lowrank_multipliers(lmax: int, kappa_min: float, kappa_max: float, tol: float = LOWRANK_TOLERANCE,
-                        samples: int = 400) -> tuple[Array, float]:
-    """Degree profiles c_r(l) (R, lmax + 1), orthonormal, with
-    s_l(k) ~ sum_r (sum_l' s_l'(k) c_r(l')) c_r(l) and the same for ds_l, to an l1 error over l
-    below ``tol`` s_0(k) at ``samples`` log-spaced k in [kappa_min, kappa_max]; and that error."""
-    l = np.arange(lmax + 1.0)
-    ks = np.geomspace(kappa_min, kappa_max, samples)
-    rows = [np.stack(funk_hecke_multipliers(l, k)) for k in ks]
-    s = np.array(rows)  # (samples, 2, lmax + 1)
-    m = np.concatenate([s[:, 0] / s[:, 0, :1], s[:, 1] / s[:, 0, :1]])
-    _, _, vt = np.linalg.svd(m, full_matrices=False)
-    err = math.inf
-    for r in range(1, len(vt) + 1):
-        p = vt[:r]
-        err = float(np.abs(m - (m @ p.T) @ p).sum(axis=1).max())
-        if err < tol:
-            return p, err
-    return vt, err
 
 
 def fft_friendly_rings(minimum: int) -> int:
@@ -163,21 +135,15 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         B = np.asarray(model.kernel.B, dtype=float)
         if not well_conditioned(model):
             raise ValueError(f"lowrank_meridian {GENERAL_B_REQUIREMENT}")
-        sigma = model.kernel.singular_values
         beta = model.beta
-        lo, hi = beta * sigma[-1] * (1 - 1e-12), beta * sigma[0] * (1 + 1e-12)
-        self._c, self.lowrank_error = lowrank_multipliers(grid.lmax, lo, hi, tol)
-        self.rank = len(self._c)
-        self._c_lm = np.ascontiguousarray(self._c[:, grid.l.astype(int)])
+        self.lowrank = KappaLowRank(model, grid.lmax, tol)
+        self.rank, self.lowrank_error = self.lowrank.rank, self.lowrank.error
+        self._c_lm = np.ascontiguousarray(self.lowrank.profiles[:, grid.l.astype(int)])
         # the frame whose pole is the image of the grid's pole
         pole = B.T @ np.array([0.0, 0.0, 1.0])
         self._q = rotation_to_pole(pole / np.linalg.norm(pole))
         self._euler = rotation_euler_zyz(self._q)  # coefficients of rho(Q^T z)
-        self._nodes = chebyshev_log_nodes(lo, hi, WEIGHT_NODES)  # hi > lo: the range is widened above
-        l = np.arange(grid.lmax + 1.0)
-        at_nodes = np.array([funk_hecke_multipliers(l, k) for k in self._nodes])  # (p, 2, lmax + 1)
-        self._node_a, self._node_a_d = at_nodes[:, 0] @ self._c.T, at_nodes[:, 1] @ self._c.T
-        self.weight_degree = self._weight_degree(B, beta)
+        self.weight_degree = self.lowrank.weight_degree()
         self._regular_grid(B, beta, lmax_h=max(grid.lmax, self.weight_degree) + extra_degrees)
         self._targets(B, beta, taps, upsampling)
         self._assembly(B, beta)
@@ -193,30 +159,6 @@ class LowRankMeridianInteraction(_SphereEvaluator):
                 "lowrank_weight_degree": self.weight_degree, "lowrank_grid_degree": self._nt - 1}
 
     # -- set-up -----------------------------------------------------------------------------
-    def _weights(self, kappa: Array) -> tuple[Array, Array]:
-        """A_r(kappa), A'_r(kappa) (R, len(kappa)) by barycentric interpolation in log kappa
-        between the exact values at the Chebyshev nodes."""
-        w = barycentric_weights(self._nodes, kappa)
-        return (w @ self._node_a).T, (w @ self._node_a_d).T
-
-    def _weight_degree(self, B: Array, beta: float) -> int:
-        """The degree beyond which every A_r(kappa~(u)) has spherical-harmonic coefficients below
-        ``WEIGHT_CUTOFF`` times the largest (relative to max s_0): analysed on Gauss grids of
-        degree 63, 127, 255 until one holds it with room to spare."""
-        for degree in (63, 127, 255):
-            g = GaussGrid(degree)
-            u = g.points.reshape(-1, 3)
-            a, _ = self._weights(beta / np.linalg.norm(u @ np.linalg.inv(B), axis=-1))
-            a /= np.abs(a).max()
-            top = np.zeros(degree + 1)
-            for r in range(self.rank):
-                np.maximum.at(top, g.l.astype(int), np.abs(g.analys(a[r].reshape(g.shape))))
-            above = np.flatnonzero(top > WEIGHT_CUTOFF)
-            found = int(above[-1]) if above.size else 0
-            if found < degree - 8:
-                return found
-        return found
-
     def _regular_grid(self, B: Array, beta: float, lmax_h: int) -> None:
         """The regular grid (theta_k = (k + 1/2) pi / nt, nph = 2 nt) of the rotated frame on
         which H and D are formed, and the weights A_r(kappa~(u)), A'_r(kappa~(u)) there."""
@@ -233,7 +175,7 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         rotated = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), ct + 0 * phi), axis=-1)
         u = (rotated @ self._q).reshape(-1, 3)  # Q^T u'': points of the original frame
         # (2, R, P): the weights of H and of D at the regular grid's points
-        self._a_both = np.ascontiguousarray(np.stack(self._weights(beta / np.linalg.norm(u @ np.linalg.inv(B), axis=-1))))
+        self._a_both = np.ascontiguousarray(np.stack(self.lowrank.weights(self.lowrank.kappa_of_image(u))))
         self._f = np.zeros((self.rank, self._nt, self._nph))
 
     def _targets(self, B: Array, beta: float, taps: int, upsampling: float) -> None:

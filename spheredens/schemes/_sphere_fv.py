@@ -53,14 +53,19 @@ class SphereFiniteVolumeScheme(Scheme):
 
     The velocity at the faces comes from the cell averages (masses at the cell centres):
     ``funk_hecke`` (B a multiple of an orthogonal matrix) through spectral coefficients of the
-    cell masses and general syntheses at the face points (:class:`~spheredens.interaction._points.FunkHeckePoints`),
-    ``direct`` (any B) by log-sum-exp quadrature; both agree to round-off.
+    cell masses and general syntheses at the face points (:class:`~spheredens.interaction._points.FunkHeckePoints`);
+    ``lowrank_points`` (any invertible B, condition number <= 1e3) through Funk-Hecke
+    multipliers of low rank in kappa = beta |B^T x| (:class:`~spheredens.interaction.LowRankPoints`:
+    a few transforms, whatever the number of cells; rows with a tiny partition function in the
+    log domain); ``direct`` and ``direct_pruned`` (any B) by log-sum-exp quadrature, O(cells x
+    faces). All agree to round-off (tested).
 
     Options (``[discretization]``)
     ------------------------------
     nlat : int, 4..2048 (default 32): number of latitude rings (about 4 nlat^2 / pi cells)
     limiter : ``"mc"`` (default), ``"minmod"`` or ``"first_order"``
-    interaction : ``"auto"`` (funk_hecke where it applies, else direct), ``"funk_hecke"``, ``"direct"``
+    interaction : ``"auto"`` (funk_hecke where it applies, else lowrank_points, else direct),
+        ``"funk_hecke"``, ``"lowrank_points"``, ``"direct"``, ``"direct_pruned"``
     integrator : ``"ssprk3"`` (default) or any registered tableau
     """
 
@@ -85,7 +90,7 @@ class SphereFiniteVolumeScheme(Scheme):
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
         """Cells, faces (~3 per cell), and the kernel when the sums are direct."""
         points = int(4 * options["nlat"]**2 / math.pi) + 2
-        direct = options.get("interaction") != "funk_hecke"
+        direct = options.get("interaction") in ("direct", "direct_pruned")
         return points, 8.0 * min(3 * points**2, 1 << 25) if direct else 0.0
 
     def __init__(self, problem: Any, *, nlat: int = 32, limiter: str = "mc", **common: Any) -> None:

@@ -231,7 +231,7 @@ def test_every_model_runs_with_either_scheme(model):
     fv = runs["fv"]
     assert fv["rho"].dims == ("time", "cell") and fv["lat"].dims == ("cell",)
     general_b = model["name"] == "sa" and "K" in model
-    assert fv.attrs["interaction"] == ("direct" if general_b else
+    assert fv.attrs["interaction"] == ("lowrank_points" if general_b else
                                         "zero_temperature" if model["name"] == "sa_zero_temperature"
                                         else "funk_hecke")
     # the two schemes see the same dynamics: masses of the northern hemisphere agree
@@ -287,5 +287,5 @@ def test_invalid_fv_sphere_options_are_refused():
         assert str(err.value).startswith(key) and words in str(err.value), str(err.value)
     bad_b = {**base, "model": {"name": "sa", "beta": 1.0, "K": [[1, 0.3, 0], [0, 1, 0], [0, 0, 1]]},
              "discretization": {"scheme": "fv", "interaction": "funk_hecke"}}
-    with pytest.raises(sd.ConfigError, match="'direct'"):
+    with pytest.raises(sd.ConfigError, match="'lowrank_points'"):
         sd.config_from_dict(bad_b)

@@ -1,0 +1,224 @@
+"""Two-atom concentration on S^2 with a general B, both schemes, beta in {10, 30, 100, 300} (issue 16).
+
+The case of ``base.toml`` (Q = I, K = A V^-T not orthogonal, V = diag(1, .5, .5),
+A = V B^T symmetric with a simple top eigenvalue: Pi_# rho_0 is two atoms +-u), run with
+
+* finite volumes (``fv``, ``lowrank_points`` face velocities) at two mesh sizes nlat and 2 nlat;
+* spherical harmonics (``sh_spectral``, ``lowrank_meridian``) at two degrees lmax and 2 lmax + 1;
+
+(``CASES``: the pairs per beta), snapshots every 0.25 to a horizon past the departure.
+
+W2 to Pi_# rho_0 is computed from every snapshot **without coarsening**: each cell (fv: its
+centre, with its mass) or Gauss node (sh: with rho clipped at 0 times its weight) is an atom,
+and the distance to the two atoms is exact (:func:`spheredens.transport.w2_to_antipodal_atoms`,
+a sort instead of an EMD). The runs' own ``w2_projection`` coarsens to 4096 atoms, which at
+beta >= 100 is coarser than the clusters. min W2, its time and the departure time (as
+``analyze-beta`` defines them: the first snapshot after the minimum with W2 > 2 min + 0.02) come
+from that curve; the refinement change is |value(fine) - value(coarse)| / value(fine).
+
+Files: ``runs/sphere_two_atoms/cases/*.nc`` (finished runs are reused, partial ones resume),
+``summary.json`` and ``summary.md`` (the table of docs/concentration.md) beside this script,
+figures in docs/figures/sphere_two_atoms_*.png.
+
+Usage: .venv/bin/python runs/sphere_two_atoms/study.py [--workers 2] [--betas 10 30 ...]
+       [--schemes fv sh_spectral] [--summarize]
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json
+import time
+import tomllib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+import spheredens as sd
+from spheredens.analysis import curve_summary
+from spheredens.plot import save_figure
+from spheredens.targets import projection_target
+from spheredens.transport import w2_to_antipodal_atoms
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+OUT = HERE / "cases"
+#: (scheme, resolution pair) per beta, and the horizon per beta (past the departure)
+CASES = {
+    10.0: {"fv": (32, 64), "sh_spectral": (63, 127)},
+    30.0: {"fv": (64, 128), "sh_spectral": (63, 127)},
+    100.0: {"fv": (128, 256), "sh_spectral": (127, 255)},
+    300.0: {"fv": (256,), "sh_spectral": (255,)},
+}
+T_END = {10.0: 30.0, 30.0: 35.0, 100.0: 50.0, 300.0: 100.0}
+SNAPSHOTS_PER_UNIT = 4
+RESOLUTION = {"fv": "nlat", "sh_spectral": "lmax"}
+
+
+def case_path(scheme: str, res: int, beta: float) -> Path:
+    return OUT / f"{scheme}_{RESOLUTION[scheme]}{res}_beta{beta:g}.nc"
+
+
+def case_config(scheme: str, res: int, beta: float, t_end: float | None = None):
+    t_end = T_END[beta] if t_end is None else t_end
+    data = tomllib.loads((HERE / "base.toml").read_text())
+    data["model"]["beta"] = beta
+    data["discretization"] = {"scheme": scheme, RESOLUTION[scheme]: res, "allow_underresolved": True}
+    if scheme == "sh_spectral":
+        data["discretization"]["filter"] = "exponential"
+    data["time"] = {**data["time"], "t_end": t_end, "snapshots": int(round(SNAPSHOTS_PER_UNIT * t_end)) + 1}
+    data["output"] = {"path": str(case_path(scheme, res, beta)), "figure": False}
+    return sd.config_from_dict(data, base_dir=HERE)
+
+
+def exact_w2_curve(ds, target) -> np.ndarray:
+    """W2(rho_t, Pi_# rho_0) at every snapshot from every cell / node as an atom (module doc)."""
+    lat, lon = np.deg2rad(ds["lat"].values), np.deg2rad(ds["lon"].values)
+    if ds["rho"].ndim == 3:  # Gauss grid: (time, lat, lon)
+        lat, lon = np.meshgrid(lat, lon, indexing="ij")
+    points = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1).reshape(-1, 3)
+    weight = ds["weight"].values.reshape(-1)
+    u = target.points[0]
+    m_plus = float(target.masses[0])
+    rho = ds["rho"].values.reshape(len(ds["time"]), -1)
+    return np.array([w2_to_antipodal_atoms(points, np.clip(r, 0.0, None) * weight, u, m_plus) for r in rho])
+
+
+def run_case(scheme: str, res: int, beta: float) -> dict:
+    out = case_path(scheme, res, beta)
+    cfg = case_config(scheme, res, beta)
+    ds = sd.open_run(out) if out.exists() else None
+    if ds is None or ds.attrs.get("run_status") != "complete":
+        ds = sd.run(cfg, resume=out.exists(), progress=False)
+    return summarize_case(scheme, res, beta, ds, cfg)
+
+
+def summarize_case(scheme, res, beta, ds, cfg) -> dict:
+    target = projection_target(cfg)
+    t = ds["time"].values
+    w2 = exact_w2_curve(ds, target)
+    s = curve_summary(t, w2)
+    rho = ds["rho"].values
+    return {"scheme": scheme, "resolution": int(res), "beta": beta, **s,
+            "w2_run_coarsened_min": float(np.nanmin(ds["w2_projection"].values)),
+            "min_rho_min": float(np.nanmin(rho)),
+            "negative_mass_max": float(np.max(np.sum(np.clip(-rho.reshape(len(t), -1), 0, None)
+                                                     * ds["weight"].values.reshape(-1), axis=1))),
+            "interaction": ds.attrs.get("interaction"), "steps": int(ds.attrs.get("n_steps", -1)),
+            "wall_s": float(ds.attrs.get("wall_time_total_seconds", np.nan)),
+            "t": t.tolist(), "w2": w2.tolist()}
+
+
+def change(a: float, b: float) -> float:
+    return abs(b - a) / abs(b) if np.isfinite(a) and np.isfinite(b) and b != 0 else np.nan
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """One line per (beta, scheme): the finest run with its change from the coarser one."""
+    lines = []
+    for beta in sorted({r["beta"] for r in rows}):
+        for scheme in ("fv", "sh_spectral"):
+            runs = sorted((r for r in rows if r["beta"] == beta and r["scheme"] == scheme),
+                          key=lambda r: r["resolution"])
+            if not runs:
+                continue
+            fine, coarse = runs[-1], (runs[-2] if len(runs) > 1 else None)
+            line = {k: fine[k] for k in ("beta", "scheme", "resolution", "min_w2", "t_min", "departure_time",
+                                         "t_last", "min_rho_min", "negative_mass_max", "wall_s", "steps")}
+            line["coarse"] = None if coarse is None else {k: coarse[k] for k in ("resolution", "min_w2", "t_min",
+                                                                                  "departure_time", "wall_s")}
+            line["min_w2_change"] = change(coarse["min_w2"], fine["min_w2"]) if coarse else np.nan
+            line["departure_change"] = change(coarse["departure_time"], fine["departure_time"]) if coarse else np.nan
+            lines.append(line)
+    return lines
+
+
+def markdown(lines: list[dict]) -> str:
+    head = ("| beta | scheme | resolution (checked against) | min W2 | change | t_min | departure | change "
+            "| min rho | wall s (fine / coarse) |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+    body = []
+    for ln in lines:
+        c = ln["coarse"]
+        res = f"{RESOLUTION[ln['scheme']]} = {ln['resolution']}" + (f" ({c['resolution']})" if c else " (none)")
+        dep = f"{ln['departure_time']:g}" if np.isfinite(ln["departure_time"]) else f"none by {ln['t_last']:g}"
+        cd = f"{100 * ln['departure_change']:.1f}%" if np.isfinite(ln["departure_change"]) else "-"
+        cw = f"{100 * ln['min_w2_change']:.2f}%" if np.isfinite(ln["min_w2_change"]) else "-"
+        tm = f"{ln['t_min']:g}" + (f" / {c['t_min']:g}" if c else "")
+        wall = f"{ln['wall_s']:.0f}" + (f" / {c['wall_s']:.0f}" if c else "")
+        body.append(f"| {ln['beta']:g} | {ln['scheme']} | {res} | {ln['min_w2']:.5f} | {cw} | {tm} | {dep} | {cd} "
+                    f"| {ln['min_rho_min']:.2g} | {wall} |")
+    return head + "\n".join(body) + "\n"
+
+
+def figures(rows: list[dict]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    betas = sorted({r["beta"] for r in rows})
+    fig, axes = plt.subplots(1, len(betas), figsize=(4 * len(betas), 3.4), squeeze=False)
+    for ax, beta in zip(axes[0], betas):
+        for r in sorted((r for r in rows if r["beta"] == beta), key=lambda r: (r["scheme"], r["resolution"])):
+            style = "-" if r["scheme"] == "fv" else "--"
+            ax.semilogy(r["t"], r["w2"], style, label=f"{r['scheme']} {RESOLUTION[r['scheme']]} {r['resolution']}")
+        ax.set_title(f"beta = {beta:g}")
+        ax.set_xlabel("t")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("W2(rho_t, Pi_# rho_0), every cell / node an atom")
+    fig.tight_layout()
+    save_figure(fig, ROOT / "docs" / "figures" / "sphere_two_atoms_w2.png")
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2, help="processes (one run each)")
+    parser.add_argument("--betas", type=float, nargs="+", default=sorted(CASES), help="betas to run")
+    parser.add_argument("--schemes", nargs="+", default=["fv", "sh_spectral"], choices=["fv", "sh_spectral"])
+    parser.add_argument("--summarize", action="store_true", help="only read the finished files and redraw")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    cases = [(s, res, b) for b in args.betas for s in args.schemes for res in CASES[b][s]]
+    # longest first (an estimate: ~14 s per unit t for fv nlat = 128, ~6 for sh lmax = 127; x8 per doubling)
+    cases.sort(key=lambda c: -(14.0 if c[0] == "fv" else 6.0) * (c[1] / 128) ** 3 * T_END[c[2]])
+    rows = []
+    start = time.time()
+    if args.summarize:
+        for s, res, b in cases:
+            p = case_path(s, res, b)
+            if p.exists():
+                rows.append(summarize_case(s, res, b, sd.open_run(p), case_config(s, res, b)))
+    else:
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            futures = {pool.submit(run_case, *c): c for c in cases}
+            for k, fut in enumerate(as_completed(futures), 1):
+                try:
+                    row = fut.result()
+                except BaseException as exc:  # keep the others going; say which one failed
+                    print(f"[{k}/{len(cases)}] {futures[fut]} failed: {exc}", flush=True)
+                    continue
+                rows.append(row)
+                print(f"[{k}/{len(cases)}] {row['scheme']} {row['resolution']} beta {row['beta']:g}: min W2 "
+                      f"{row['min_w2']:.5f} at {row['t_min']:g}, departure {row['departure_time']:g} "
+                      f"({row['wall_s']:.0f} s)", flush=True)
+    old = json.loads((HERE / "summary.json").read_text()) if (HERE / "summary.json").exists() else {"runs": []}
+    done = {(r["scheme"], r["resolution"], r["beta"]) for r in rows}
+    rows += [r for r in old["runs"] if (r["scheme"], r["resolution"], r["beta"]) not in done]
+    if not rows:
+        raise SystemExit("no finished runs to summarize")
+    lines = table(rows)
+    (HERE / "summary.json").write_text(json.dumps({"runs": rows, "table": lines,
+                                                   "wall_s_this_invocation": time.time() - start}, indent=1))
+    (HERE / "summary.md").write_text(markdown(lines))
+    figures(rows)
+    print(markdown(lines))
+
+
+if __name__ == "__main__":
+    main()
