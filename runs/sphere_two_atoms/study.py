@@ -57,6 +57,10 @@ CASES = {
 }
 T_END = {10.0: 30.0, 30.0: 35.0, 100.0: 50.0, 300.0: 100.0}
 SNAPSHOTS_PER_UNIT = 4
+#: a second departure measure that exists at every beta: the first snapshot after the minimum
+#: with W2 > min W2 + RISE (at beta = 10, 2 min + 0.02 = 0.66 is above the terminal distance
+#: 0.56, the angle between u and e_1, so analyze-beta's departure never happens there)
+RISE = 0.1
 RESOLUTION = {"fv": "nlat", "sh_spectral": "lmax"}
 
 
@@ -103,6 +107,8 @@ def summarize_case(scheme, res, beta, ds, cfg) -> dict:
     t = ds["time"].values
     w2 = exact_w2_curve(ds, target)
     s = curve_summary(t, w2)
+    after = np.flatnonzero((t > s["t_min"]) & (w2 > s["min_w2"] + RISE))
+    s["rise_time"] = float(t[after[0]]) if after.size else np.nan
     rho = ds["rho"].values
     return {"scheme": scheme, "resolution": int(res), "beta": beta, **s,
             "w2_run_coarsened_min": float(np.nanmin(ds["w2_projection"].values)),
@@ -128,19 +134,21 @@ def table(rows: list[dict]) -> list[dict]:
             if not runs:
                 continue
             fine, coarse = runs[-1], (runs[-2] if len(runs) > 1 else None)
-            line = {k: fine[k] for k in ("beta", "scheme", "resolution", "min_w2", "t_min", "departure_time",
+            line = {k: fine[k] for k in ("beta", "scheme", "resolution", "min_w2", "t_min", "departure_time", "rise_time",
                                          "t_last", "min_rho_min", "negative_mass_max", "wall_s", "steps")}
             line["coarse"] = None if coarse is None else {k: coarse[k] for k in ("resolution", "min_w2", "t_min",
-                                                                                  "departure_time", "wall_s")}
+                                                                                  "departure_time", "rise_time", "wall_s")}
             line["min_w2_change"] = change(coarse["min_w2"], fine["min_w2"]) if coarse else np.nan
             line["departure_change"] = change(coarse["departure_time"], fine["departure_time"]) if coarse else np.nan
+            line["rise_change"] = change(coarse["rise_time"], fine["rise_time"]) if coarse else np.nan
             lines.append(line)
     return lines
 
 
 def markdown(lines: list[dict]) -> str:
     head = ("| beta | scheme | resolution (checked against) | min W2 | change | t_min | departure | change "
-            "| min rho | wall s (fine / coarse) |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+            f"| W2 > min + {RISE:g} at | change | min rho | wall s (fine / coarse) |\n"
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
     body = []
     for ln in lines:
         c = ln["coarse"]
@@ -149,9 +157,11 @@ def markdown(lines: list[dict]) -> str:
         cd = f"{100 * ln['departure_change']:.1f}%" if np.isfinite(ln["departure_change"]) else "-"
         cw = f"{100 * ln['min_w2_change']:.2f}%" if np.isfinite(ln["min_w2_change"]) else "-"
         tm = f"{ln['t_min']:g}" + (f" / {c['t_min']:g}" if c else "")
+        rise = f"{ln['rise_time']:g}" if np.isfinite(ln["rise_time"]) else f"none by {ln['t_last']:g}"
+        cr = f"{100 * ln['rise_change']:.1f}%" if np.isfinite(ln["rise_change"]) else "-"
         wall = f"{ln['wall_s']:.0f}" + (f" / {c['wall_s']:.0f}" if c else "")
         body.append(f"| {ln['beta']:g} | {ln['scheme']} | {res} | {ln['min_w2']:.5f} | {cw} | {tm} | {dep} | {cd} "
-                    f"| {ln['min_rho_min']:.2g} | {wall} |")
+                    f"| {rise} | {cr} | {ln['min_rho_min']:.2g} | {wall} |")
     return head + "\n".join(body) + "\n"
 
 
@@ -174,6 +184,16 @@ def figures(rows: list[dict]) -> None:
     fig.tight_layout()
     save_figure(fig, ROOT / "docs" / "figures" / "sphere_two_atoms_w2.png")
     plt.close(fig)
+    # the finest density of each scheme at the largest beta with both resolutions: t = 0, t_min, end
+    for scheme in ("fv", "sh_spectral"):
+        done = [r for r in rows if r["scheme"] == scheme and len(CASES[r["beta"]][scheme]) > 1]
+        if not done:
+            continue
+        beta = max(r["beta"] for r in done)
+        r = max((r for r in done if r["beta"] == beta), key=lambda r: r["resolution"])
+        ds = sd.open_run(case_path(scheme, r["resolution"], beta))
+        sd.plot_run(ds, ROOT / "docs" / "figures" / f"sphere_two_atoms_{scheme}_beta{beta:g}.png",
+                    times=[0.0, r["t_min"], r["t_last"]])
 
 
 def main() -> None:
