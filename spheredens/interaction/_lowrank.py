@@ -178,6 +178,10 @@ class LowRankPoints(Evaluator):
         self.weight = np.asarray(weight, dtype=float)
         self.targets = np.asarray(targets, dtype=float)
         self.fallback_fraction = 0.0
+        #: rows with e^-kappa Z below this fraction of its maximum are summed in the log domain
+        #: (the spectral value's absolute error is ~1e-16 of the maximum: velocity errors of
+        #: ~1e-10 at 1e-6, ~1e-7 at 1e-9); the fv option ``log_domain_below`` sets it
+        self.log_domain_below = GUARD_RELATIVE_Z
         self._v_norm = model.V_norm
         self._epsilon, self._nthreads = epsilon, nthreads
         if model.beta == 0.0:
@@ -230,7 +234,7 @@ class LowRankPoints(Evaluator):
             return {}
         return {"lowrank_rank": self.lowrank.rank, "lowrank_error": self.lowrank.error,
                 "interaction_lmax": self.lmax, "lowrank_weight_degree": self.weight_degree,
-                "lowrank_grid_degree": self.grid_degree}
+                "lowrank_grid_degree": self.grid_degree, "log_domain_below": self.log_domain_below}
 
     def fields(self, masses: Array) -> Array:
         """(H, D, dH/dtheta, dH/dphi / sin theta) at the targets' image points, shape (4, n_targets),
@@ -275,7 +279,7 @@ class LowRankPoints(Evaluator):
         h = fields[0]
         with np.errstate(divide="ignore", invalid="ignore"):  # h <= 0: rows redone below
             out = n / h[:, None]
-        small = np.flatnonzero((h < GUARD_RELATIVE_Z * h.max()) | ~(h > 0.0))
+        small = np.flatnonzero((h < self.log_domain_below * h.max()) | ~(h > 0.0))
         self.fallback_fraction = self.guarded_fraction = small.size / h.size
         if small.size:
             with np.errstate(divide="ignore"):

@@ -144,3 +144,36 @@ def test_auto_picks_it_for_a_general_b_and_the_run_equals_direct():
     assert a.attrs["interaction"] == "lowrank_points"
     assert a.attrs["n_steps"] == b.attrs["n_steps"]
     assert np.abs(a["rho"].values - b["rho"].values).max() <= 1e-11
+
+
+def test_a_lower_log_domain_level_trades_accuracy_as_documented(mesh):
+    """``log_domain_below`` = 1e-9: fewer log-domain rows; between 1e-9 and 1e-6 of the maximum
+    the spectral velocity holds to 1e-14 max(H) / H (the floor the option's documentation
+    states: ~1e-16 of the maximum, so <= 1e-5 of ||V|| there), and below it the rows are exact."""
+    model = Model("sa", 30.0, np.eye(3), B_CASES["general"], V)
+    rho = mixture(mesh.points, [1.0, 0.5], [40.0, 40.0], floor=1e-12)
+    ev, strict, want = both(model, mesh, rho)
+    default_fraction = ev.fallback_fraction
+    ev.log_domain_below = 1e-9
+    got = ev.attention_average(rho)
+    h = ev.fields(rho * mesh.area)[0]
+    r = h / h.max()
+    band = (r >= 1e-9) & (r < 1e-6)
+    assert band.any() and ev.fallback_fraction < default_fraction
+    assert (np.abs(got - want).max(axis=1)[band] <= 1e-14 / r[band]).all()
+    assert np.abs(got[r < 1e-9] - want[r < 1e-9]).max() <= 1e-12
+
+
+def test_log_domain_below_is_an_fv_option_of_lowrank_points(tmp_path):
+    def cfg(**disc):
+        return sd.config_from_dict({
+            "model": {"name": "sa", "beta": 2.0, "K": B_CASES["general"].tolist(), "V": V.tolist()},
+            "domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "seed": 3},
+            "discretization": {"scheme": "fv", "nlat": 20, **disc},
+            "time": {"t_end": 0.1, "times": [0.0, 0.1]}})
+    ds = sd.run(cfg(log_domain_below=1e-9), progress=False)
+    assert ds.attrs["log_domain_below"] == 1e-9
+    with pytest.raises(sd.ConfigError, match="log_domain_below"):
+        cfg(log_domain_below=0.1)
+    with pytest.raises(sd.ConfigError, match="lowrank_points only"):
+        sd.run(cfg(log_domain_below=1e-9, interaction="direct"), progress=False)
