@@ -53,30 +53,46 @@ CASES = {
     10.0: {"fv": (32, 64), "sh_spectral": (63, 127)},
     30.0: {"fv": (64, 128), "sh_spectral": (63, 127)},
     100.0: {"fv": (128, 256), "sh_spectral": (127, 255)},
-    300.0: {"fv": (256,), "sh_spectral": (255,)},
+    300.0: {"fv": (128,), "sh_spectral": (127,)},
 }
 T_END = {10.0: 30.0, 30.0: 35.0, 100.0: 50.0, 300.0: 100.0}
+#: the spectral density rings (min rho < -1e-3 max rho) from t ~ 5-9 at every beta here, before
+#: or at its W2 minimum: at beta >= 100 the spectral runs stop at this horizon (past the
+#: ringing; their log-domain rows, a direct sum over the whole Gauss grid each, make the rest
+#: of such a run cost hours and mean nothing)
+SPECTRAL_T_END = {100.0: 12.5, 300.0: 12.5}
+#: fv's ``log_domain_below`` per beta (default 1e-6 elsewhere): at beta = 100 on nlat = 256 the
+#: faces below 1e-6 of the maximum took 10 s per right-hand side at t = 13 (2.2% of them);
+#: at 1e-9 the spectral velocity there is good to ~1e-7 (tests/interaction/test_lowrank_points.py);
+#: THRESHOLD_CHECK reruns the coarse mesh with the default to show what it changes
+LOG_DOMAIN_BELOW = {100.0: 1e-9, 300.0: 1e-9}
+THRESHOLD_CHECK = [("fv", 128, 100.0)]
 SNAPSHOTS_PER_UNIT = 4
 #: a second departure measure that exists at every beta: the first snapshot after the minimum
 #: with W2 > min W2 + RISE (at beta = 10, 2 min + 0.02 = 0.66 is above the terminal distance
 #: 0.56, the angle between u and e_1, so analyze-beta's departure never happens there)
 RISE = 0.1
+#: the spectral density "rings" from the first snapshot with min rho < -RINGING max rho
+RINGING = 1e-3
 RESOLUTION = {"fv": "nlat", "sh_spectral": "lmax"}
 
 
-def case_path(scheme: str, res: int, beta: float) -> Path:
-    return OUT / f"{scheme}_{RESOLUTION[scheme]}{res}_beta{beta:g}.nc"
+def case_path(scheme: str, res: int, beta: float, log_domain_below: float | None = None) -> Path:
+    tag = "" if log_domain_below is None else f"_ld{log_domain_below:.0e}"
+    return OUT / f"{scheme}_{RESOLUTION[scheme]}{res}_beta{beta:g}{tag}.nc"
 
 
-def case_config(scheme: str, res: int, beta: float, t_end: float | None = None):
-    t_end = T_END[beta] if t_end is None else t_end
+def case_config(scheme: str, res: int, beta: float, log_domain_below: float | None = None):
+    t_end = SPECTRAL_T_END.get(beta, T_END[beta]) if scheme == "sh_spectral" else T_END[beta]
     data = tomllib.loads((HERE / "base.toml").read_text())
     data["model"]["beta"] = beta
     data["discretization"] = {"scheme": scheme, RESOLUTION[scheme]: res, "allow_underresolved": True}
+    if log_domain_below is not None:
+        data["discretization"]["log_domain_below"] = log_domain_below
     if scheme == "sh_spectral":
         data["discretization"]["filter"] = "exponential"
     data["time"] = {**data["time"], "t_end": t_end, "snapshots": int(round(SNAPSHOTS_PER_UNIT * t_end)) + 1}
-    data["output"] = {"path": str(case_path(scheme, res, beta)), "figure": False}
+    data["output"] = {"path": str(case_path(scheme, res, beta, log_domain_below)), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE)
 
 
@@ -93,16 +109,24 @@ def exact_w2_curve(ds, target) -> np.ndarray:
     return np.array([w2_to_antipodal_atoms(points, np.clip(r, 0.0, None) * weight, u, m_plus) for r in rho])
 
 
-def run_case(scheme: str, res: int, beta: float) -> dict:
-    out = case_path(scheme, res, beta)
-    cfg = case_config(scheme, res, beta)
+def run_case(scheme: str, res: int, beta: float, log_domain_below: float | None = None) -> dict:
+    out = case_path(scheme, res, beta, log_domain_below)
+    cfg = case_config(scheme, res, beta, log_domain_below)
     ds = sd.open_run(out) if out.exists() else None
-    if ds is None or ds.attrs.get("run_status") != "complete":
+    if ds is None or ds.attrs.get("run_status") != "complete" or float(ds["time"][-1]) != cfg.time.t_end:
         ds = sd.run(cfg, resume=out.exists(), progress=False)
-    return summarize_case(scheme, res, beta, ds, cfg)
+    return summarize_case(scheme, res, beta, ds, cfg, log_domain_below)
 
 
-def summarize_case(scheme, res, beta, ds, cfg) -> dict:
+def study_cases(betas, schemes) -> list[tuple]:
+    """(scheme, resolution, beta, log_domain_below) of the study and of its threshold check."""
+    cases = [(s, res, b, LOG_DOMAIN_BELOW.get(b) if s == "fv" else None)
+             for b in betas for s in schemes for res in CASES[b][s]]
+    cases += [(s, res, b, None) for s, res, b in THRESHOLD_CHECK if b in betas and s in schemes]
+    return cases
+
+
+def summarize_case(scheme, res, beta, ds, cfg, log_domain_below=None) -> dict:
     target = projection_target(cfg)
     t = ds["time"].values
     w2 = exact_w2_curve(ds, target)
@@ -110,12 +134,21 @@ def summarize_case(scheme, res, beta, ds, cfg) -> dict:
     after = np.flatnonzero((t > s["t_min"]) & (w2 > s["min_w2"] + RISE))
     s["rise_time"] = float(t[after[0]]) if after.size else np.nan
     rho = ds["rho"].values
-    return {"scheme": scheme, "resolution": int(res), "beta": beta, **s,
+    flat = rho.reshape(len(t), -1)
+    # ringing: the first snapshot with min rho below -1e-3 max rho (never for fv: rho >= 0)
+    rings = np.flatnonzero(flat.min(axis=1) < -RINGING * flat.max(axis=1))
+    s["ringing_from"] = float(t[rings[0]]) if rings.size else np.nan
+    # the minimum over the snapshots before the ringing, and whether W2 was still falling there
+    before = np.arange(len(t)) < (rings[0] if rings.size else len(t))
+    i = int(np.argmin(np.where(before, w2, np.inf)))
+    s["clean_min_w2"], s["clean_t_min"] = float(w2[i]), float(t[i])
+    s["clean_still_falling"] = bool(rings.size and i == rings[0] - 1)
+    return {"scheme": scheme, "resolution": int(res), "beta": beta, "log_domain_below": log_domain_below, **s,
             "w2_run_coarsened_min": float(np.nanmin(ds["w2_projection"].values)),
             "min_rho_min": float(np.nanmin(rho)),
             "negative_mass_max": float(np.max(np.sum(np.clip(-rho.reshape(len(t), -1), 0, None)
                                                      * ds["weight"].values.reshape(-1), axis=1))),
-            "interaction": ds.attrs.get("interaction"), "steps": int(ds.attrs.get("n_steps", -1)),
+            "status": ds.attrs.get("run_status"), "interaction": ds.attrs.get("interaction"), "steps": int(ds.attrs.get("n_steps", -1)),
             "wall_s": float(ds.attrs.get("wall_time_total_seconds", np.nan)),
             "t": t.tolist(), "w2": w2.tolist()}
 
@@ -129,13 +162,14 @@ def table(rows: list[dict]) -> list[dict]:
     lines = []
     for beta in sorted({r["beta"] for r in rows}):
         for scheme in ("fv", "sh_spectral"):
-            runs = sorted((r for r in rows if r["beta"] == beta and r["scheme"] == scheme),
+            runs = sorted((r for r in rows if r["beta"] == beta and r["scheme"] == scheme
+                           and r["log_domain_below"] == (LOG_DOMAIN_BELOW.get(beta) if scheme == "fv" else None)),
                           key=lambda r: r["resolution"])
             if not runs:
                 continue
             fine, coarse = runs[-1], (runs[-2] if len(runs) > 1 else None)
             line = {k: fine[k] for k in ("beta", "scheme", "resolution", "min_w2", "t_min", "departure_time", "rise_time",
-                                         "t_last", "min_rho_min", "negative_mass_max", "wall_s", "steps")}
+                                         "status", "ringing_from", "clean_min_w2", "clean_t_min", "clean_still_falling", "t_last", "min_rho_min", "negative_mass_max", "wall_s", "steps")}
             line["coarse"] = None if coarse is None else {k: coarse[k] for k in ("resolution", "min_w2", "t_min",
                                                                                   "departure_time", "rise_time", "wall_s")}
             line["min_w2_change"] = change(coarse["min_w2"], fine["min_w2"]) if coarse else np.nan
@@ -147,7 +181,7 @@ def table(rows: list[dict]) -> list[dict]:
 
 def markdown(lines: list[dict]) -> str:
     head = ("| beta | scheme | resolution (checked against) | min W2 | change | t_min | departure | change "
-            f"| W2 > min + {RISE:g} at | change | min rho | wall s (fine / coarse) |\n"
+            f"| W2 > min + {RISE:g} at | change | rings from | wall s (fine / coarse) |\n"
             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
     body = []
     for ln in lines:
@@ -159,9 +193,17 @@ def markdown(lines: list[dict]) -> str:
         tm = f"{ln['t_min']:g}" + (f" / {c['t_min']:g}" if c else "")
         rise = f"{ln['rise_time']:g}" if np.isfinite(ln["rise_time"]) else f"none by {ln['t_last']:g}"
         cr = f"{100 * ln['rise_change']:.1f}%" if np.isfinite(ln["rise_change"]) else "-"
+        ring = f"t = {ln['ringing_from']:g}" if np.isfinite(ln["ringing_from"]) else "no"
         wall = f"{ln['wall_s']:.0f}" + (f" / {c['wall_s']:.0f}" if c else "")
-        body.append(f"| {ln['beta']:g} | {ln['scheme']} | {res} | {ln['min_w2']:.5f} | {cw} | {tm} | {dep} | {cd} "
-                    f"| {rise} | {cr} | {ln['min_rho_min']:.2g} | {wall} |")
+        mw = f"{ln['min_w2']:.5f}"
+        if np.isfinite(ln["ringing_from"]):  # the spectral density rings: its W2 before that
+            mw = (f"{ln['clean_min_w2']:.5f} before ringing (t = {ln['clean_t_min']:g}"
+                  + (", still falling)" if ln["clean_still_falling"] else ")"))
+            tm, dep, cw, cd, rise, cr = "-", "-", "-", "-", "-", "-"
+        if ln["status"] != "complete":
+            res += f", partial to t = {ln['t_last']:g}"
+        body.append(f"| {ln['beta']:g} | {ln['scheme']} | {res} | {mw} | {cw} | {tm} | {dep} | {cd} "
+                    f"| {rise} | {cr} | {ring} | {wall} |")
     return head + "\n".join(body) + "\n"
 
 
@@ -186,12 +228,13 @@ def figures(rows: list[dict]) -> None:
     plt.close(fig)
     # the finest density of each scheme at the largest beta with both resolutions: t = 0, t_min, end
     for scheme in ("fv", "sh_spectral"):
-        done = [r for r in rows if r["scheme"] == scheme and len(CASES[r["beta"]][scheme]) > 1]
+        done = [r for r in rows if r["scheme"] == scheme and len(CASES[r["beta"]][scheme]) > 1
+                and r["log_domain_below"] == (LOG_DOMAIN_BELOW.get(r["beta"]) if scheme == "fv" else None)]
         if not done:
             continue
         beta = max(r["beta"] for r in done)
         r = max((r for r in done if r["beta"] == beta), key=lambda r: r["resolution"])
-        ds = sd.open_run(case_path(scheme, r["resolution"], beta))
+        ds = sd.open_run(case_path(scheme, r["resolution"], beta, r["log_domain_below"]))
         sd.plot_run(ds, ROOT / "docs" / "figures" / f"sphere_two_atoms_{scheme}_beta{beta:g}.png",
                     times=[0.0, r["t_min"], r["t_last"]])
 
@@ -204,16 +247,16 @@ def main() -> None:
     parser.add_argument("--summarize", action="store_true", help="only read the finished files and redraw")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
-    cases = [(s, res, b) for b in args.betas for s in args.schemes for res in CASES[b][s]]
+    cases = study_cases(args.betas, args.schemes)
     # longest first (an estimate: ~14 s per unit t for fv nlat = 128, ~6 for sh lmax = 127; x8 per doubling)
     cases.sort(key=lambda c: -(14.0 if c[0] == "fv" else 6.0) * (c[1] / 128) ** 3 * T_END[c[2]])
     rows = []
     start = time.time()
     if args.summarize:
-        for s, res, b in cases:
-            p = case_path(s, res, b)
+        for s, res, b, ld in cases:
+            p = case_path(s, res, b, ld)
             if p.exists():
-                rows.append(summarize_case(s, res, b, sd.open_run(p), case_config(s, res, b)))
+                rows.append(summarize_case(s, res, b, sd.open_run(p), case_config(s, res, b, ld), ld))
     else:
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = {pool.submit(run_case, *c): c for c in cases}
@@ -228,12 +271,29 @@ def main() -> None:
                       f"{row['min_w2']:.5f} at {row['t_min']:g}, departure {row['departure_time']:g} "
                       f"({row['wall_s']:.0f} s)", flush=True)
     old = json.loads((HERE / "summary.json").read_text()) if (HERE / "summary.json").exists() else {"runs": []}
-    done = {(r["scheme"], r["resolution"], r["beta"]) for r in rows}
-    rows += [r for r in old["runs"] if (r["scheme"], r["resolution"], r["beta"]) not in done]
+    def key(r):
+        return r["scheme"], r["resolution"], r["beta"], r.get("log_domain_below")
+
+    done = {key(r) for r in rows}
+    rows += [r for r in old["runs"] if key(r) not in done]
     if not rows:
         raise SystemExit("no finished runs to summarize")
     lines = table(rows)
-    (HERE / "summary.json").write_text(json.dumps({"runs": rows, "table": lines,
+    checks = []
+    for scheme, res, beta in THRESHOLD_CHECK:
+        pair = {r["log_domain_below"]: r for r in rows
+                if (r["scheme"], r["resolution"], r["beta"]) == (scheme, res, beta)}
+        if None in pair and LOG_DOMAIN_BELOW.get(beta) in pair:
+            a, b = pair[None], pair[LOG_DOMAIN_BELOW[beta]]
+            checks.append({"scheme": scheme, "resolution": res, "beta": beta,
+                           "log_domain_below": LOG_DOMAIN_BELOW[beta],
+                           **{f"{k}_default": a[k] for k in ("min_w2", "t_min", "departure_time", "rise_time", "wall_s")},
+                           **{f"{k}_lowered": b[k] for k in ("min_w2", "t_min", "departure_time", "rise_time", "wall_s")},
+                           "min_w2_change": change(a["min_w2"], b["min_w2"])})
+            print(f"threshold check {scheme} {res} beta {beta:g}: 1e-6 vs {LOG_DOMAIN_BELOW[beta]:g}: "
+                  f"min W2 {a['min_w2']:.6f} / {b['min_w2']:.6f}, departure {a['departure_time']:g} / "
+                  f"{b['departure_time']:g}, wall {a['wall_s']:.0f} / {b['wall_s']:.0f} s")
+    (HERE / "summary.json").write_text(json.dumps({"runs": rows, "table": lines, "threshold_check": checks,
                                                    "wall_s_this_invocation": time.time() - start}, indent=1))
     (HERE / "summary.md").write_text(markdown(lines))
     figures(rows)

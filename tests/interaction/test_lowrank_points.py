@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
 
 import spheredens as sd
 from spheredens.grids import RingMesh
@@ -19,21 +18,8 @@ from spheredens.problem import Problem
 from spheredens.references import linear_growth_tendency
 from spheredens.schemes import make_scheme
 
-V = np.diag([1.0, 0.8, 0.5])
-B_CASES = {
-    # condition numbers 2.3, 3.0 and 1.25 (two equal singular values, a reflection)
-    "general": np.array([[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]]),
-    "cond3": (Rotation.from_rotvec([0.4, 0.1, -0.9]).as_matrix() @ np.diag([1.5, 1.0, 0.5])
-              @ Rotation.from_rotvec([-0.3, 0.8, 0.2]).as_matrix().T),
-    "axisymmetric_reflection": (Rotation.from_rotvec([1.1, -0.5, 0.3]).as_matrix() @ np.diag([1.0, 0.8, -0.8])
-                                @ Rotation.from_rotvec([0.2, 0.2, 1.2]).as_matrix().T),
-}
-CENTRES = np.array([[0.3, 0.5, 0.8], [-0.6, 0.2, -0.3], [0.1, -0.9, 0.2]])
-CENTRES = CENTRES / np.linalg.norm(CENTRES, axis=1)[:, None]
-
-
-def mixture(points, weights, kappas, floor=0.0):
-    return sum(w * np.exp(k * (points @ mu - 1.0)) for w, k, mu in zip(weights, kappas, CENTRES)) + floor
+# the matrices, centres and mixtures of the Gauss-grid evaluator's tests
+from test_lowrank_meridian import B_CASES, V, mixture  # noqa: E402
 
 
 @pytest.fixture(scope="module")
