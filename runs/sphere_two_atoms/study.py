@@ -174,7 +174,8 @@ def table(rows: list[dict]) -> list[dict]:
             line = {k: fine[k] for k in ("beta", "scheme", "resolution", "min_w2", "t_min", "departure_time", "rise_time",
                                          "status", "ringing_from", "clean_min_w2", "clean_t_min", "clean_still_falling", "t_last", "min_rho_min", "negative_mass_max", "wall_s", "steps")}
             line["coarse"] = None if coarse is None else {k: coarse[k] for k in ("resolution", "min_w2", "t_min",
-                                                                                  "departure_time", "rise_time", "wall_s")}
+                                                                                  "departure_time", "rise_time", "wall_s",
+                                                                                  "t_last", "status")}
             line["min_w2_change"] = change(coarse["min_w2"], fine["min_w2"]) if coarse else np.nan
             line["departure_change"] = change(coarse["departure_time"], fine["departure_time"]) if coarse else np.nan
             line["rise_change"] = change(coarse["rise_time"], fine["rise_time"]) if coarse else np.nan
@@ -197,7 +198,10 @@ def markdown(lines: list[dict]) -> str:
         rise = f"{ln['rise_time']:g}" if np.isfinite(ln["rise_time"]) else f"none by {ln['t_last']:g}"
         cr = f"{100 * ln['rise_change']:.1f}%" if np.isfinite(ln["rise_change"]) else "-"
         ring = f"t = {ln['ringing_from']:g}" if np.isfinite(ln["ringing_from"]) else "no"
-        wall = f"{ln['wall_s']:.0f}" + (f" / {c['wall_s']:.0f}" if c else "")
+        def secs(v):
+            return f"{v:.0f}" if np.isfinite(v) else "partial"
+
+        wall = secs(ln["wall_s"]) + (f" / {secs(c['wall_s'])}" if c else "")
         mw = f"{ln['min_w2']:.5f}"
         if np.isfinite(ln["ringing_from"]):  # the spectral density rings: its W2 before that
             mw = (f"{ln['clean_min_w2']:.5f} before ringing (t = {ln['clean_t_min']:g}"
@@ -220,7 +224,12 @@ def figures(rows: list[dict]) -> None:
     for ax, beta in zip(axes[0], betas):
         for r in sorted((r for r in rows if r["beta"] == beta), key=lambda r: (r["scheme"], r["resolution"])):
             style = "-" if r["scheme"] == "fv" else "--"
-            ax.semilogy(r["t"], r["w2"], style, label=f"{r['scheme']} {RESOLUTION[r['scheme']]} {r['resolution']}")
+            level = "" if r["scheme"] != "fv" else (" (log-domain level 1e-6)" if r["log_domain_below"] is None
+                                                    else f" ({r['log_domain_below']:g})")
+            if r["scheme"] == "fv" and r["log_domain_below"] is None:
+                style = ":"
+            ax.semilogy(r["t"], r["w2"], style,
+                        label=f"{r['scheme']} {RESOLUTION[r['scheme']]} {r['resolution']}{level}")
         ax.set_title(f"beta = {beta:g}")
         ax.set_xlabel("t")
         ax.grid(alpha=0.3)
