@@ -52,7 +52,7 @@ from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, barycentric_weights,
                           chebyshev_log_nodes, funk_hecke_multipliers, well_conditioned)
-from ._points import multiplier_degree
+from ._points import degrees, multiplier_degree
 from ._pruned import pruned_logsumexp_sums
 from ._quadrature import clip_norm
 
@@ -103,7 +103,7 @@ class KappaLowRank:
         lo, hi = self.beta * sigma[-1] * (1 - 1e-12), self.beta * sigma[0] * (1 + 1e-12)
         self.profiles, self.error = lowrank_multipliers(lmax, lo, hi, tol)
         self.rank = len(self.profiles)
-        self._inv_bt = np.linalg.inv(self.B)
+        self._inv_b = np.linalg.inv(self.B)
         self._nodes = chebyshev_log_nodes(lo, hi, WEIGHT_NODES)  # hi > lo: the range is widened above
         l = np.arange(lmax + 1.0)
         at_nodes = np.array([funk_hecke_multipliers(l, k) for k in self._nodes])  # (p, 2, lmax + 1)
@@ -111,7 +111,15 @@ class KappaLowRank:
 
     def kappa_of_image(self, u: Array) -> Array:
         """kappa~(u) = beta / |B^{-T} u| for unit vectors u (..., 3)."""
-        return self.beta / np.linalg.norm(u @ self._inv_bt, axis=-1)
+        return self.beta / np.linalg.norm(u @ self._inv_b, axis=-1)
+
+    def grad_kappa_of_image(self, u: Array) -> Array:
+        """The tangent gradient of kappa~ at unit vectors u (n, 3): kappa~ = beta (u^T A u)^(-1/2)
+        with A = B^-1 B^-T, so grad = -beta (u^T A u)^(-3/2) A u, projected on the tangent plane."""
+        a = self._inv_b @ self._inv_b.T
+        quad = np.einsum("ni,ij,nj->n", u, a, u)
+        grad = -self.beta * quad[:, None] ** -1.5 * (u @ a)
+        return grad - np.sum(grad * u, axis=-1, keepdims=True) * u
 
     def weights(self, kappa: Array) -> tuple[Array, Array]:
         """A_r(kappa), A'_r(kappa) (R, len(kappa))."""
@@ -134,23 +142,6 @@ class KappaLowRank:
             if found < degree - 8:
                 return found
         return found
-
-
-def _degrees(lmax: int) -> Array:
-    """Degree l of each coefficient, m-major (ducc0 / shtns order)."""
-    return np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
-
-
-def _pad(alm: NDArray[np.complex128], lmax: int, lmax_to: int) -> NDArray[np.complex128]:
-    """Coefficients of degree <= lmax (m-major) placed in the layout of degree lmax_to."""
-    out = np.zeros(alm.shape[:-1] + ((lmax_to + 1) * (lmax_to + 2) // 2,), dtype=complex)
-    src = dst = 0
-    for m in range(lmax + 1):
-        n = lmax + 1 - m
-        out[..., dst:dst + n] = alm[..., src:src + n]
-        src += n
-        dst += lmax_to + 1 - m
-    return out
 
 
 @register_evaluator("lowrank_points", domains=("sphere",), inputs=("values",), priority=15)
@@ -196,7 +187,7 @@ class LowRankPoints(Evaluator):
         self.grid_degree = max(self.lmax, self.weight_degree) + EXTRA_DEGREES
         # longitudes: an FFT-friendly count >= 2 L_H + 2 (2 x 103 longitudes made every synthesis 6x slower)
         self._nt, self._nph = self.grid_degree + 1, int(ducc0.fft.good_size(2 * self.grid_degree + 2, True))
-        self._profiles = np.ascontiguousarray(self.lowrank.profiles[:, _degrees(self.lmax)])
+        self._profiles = np.ascontiguousarray(self.lowrank.profiles[:, degrees(self.lmax).astype(int)])
         # the Gauss-Legendre grid (ducc0 "GL": theta_k ascending, phi_j = 2 pi j / nph)
         x, _ = np.polynomial.legendre.leggauss(self._nt)
         theta = np.arccos(-x)
@@ -205,7 +196,8 @@ class LowRankPoints(Evaluator):
         u_grid = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), np.cos(theta)[:, None] + 0 * phi),
                           axis=-1).reshape(-1, 3)
         self._a_both = np.ascontiguousarray(np.stack(self.lowrank.weights(self.lowrank.kappa_of_image(u_grid))))
-        self._l_grad = np.sqrt(_degrees(self.grid_degree) * (_degrees(self.grid_degree) + 1.0))
+        l_h = degrees(self.grid_degree)
+        self._l_grad = np.sqrt(l_h * (l_h + 1.0))
         self._source_loc = np.ascontiguousarray(points_to_colat_lon(self.sources))
         # the targets' image points, kappa there, and the assembly of N e^-kappa from
         # (H, D, dH/dtheta, dH/dphi / sin theta) at them
@@ -218,10 +210,7 @@ class LowRankPoints(Evaluator):
         th, ph = loc[:, 0], loc[:, 1]
         e_t = np.stack([np.cos(th) * np.cos(ph), np.cos(th) * np.sin(ph), -np.sin(th)], axis=-1)
         e_p = np.stack([-np.sin(ph), np.cos(ph), np.zeros_like(ph)], axis=-1)
-        a = self.lowrank._inv_bt @ self.lowrank._inv_bt.T
-        quad = np.einsum("ni,ij,nj->n", u, a, u)
-        grad = -model.beta * quad[:, None] ** -1.5 * (u @ a)
-        grad_kappa = grad - np.sum(grad * u, axis=-1, keepdims=True) * u
+        grad_kappa = self.lowrank.grad_kappa_of_image(u)
         k = beta_r[:, None]
         # N e^-kappa = V sum_f field_f vectors_f, fields (H, D, dH/dtheta, dH/dphi / sin)
         self._vectors = np.array([grad_kappa / k, u - grad_kappa / k, e_t / k, e_p / k])

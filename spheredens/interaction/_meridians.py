@@ -146,7 +146,7 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         self.weight_degree = self.lowrank.weight_degree()
         self._regular_grid(B, beta, lmax_h=max(grid.lmax, self.weight_degree) + extra_degrees)
         self._targets(B, beta, taps, upsampling)
-        self._assembly(B, beta)
+        self._assembly()
         # the log-domain rows: targets' queries beta B^T x, sources the grid points
         self._query = model.kernel.query(grid.points.reshape(-1, 3))
         self._sources = grid.points.reshape(-1, 3)
@@ -255,15 +255,12 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         self._sign_t = np.broadcast_to(np.where(np.arange(g.nphi) < half, 1.0, -1.0)[None, :],
                                        theta.shape).reshape(-1)
 
-    def _assembly(self, B: Array, beta: float) -> None:
+    def _assembly(self) -> None:
         """grad kappa~ at the targets, and the coefficients of N / Z along (e_theta, e_phi)
         of the grid in the four fields (H, D, dH/dphi'', dH/dt)."""
         g = self.grid
-        a = np.linalg.inv(B) @ np.linalg.inv(B).T
         u = self._u
-        quad = np.einsum("ni,ij,nj->n", u, a, u)
-        grad = -beta * quad[:, None] ** -1.5 * (u @ a)
-        self._grad_kappa = grad - np.sum(grad * u, axis=-1, keepdims=True) * u
+        self._grad_kappa = self.lowrank.grad_kappa_of_image(u)
         kappa = self._kappa[:, None]
         # N e^-kappa = V [u D + (e_t sign dH/dt + e_p dH/dphi / sin - (D - H) grad kappa~) / kappa]
         # (4, N, 3): N e^-kappa = V sum_f field_f vectors_f at each target
