@@ -30,11 +30,26 @@ The cost does not depend on the number of cells beyond the two general transform
 linear in the number of points: R small syntheses, two analyses and four general syntheses of
 degree L_H, against n_targets x n_sources exponentials for direct quadrature.
 
-Where H is tiny (below ``GUARD_RELATIVE_Z`` of its maximum, or <= 0) the spectral value has few
-significant digits (its absolute error is ~1e-14 of the largest H): those rows are recomputed by
-direct log-sum-exp quadrature over the sources with certified pruning
-(:func:`~spheredens.interaction.pruned_logsumexp_sums`), as ``direct_pruned`` computes them,
-so the velocity there stays right in the log domain instead of being clipped.
+Where H is tiny (below ``log_domain_below`` of its maximum, default ``GUARD_RELATIVE_Z``, or
+<= 0) the spectral value has few significant digits: its absolute error is ~1e-16 of the largest
+H, which the heaviest cells set. Those rows are recomputed in the log domain by **peeling**:
+
+4. the cells with mass above ``PEEL_FACTOR``^j of the largest mass (j = 1, 2, ...) are taken off
+   the density; the rest, the *tail*, gets its own spectral H_t, N_t (steps 1-3). Their
+   absolute error is ~1e-14 of the tail's mass, not of the whole density's (measured in
+   tests/interaction/test_lowrank_points.py), so a small row whose H_t is at least
+   ``log_domain_below`` of the tail's mass is as accurate as a row of step 3 at that level
+   (~1e-8 at 1e-6), and its sums are
+   e^kappa (H_t, N_t) plus the exact log-sum-exp sums over the peeled cells
+   (:func:`~spheredens.interaction.pruned_logsumexp_sums`), added in the log domain;
+5. rows still small after ``peel_levels`` levels, or once ``PEEL_MAX_SHARE`` of the cells are
+   peeled (or when peeling is off, ``peel_levels = 0``), take the pruned direct log-sum-exp sum over all cells, as ``direct_pruned`` computes them.
+
+Nothing is clipped or floored: where Z e^-kappa underflows, the sums stay right in the log
+domain. Step 4 is what keeps a concentrated density affordable: its small rows see the tail, not
+the few heavy cells, so each level costs one spectral evaluation and a direct sum over the few
+peeled cells, where step 5 sums over ~20% of all cells for each row (measured on
+docs/numerics.md).
 """
 from __future__ import annotations
 
@@ -64,6 +79,12 @@ LOWRANK_TOLERANCE = 1e-12
 #: A_r(kappa~(u)) (set by the anisotropy of B: ~50 for cond(B) = 2.3, ~70 for 3); grids that
 #: carry H carry degree max(lmax, weights' degree at WEIGHT_CUTOFF) + EXTRA_DEGREES
 EXTRA_DEGREES = 16
+#: peeling (module docstring, step 4): the cells above PEEL_FACTOR^j of the largest mass go at
+#: level j, for at most PEEL_LEVELS levels
+PEEL_FACTOR = 1e-3
+PEEL_LEVELS = 12
+#: peeling stops once this share of the cells is peeled (the direct sum costs as much then)
+PEEL_MAX_SHARE = 0.5
 WEIGHT_CUTOFF = 1e-15
 #: Chebyshev nodes in log kappa for the weights A_r(kappa), A'_r(kappa)
 WEIGHT_NODES = 64
@@ -173,6 +194,10 @@ class LowRankPoints(Evaluator):
         #: (the spectral value's absolute error is ~1e-16 of the maximum: velocity errors of
         #: ~1e-10 at 1e-6, ~1e-7 at 1e-9); the fv option ``log_domain_below`` sets it
         self.log_domain_below = GUARD_RELATIVE_Z
+        #: levels of peeling before a small row takes the full direct sum (0: no peeling)
+        self.peel_levels = PEEL_LEVELS
+        #: share of the rows at the last call that took the full direct log-sum-exp sum
+        self.direct_fraction = 0.0
         self._v_norm = model.V_norm
         self._epsilon, self._nthreads = epsilon, nthreads
         if model.beta == 0.0:
@@ -223,7 +248,8 @@ class LowRankPoints(Evaluator):
             return {}
         return {"lowrank_rank": self.lowrank.rank, "lowrank_error": self.lowrank.error,
                 "interaction_lmax": self.lmax, "lowrank_weight_degree": self.weight_degree,
-                "lowrank_grid_degree": self.grid_degree, "log_domain_below": self.log_domain_below}
+                "lowrank_grid_degree": self.grid_degree, "log_domain_below": self.log_domain_below,
+                "log_domain_peel_levels": self.peel_levels}
 
     def fields(self, masses: Array) -> Array:
         """(H, D, dH/dtheta, dH/dphi / sin theta) at the targets' image points, shape (4, n_targets),
@@ -260,22 +286,66 @@ class LowRankPoints(Evaluator):
             if model.kind.normalized:
                 avg = avg / a.sum()
             return np.broadcast_to(avg, self.targets.shape)
-        fields = self.fields(a)
-        n = np.einsum("fn,fnd->nd", fields, self._vectors) @ model.V.T
+        h, n = self.scaled_sums(a)
         if not model.kind.normalized:
             with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
                 return n * np.exp(self._kappa)[:, None]
-        h = fields[0]
         with np.errstate(divide="ignore", invalid="ignore"):  # h <= 0: rows redone below
             out = n / h[:, None]
         small = np.flatnonzero((h < self.log_domain_below * h.max()) | ~(h > 0.0))
         self.fallback_fraction = self.guarded_fraction = small.size / h.size
+        self.direct_fraction = 0.0
         if small.size:
             with np.errstate(divide="ignore"):
                 log_a = np.log(a)
-            z, num, _, _ = pruned_logsumexp_sums(self._query[small], self.sources, log_a, self._vy)
-            out[small] = num / np.where(z > 0.0, z, np.inf)[:, None]
+            rest = self._peeled_rows(a, log_a, small, out)
+            self.direct_fraction = rest.size / h.size
+            if rest.size:
+                z, num, _, _ = pruned_logsumexp_sums(self._query[rest], self.sources, log_a, self._vy)
+                out[rest] = num / np.where(z > 0.0, z, np.inf)[:, None]
         return clip_norm(out, self._v_norm)
+
+    def scaled_sums(self, masses: Array) -> tuple[Array, Array]:
+        """(e^-kappa Z, e^-kappa V N) at the targets for the source masses a_j: the spectral
+        sums of steps 1-3 (module docstring), shapes (n_targets,) and (n_targets, 3)."""
+        fields = self.fields(masses)
+        return fields[0], np.einsum("fn,fnd->nd", fields, self._vectors) @ self.model.V.T
+
+    def _peeled_rows(self, a: Array, log_a: Array, rows: Array, out: Array) -> Array:
+        """Step 4 of the module docstring: N / Z into ``out`` for the small ``rows`` that a level
+        of peeling makes accurate; returns the rows left for the full direct sum."""
+        peeled = np.zeros(a.size, dtype=bool)
+        for level in range(1, self.peel_levels + 1):
+            if rows.size == 0:
+                break
+            new = ~peeled & (a > a.max() * PEEL_FACTOR**level)
+            if not new.any():
+                continue
+            peeled |= new
+            if peeled.mean() > PEEL_MAX_SHARE:
+                break
+            tail = np.where(peeled, 0.0, a)
+            if not tail.any():
+                break
+            h_t, n_t = self.scaled_sums(tail)
+            ok = h_t[rows] >= self.log_domain_below * tail.sum()
+            if not ok.any():
+                continue
+            done, rows = rows[ok], rows[~ok]
+            cells = np.flatnonzero(peeled)
+            z_b, n_b, m_b, _ = pruned_logsumexp_sums(self._query[done], self.sources[cells], log_a[cells],
+                                                     self._vy[cells])
+            # Z and N of the tail (e^kappa (h_t, n_t)) and of the peeled cells (e^M (z_b, n_b)),
+            # both over e^s with s the larger log Z
+            log_t = self._kappa[done] + np.log(h_t[done])
+            with np.errstate(divide="ignore"):
+                log_b = m_b + np.log(z_b)
+            s = np.maximum(log_t, log_b)
+            w_t, w_b = np.exp(log_t - s), np.exp(log_b - s)
+            num = n_t[done] * (w_t / h_t[done])[:, None]
+            num += n_b * np.divide(w_b, z_b, out=np.zeros_like(w_b), where=z_b > 0.0)[:, None]
+            out[done] = num / (w_t + w_b)[:, None]
+        return rows
 
     def vectors(self, rho: Array) -> Array:
         """Tangent velocity X[rho] at the targets, shape (n_xi, n_targets, 3), for source values
