@@ -70,6 +70,9 @@ T_END = {"fv": {10.0: 30.0, 30.0: 22.0, 100.0: 35.0, 300.0: 100.0},
 #: with the default show what the level changes (over their common snapshots)
 LOG_DOMAIN_BELOW = 1e-9
 THRESHOLD_CHECK = [("fv", 32, 10.0), ("fv", 64, 30.0), ("fv", 128, 100.0)]
+#: fv runs repeated with ``log_domain_peeling = false`` (exact log-sum-exp over all cells at every
+#: log-domain face, the only way before peeling existed): what peeling changes in W2
+PEELING_CHECK = [("fv", 32, 10.0), ("fv", 64, 30.0)]
 SNAPSHOTS_PER_UNIT = 4
 #: a second departure measure that exists at every beta: the first snapshot after the minimum
 #: with W2 > min W2 + RISE (at beta = 10, 2 min + 0.02 = 0.66 is above the terminal distance
@@ -80,22 +83,26 @@ RINGING = 1e-3
 RESOLUTION = {"fv": "nlat", "sh_spectral": "lmax"}
 
 
-def case_path(scheme: str, res: int, beta: float, log_domain_below: float | None = None) -> Path:
-    tag = "" if log_domain_below is None else f"_ld{log_domain_below:.0e}"
+def case_path(scheme: str, res: int, beta: float, log_domain_below: float | None = None,
+              peeling: bool = True) -> Path:
+    tag = ("" if log_domain_below is None else f"_ld{log_domain_below:.0e}") + ("" if peeling else "_nopeel")
     return OUT / f"{scheme}_{RESOLUTION[scheme]}{res}_beta{beta:g}{tag}.nc"
 
 
-def case_config(scheme: str, res: int, beta: float, log_domain_below: float | None = None):
+def case_config(scheme: str, res: int, beta: float, log_domain_below: float | None = None,
+                peeling: bool = True):
     t_end = T_END[scheme][beta]
     data = tomllib.loads((HERE / "base.toml").read_text())
     data["model"]["beta"] = beta
     data["discretization"] = {"scheme": scheme, RESOLUTION[scheme]: res, "allow_underresolved": True}
     if log_domain_below is not None:
         data["discretization"]["log_domain_below"] = log_domain_below
+    if not peeling:
+        data["discretization"]["log_domain_peeling"] = False
     if scheme == "sh_spectral":
         data["discretization"]["filter"] = "exponential"
     data["time"] = {**data["time"], "t_end": t_end, "snapshots": int(round(SNAPSHOTS_PER_UNIT * t_end)) + 1}
-    data["output"] = {"path": str(case_path(scheme, res, beta, log_domain_below)), "figure": False}
+    data["output"] = {"path": str(case_path(scheme, res, beta, log_domain_below, peeling)), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE)
 
 
@@ -112,24 +119,27 @@ def exact_w2_curve(ds, target) -> np.ndarray:
     return np.array([w2_to_antipodal_atoms(points, np.clip(r, 0.0, None) * weight, u, m_plus) for r in rho])
 
 
-def run_case(scheme: str, res: int, beta: float, log_domain_below: float | None = None) -> dict:
-    out = case_path(scheme, res, beta, log_domain_below)
-    cfg = case_config(scheme, res, beta, log_domain_below)
+def run_case(scheme: str, res: int, beta: float, log_domain_below: float | None = None,
+             peeling: bool = True) -> dict:
+    out = case_path(scheme, res, beta, log_domain_below, peeling)
+    cfg = case_config(scheme, res, beta, log_domain_below, peeling)
     ds = sd.open_run(out) if out.exists() else None
     if ds is None or ds.attrs.get("run_status") != "complete" or float(ds["time"][-1]) != cfg.time.t_end:
         ds = sd.run(cfg, resume=out.exists(), progress=False)
-    return summarize_case(scheme, res, beta, ds, cfg, log_domain_below)
+    return summarize_case(scheme, res, beta, ds, cfg, log_domain_below, peeling)
 
 
 def study_cases(betas, schemes) -> list[tuple]:
-    """(scheme, resolution, beta, log_domain_below) of the study and of its threshold check."""
-    cases = [(s, res, b, LOG_DOMAIN_BELOW if s == "fv" else None)
+    """(scheme, resolution, beta, log_domain_below, peeling) of the study and of its threshold
+    and peeling checks."""
+    cases = [(s, res, b, LOG_DOMAIN_BELOW if s == "fv" else None, True)
              for b in betas for s in schemes for res in CASES[b][s]]
-    cases += [(s, res, b, None) for s, res, b in THRESHOLD_CHECK if b in betas and s in schemes]
+    cases += [(s, res, b, None, True) for s, res, b in THRESHOLD_CHECK if b in betas and s in schemes]
+    cases += [(s, res, b, LOG_DOMAIN_BELOW, False) for s, res, b in PEELING_CHECK if b in betas and s in schemes]
     return cases
 
 
-def summarize_case(scheme, res, beta, ds, cfg, log_domain_below=None) -> dict:
+def summarize_case(scheme, res, beta, ds, cfg, log_domain_below=None, peeling=True) -> dict:
     target = projection_target(cfg)
     t = ds["time"].values
     w2 = exact_w2_curve(ds, target)
@@ -146,7 +156,8 @@ def summarize_case(scheme, res, beta, ds, cfg, log_domain_below=None) -> dict:
     i = int(np.argmin(np.where(before, w2, np.inf)))
     s["clean_min_w2"], s["clean_t_min"] = float(w2[i]), float(t[i])
     s["clean_still_falling"] = bool(rings.size and i == rings[0] - 1)
-    return {"scheme": scheme, "resolution": int(res), "beta": beta, "log_domain_below": log_domain_below, **s,
+    return {"scheme": scheme, "resolution": int(res), "beta": beta, "log_domain_below": log_domain_below,
+            "peeling": peeling, **s,
             "w2_run_coarsened_min": float(np.nanmin(ds["w2_projection"].values)),
             "min_rho_min": float(np.nanmin(rho)),
             "negative_mass_max": float(np.max(np.sum(np.clip(-rho.reshape(len(t), -1), 0, None)
@@ -166,7 +177,8 @@ def table(rows: list[dict]) -> list[dict]:
     for beta in sorted({r["beta"] for r in rows}):
         for scheme in ("fv", "sh_spectral"):
             runs = sorted((r for r in rows if r["beta"] == beta and r["scheme"] == scheme
-                           and r["log_domain_below"] == (LOG_DOMAIN_BELOW if scheme == "fv" else None)),
+                           and r["log_domain_below"] == (LOG_DOMAIN_BELOW if scheme == "fv" else None)
+                           and r.get("peeling", True)),
                           key=lambda r: r["resolution"])
             if not runs:
                 continue
@@ -222,7 +234,8 @@ def figures(rows: list[dict]) -> None:
     betas = sorted({r["beta"] for r in rows})
     fig, axes = plt.subplots(1, len(betas), figsize=(4 * len(betas), 3.4), squeeze=False)
     for ax, beta in zip(axes[0], betas):
-        for r in sorted((r for r in rows if r["beta"] == beta), key=lambda r: (r["scheme"], r["resolution"])):
+        for r in sorted((r for r in rows if r["beta"] == beta and r.get("peeling", True)),
+                        key=lambda r: (r["scheme"], r["resolution"])):
             style = "-" if r["scheme"] == "fv" else "--"
             level = "" if r["scheme"] != "fv" else (" (log-domain level 1e-6)" if r["log_domain_below"] is None
                                                     else f" ({r['log_domain_below']:g})")
@@ -241,7 +254,7 @@ def figures(rows: list[dict]) -> None:
     # the finest density of each scheme at the largest beta with both resolutions: t = 0, t_min, end
     for scheme in ("fv", "sh_spectral"):
         done = [r for r in rows if r["scheme"] == scheme and len(CASES[r["beta"]][scheme]) > 1
-                and r["log_domain_below"] == (LOG_DOMAIN_BELOW if scheme == "fv" else None)]
+                and r["log_domain_below"] == (LOG_DOMAIN_BELOW if scheme == "fv" else None) and r.get("peeling", True)]
         if not done:
             continue
         beta = max(r["beta"] for r in done)
@@ -265,10 +278,10 @@ def main() -> None:
     rows = []
     start = time.time()
     if args.summarize:
-        for s, res, b, ld in cases:
-            p = case_path(s, res, b, ld)
+        for s, res, b, ld, peel in cases:
+            p = case_path(s, res, b, ld, peel)
             if p.exists():
-                rows.append(summarize_case(s, res, b, sd.open_run(p), case_config(s, res, b, ld), ld))
+                rows.append(summarize_case(s, res, b, sd.open_run(p), case_config(s, res, b, ld, peel), ld, peel))
     else:
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = {pool.submit(run_case, *c): c for c in cases}
@@ -284,7 +297,7 @@ def main() -> None:
                       f"({row['wall_s']:.0f} s)", flush=True)
     old = json.loads((HERE / "summary.json").read_text()) if (HERE / "summary.json").exists() else {"runs": []}
     def key(r):
-        return r["scheme"], r["resolution"], r["beta"], r.get("log_domain_below")
+        return r["scheme"], r["resolution"], r["beta"], r.get("log_domain_below"), r.get("peeling", True)
 
     done = {key(r) for r in rows}
     rows += [r for r in old["runs"] if key(r) not in done]
@@ -294,7 +307,7 @@ def main() -> None:
     checks = []
     for scheme, res, beta in THRESHOLD_CHECK:
         pair = {r["log_domain_below"]: r for r in rows
-                if (r["scheme"], r["resolution"], r["beta"]) == (scheme, res, beta)}
+                if (r["scheme"], r["resolution"], r["beta"]) == (scheme, res, beta) and r.get("peeling", True)}
         if None in pair and LOG_DOMAIN_BELOW in pair:
             a, b = pair[None], pair[LOG_DOMAIN_BELOW]
             n = min(len(a["t"]), len(b["t"]))  # the same snapshot times; the default run may be partial
@@ -307,7 +320,23 @@ def main() -> None:
             print(f"threshold check {scheme} {res} beta {beta:g}, 1e-6 against {LOG_DOMAIN_BELOW:g}: W2 differs by "
                   f"at most {diff:.2e} on t <= {a['t'][n - 1]:g} (default run {a['status']} to {a['t_last']:g}); "
                   f"min W2 {a['min_w2']:.6f} / {b['min_w2']:.6f}")
+    peel_checks = []
+    for scheme, res, beta in PEELING_CHECK:
+        pair = {r.get("peeling", True): r for r in rows if (r["scheme"], r["resolution"], r["beta"]) == (scheme, res, beta)
+                and r["log_domain_below"] == LOG_DOMAIN_BELOW}
+        if len(pair) == 2:
+            a, b = pair[False], pair[True]
+            n = min(len(a["t"]), len(b["t"]))
+            diff = float(np.max(np.abs(np.array(a["w2"][:n]) - np.array(b["w2"][:n]))))
+            peel_checks.append({"scheme": scheme, "resolution": res, "beta": beta, "common_t_end": a["t"][n - 1],
+                                "max_w2_difference": diff, "wall_s_exact": a["wall_s"], "wall_s_peeled": b["wall_s"],
+                                **{f"{k}_exact": a[k] for k in ("min_w2", "t_min", "departure_time", "rise_time")},
+                                **{f"{k}_peeled": b[k] for k in ("min_w2", "t_min", "departure_time", "rise_time")}})
+            print(f"peeling check {scheme} {res} beta {beta:g}: W2 differs by at most {diff:.2e} on t <= "
+                  f"{a['t'][n - 1]:g}; min W2 {a['min_w2']:.6f} / {b['min_w2']:.6f}; wall "
+                  f"{a['wall_s']:.0f} s exact / {b['wall_s']:.0f} s peeled")
     (HERE / "summary.json").write_text(json.dumps({"runs": rows, "table": lines, "threshold_check": checks,
+                                                   "peeling_check": peel_checks,
                                                    "wall_s_this_invocation": time.time() - start}, indent=1))
     (HERE / "summary.md").write_text(markdown(lines))
     figures(rows)

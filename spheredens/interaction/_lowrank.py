@@ -43,7 +43,8 @@ H, which the heaviest cells set. Those rows are recomputed in the log domain by 
    e^kappa (H_t, N_t) plus the exact log-sum-exp sums over the peeled cells
    (:func:`~spheredens.interaction.pruned_logsumexp_sums`), added in the log domain;
 5. rows still small after ``peel_levels`` levels, or once ``PEEL_MAX_SHARE`` of the cells are
-   peeled (or when peeling is off, ``peel_levels = 0``), take the pruned direct log-sum-exp sum over all cells, as ``direct_pruned`` computes them.
+   peeled, or all small rows when they are too few for peeling to pay (fewer than
+   ``PEEL_MIN_PAIRS`` rows x cells) or peeling is off (``peel_levels = 0``), take the pruned direct log-sum-exp sum over all cells, as ``direct_pruned`` computes them.
 
 Nothing is clipped or floored: where Z e^-kappa underflows, the sums stay right in the log
 domain. Step 4 is what keeps a concentrated density affordable: its small rows see the tail, not
@@ -85,6 +86,9 @@ PEEL_FACTOR = 1e-3
 PEEL_LEVELS = 12
 #: peeling stops once this share of the cells is peeled (the direct sum costs as much then)
 PEEL_MAX_SHARE = 0.5
+#: fewer (small rows x cells) than this: the direct sum is cheaper than a spectral evaluation
+#: (benchmarks/bench_log_domain_peeling.py: peeling 2x slower at nlat = 32, 3.7x faster at 64)
+PEEL_MIN_PAIRS = 2e7
 WEIGHT_CUTOFF = 1e-15
 #: Chebyshev nodes in log kappa for the weights A_r(kappa), A'_r(kappa)
 WEIGHT_NODES = 64
@@ -196,6 +200,8 @@ class LowRankPoints(Evaluator):
         self.log_domain_below = GUARD_RELATIVE_Z
         #: levels of peeling before a small row takes the full direct sum (0: no peeling)
         self.peel_levels = PEEL_LEVELS
+        #: fewer small rows x cells than this: no peeling (``PEEL_MIN_PAIRS``)
+        self.peel_min_pairs = PEEL_MIN_PAIRS
         #: share of the rows at the last call that took the full direct log-sum-exp sum
         self.direct_fraction = 0.0
         self._v_norm = model.V_norm
@@ -315,6 +321,8 @@ class LowRankPoints(Evaluator):
         """Step 4 of the module docstring: N / Z into ``out`` for the small ``rows`` that a level
         of peeling makes accurate; returns the rows left for the full direct sum."""
         peeled = np.zeros(a.size, dtype=bool)
+        if rows.size * a.size < self.peel_min_pairs:
+            return rows
         for level in range(1, self.peel_levels + 1):
             if rows.size == 0:
                 break
