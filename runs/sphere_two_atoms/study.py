@@ -53,7 +53,7 @@ CASES = {
     10.0: {"fv": (32, 64), "sh_spectral": (63, 127)},
     30.0: {"fv": (64, 128), "sh_spectral": (63, 127)},
     100.0: {"fv": (128, 256), "sh_spectral": (127, 255)},
-    300.0: {"fv": (128,), "sh_spectral": (127,)},
+    300.0: {"fv": (128, 256), "sh_spectral": (127,)},
 }
 #: horizons per scheme and beta: past the departure for fv (W2 > 2 min + 0.02: t ~ 16 at
 #: beta = 30); the spectral density rings (min rho < -1e-3 max rho) from t ~ 4.5-9 at every
@@ -72,7 +72,7 @@ LOG_DOMAIN_BELOW = 1e-9
 THRESHOLD_CHECK = [("fv", 32, 10.0), ("fv", 64, 30.0), ("fv", 128, 100.0)]
 #: fv runs repeated with ``log_domain_peeling = false`` (exact log-sum-exp over all cells at every
 #: log-domain face, the only way before peeling existed): what peeling changes in W2
-PEELING_CHECK = [("fv", 32, 10.0), ("fv", 64, 30.0)]
+PEELING_CHECK = [("fv", 64, 30.0), ("fv", 128, 100.0)]
 SNAPSHOTS_PER_UNIT = 4
 #: a second departure measure that exists at every beta: the first snapshot after the minimum
 #: with W2 > min W2 + RISE (at beta = 10, 2 min + 0.02 = 0.66 is above the terminal distance

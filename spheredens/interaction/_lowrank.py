@@ -341,11 +341,12 @@ class LowRankPoints(Evaluator):
                 continue
             done, rows = rows[ok], rows[~ok]
             cells = np.flatnonzero(peeled)
-            z_b, n_b, m_b, _ = pruned_logsumexp_sums(self._query[done], self.sources[cells], log_a[cells],
-                                                     self._vy[cells])
             # Z and N of the tail (e^kappa (h_t, n_t)) and of the peeled cells (e^M (z_b, n_b)),
-            # both over e^s with s the larger log Z
+            # both over e^s with s the larger log Z; peeled blocks below 2^-60 of the tail's Z
+            # (known to ~1e-8, hence the margin) are skipped
             log_t = self._kappa[done] + np.log(h_t[done])
+            z_b, n_b, m_b, _ = pruned_logsumexp_sums(self._query[done], self.sources[cells], log_a[cells],
+                                                     self._vy[cells], log_lower=log_t - 1e-6)
             with np.errstate(divide="ignore"):
                 log_b = m_b + np.log(z_b)
             s = np.maximum(log_t, log_b)

@@ -75,6 +75,9 @@ class SourceBlocks:
         for start in range(0, n_t, target_block):
             rows_i = slice(start, start + target_block)
             cols = np.flatnonzero(keep[rows_i].any(axis=0)[self.block])
+            if cols.size == 0:  # every block below 2^-60 of a larger sum (``log_lower``)
+                z[rows_i], n[rows_i], m[rows_i] = 0.0, 0.0, -np.inf
+                continue
             g = q[rows_i] @ sources[cols].T
             g += log_a[cols][None, :]
             m[rows_i] = g.max(axis=1)
@@ -86,14 +89,21 @@ class SourceBlocks:
 
 
 def pruned_logsumexp_sums(q: Array, sources: Array, log_a: Array, vy: Array, *,
-                          source_block: int = SOURCE_BLOCK) -> tuple[Array, Array, Array, float]:
+                          source_block: int = SOURCE_BLOCK,
+                          log_lower: Array | None = None) -> tuple[Array, Array, Array, float]:
     """:func:`~spheredens.interaction.logsumexp_sums` with the certified pruning of the module
     docstring, for sources that move (particles): the blocks are built from ``sources`` at each
     call. Sources (and targets) ordered so that consecutive ones are close make it cheap; any
     order gives the same sums (to 2^-60 of each row's). Returns (Z e^-M, N e^-M, M, the
-    fraction of pairs summed)."""
+    fraction of pairs summed).
+
+    ``log_lower`` (per row) is a lower bound of the log of a larger sum these sources are part
+    of (the rest summed elsewhere): blocks are then skipped below 2^-60 of that sum, and a row
+    with nothing left returns (0, 0, -inf)."""
     blocks = SourceBlocks(sources, source_block)
     upper, lower = blocks.bounds(q, np.linalg.norm(q, axis=1), sources, log_a)
+    if log_lower is not None:
+        lower = np.maximum(lower, log_lower)
     keep = upper >= lower[:, None] + blocks.log_cut
     kept = float((keep @ np.exp(blocks.log_size)).sum() / (len(q) * len(log_a)))
     return (*blocks.kept_sums(q, keep, sources, log_a, vy), kept)
