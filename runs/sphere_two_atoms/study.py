@@ -16,6 +16,10 @@ beta >= 100 is coarser than the clusters. min W2, its time and the departure tim
 ``analyze-beta`` defines them: the first snapshot after the minimum with W2 > 2 min + 0.02) come
 from that curve; the refinement change is |value(fine) - value(coarse)| / value(fine).
 
+Checks: THRESHOLD_CHECK reruns fv cases at the default ``log_domain_below`` (1e-6), and
+PEELING_CHECK with ``log_domain_peeling = false`` (files ``*_nopeel.nc``); the summary prints
+the largest W2 difference of each over the common snapshots.
+
 Files: ``runs/sphere_two_atoms/cases/*.nc`` (finished runs are reused, partial ones resume),
 ``summary.json`` and ``summary.md`` (the table of docs/concentration.md) beside this script,
 figures in docs/figures/sphere_two_atoms_*.png.

@@ -31,8 +31,8 @@ linear in the number of points: R small syntheses, two analyses and four general
 degree L_H, against n_targets x n_sources exponentials for direct quadrature.
 
 Where H is tiny (below ``log_domain_below`` of its maximum, default ``GUARD_RELATIVE_Z``, or
-<= 0) the spectral value has few significant digits: its absolute error is ~1e-16 of the largest
-H, which the heaviest cells set. Those rows are recomputed in the log domain by **peeling**:
+<= 0) the spectral value has few significant digits: its absolute error is ~1e-16-1e-14 of the
+largest H, which the heaviest cells set. Those rows are recomputed in the log domain by **peeling**:
 
 4. the cells with mass above ``PEEL_FACTOR``^j of the largest mass (j = 1, 2, ...) are taken off
    the density; the rest, the *tail*, gets its own spectral H_t, N_t (steps 1-3). Their
@@ -44,7 +44,8 @@ H, which the heaviest cells set. Those rows are recomputed in the log domain by 
    (:func:`~spheredens.interaction.pruned_logsumexp_sums`), added in the log domain;
 5. rows still small after ``peel_levels`` levels, or once ``PEEL_MAX_SHARE`` of the cells are
    peeled, or all small rows when they are too few for peeling to pay (fewer than
-   ``PEEL_MIN_PAIRS`` rows x cells) or peeling is off (``peel_levels = 0``), take the pruned direct log-sum-exp sum over all cells, as ``direct_pruned`` computes them.
+   ``PEEL_MIN_PAIRS`` rows x cells) or peeling is off (``peel_levels = 0``), take the pruned
+   direct log-sum-exp sum over all cells, as ``direct_pruned`` computes them.
 
 Nothing is clipped or floored: where Z e^-kappa underflows, the sums stay right in the log
 domain. Step 4 is what keeps a concentrated density affordable: its small rows see the tail, not
@@ -87,7 +88,7 @@ PEEL_LEVELS = 12
 #: peeling stops once this share of the cells is peeled (the direct sum costs as much then)
 PEEL_MAX_SHARE = 0.5
 #: fewer (small rows x cells) than this: the direct sum is cheaper than a spectral evaluation
-#: (benchmarks/bench_log_domain_peeling.py: peeling 2x slower at nlat = 32, 3.7x faster at 64)
+#: (benchmarks/bench_log_domain_peeling.py: peeling 2x slower at nlat = 32, 2-5x faster at 64)
 PEEL_MIN_PAIRS = 2e7
 WEIGHT_CUTOFF = 1e-15
 #: Chebyshev nodes in log kappa for the weights A_r(kappa), A'_r(kappa)
@@ -336,17 +337,17 @@ class LowRankPoints(Evaluator):
             if not tail.any():
                 break
             h_t, n_t = self.scaled_sums(tail)
-            ok = h_t[rows] >= self.log_domain_below * tail.sum()
+            ok = (h_t[rows] > 0.0) & (h_t[rows] >= self.log_domain_below * tail.sum())
             if not ok.any():
                 continue
             done, rows = rows[ok], rows[~ok]
             cells = np.flatnonzero(peeled)
             # Z and N of the tail (e^kappa (h_t, n_t)) and of the peeled cells (e^M (z_b, n_b)),
             # both over e^s with s the larger log Z; peeled blocks below 2^-60 of the tail's Z
-            # (known to ~1e-8, hence the margin) are skipped
+            # are skipped (that Z is known to better than 1e-3 here, hence the margin)
             log_t = self._kappa[done] + np.log(h_t[done])
             z_b, n_b, m_b, _ = pruned_logsumexp_sums(self._query[done], self.sources[cells], log_a[cells],
-                                                     self._vy[cells], log_lower=log_t - 1e-6)
+                                                     self._vy[cells], log_lower=log_t - 1e-3)
             with np.errstate(divide="ignore"):
                 log_b = m_b + np.log(z_b)
             s = np.maximum(log_t, log_b)

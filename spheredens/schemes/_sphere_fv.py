@@ -75,7 +75,7 @@ class SphereFiniteVolumeScheme(Scheme):
         same level's bound: ~1e-8 at 1e-6, ~1e-5 at 1e-9 (measured: a few 1e-9 and 5e-7).
     log_domain_peeling : bool (default true; ``lowrank_points`` only): the log-domain faces are
         summed as the spectral sums of the density's tail plus exact sums over its few heaviest
-        cells (:class:`~spheredens.interaction.LowRankPoints`, step 4), 10-20 times faster on a
+        cells (:class:`~spheredens.interaction.LowRankPoints`, step 4), 7-16 times faster on a
         concentrated density than ``false``, which sums over all cells exactly (O(cells) each).
     integrator : ``"ssprk3"`` (default) or any registered tableau
     """
