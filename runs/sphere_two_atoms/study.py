@@ -25,7 +25,7 @@ Files: ``runs/sphere_two_atoms/cases/*.nc`` (finished runs are reused, partial o
 figures in docs/figures/sphere_two_atoms_*.png.
 
 Usage: .venv/bin/python runs/sphere_two_atoms/study.py [--workers 2] [--betas 10 30 ...]
-       [--schemes fv sh_spectral] [--summarize]
+       [--schemes fv sh_spectral] [--summarize] [--one fv 512 300]
 """
 from __future__ import annotations
 
@@ -274,8 +274,23 @@ def main() -> None:
     parser.add_argument("--betas", type=float, nargs="+", default=sorted(CASES), help="betas to run")
     parser.add_argument("--schemes", nargs="+", default=["fv", "sh_spectral"], choices=["fv", "sh_spectral"])
     parser.add_argument("--summarize", action="store_true", help="only read the finished files and redraw")
+    parser.add_argument("--one", nargs=3, metavar=("SCHEME", "RESOLUTION", "BETA"),
+                        help="run (or resume) one case at the study's settings, also one outside CASES "
+                             "(e.g. fv 512 300), print its summary, and stop")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.one:
+        try:
+            scheme, res, beta = args.one[0], int(args.one[1]), float(args.one[2])
+        except ValueError:
+            raise SystemExit(f"--one: RESOLUTION must be an integer and BETA a number; got {args.one}") from None
+        if scheme not in RESOLUTION or beta not in T_END[scheme]:
+            raise SystemExit(f"--one: scheme must be one of {sorted(RESOLUTION)} and beta one of "
+                             f"{sorted(T_END.get(scheme, {}))}; got {args.one}")
+        row = run_case(scheme, res, beta, LOG_DOMAIN_BELOW if scheme == "fv" else None)
+        print(f"{scheme} {res} beta {beta:g}: min W2 {row['min_w2']:.5f} at {row['t_min']:g}, departure "
+              f"{row['departure_time']:g}, {row['status']} to t = {row['t_last']:g}")
+        return
     cases = study_cases(args.betas, args.schemes)
     # longest first (an estimate: ~14 s per unit t for fv nlat = 128, ~6 for sh lmax = 127; x8 per doubling)
     cases.sort(key=lambda c: -(14.0 if c[0] == "fv" else 6.0) * (c[1] / 128) ** 3 * T_END[c[0]][c[2]])
