@@ -57,7 +57,7 @@ CASES = {
     10.0: {"fv": (32, 64), "sh_spectral": (63, 127)},
     30.0: {"fv": (64, 128), "sh_spectral": (63, 127)},
     100.0: {"fv": (128, 256), "sh_spectral": (127, 255)},
-    300.0: {"fv": (128, 256), "sh_spectral": (127,)},
+    300.0: {"fv": (128, 256, 512), "sh_spectral": (127,)},
 }
 #: horizons per scheme and beta: past the departure for fv (W2 > 2 min + 0.02: t ~ 16 at
 #: beta = 30); the spectral density rings (min rho < -1e-3 max rho) from t ~ 4.5-9 at every
