@@ -268,6 +268,16 @@ def figures(rows: list[dict]) -> None:
                     times=[0.0, r["t_min"], r["t_last"]])
 
 
+def paired_check(a: dict, b: dict, name_a: str, name_b: str, **extra) -> dict:
+    """Two runs of one case (same snapshot times; either may be partial): the largest W2
+    difference over their common snapshots and each one's min W2, t_min, departure, rise."""
+    n = min(len(a["t"]), len(b["t"]))
+    diff = float(np.max(np.abs(np.array(a["w2"][:n]) - np.array(b["w2"][:n]))))
+    keys = ("min_w2", "t_min", "departure_time", "rise_time")
+    return {**extra, "common_t_end": a["t"][n - 1], "max_w2_difference": diff,
+            **{f"{k}_{name_a}": a[k] for k in keys}, **{f"{k}_{name_b}": b[k] for k in keys}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2, help="processes (one run each)")
@@ -327,33 +337,26 @@ def main() -> None:
     for scheme, res, beta in THRESHOLD_CHECK:
         pair = {r["log_domain_below"]: r for r in rows
                 if (r["scheme"], r["resolution"], r["beta"]) == (scheme, res, beta) and r.get("peeling", True)}
-        if None in pair and LOG_DOMAIN_BELOW in pair:
-            a, b = pair[None], pair[LOG_DOMAIN_BELOW]
-            n = min(len(a["t"]), len(b["t"]))  # the same snapshot times; the default run may be partial
-            diff = float(np.max(np.abs(np.array(a["w2"][:n]) - np.array(b["w2"][:n]))))
-            checks.append({"scheme": scheme, "resolution": res, "beta": beta, "log_domain_below": LOG_DOMAIN_BELOW,
-                           "common_t_end": a["t"][n - 1], "max_w2_difference": diff,
-                           "default_status": a["status"], "default_t_last": a["t_last"],
-                           **{f"{k}_default": a[k] for k in ("min_w2", "t_min", "departure_time", "rise_time")},
-                           **{f"{k}_lowered": b[k] for k in ("min_w2", "t_min", "departure_time", "rise_time")}})
+        if None in pair and LOG_DOMAIN_BELOW in pair:  # the default run may be partial
+            c = paired_check(pair[None], pair[LOG_DOMAIN_BELOW], "default", "lowered", scheme=scheme, resolution=res,
+                             beta=beta, log_domain_below=LOG_DOMAIN_BELOW, default_status=pair[None]["status"],
+                             default_t_last=pair[None]["t_last"])
+            checks.append(c)
             print(f"threshold check {scheme} {res} beta {beta:g}, 1e-6 against {LOG_DOMAIN_BELOW:g}: W2 differs by "
-                  f"at most {diff:.2e} on t <= {a['t'][n - 1]:g} (default run {a['status']} to {a['t_last']:g}); "
-                  f"min W2 {a['min_w2']:.6f} / {b['min_w2']:.6f}")
+                  f"at most {c['max_w2_difference']:.2e} on t <= {c['common_t_end']:g} (default run "
+                  f"{c['default_status']} to {c['default_t_last']:g}); min W2 {c['min_w2_default']:.6f} / "
+                  f"{c['min_w2_lowered']:.6f}")
     peel_checks = []
     for scheme, res, beta in PEELING_CHECK:
         pair = {r.get("peeling", True): r for r in rows if (r["scheme"], r["resolution"], r["beta"]) == (scheme, res, beta)
                 and r["log_domain_below"] == LOG_DOMAIN_BELOW}
         if len(pair) == 2:
-            a, b = pair[False], pair[True]
-            n = min(len(a["t"]), len(b["t"]))
-            diff = float(np.max(np.abs(np.array(a["w2"][:n]) - np.array(b["w2"][:n]))))
-            peel_checks.append({"scheme": scheme, "resolution": res, "beta": beta, "common_t_end": a["t"][n - 1],
-                                "max_w2_difference": diff, "wall_s_exact": a["wall_s"], "wall_s_peeled": b["wall_s"],
-                                **{f"{k}_exact": a[k] for k in ("min_w2", "t_min", "departure_time", "rise_time")},
-                                **{f"{k}_peeled": b[k] for k in ("min_w2", "t_min", "departure_time", "rise_time")}})
-            print(f"peeling check {scheme} {res} beta {beta:g}: W2 differs by at most {diff:.2e} on t <= "
-                  f"{a['t'][n - 1]:g}; min W2 {a['min_w2']:.6f} / {b['min_w2']:.6f}; wall "
-                  f"{a['wall_s']:.0f} s exact / {b['wall_s']:.0f} s peeled")
+            c = paired_check(pair[False], pair[True], "exact", "peeled", scheme=scheme, resolution=res, beta=beta,
+                             wall_s_exact=pair[False]["wall_s"], wall_s_peeled=pair[True]["wall_s"])
+            peel_checks.append(c)
+            print(f"peeling check {scheme} {res} beta {beta:g}: W2 differs by at most {c['max_w2_difference']:.2e} "
+                  f"on t <= {c['common_t_end']:g}; min W2 {c['min_w2_exact']:.6f} / {c['min_w2_peeled']:.6f}; wall "
+                  f"{c['wall_s_exact']:.0f} s exact / {c['wall_s_peeled']:.0f} s peeled")
     (HERE / "summary.json").write_text(json.dumps({"runs": rows, "table": lines, "threshold_check": checks,
                                                    "peeling_check": peel_checks,
                                                    "wall_s_this_invocation": time.time() - start}, indent=1))

@@ -258,9 +258,9 @@ class LowRankPoints(Evaluator):
                 "lowrank_grid_degree": self.grid_degree, "log_domain_below": self.log_domain_below,
                 "log_domain_peel_levels": self.peel_levels}
 
-    def fields(self, masses: Array) -> Array:
-        """(H, D, dH/dtheta, dH/dphi / sin theta) at the targets' image points, shape (4, n_targets),
-        for the source masses a_j (module docstring)."""
+    def fields(self, masses: Array, rows: Array | None = None) -> Array:
+        """(H, D, dH/dtheta, dH/dphi / sin theta) at the targets' image points (only at the targets
+        ``rows`` when given), shape (4, n), for the source masses a_j (module docstring)."""
         sht, nthreads, eps = ducc0.sht, self._nthreads, self._epsilon
         mu = sht.adjoint_synthesis_general(map=np.ascontiguousarray(masses, dtype=float)[None, :], spin=0,
                                            lmax=self.lmax, loc=self._source_loc, epsilon=eps,
@@ -274,13 +274,13 @@ class LowRankPoints(Evaluator):
         hd = np.einsum("krp,rp->kp", self._a_both, f).reshape(2, self._nt, self._nph)
         alm = [sht.analysis_2d(map=m[None], spin=0, lmax=self.grid_degree, geometry="GL",
                                nthreads=nthreads)[0] for m in hd]
-        out = np.empty((4, len(self.targets)))
+        loc = self._target_loc if rows is None else np.ascontiguousarray(self._target_loc[rows])
+        out = np.empty((4, len(loc)))
         for k in range(2):
             out[k] = sht.synthesis_general(alm=alm[k][None], spin=0, lmax=self.grid_degree,
-                                           loc=self._target_loc, epsilon=eps, nthreads=nthreads)[0]
+                                           loc=loc, epsilon=eps, nthreads=nthreads)[0]
         out[2:] = sht.synthesis_general(alm=np.stack([self._l_grad * alm[0], np.zeros_like(alm[0])]), spin=1,
-                                        lmax=self.grid_degree, loc=self._target_loc, epsilon=eps,
-                                        nthreads=nthreads)
+                                        lmax=self.grid_degree, loc=loc, epsilon=eps, nthreads=nthreads)
         return out
 
     def attention_average(self, rho: Array) -> Array:
@@ -312,18 +312,19 @@ class LowRankPoints(Evaluator):
                 out[rest] = num / np.where(z > 0.0, z, np.inf)[:, None]
         return clip_norm(out, self._v_norm)
 
-    def scaled_sums(self, masses: Array) -> tuple[Array, Array]:
-        """(e^-kappa Z, e^-kappa V N) at the targets for the source masses a_j: the spectral
-        sums of steps 1-3 (module docstring), shapes (n_targets,) and (n_targets, 3)."""
-        fields = self.fields(masses)
-        return fields[0], np.einsum("fn,fnd->nd", fields, self._vectors) @ self.model.V.T
+    def scaled_sums(self, masses: Array, rows: Array | None = None) -> tuple[Array, Array]:
+        """(e^-kappa Z, e^-kappa V N) at the targets (or at the targets ``rows``) for the source
+        masses a_j: the spectral sums of steps 1-3 (module docstring), shapes (n,) and (n, 3)."""
+        fields = self.fields(masses, rows)
+        vectors = self._vectors if rows is None else self._vectors[:, rows]
+        return fields[0], np.einsum("fn,fnd->nd", fields, vectors) @ self.model.V.T
 
     def _peeled_rows(self, a: Array, log_a: Array, rows: Array, out: Array) -> Array:
         """Step 4 of the module docstring: N / Z into ``out`` for the small ``rows`` that a level
         of peeling makes accurate; returns the rows left for the full direct sum."""
-        peeled = np.zeros(a.size, dtype=bool)
         if rows.size * a.size < self.peel_min_pairs:
             return rows
+        peeled = np.zeros(a.size, dtype=bool)
         for level in range(1, self.peel_levels + 1):
             if rows.size == 0:
                 break
@@ -336,23 +337,23 @@ class LowRankPoints(Evaluator):
             tail = np.where(peeled, 0.0, a)
             if not tail.any():
                 break
-            h_t, n_t = self.scaled_sums(tail)
-            ok = (h_t[rows] > 0.0) & (h_t[rows] >= self.log_domain_below * tail.sum())
+            h_t, n_t = self.scaled_sums(tail, rows)  # at the small rows only
+            ok = (h_t > 0.0) & (h_t >= self.log_domain_below * tail.sum())
             if not ok.any():
                 continue
-            done, rows = rows[ok], rows[~ok]
+            done, rows, h_t, n_t = rows[ok], rows[~ok], h_t[ok], n_t[ok]
             cells = np.flatnonzero(peeled)
             # Z and N of the tail (e^kappa (h_t, n_t)) and of the peeled cells (e^M (z_b, n_b)),
             # both over e^s with s the larger log Z; peeled blocks below 2^-60 of the tail's Z
             # are skipped (that Z is known to better than 1e-3 here, hence the margin)
-            log_t = self._kappa[done] + np.log(h_t[done])
+            log_t = self._kappa[done] + np.log(h_t)
             z_b, n_b, m_b, _ = pruned_logsumexp_sums(self._query[done], self.sources[cells], log_a[cells],
                                                      self._vy[cells], log_lower=log_t - 1e-3)
             with np.errstate(divide="ignore"):
                 log_b = m_b + np.log(z_b)
             s = np.maximum(log_t, log_b)
             w_t, w_b = np.exp(log_t - s), np.exp(log_b - s)
-            num = n_t[done] * (w_t / h_t[done])[:, None]
+            num = n_t * (w_t / h_t)[:, None]
             num += n_b * np.divide(w_b, z_b, out=np.zeros_like(w_b), where=z_b > 0.0)[:, None]
             out[done] = num / (w_t + w_b)[:, None]
         return rows
