@@ -59,6 +59,30 @@ def curve_summary(t: Array, w2: Array) -> dict[str, float]:
             "t_last": float(t[ok][-1])}
 
 
+def richardson_estimate(coarse: float, medium: float, fine: float, ratio: float = 2.0) -> dict[str, float]:
+    """What three resolutions say of a converging quantity (Roache's grid convergence index).
+
+    For values f_1, f_2, f_3 on resolutions refined by ``ratio`` each time (f_3 the finest),
+    with f_h = f + C h^p + o(h^p):
+
+    * ``order`` p = log((f_1 - f_2) / (f_2 - f_3)) / log(ratio), the observed order;
+    * ``extrapolated`` f_3 + (f_3 - f_2) / (ratio^p - 1), the Richardson estimate of the limit;
+    * ``gci_fine`` = 1.25 |f_3 - f_2| / (|f_3| (ratio^p - 1)), the relative error band of f_3
+      with a safety factor of 1.25 (three grids in the asymptotic range).
+
+    All three are NaN where the changes do not shrink monotonically (f_1 - f_2 and f_2 - f_3 of
+    opposite signs, or the finer change not smaller): there is no asymptotic order to use.
+    """
+    e21, e32 = coarse - medium, medium - fine
+    nan = {"order": np.nan, "extrapolated": np.nan, "gci_fine": np.nan}
+    if not all(np.isfinite([coarse, medium, fine])) or e32 == 0.0 or e21 * e32 <= 0.0 or abs(e32) >= abs(e21):
+        return nan
+    p = float(np.log(e21 / e32) / np.log(ratio))
+    factor = ratio**p - 1.0
+    return {"order": p, "extrapolated": float(fine + (fine - medium) / factor),
+            "gci_fine": float(1.25 * abs(e32) / (abs(fine) * factor))}
+
+
 def spectral_gap(ds: Any) -> float:
     """mu_1 - mu_2 of the symmetric part of V B^T from the dataset's matrices (NaN without them)."""
     if not all(m in ds for m in ("Q", "K", "V")):

@@ -29,7 +29,8 @@ from .diagnostics import particle_projection_distance
 from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
 from .integrators import INTEGRATORS
-from .interaction import circle_order, clustered_logsumexp_sums, logsumexp_sums
+from .interaction import (circle_order, clustered_logsumexp_sums, logsumexp_sums, pruned_logsumexp_sums,
+                          sphere_order)
 from .io import FileWriter, check_output_location, open_particles
 from .locking import output_lock
 from .models import Model
@@ -167,24 +168,29 @@ def initial_slice_particles(problem: Problem, n: int, initialization: str, seed:
 
 
 # -- the particle system as a scheme ----------------------------------------------------------
-#: from this many particles on, the circle's sums skip the groups certified below 2^-60 of each
-#: row's sum and expand those between tight clusters to 2^-60
-#: (:func:`spheredens.interaction.clustered_logsumexp_sums`): the same velocities to round-off,
-#: at a cost that falls with the kernel's width and with clustering (tests/test_particles.py)
+#: from this many particles on, the sums skip the blocks certified below 2^-60 of each row's sum:
+#: on the circle with expansions between tight clusters
+#: (:func:`spheredens.interaction.clustered_logsumexp_sums`), on the sphere over the particles
+#: in latitude bands (:func:`spheredens.interaction.sphere_order`,
+#: :func:`spheredens.interaction.pruned_logsumexp_sums`): the same velocities to round-off, at
+#: a cost that falls with the kernel's width (tests/test_particles.py)
 PRUNE_FROM = 2000
 
 
 def particle_sums(model: Model, x: Array, log_w: Array) -> tuple[Array, Array, Array]:
-    """(Z e^-M, N e^-M, M) of the attention sums at the particles: direct log-sum-exp, or on
-    the circle from :data:`PRUNE_FROM` particles on the sums over the particles ordered by angle
-    with certified pruning and expansions between tight clusters
-    (:func:`spheredens.interaction.clustered_logsumexp_sums`): the same sums to round-off."""
+    """(Z e^-M, N e^-M, M) of the attention sums at the particles: direct log-sum-exp, or from
+    :data:`PRUNE_FROM` particles on the same sums with certified pruning (on the circle also
+    expansions between tight clusters): equal to round-off."""
     q, vy = model.kernel.query(x), x @ model.V.T
-    if x.shape[1] != 2 or len(x) < PRUNE_FROM:
+    if len(x) < PRUNE_FROM:
         return logsumexp_sums(q, x, log_w, vy)
-    order = circle_order(x)
-    z, num, m, _ = clustered_logsumexp_sums(q[order], x[order], log_w[order], vy[order],
-                                            model.kernel.beta * model.kernel.sigma_max)
+    if x.shape[1] == 2:
+        order = circle_order(x)
+        z, num, m, _ = clustered_logsumexp_sums(q[order], x[order], log_w[order], vy[order],
+                                                model.kernel.beta * model.kernel.sigma_max)
+    else:
+        order = sphere_order(x)
+        z, num, m, _ = pruned_logsumexp_sums(q[order], x[order], log_w[order], vy[order])
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
     return z[back], num[back], m[back]

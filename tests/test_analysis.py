@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from spheredens.analysis import analyze_beta, beta_study_figure, curve_summary, plot_beta_study
+from spheredens.analysis import analyze_beta, beta_study_figure, curve_summary, plot_beta_study, richardson_estimate
 from spheredens.cli import main
 
 T = np.round(np.arange(0, 40.0001, 0.05), 10)
@@ -24,6 +24,23 @@ def test_curve_summary_recovers_definitions():
     assert s["early_rate"] == pytest.approx(0.5, rel=1e-9)
     expected = 10.0 + (low + 0.02) / 0.1  # first t with W2 > 2 min + 0.02
     assert expected < s["departure_time"] <= expected + 0.05 + 1e-12
+
+
+@pytest.mark.parametrize("order", [1.0, 1.3, 2.0])
+def test_richardson_estimate_recovers_order_limit_and_error_band(order):
+    """f_h = 0.03 + 0.5 h^p on h = 1/128, 1/256, 1/512: the observed order is p, the
+    extrapolation is the limit, and the limit lies inside the fine value's GCI band; changes
+    that do not shrink monotonically give NaN."""
+    f = [0.03 + 0.5 * (1.0 / n) ** order for n in (128, 256, 512)]
+    est = richardson_estimate(*f)
+    assert est["order"] == pytest.approx(order, rel=1e-9)
+    assert est["extrapolated"] == pytest.approx(0.03, rel=1e-9)
+    assert abs(f[2] - 0.03) / f[2] == pytest.approx(est["gci_fine"] / 1.25, rel=1e-9)
+    # three mesh values of issue 16's beta = 300 row: order 1.31, limit 0.03222, band 2.9%
+    est = richardson_estimate(0.03687, 0.03410, 0.03298)
+    assert (round(est["order"], 2), round(est["extrapolated"], 5), round(est["gci_fine"], 3)) == (1.31, 0.03222, 0.029)
+    for bad in ([0.03, 0.031, 0.029], [0.03, 0.031, 0.031], [0.03, 0.0301, 0.0305]):
+        assert np.isnan(list(richardson_estimate(*bad).values())).all(), bad
 
 
 def test_analyze_beta_table_slope_and_resolution_change(tmp_path, capsys):

@@ -332,6 +332,41 @@ def test_pruned_particle_sums_give_the_direct_velocities():
     assert kept < 0.35
 
 
+def test_pruned_particle_sums_on_the_sphere_give_the_direct_velocities():
+    """From PRUNE_FROM particles on S^2 (a general B), the sums over the particles in latitude
+    bands skip blocks certified below 2^-60 of each row's sum: the velocities equal the direct
+    log-sum-exp ones to round-off for spread, clustered and coincident particles in any order,
+    while at beta = 300 on spread particles most pairs are skipped."""
+    import spheredens.particles as particles
+    from spheredens.interaction import pruned_logsumexp_sums, sphere_order
+    from spheredens.problem import Problem
+
+    model = Problem.from_config(sd.config_from_dict(
+        {"model": {"name": "sa", "beta": 300.0, "Q": np.eye(3).tolist(),
+                   "K": [[1.75, 0.866026, 0.4], [0.433013, 2.5, 0.2], [0.2, 0.2, 2.0]],
+                   "V": np.diag([1.0, 0.5, 0.5]).tolist()},
+         "domain": {"name": "sphere"}, "initial": {"name": "uniform"},
+         "discretization": {"scheme": "fv", "nlat": 8}, "time": {"t_end": 1.0}})).model
+    rng = np.random.default_rng(5)
+    spread = rng.standard_normal((particles.PRUNE_FROM + 1000, 3))
+    cluster = np.array([0.8, 0.5, 0.3]) + 0.02 * rng.standard_normal((1500, 3))
+    x = np.concatenate([spread, cluster, np.repeat(cluster[:1], 50, axis=0)])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x = x[rng.permutation(len(x))]
+    w = rng.uniform(0.5, 1.5, len(x))
+    w /= w.sum()
+    pruned = particles.particle_velocity(model, x, w)
+    direct_z, direct_n, _ = particles.logsumexp_sums(model.kernel.query(x), x, np.log(w), x @ model.V.T)
+    direct = sd.geometry.tangent_project(x, direct_n / direct_z[:, None])
+    np.testing.assert_allclose(pruned, direct, rtol=0, atol=1e-14 * np.abs(direct).max())
+    s = spread / np.linalg.norm(spread, axis=1, keepdims=True)
+    order = sphere_order(s)
+    assert sorted(order) == list(range(len(s)))
+    *_, kept = pruned_logsumexp_sums(model.kernel.query(s[order]), s[order], np.full(len(s), -np.log(len(s))),
+                                     s[order] @ model.V.T)
+    assert kept < 0.25
+
+
 def _longdouble_velocity(q, x, log_w, vy):
     """N/Z at every particle summed in extended precision (the reference of the sums' tests)."""
     long = np.longdouble

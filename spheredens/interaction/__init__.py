@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from ..kernel import orthogonal_multiple
 from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
-from ._clusters import circle_order, clustered_logsumexp_sums
+from ._clusters import circle_order, clustered_logsumexp_sums, sphere_order
 from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidates, choices,
                     make_evaluator, register_evaluator, select_evaluator)
 from ._fourier import FourierConvolution, aliased_multipliers
@@ -35,7 +35,7 @@ __all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "
            "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "circle_order", "clip_norm", "clustered_logsumexp_sums",
            "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "lowrank_multipliers", "pruned_logsumexp_sums", "make_evaluator",
            "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
-           "register_evaluator", "select_evaluator", "sphere_choice"]
+           "register_evaluator", "select_evaluator", "sphere_choice", "sphere_order"]
 
 Array = NDArray[np.float64]
 

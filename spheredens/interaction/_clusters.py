@@ -101,6 +101,17 @@ def circle_order(x: Array) -> NDArray[np.int64]:
     return np.roll(order, -(int(np.argmax(gaps)) + 1))
 
 
+def sphere_order(x: Array, band: float | None = None) -> NDArray[np.int64]:
+    """An order of points on S^2 in which consecutive points are close: latitude bands of height
+    ``band`` (default 8 times the mean spacing sqrt(4 pi / n)), each by longitude, alternately
+    east- and westward (so a band's end meets the next band's start)."""
+    n = len(x)
+    band = 8.0 * math.sqrt(4.0 * math.pi / max(n, 1)) if band is None else float(band)
+    ring = np.floor((np.arcsin(np.clip(x[:, 2], -1.0, 1.0)) + 0.5 * math.pi) / band).astype(np.int64)
+    lon = np.arctan2(x[:, 1], x[:, 0])
+    return np.lexsort((np.where(ring % 2 == 0, lon, -lon), ring))
+
+
 def clustered_logsumexp_sums(q: Array, x: Array, log_a: Array, vy: Array, beta_sigma: float,
                              ) -> tuple[Array, Array, Array, dict]:
     """(Z e^-M, N e^-M, M) of :func:`~spheredens.interaction.logsumexp_sums` for particles
