@@ -34,6 +34,8 @@ PRUNE_FRACTION = 2.0**-60
 #: sources per block, and targets per block of rows computed together
 SOURCE_BLOCK = 16
 TARGET_BLOCK = 256
+#: rows x blocks of the bounds of :func:`pruned_logsumexp_sums` held at once (8 bytes each)
+BOUND_ENTRIES = 1 << 24
 
 
 class SourceBlocks:
@@ -95,18 +97,29 @@ def pruned_logsumexp_sums(q: Array, sources: Array, log_a: Array, vy: Array, *,
     docstring, for sources that move (particles): the blocks are built from ``sources`` at each
     call. Sources (and targets) ordered so that consecutive ones are close make it cheap; any
     order gives the same sums (to 2^-60 of each row's). Returns (Z e^-M, N e^-M, M, the
-    fraction of pairs summed).
+    fraction of pairs summed). The bounds are formed for :data:`BOUND_ENTRIES` rows x blocks
+    at a time (whole blocks of :data:`TARGET_BLOCK` rows: the same sums as all at once).
 
     ``log_lower`` (per row) is a lower bound of the log of a larger sum these sources are part
     of (the rest summed elsewhere): blocks are then skipped below 2^-60 of that sum, and a row
     with nothing left returns (0, 0, -inf)."""
+    n_t = len(q)
+    if n_t == 0:
+        return np.zeros(0), np.zeros((0, vy.shape[1])), np.zeros(0), 0.0
     blocks = SourceBlocks(sources, source_block)
-    upper, lower = blocks.bounds(q, np.linalg.norm(q, axis=1), sources, log_a)
-    if log_lower is not None:
-        lower = np.maximum(lower, log_lower)
-    keep = upper >= lower[:, None] + blocks.log_cut
-    kept = float((keep @ np.exp(blocks.log_size)).sum() / (len(q) * len(log_a)))
-    return (*blocks.kept_sums(q, keep, sources, log_a, vy), kept)
+    step = TARGET_BLOCK * max(1, BOUND_ENTRIES // (len(blocks.starts) * TARGET_BLOCK))
+    q_norm = np.linalg.norm(q, axis=1)
+    parts, kept = [], 0.0
+    for start in range(0, n_t, step):
+        rows = slice(start, start + step)
+        upper, lower = blocks.bounds(q[rows], q_norm[rows], sources, log_a)
+        if log_lower is not None:
+            lower = np.maximum(lower, log_lower[rows])
+        keep = upper >= lower[:, None] + blocks.log_cut
+        kept += float((keep @ np.exp(blocks.log_size)).sum())
+        parts.append(blocks.kept_sums(q[rows], keep, sources, log_a, vy))
+    z, n, m = (np.concatenate(p) for p in zip(*parts))
+    return z, n, m, kept / (n_t * len(log_a))
 
 
 @register_evaluator("direct_pruned", domains=None, inputs=("values", "log_moments"), priority=95)

@@ -78,3 +78,30 @@ def test_equals_direct_quadrature_on_a_sphere_mesh():
     pruned = PrunedDirectQuadrature(model, x, mesh.area, mesh.face_point, max_cached=0)
     assert np.abs(pruned.vectors(rho[None]) - direct).max() <= 1e-14
     assert pruned.kept_fraction < 0.9
+
+
+def test_pruned_sums_in_row_chunks_equal_the_sums_at_once(monkeypatch):
+    """pruned_logsumexp_sums forms its bounds BOUND_ENTRIES rows x blocks at a time (memory for
+    many moving particles): with chunks of 256 and 768 rows the sums, maxima and the kept
+    fraction equal those computed at once, bit for bit, also with log_lower."""
+    from spheredens.interaction import _pruned, sphere_order
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3000, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x = x[sphere_order(x)]
+    q = 300.0 * x @ np.array([[1.2, 0.3, 0.0], [0.1, 0.9, 0.2], [0.0, 0.1, 1.1]])
+    log_a = np.log(rng.uniform(0.5, 1.5, len(x)))
+    vy = x * np.array([1.0, 0.5, 0.5])
+    log_lower = rng.uniform(250.0, 300.0, len(x))
+    whole = [_pruned.pruned_logsumexp_sums(q, x, log_a, vy), _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower)]
+    n_blocks = -(-len(x) // _pruned.SOURCE_BLOCK)
+    for rows in (256, 768):
+        monkeypatch.setattr(_pruned, "BOUND_ENTRIES", rows * n_blocks)
+        parts = [_pruned.pruned_logsumexp_sums(q, x, log_a, vy), _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower)]
+        for a, b in zip(whole, parts):
+            for u, v in zip(a[:3], b[:3]):
+                np.testing.assert_array_equal(u, v)
+            assert a[3] == pytest.approx(b[3], rel=1e-14) and 0.0 < a[3] < 0.5
+    empty = _pruned.pruned_logsumexp_sums(q[:0], x, log_a, vy)
+    assert [len(e) for e in empty[:3]] == [0, 0, 0] and empty[3] == 0.0
