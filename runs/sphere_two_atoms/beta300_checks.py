@@ -7,8 +7,9 @@ Three checks on the study's finite-volume runs (study.py must have run them):
    at t = 10, 12, 14, 16, 17.5, on every mesh; also in cells of pi / nlat.
 2. **The limiter.** nlat = 128 again with unlimited central slopes (the positivity scaling of
    the reconstruction kept, so rho >= 0 still): if the MC limiter's clipping at the cluster's
-   peak set the cluster width, min W2 would move. The slopes are replaced *in this process
-   only* (``central_slopes`` patched onto the scheme class); the package has no such option.
+   peak set the cluster width, min W2 would move. The scheme's limiter ``minmod3(theta a, b,
+   theta c)`` is replaced by its middle argument b, the central difference, *in this process
+   only and for that run*; the package has no such option.
    File: ``cases/fv_nlat128_beta300_central.nc`` (resumed if partial).
 3. **The velocity quadrature.** At nlat = 128, t = 15: the face velocities from the cell
    masses at the cell centres (what the scheme does) against those from 2 x 2 points per cell
@@ -33,11 +34,11 @@ import tomllib
 import numpy as np
 
 import spheredens as sd
-from spheredens.geometry import tangent_project
+from spheredens.geometry import dataset_sphere_points, sphere_points_paired, tangent_project
 from spheredens.interaction import pruned_logsumexp_sums, sphere_order
 from spheredens.problem import Problem
 from spheredens.schemes import make_scheme
-from spheredens.schemes._sphere_fv import SphereFiniteVolumeScheme
+from spheredens.schemes import _sphere_fv
 from spheredens.targets import projection_target
 
 import study  # noqa: E402  (beside this script)
@@ -49,15 +50,11 @@ CORE = 0.1  # rad
 CENTRAL_PATH = study.OUT / "fv_nlat128_beta300_central.nc"
 
 
-def unit(lat, lon):
-    return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1)
-
-
 def cores(u: np.ndarray) -> dict:
     out = {}
     for nlat in MESHES:
         ds = sd.open_run(study.case_path("fv", nlat, BETA, study.LOG_DOMAIN_BELOW))
-        x = unit(np.deg2rad(ds["lat"].values), np.deg2rad(ds["lon"].values))
+        x = dataset_sphere_points(ds)
         side = x @ u > 0.0
         rows = []
         for t in TIMES:
@@ -76,20 +73,6 @@ def cores(u: np.ndarray) -> dict:
     return out
 
 
-def central_slopes(self, rho):
-    """Central differences in lat and lon, scaled so the reconstruction stays in [0, 2 rho_c]
-    (the scheme's positivity step), without the limiter."""
-    m = self.grid
-    s_lon = (rho[:, self._east] - rho[:, self._west]) / (2.0 * m.dlon)
-    north, south = (m.north_average @ rho.T).T, (m.south_average @ rho.T).T
-    s_lat = (north - south) / (self._d_north + self._d_south)
-    s_lat[:, ~self._inner] = 0.0
-    s_lon[:, ~self._inner] = 0.0
-    reach = np.abs(s_lat) * self._lat_reach + np.abs(s_lon) * self._lon_reach
-    scale = np.where(reach > rho, np.maximum(rho, 0.0) / np.where(reach > 0, reach, 1.0), 1.0)
-    return s_lat * scale, s_lon * scale
-
-
 def central_run() -> dict:
     data = tomllib.loads((study.HERE / "base.toml").read_text())
     data["model"]["beta"] = BETA
@@ -99,10 +82,14 @@ def central_run() -> dict:
     data["time"] = {**data["time"], "t_end": t_end, "snapshots": int(round(study.SNAPSHOTS_PER_UNIT * t_end)) + 1}
     data["output"] = {"path": str(CENTRAL_PATH), "figure": False}
     cfg = sd.config_from_dict(data, base_dir=study.HERE)
-    SphereFiniteVolumeScheme.slopes = central_slopes  # this process only (module docstring)
     ds = sd.open_run(CENTRAL_PATH) if CENTRAL_PATH.exists() else None
     if ds is None or ds.attrs.get("run_status") != "complete":
-        ds = sd.run(cfg, resume=CENTRAL_PATH.exists(), progress=False)
+        limiter = _sphere_fv.minmod3
+        _sphere_fv.minmod3 = lambda a, central, c: central  # module docstring, check 2
+        try:
+            ds = sd.run(cfg, resume=CENTRAL_PATH.exists(), progress=False)
+        finally:
+            _sphere_fv.minmod3 = limiter
     w2 = study.exact_w2_curve(ds, projection_target(cfg))
     i = int(np.argmin(w2))
     return {"nlat": 128, "min_w2": float(w2[i]), "t_min": float(ds["time"][i]), "status": ds.attrs.get("run_status")}
@@ -114,17 +101,17 @@ def velocity_quadrature(nlat: int = 128, t: float = 15.0) -> dict:
     scheme = make_scheme(problem, cfg.discretization)
     model, g = problem.model, scheme.grid
     rho = sd.open_run(study.case_path("fv", nlat, BETA, study.LOG_DOMAIN_BELOW))["rho"].sel(time=t).values[None]
-    s_lat, s_lon = SphereFiniteVolumeScheme.slopes(scheme, rho)  # the scheme's own (MC) slopes
+    s_lat, s_lon = scheme.slopes(rho)  # the scheme's own (MC) slopes
     points, masses = [], []
     lat0, lat1 = g.lat_bounds.T
+    cos_sum = 2.0 * (np.cos(lat0 + 0.25 * (lat1 - lat0)) + np.cos(lat0 + 0.75 * (lat1 - lat0)))
     for fl in (0.25, 0.75):
         for fo in (0.25, 0.75):
             lat = np.where(g.is_cap, g.lat_c, lat0 + fl * (lat1 - lat0))
             lon = np.where(g.is_cap, g.lon_c, g.lon_c + (fo - 0.5) * g.dlon)
             value = np.where(g.is_cap, rho[0], rho[0] + s_lat[0] * (lat - g.lat_c) + s_lon[0] * (lon - g.lon_c))
-            share = np.cos(lat) / sum(np.cos(lat0 + f * (lat1 - lat0)) for f in (0.25, 0.25, 0.75, 0.75))
-            points.append(unit(lat, lon))
-            masses.append(g.area * np.where(g.is_cap, 0.25, share) * np.clip(value, 0.0, None))
+            points.append(sphere_points_paired(np.degrees(lat), np.degrees(lon)))
+            masses.append(g.area * np.where(g.is_cap, 0.25, np.cos(lat) / cos_sum) * np.clip(value, 0.0, None))
     q = model.kernel.query(g.face_point)
 
     def normal_velocity(src, mass):

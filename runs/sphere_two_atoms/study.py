@@ -45,6 +45,7 @@ import numpy as np
 
 import spheredens as sd
 from spheredens.analysis import curve_summary, richardson_estimate
+from spheredens.geometry import dataset_sphere_points
 from spheredens.plot import save_figure
 from spheredens.targets import projection_target
 from spheredens.transport import w2_to_antipodal_atoms
@@ -112,10 +113,7 @@ def case_config(scheme: str, res: int, beta: float, log_domain_below: float | No
 
 def exact_w2_curve(ds, target) -> np.ndarray:
     """W2(rho_t, Pi_# rho_0) at every snapshot from every cell / node as an atom (module doc)."""
-    lat, lon = np.deg2rad(ds["lat"].values), np.deg2rad(ds["lon"].values)
-    if ds["rho"].ndim == 3:  # Gauss grid: (time, lat, lon)
-        lat, lon = np.meshgrid(lat, lon, indexing="ij")
-    points = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1).reshape(-1, 3)
+    points = dataset_sphere_points(ds).reshape(-1, 3)  # Gauss grid (lat, lon, 3) or mesh (cell, 3)
     weight = ds["weight"].values.reshape(-1)
     u = target.points[0]
     m_plus = float(target.masses[0])
