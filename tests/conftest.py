@@ -11,6 +11,12 @@ EXAMPLE_C = {
 }
 
 
+def pytest_report_header(config):
+    """The shtns build (its SIMD id: the CPU the tests run on) in the header of every run."""
+    from spheredens.grids._shtns import build_id
+    return f"shtns: {build_id()}"
+
+
 @pytest.fixture(autouse=True)
 def _floating_point_errors_raise():
     """Overflow, invalid operations and division by zero are errors in tests (py-pde)."""

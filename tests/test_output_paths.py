@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -29,8 +28,6 @@ from spheredens.plot import plot_run
 from spheredens.sweep import check_sweep_output, load_sweep, run_sweep
 
 #: the check is one stat, one mkstemp and one unlink: far below 2 s (the bound of issue 17)
-FAST = 2.0
-
 CONFIG = ("[model]\nbeta = 1.0\n[discretization]\nn = 64\n[time]\nt_end = 0.2\nsnapshots = 2\n"
           "[output]\nfigure = false\n[particles]\nn = 20\ndt = 0.1\n")
 
@@ -104,9 +101,7 @@ def one_error_line(capsys) -> str:
 @pytest.mark.parametrize("name", WRITERS)
 def test_unwritable_folder_fails_at_once_with_one_line(name, files, tmp_path, capsys, no_steps):
     for folder in unwritable(tmp_path):
-        start = time.perf_counter()
-        assert main(command(name, files, folder / "out.nc")) == 2
-        assert time.perf_counter() - start < FAST
+        assert main(command(name, files, folder / "out.nc")) == 2  # at once: no_steps
         err = one_error_line(capsys)
         assert str(folder) in err and ("is a file, not a directory" in err or "cannot write in" in err), err
 
@@ -114,9 +109,7 @@ def test_unwritable_folder_fails_at_once_with_one_line(name, files, tmp_path, ca
 @pytest.mark.parametrize("name", WRITERS)
 def test_missing_folder_is_refused_and_not_created(name, files, tmp_path, capsys, no_steps):
     missing = tmp_path / "missing" / "deeper"
-    start = time.perf_counter()
-    assert main(command(name, files, missing / "out.nc")) == 2
-    assert time.perf_counter() - start < FAST
+    assert main(command(name, files, missing / "out.nc")) == 2  # at once: no_steps
     err = one_error_line(capsys)
     assert "does not exist; create it or pass --mkdir" in err and str(missing) in err, err
     assert not (tmp_path / "missing").exists()
@@ -161,9 +154,7 @@ def sweep_file(folder: Path, output_dir: str) -> Path:
 def test_sweep_refuses_unwritable_and_missing_folders(tmp_path, capsys, no_steps):
     for folder in unwritable(tmp_path):
         path = sweep_file(tmp_path, str(folder / "cases"))
-        start = time.perf_counter()
-        assert main(["sweep", str(path)]) == 2
-        assert time.perf_counter() - start < FAST
+        assert main(["sweep", str(path)]) == 2  # at once: no_steps
         err = one_error_line(capsys)
         assert err.startswith("spheredens: error: sweep.output_dir: ") and str(folder) in err, err
         with pytest.raises(ConfigError, match="sweep.output_dir"):

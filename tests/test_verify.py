@@ -6,7 +6,6 @@ broken scheme or a bound it cannot meet makes it fail with exit status 1, naming
 from __future__ import annotations
 
 import importlib
-import time
 
 from spheredens.cli import main
 from spheredens.schemes import FiniteVolumeScheme
@@ -16,9 +15,7 @@ verify_module = importlib.import_module("spheredens.verify")
 
 
 def test_verify_passes_with_one_line_per_check(capsys):
-    start = time.perf_counter()
     assert main(["verify"]) == 0
-    seconds = time.perf_counter() - start
     lines = capsys.readouterr().out.splitlines()
     names = [name for name, _ in verify_module.checks()]
     assert len(lines) == len(names) + 1, lines
@@ -32,7 +29,8 @@ def test_verify_passes_with_one_line_per_check(capsys):
     for part in ("beta = 0, circle", "beta = 0, sphere", "zero temperature, circle",
                  "zero temperature, sphere", "linear growth"):
         assert any(name.startswith(part) for name in names), part
-    assert seconds < 60, seconds  # "in under a minute" (measured 15-35 s on two loaded cores)
+    # its wall time ("under a minute") is printed on the last line, never asserted: a loaded
+    # machine is slower (issue 29 item 3)
 
 
 def test_a_bound_the_scheme_cannot_meet_fails(monkeypatch, capsys):

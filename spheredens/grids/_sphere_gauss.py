@@ -7,7 +7,8 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from .._lazy import ducc0, shtns
+from .._lazy import ducc0
+from ._shtns import WIDEST, import_shtns, make_sht, min_rings
 
 Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
@@ -22,14 +23,9 @@ CELL_AREA_ATTRS = {"long_name": "cell area", "standard_name": "cell_area", "unit
 MAX_LMAX = 1023
 
 
-def import_shtns() -> Any:
-    """The shtns module, imported without its banner (shtns prints to the C-level stdout on
-    import; :mod:`spheredens._lazy` closes it meanwhile)."""
-    return shtns.load()
-
-
-#: shtns refuses (and exits the process) below this number of latitudes
-MIN_NLAT = 32
+#: the fewest latitudes of the default grids: what every shtns build accepts (avx512's rule,
+#: the widest: :mod:`spheredens.grids._shtns`), so a default grid is the same on every CPU
+MIN_NLAT = min_rings(WIDEST)
 
 
 def default_grid_size(lmax: int) -> tuple[int, int]:
@@ -69,17 +65,16 @@ class GaussGrid:
 
     def __init__(self, lmax: int, *, nthreads: int = 1, nlat: int | None = None,
                  nphi: int | None = None) -> None:
-        shtns = import_shtns()
         d_nlat, d_nphi = default_grid_size(lmax)
         self.lmax = int(lmax)
         self.nlat = int(nlat or d_nlat)
         self.nphi = int(nphi or d_nphi)
-        # shtns calls exit(1) on bad sizes: check everything before calling it
-        if self.nlat <= lmax or self.nphi <= 2 * lmax or self.nlat % 2 or self.nlat < MIN_NLAT:
-            raise ValueError(f"grid {self.nlat} x {self.nphi} too small for lmax = {lmax}")
+        # shtns calls exit(1) on bad sizes: make_sht checks them all before calling it; a grid
+        # of other rings than asked for would change the file's layout, so none is rounded up
+        if self.nlat % 2:
+            raise ValueError(f"a Gauss grid of {self.nlat} latitudes: the number must be even")
         self.nthreads = int(nthreads)
-        self.sh = shtns.sht(self.lmax, self.lmax, 1, shtns.sht_orthonormal, nthreads=self.nthreads)
-        self.sh.set_grid(self.nlat, self.nphi, flags=shtns.sht_gauss, polar_opt=0.0)
+        self.sh = make_sht(self.lmax, self.nlat, self.nphi, grid="gauss", nthreads=self.nthreads)
         self.colat = np.arccos(self.sh.cos_theta)
         self.phi = 2.0 * np.pi * np.arange(self.nphi) / self.nphi
         self.lat = 90.0 - np.degrees(self.colat)

@@ -50,9 +50,9 @@ import scipy.sparse as sparse
 from numpy.typing import NDArray
 from scipy.spatial.transform import Rotation
 
-from .._lazy import c_stdout_closed, ducc0
+from .._lazy import ducc0
 from ..grids import GaussGrid
-from ..grids._sphere_gauss import import_shtns
+from ..grids._shtns import make_sht, rings_at_least
 from ..models import Model
 from ._base import Layout, register_evaluator
 from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, _SphereEvaluator, rotation_euler_zyz,
@@ -73,7 +73,7 @@ def fft_friendly_rings(minimum: int) -> int:
     """The smallest even nt >= minimum whose 2 nt (the regular grid's longitudes, the great
     circles' samples) has no prime factor above 5: FFTs of lengths with a large prime factor
     (2 x 74 = 4 x 37) made the syntheses 3x slower."""
-    nt = minimum + minimum % 2
+    nt = int(minimum) + int(minimum) % 2
     while True:
         m = 2 * nt
         for q in (2, 3, 5):
@@ -82,6 +82,15 @@ def fft_friendly_rings(minimum: int) -> int:
         if m == 1:
             return nt
         nt += 2
+
+
+def regular_grid_rings(lmax_h: int, width: int | None = None) -> int:
+    """Rings nt of the regular grid (nt x 2 nt) on which the multipliers' fields of degree
+    ``lmax_h`` are synthesized: at least lmax_h + 1 (the fields are sampled exactly), at least
+    what shtns accepts with SIMD vectors of ``width`` doubles (default: the widest, so the grid
+    is the same on every CPU; more rings only sample the same fields more finely),
+    FFT-friendly."""
+    return fft_friendly_rings(rings_at_least(lmax_h + 1, width))
 
 
 def rotation_to_pole(n: Array) -> Array:
@@ -162,13 +171,10 @@ class LowRankMeridianInteraction(_SphereEvaluator):
     def _regular_grid(self, B: Array, beta: float, lmax_h: int) -> None:
         """The regular grid (theta_k = (k + 1/2) pi / nt, nph = 2 nt) of the rotated frame on
         which H and D are formed, and the weights A_r(kappa~(u)), A'_r(kappa~(u)) there."""
-        shtns = import_shtns()
         lmax = self.grid.lmax
-        self._nt = fft_friendly_rings(lmax_h + 1)
+        self._nt = regular_grid_rings(lmax_h)
         self._nph = 2 * self._nt
-        self._sh = shtns.sht(lmax, lmax, 1, shtns.sht_orthonormal, nthreads=self.grid.nthreads)
-        with c_stdout_closed():  # shtns warns that this grid cannot analyse (it only synthesizes)
-            self._sh.set_grid(self._nt, self._nph, flags=shtns.sht_reg_fast, polar_opt=0.0)
+        self._sh = make_sht(lmax, self._nt, self._nph, grid="regular", nthreads=self.grid.nthreads)
         theta = np.arccos(np.asarray(self._sh.cos_theta))
         phi = 2.0 * np.pi * np.arange(self._nph) / self._nph
         st, ct = np.sin(theta)[:, None], np.cos(theta)[:, None]

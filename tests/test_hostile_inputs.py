@@ -1,0 +1,147 @@
+"""Hostile inputs (issue 29, acceptance 6): every input of the hostile-input probe is refused in
+one line with exit code 2 (or runs correctly, with the exit code given), and no file that existed
+before the command is changed (content and mode).
+
+A new case is one line of :data:`CASES`:
+
+    (id, files, argv, exit codes accepted, words the error line must contain)
+
+- ``files`` maps names (relative to a fresh working directory) to their content: a str (text),
+  bytes, or a callable ``f(path)`` that creates the file (e.g. an npz); names ending in ``/``
+  are folders.
+- ``argv`` are the arguments of ``python -m spheredens``; ``{tmp}`` is the working directory.
+- with exit code 2, stderr must be exactly one line starting ``spheredens: error:``, and contain
+  every one of the words (case-insensitive).
+
+Every command runs in a subprocess (an exit() of a C library, a traceback or a wrong exit code
+is seen as the user sees it) with a timeout.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CIRCLE = """\
+[model]
+name = "sa"
+beta = 2.0
+{model}
+[domain]
+name = "circle"
+[initial]
+{initial}
+[discretization]
+{discretization}
+[time]
+t_end = {t_end}
+snapshots = 3
+{time}
+"""
+
+
+def circle(model: str = "", initial: str = 'name = "uniform"', discretization: str = 'scheme = "fv"\nn = 32',
+           t_end: str = "0.5", time: str = "") -> str:
+    """A small circle configuration with one part replaced."""
+    return CIRCLE.format(model=model, initial=initial, discretization=discretization, t_end=t_end, time=time)
+
+
+SPHERE = """\
+[model]
+name = "sa"
+beta = {beta}
+{model}
+[domain]
+name = "sphere"
+[initial]
+{initial}
+[discretization]
+{discretization}
+[time]
+t_end = {t_end}
+snapshots = 3
+{time}
+"""
+
+
+def sphere(model: str = "", initial: str = 'name = "uniform"', discretization: str = 'scheme = "fv"\nnlat = 16',
+           t_end: str = "0.5", time: str = "", beta: str = "2.0") -> str:
+    """A small sphere configuration with one part replaced."""
+    return SPHERE.format(model=model, initial=initial, discretization=discretization, t_end=t_end,
+                         time=time, beta=beta)
+
+
+def _npz(**arrays):
+    def make(path: Path) -> None:
+        np.savez(path, **arrays)
+    return make
+
+
+# (id, files, argv, exit codes accepted, words the one error line contains)
+CASES: list[tuple] = [
+    # -- shtns grids (issue 29 item 1): a grid shtns refuses ends in one line, never silently --
+    ("lowrank_meridian_lmax7",
+     {"c.toml": sphere(model="Q = [[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]]\n"
+                             "K = [[1.2, 0, 0], [0, 0, -1.2], [0, 1.2, 0]]",
+                       discretization='scheme = "sh_spectral"\nlmax = 7\ninteraction = "lowrank_meridian"')},
+     ["run", "c.toml"], (0, 2), ()),
+    # -- convert-particles (item 4) --
+    # -- unstable runs (item 5) --
+    # -- resume, checkpoints, outputs (items 6, 7) --
+    # -- sweeps (item 6) --
+    # -- bounds, signals, one-line errors (items 6, 7) --
+]
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    """Content hash and mode of every file under ``root``."""
+    out = {}
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            out[str(path.relative_to(root))] = (hashlib.sha256(path.read_bytes()).hexdigest(),
+                                                stat.S_IMODE(path.stat().st_mode))
+    return out
+
+
+def _make_files(root: Path, files: dict) -> None:
+    for name, content in files.items():
+        path = root / name
+        if name.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if callable(content):
+            content(path)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+@pytest.mark.parametrize("case_id, files, argv, codes, words", CASES, ids=[c[0] for c in CASES])
+def test_hostile_input_is_refused_in_one_line_and_changes_no_file(tmp_path, case_id, files, argv, codes, words):
+    _make_files(tmp_path, files)
+    before = _snapshot(tmp_path)
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "spheredens", *argv], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=240, env=env)
+    err = proc.stderr.strip()
+    assert proc.returncode in codes, (proc.returncode, err[-2000:], proc.stdout[-2000:])
+    assert "Traceback" not in proc.stderr, err[-2000:]
+    if proc.returncode == 2:
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("spheredens: error:"), err[-2000:]
+        assert len(lines[0]) < 2000, "the error echoes too much"
+        for word in words:
+            assert word.lower() in lines[0].lower(), (word, lines[0])
+    after = _snapshot(tmp_path)
+    for name, (digest, mode) in before.items():
+        assert name in after, f"{name} was removed"
+        assert after[name] == (digest, mode), f"{name} was changed"
