@@ -58,8 +58,8 @@ def test_installed_build_id_names_a_known_simd_width():
 def _regular_grids(lmax: int) -> list[tuple[int, int]]:
     """(lmax of the transform, rings) of the regular grids lowrank_meridian can ask for with
     grid degree lmax: lmax_h = max(lmax, weight degree) + EXTRA_DEGREES, the weight degree at
-    most 255 (the Gauss grids of KappaLowRank.weight_degree); the weight degree 0 included."""
-    return [(lmax, regular_grid_rings(h)) for h in sorted({lmax, lmax + EXTRA_DEGREES, 63 + EXTRA_DEGREES,
+    most 255 (the Gauss grids of KappaLowRank.weight_degree), as low as 0."""
+    return [(lmax, regular_grid_rings(h)) for h in sorted({lmax + EXTRA_DEGREES, 63 + EXTRA_DEGREES,
                                                            255 + EXTRA_DEGREES})]
 
 
