@@ -218,13 +218,20 @@ def convert_particles():
     source : path
         ``.npy`` with positions (time, n, d) or circle angles (time, n); or ``.npz`` with
         ``position`` / ``x`` / ``theta`` (and optionally ``time`` / ``t``, ``weight``).
-        Positions must be finite unit vectors of the domain's dimension.
+        Positions must be finite unit vectors (to 1e-6) of the domain's dimension, angles
+        radians in [-pi, pi] or [0, 2 pi]; anything else is refused in one line.
     domain : str
         ``"circle"`` or ``"sphere"``.
     times : sequence of float, optional
-        The snapshot times when the file has none; or ``dt``: t_k = k dt.
+        The snapshot times when the file has none (their number is checked against the time
+        axis); or ``dt``: t_k = k dt, as many as the time axis has.
     angles : bool, optional
         The array holds angles (circle).
+    degrees : bool, optional
+        The angles are in degrees ([-180, 180] or [0, 360]); implies ``angles``.
+    axes : str or sequence of str, optional
+        The order of the array's axes when it is not (time, n, d) (angles: (time, n)), e.g.
+        ``"n,time,d"`` or ``"n,time"``.
     config : RunConfig or path, optional
         The configuration the particles were run with: the file then records its model (and
         its domain), so that :func:`compare` checks it against the density.
@@ -241,7 +248,7 @@ def convert_particles():
     -------
     >>> import numpy as np, spheredens as sd
     >>> theta = np.linspace(0, 2 * np.pi, 100, endpoint=False)
-    >>> np.save("tokens.npy", np.stack([theta, theta + 0.1]))    # 2 times, 100 angles
+    >>> np.save("tokens.npy", np.stack([theta, (theta + 0.1) % (2 * np.pi)]))   # 2 times, 100 angles
     >>> p = sd.convert_particles("tokens.npy", domain="circle", dt=0.5)
     >>> path = sd.write_dataset(p, "tokens.nc")
     """

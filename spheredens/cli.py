@@ -300,12 +300,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+#: how the messages of convert_particles name its options on the command line
+_CONVERT_OPTIONS = {"times": "--times", "dt": "--dt", "degrees": "--degrees", "axes": "--axes",
+                    "angles": "--angles", "model": "--model"}
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     """Convert a particle run from a .npy array (time, n, d), or (time, n) angles on the circle,
     or an .npz with keys position/positions/x/X or theta/angles, time/t and weight/weights,
     into the spheredens-particles-1 netCDF layout. Positions must be finite unit vectors of the
-    domain's dimension. With --config the model of that run configuration is recorded, so that
-    compare checks it; without, compare accepts the file with a notice.
+    domain's dimension, angles radians in [-pi, pi] or [0, 2 pi] (--degrees converts degrees),
+    and the array's axes (time, n, d) unless --axes gives their order: the time axis is checked
+    against the times given (--times or the file's), the particle axis against the weights.
+    With --config the model of that run configuration is recorded, so that compare checks it;
+    without, compare accepts the file with a notice.
     """
     times = [float(v) for v in args.times] if args.times else None
     if args.domain is None and args.config is None:
@@ -314,7 +322,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     out = check_output_path(args.output, overwrite=args.overwrite, suffix=".nc", mkdir=args.mkdir,
                             mkdir_hint="--mkdir")
     ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
-                           angles=True if args.angles else None, config=args.config,
+                           angles=True if args.angles else None, degrees=args.degrees, axes=args.axes,
+                           config=args.config, options=_CONVERT_OPTIONS,
                            attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
                                   if v is not None})
     write_dataset(ds, out)
@@ -523,8 +532,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "file has none)")
     p.add_argument("--dt", type=number(float, strict=True), help="time between snapshots (t_k = k dt, "
                    "> 0), when the file has no times")
-    p.add_argument("--angles", action="store_true", help="the array holds angles (circle)")
-    p.add_argument("--model", help="model attribute to record (e.g. sa)")
+    p.add_argument("--angles", action="store_true", help="the array holds angles in radians, in [-pi, pi] "
+                   "or [0, 2 pi] (circle)")
+    p.add_argument("--degrees", action="store_true", help="the array holds angles in degrees, in [-180, 180] "
+                   "or [0, 360] (circle; implies --angles)")
+    p.add_argument("--axes", metavar="AXES", help="the order of the array's axes, comma-separated: time, n "
+                   "(particles) and d (components); default time,n,d (angles: time,n), e.g. n,time,d "
+                   "or, for angles, n,time")
+    p.add_argument("--model", help="model attribute to record: a registered model name (e.g. sa)")
     p.add_argument("--beta", type=number(float, finite=False), help="beta attribute to record (>= 0)")
     _add_shared(p, overwrite="replace an existing output file", mkdir=_MKDIR_HELP)
     p = _add_command(sub, "sweep", _cmd_sweep, "run a sweep of configurations on Dask")

@@ -6,13 +6,14 @@ The layouts themselves (schema names, required parts, validators, builders) live
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import shutil
 import tempfile
 import time as _time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -22,9 +23,11 @@ from .accessor import register_accessor
 from .config import RunConfig, load_config
 from .exceptions import ConfigError, OutputError, SchemaError
 from .geometry import DOMAINS, get_domain
+from .models import MODELS
 from .problem import Problem
 from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, PARTICLE_VARIABLES, REQUIRED_ATTRS, REQUIRED_VARS,
-                     SCHEMA, UNIT_TOLERANCE, particle_dataset, validate_particles, validate_schema)
+                     SCHEMA, UNIT_TOLERANCE, VALUE_KINDS, particle_dataset, validate_particles,
+                     validate_schema)
 from .simulate import Observer
 
 __all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "SCHEMA", "UNIT_TOLERANCE",
@@ -427,9 +430,56 @@ def open_particles(path: str | Path) -> Any:
     return ds
 
 
+#: the axes of the arrays :func:`convert_particles` reads, in the order spheredens stores them
+POSITION_AXES = ("time", "n", "d")
+ANGLE_AXES = ("time", "n")
+#: how far angles may lie outside [-pi, pi] or [0, 2 pi] (a float32 pi is 8.7e-8 above pi)
+ANGLE_SLACK = UNIT_TOLERANCE
+#: how the messages of :func:`convert_particles` name its options (the command line passes its own)
+CONVERT_OPTIONS = {"times": "times=[...]", "dt": "dt=...", "degrees": "degrees=True", "axes": "axes",
+                   "angles": "angles=True", "model": "attrs['model']"}
+
+
+def _real(values: Any, what: str) -> Any:
+    """``values`` as a float64 array; a one-line SchemaError unless they are real numbers."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iuf":
+        raise SchemaError(f"{what} holds {VALUE_KINDS.get(arr.dtype.kind, 'non-numbers')} (dtype {arr.dtype}), "
+                          "not real numbers")
+    return arr.astype(float)
+
+
+def _parse_axes(axes: Any, option: str) -> tuple[str, ...] | None:
+    """``axes`` ("n,time,d" or a sequence of names) as a tuple, checked: a permutation of
+    :data:`POSITION_AXES` (positions) or :data:`ANGLE_AXES` (angles)."""
+    if axes is None:
+        return None
+    names = tuple(a.strip() for a in axes.split(",")) if isinstance(axes, str) else tuple(map(str, axes))
+    if sorted(names) not in (sorted(POSITION_AXES), sorted(ANGLE_AXES)):
+        shown = axes if isinstance(axes, str) else ",".join(names)
+        raise ConfigError(option, f"{shown[:100]!r} must name each axis of the array once, in the array's "
+                          "order: time, n and d for positions (e.g. n,time,d), time and n for angles (e.g. n,time)")
+    return names
+
+
+def _layout(order: tuple[str, ...], sizes: Mapping[str, int]) -> str:
+    """The shape that ``order`` expects, e.g. "(41, n, 2)": the ``sizes`` known, names otherwise."""
+    return "(" + ", ".join(str(sizes[a]) if a in sizes else a for a in order) + ")"
+
+
+def _axes_hint(shape: tuple[int, ...], order: tuple[str, ...], sizes: Mapping[str, int], option: str) -> str:
+    """"; if the array is (n, time, d), give --axes n,time,d" for the first other order of the
+    axes under which ``shape`` has the ``sizes``, or "" when there is none."""
+    for other in itertools.permutations(sorted(order, key=POSITION_AXES.index)):
+        if other != order and all(shape[other.index(a)] == size for a, size in sizes.items()):
+            return f"; if the array is ({', '.join(other)}), give {option} {','.join(other)}"
+    return ""
+
+
 def convert_particles(source: str | Path, *, domain: str | None = None, times: Any = None,
-                      dt: float | None = None, angles: bool | None = None,
-                      attrs: dict[str, Any] | None = None, config: Any = None) -> Any:
+                      dt: float | None = None, angles: bool | None = None, degrees: bool = False,
+                      axes: str | Any = None, attrs: dict[str, Any] | None = None, config: Any = None,
+                      options: Mapping[str, str] | None = None) -> Any:
     """Read a particle run from a common array format and return a spheredens-particles-1 Dataset.
 
     Accepted: ``.npy`` holding positions (time, n, d) or angles (time, n) on the circle;
@@ -437,27 +487,66 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
     ``theta``/``angles`` (time, n), optionally ``time``/``t`` and ``weight``/``weights``/
     ``particle_weight``. Times come from the file, from ``times`` or from ``dt`` (t_k = k dt).
 
+    What is given is checked, each in one line: real numbers; angles in [-pi, pi] or [0, 2 pi]
+    (radians; ``degrees`` converts degrees); positions unit vectors to ``UNIT_TOLERANCE``
+    (1e-6; the message names the worst row); the length of the time axis equal to the number
+    of times given (file, ``times``), and of the particle axis to the number of weights (the
+    message names the shape read, the shape expected and the ``axes`` that would fit); at least
+    one snapshot and one particle; a registered model name in ``attrs``.
+
     Parameters
     ----------
     domain : str, optional
         ``"circle"`` or ``"sphere"``; required unless ``config`` gives it.
+    times : sequence of float, optional
+        The snapshot times, when the file has none; or ``dt``: t_k = k dt. With ``dt`` alone
+        the number of times is the length of the time axis, which then cannot be checked:
+        state ``axes`` unless the array is (time, n, d).
+    angles : bool, optional
+        The array holds angles on the circle (inferred for a 2-d array on the circle and for
+        the keys ``theta``/``angles``).
+    degrees : bool
+        The angles are in degrees (implies ``angles``).
+    axes : str or sequence of str, optional
+        The order of the array's axes (default ``"time,n,d"``, for angles ``"time,n"``), e.g.
+        ``"n,time,d"`` for an array (particle, time, component), ``"n,time"`` for angles.
     config : RunConfig or path of a TOML run configuration, optional
         The model the particles were run with: the file then records it as a particle run of
         spheredens does (attributes ``model``, ``beta``, ``config``; ``Q``, ``K``, ``V``; usa_av:
         ``slice_xi``, ``slice_weight``), and ``spheredens compare`` checks it against the
         density. Without it the file carries no model and compare says it was not checked.
+    attrs : dict, optional
+        Attributes to record; ``model`` must be a registered model name.
+    options : mapping, optional
+        How the messages name the options ``times``, ``dt``, ``degrees``, ``axes``, ``angles``
+        and ``model`` (default :data:`CONVERT_OPTIONS`, the keyword arguments; the command line
+        passes ``--times``, ...).
 
     Raises
     ------
     SchemaError
-        Wrong shapes, NaN, non-unit vectors, a dimension that does not match ``domain``, or
-        times of the wrong length.
+        Not real numbers, angles out of range, non-unit vectors, NaN, wrong shapes or axes, a
+        dimension that does not match ``domain``, times or weights of the wrong length, no
+        snapshot or no particle.
     ConfigError
-        An invalid ``config``, or one whose domain or model disagrees with ``domain`` or the
-        ``model``/``beta`` of ``attrs``.
+        An invalid ``config`` or ``axes``, an unknown model, or a configuration whose domain or
+        model disagrees with ``domain`` or the ``model``/``beta`` of ``attrs``.
     """
     source = Path(source)
-    stamp = _model_stamp(config, domain, attrs or {}) if config is not None else None
+    say = {**CONVERT_OPTIONS, **(options or {})}
+    attrs = dict(attrs or {})
+    if "model" in attrs:  # a name of MODELS, as in a run configuration
+        MODELS.get(attrs["model"], say["model"])
+    layout = _parse_axes(axes, say["axes"])
+    if times is not None and dt is not None:
+        raise ConfigError(say["dt"], f"give the snapshot times ({say['times']}) or their spacing "
+                          f"({say['dt']}), not both")
+    if dt is not None:
+        if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(dt) or dt <= 0:
+            raise ConfigError(say["dt"], f"must be a finite number > 0, got {dt!r:.100}")
+        dt = float(dt)
+    stamp = _model_stamp(config, domain, attrs) if config is not None else None
     if stamp is not None:
         domain = stamp["domain"]
     if domain is None:
@@ -468,7 +557,9 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
     d, from_angles = space.d, space.points_of_angles  # the circle: angles -> (cos, sin)
     if not source.is_file():
         raise SchemaError(f"{str(source)!r} does not exist")
+    src = repr(str(source))
     weight = file_times = None
+    what, t_what, w_what = src, "", ""
     try:
         if source.suffix == ".npy":
             arr = np.load(source, allow_pickle=False)
@@ -478,47 +569,83 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
                 pos_key = next((k for k in ("position", "positions", "x", "X", "theta", "angles")
                                 if k in keys), None)
                 if pos_key is None:
-                    raise SchemaError(f"{str(source)!r} has none of the keys position, positions, x, X, "
+                    raise SchemaError(f"{src} has none of the keys position, positions, x, X, "
                                       f"theta, angles (it has {', '.join(sorted(keys))})")
                 arr = data[pos_key]
+                what = f"{pos_key!r} of {src}"
                 if pos_key in ("theta", "angles"):
                     angles = True
                 t_key = next((k for k in ("time", "t") if k in keys), None)
                 file_times = data[t_key] if t_key else None
+                t_what = f"{t_key!r} of {src}"
                 w_key = next((k for k in ("particle_weight", "weight", "weights") if k in keys), None)
                 weight = data[w_key] if w_key else None
+                w_what = f"{w_key!r} of {src}"
         else:
-            raise SchemaError(f"{str(source)!r}: expected a .npy or .npz file")
+            raise SchemaError(f"{src}: expected a .npy or .npz file")
     except SchemaError:
         raise
     except Exception as exc:  # unreadable arrays become one line
-        raise SchemaError(f"cannot read {str(source)!r}: {exc}") from None
-    arr = np.asarray(arr, dtype=float)
+        raise SchemaError(f"cannot read {src}: {exc}") from None
+    arr = _real(arr, what)
+    if layout is not None and len(layout) != arr.ndim:
+        raise ConfigError(say["axes"], f"{','.join(layout)} names {len(layout)} axes; {what} has {arr.ndim} "
+                          f"(shape {arr.shape})")
+    if degrees:
+        if angles is False or (angles is None and arr.ndim != 2):
+            raise SchemaError(f"{what} holds positions (shape {arr.shape}); {say['degrees']} is for angles "
+                              "(time, n) on the circle")
+        angles = True
     if angles is None:
         angles = from_angles is not None and arr.ndim == 2
     if angles:
         if from_angles is None or arr.ndim != 2:
             raise SchemaError(f"angles must be an array (time, n) and the domain the circle; got shape "
                               f"{arr.shape} on the {domain}")
-        arr = from_angles(arr)
-    if arr.ndim != 3:
+    elif arr.ndim != 3:
         raise SchemaError(f"positions must have shape (time, n, d) (or angles (time, n) on the "
                           f"circle), got {arr.shape}")
-    if arr.shape[-1] != d:
-        raise SchemaError(f"positions have d = {arr.shape[-1]} components, the {domain} needs {d}")
+    expected = ANGLE_AXES if angles else POSITION_AXES
+    order = layout or expected
+    shape = arr.shape  # as read, in the order ``order``
+    arr = np.transpose(arr, [order.index(a) for a in expected])  # now (time, n[, d])
+    read = f"{what} of shape {shape} is read as ({', '.join(order)})"
+    if not angles and arr.shape[-1] != d:
+        raise SchemaError(f"positions have d = {arr.shape[-1]} components, the {domain} needs {d}: "
+                          f"{read}, expected {_layout(order, {'d': d})}"
+                          f"{_axes_hint(shape, order, {'d': d}, say['axes'])}")
     n_t, n = arr.shape[:2]
+    if n_t == 0 or n == 0:
+        raise SchemaError(f"no snapshots or no particles: {read}: {n_t} times, {n} particles")
+    sizes = {} if angles else {"d": d}
     if file_times is not None:
-        t = np.asarray(file_times, dtype=float).reshape(-1)
+        if times is not None or dt is not None:
+            raise ConfigError(say["times"] if times is not None else say["dt"],
+                              f"{src} holds its own times ({t_what}); give no {say['times']} or {say['dt']}")
+        t, given = _real(file_times, t_what).reshape(-1), t_what
     elif times is not None:
-        t = np.asarray(times, dtype=float).reshape(-1)
+        t, given = _real(times, "the times").reshape(-1), say["times"]
     elif dt is not None:
-        t = dt * np.arange(n_t)
+        t, given = dt * np.arange(n_t), None  # as many times as the time axis has: nothing to check
     else:
-        raise SchemaError("no times: the file has none; give times or dt")
-    if t.size != n_t:
-        raise SchemaError(f"{t.size} times for {n_t} snapshots")
-    w = np.full(n, 1.0 / n) if weight is None else np.asarray(weight, dtype=float).reshape(-1)
-    extra = {k: v for k, v in (attrs or {}).items() if stamp is None or k not in ("model", "beta")}
+        raise SchemaError(f"no times: {src} has none (keys 'time', 't'); give the snapshot times with "
+                          f"{say['times']} or their spacing with {say['dt']}")
+    if given is not None and t.size != n_t:
+        sizes["time"] = t.size
+        raise SchemaError(f"{t.size} times for {n_t} snapshots: {read}; with {t.size} times ({given}) "
+                          f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}")
+    w = np.full(n, 1.0 / n) if weight is None else _real(weight, w_what).reshape(-1)
+    if w.size != n:
+        sizes.update({"n": w.size})
+        raise SchemaError(f"{w.size} weights ({w_what}) for {n} particles: {read}; with {w.size} weights "
+                          f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}")
+    if angles:
+        if degrees:
+            arr = np.deg2rad(arr)
+        _check_angles(arr, what, degrees=degrees, option=say["degrees"])
+        arr = from_angles(arr)
+    _check_unit_rows(arr, what, order, angles=angles)
+    extra = {k: v for k, v in attrs.items() if stamp is None or k not in ("model", "beta")}
     if stamp is not None:
         extra["model_source"] = stamp["source"]
     ds = particle_dataset(t, arr, w, domain=domain, attrs={"source": str(source), **extra},
@@ -531,6 +658,46 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         ds["slice_weight"] = PARTICLE_VARIABLES["slice_weight"].entry(np.asarray(xi_weight, dtype=float))
     validate_particles(ds, name=str(source))
     return ds
+
+
+def _check_angles(theta: Any, what: str, *, degrees: bool, option: str) -> None:
+    """Refuse angles (radians) not all in [-pi, pi] and not all in [0, 2 pi], to
+    :data:`ANGLE_SLACK`: degrees read as radians, or unwrapped angles. NaN is left to the
+    position check."""
+    finite = theta[np.isfinite(theta)]
+    if finite.size == 0:
+        return
+    lo, hi = float(finite.min()), float(finite.max())
+    if (lo >= -np.pi - ANGLE_SLACK and hi <= np.pi + ANGLE_SLACK) or (
+            lo >= -ANGLE_SLACK and hi <= 2 * np.pi + ANGLE_SLACK):
+        return
+    if degrees:
+        raise SchemaError(f"{what}: angles range over [{np.rad2deg(lo):.6g}, {np.rad2deg(hi):.6g}] degrees, "
+                          "outside [-180, 180] and [0, 360]; wrap them into [0, 360) first")
+    raise SchemaError(f"{what}: angles range over [{lo:.6g}, {hi:.6g}], outside [-pi, pi] and [0, 2 pi]: "
+                      f"angles in degrees need {option}; unwrapped radians must be wrapped into [0, 2 pi) "
+                      "first (theta % (2 pi))")
+
+
+def _check_unit_rows(x: Any, what: str, order: tuple[str, ...], *, angles: bool) -> None:
+    """Refuse positions ``x`` (time, n, d) that are not finite unit vectors to
+    :data:`UNIT_TOLERANCE`, naming the worst row by its index in the array as read (``order``)."""
+    def row(k: int, i: int) -> str:
+        index = {"time": k, "n": i}
+        return f"[{', '.join(str(index[a]) for a in order if a != 'd')}] (time {k}, particle {i})"
+
+    bad = ~np.all(np.isfinite(x), axis=-1)
+    if bad.any():
+        k, i = np.argwhere(bad)[0]
+        raise SchemaError(f"{what}: {'angles' if angles else 'positions'} hold NaN or infinite values "
+                          f"(the first at {row(k, i)})")
+    with np.errstate(all="ignore"):
+        norm = np.linalg.norm(x, axis=-1)
+    dev = np.abs(norm - 1.0)
+    k, i = np.unravel_index(int(np.argmax(dev)), dev.shape)
+    if dev[k, i] > UNIT_TOLERANCE:
+        raise SchemaError(f"{what}: positions are not unit vectors to {UNIT_TOLERANCE:g}: the worst row "
+                          f"is {row(k, i)}, of norm {norm[k, i]:.9g}")
 
 
 def _model_stamp(config: Any, domain: str | None, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -167,6 +167,10 @@ PARTICLE_VARIABLES = {
     "checkpoint_position": Variable(("particle", "component"), "checkpoint positions", None,
                                     "positions at checkpoint_time, for --resume"),
 }
+#: what an array of each numpy dtype kind other than numbers holds, for messages (a complex
+#: variable of netCDF reads as records)
+VALUE_KINDS = {"c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects",
+               "b": "booleans", "V": "records", "M": "dates", "m": "time intervals"}
 #: long name of ``particle_weight`` in files converted from other codes
 CONVERTED_WEIGHT_LONG_NAME = "particle weight"
 
@@ -203,6 +207,11 @@ def validate_particles(ds: Any, *, name: str = "particle file") -> None:
         raise SchemaError(f"{name}: 'position' has dims {pos.dims}, expected ('time', 'particle', 'component')")
     if "time" not in ds.coords and "time" not in ds:
         raise SchemaError(f"{name}: coordinate 'time' missing")
+    for var in ("position", "time", "particle_weight"):  # complex, strings, dates: one line, not a traceback
+        dtype = ds[var].dtype if var in ds.variables else np.dtype(float)
+        if dtype.kind not in "iuf":
+            raise SchemaError(f"{name}: {var!r} holds {VALUE_KINDS.get(dtype.kind, 'non-numbers')} (dtype "
+                              f"{dtype.str}), not real numbers")
     d = pos.shape[-1]
     domain = ds.attrs.get("domain")
     expected = get_domain(domain).d if domain in DOMAINS else None
@@ -215,10 +224,13 @@ def validate_particles(ds: Any, *, name: str = "particle file") -> None:
     if not np.all(np.isfinite(x)):
         raise SchemaError(f"{name}: 'position' holds NaN or infinite values")
     with np.errstate(all="ignore"):
-        dev = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max())
+        norm = np.linalg.norm(x, axis=-1)
+    k, i = np.unravel_index(int(np.argmax(np.abs(norm - 1.0))), norm.shape)
+    dev = abs(float(norm[k, i]) - 1.0)
     if dev > UNIT_TOLERANCE:
         raise SchemaError(f"{name}: positions are not unit vectors (| |x| - 1 | up to {dev:.3g}, "
-                          f"tolerance {UNIT_TOLERANCE:g})")
+                          f"tolerance {UNIT_TOLERANCE:g}; the worst row: time {k}, particle {i}, norm "
+                          f"{float(norm[k, i]):.9g})")
     t = np.asarray(ds["time"].values, dtype=float)
     if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise SchemaError(f"{name}: 'time' must be finite and strictly increasing")

@@ -92,6 +92,20 @@ CASES: list[tuple] = [
                        discretization='scheme = "sh_spectral"\nlmax = 7\ninteraction = "lowrank_meridian"')},
      ["run", "c.toml"], (0, 2), ()),
     # -- convert-particles (item 4) --
+    ("convert_degrees", {"a.npy": lambda p: np.save(p, np.linspace(-170.0, 170.0, 12).reshape(3, 4))}, ["convert-particles", "a.npy", "o.nc", "--domain", "circle", "--dt", "1"], (2,), ("outside [-pi, pi] and [0, 2 pi]", "--degrees")),
+    ("convert_degrees_option", {"a.npy": lambda p: np.save(p, np.linspace(-170.0, 170.0, 12).reshape(3, 4))}, ["convert-particles", "a.npy", "o.nc", "--domain", "circle", "--dt", "1", "--degrees"], (0,), ()),
+    ("convert_not_unit", {"x.npz": _npz(x=np.full((3, 4, 2), 0.8), t=[0.0, 1.0, 2.0])}, ["convert-particles", "x.npz", "o.nc", "--domain", "circle"], (2,), ("not unit vectors to 1e-06", "worst row is [0, 0]", "norm 1.13137085")),
+    ("convert_transposed_times", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (5, 3, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--times", "0", "1", "2"], (2,), ("3 times for 5 snapshots", "shape (5, 3, 2)", "expected (3, n, 2)", "--axes n,time,d")),
+    ("convert_transposed_file_t", {"x.npz": _npz(x=np.tile([0.6, 0.8], (5, 3, 1)), t=[0.0, 1.0, 2.0])}, ["convert-particles", "x.npz", "o.nc", "--domain", "circle"], (2,), ("3 times for 5 snapshots", "--axes n,time,d")),
+    ("convert_axes_option", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (5, 3, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--times", "0", "1", "2", "--axes", "n,time,d"], (0,), ()),
+    ("convert_bad_axes", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (5, 3, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--dt", "1", "--axes", "n,t,d"], (2,), ("--axes", "'n,t,d'", "n,time,d")),
+    ("convert_string_positions", {"s.npy": lambda p: np.save(p, np.tile(["0.6", "0.8"], (3, 4, 1)))}, ["convert-particles", "s.npy", "o.nc", "--domain", "circle", "--dt", "1"], (2,), ("strings", "not real numbers")),
+    ("convert_complex_positions", {"c.npy": lambda p: np.save(p, np.tile([0.6 + 0j, 0.8], (3, 4, 1)))}, ["convert-particles", "c.npy", "o.nc", "--domain", "circle", "--dt", "1"], (2,), ("complex numbers", "not real numbers")),
+    ("convert_model_bogus", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--dt", "1", "--model", "bogus"], (2,), ("--model", "'bogus' is not a known model", "'sa'")),
+    ("convert_zero_particles", {"z.npz": _npz(position=np.zeros((3, 0, 2)), t=[0.0, 1.0, 2.0])}, ["convert-particles", "z.npz", "o.nc", "--domain", "circle"], (2,), ("no particles", "(3, 0, 2)")),
+    ("convert_weights_n_plus_1", {"w.npz": _npz(position=np.tile([0.6, 0.8], (3, 4, 1)), t=[0.0, 1.0, 2.0], weight=np.full(5, 0.2))}, ["convert-particles", "w.npz", "o.nc", "--domain", "circle"], (2,), ("5 weights", "for 4 particles")),
+    ("convert_no_times", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle"], (2,), ("no times", "--times", "--dt")),
+    ("convert_times_and_dt", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--times", "0", "1", "2", "--dt", "1"], (2,), ("--dt", "not both")),
     # -- unstable runs (item 5) --
     # -- resume, checkpoints, outputs (items 6, 7) --
     # -- sweeps (item 6) --
