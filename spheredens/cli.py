@@ -29,14 +29,14 @@ from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .interaction import INTERACTIONS
-from .io import (check_output_location, check_output_path, convert_particles, open_particles, open_run,
-                 write_dataset)
+from .io import (check_not_input, check_output_location, check_output_path, convert_particles, open_particles,
+                 open_run, write_dataset)
 from .locking import output_lock
 from .models import MODELS
 from .particles import particles_output_path, require_particles, run_particles
 from .plot import (DEFAULT_FPS, MAX_DEFAULT_FRAMES, animate_run, animation_output_path, figure_path,
                    open_figure_file, plot_run, slices_figure_path)
-from .runner import run, run_output
+from .runner import input_files, run, run_output
 from .schemes import SCHEMES
 from .simulate import request_stop, signal_handler
 from .sweep import check_sweep_output, load_sweep, outcome_summary, run_sweep
@@ -73,6 +73,36 @@ def _check_output(args: argparse.Namespace, path: Path | str | None, *, suffix: 
                                  option=option, mkdir_hint="--mkdir")
 
 
+def _wrote(args: argparse.Namespace, path: Path | str) -> None:
+    """Print ``wrote PATH``, unless ``--quiet``."""
+    if not getattr(args, "quiet", False):
+        print(f"wrote {_shown(path)}")
+
+
+class _Notes:
+    """The ``notify`` of :func:`~spheredens.runner.run`: prints each note as one line
+    ``spheredens: note: ...`` on stderr and keeps the kinds seen (``"complete"``: nothing ran)."""
+
+    def __init__(self) -> None:
+        self.kinds: set[str] = set()
+
+    def __call__(self, kind: str, message: str) -> None:
+        self.kinds.add(kind)
+        print(f"spheredens: note: {' '.join(message.split())}", file=sys.stderr)
+
+
+def _check_new_output(args: argparse.Namespace, path: Path, *, suffix: str = ".nc",
+                      inputs: Sequence[tuple[str, Any]] = ()) -> Path:
+    """Check an output of plot, animate, analyze-beta, compare or convert-particles before any
+    work: its location (:func:`_check_output`), that it is none of the command's ``inputs``
+    (:func:`~spheredens.io.check_not_input`, also with --overwrite) and that it does not exist
+    unless --overwrite (:func:`~spheredens.io.check_output_path`)."""
+    option = "--output" if getattr(args, "output", None) else None
+    _check_output(args, path, suffix=suffix, option=option)
+    check_not_input(path, inputs, option=option)
+    return check_output_path(path, overwrite=getattr(args, "overwrite", False), option="--output")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """Integrate the run described by CONFIG (a TOML file, every key in docs/config.md) and write
     the density at the snapshot times, with mass, min_rho, energy and w2_projection, to a netCDF
@@ -85,22 +115,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
     path = output if output is not None else cfg.output_path()
     _check_output(args, path, option="--output" if args.output else None,
                   key="output.path" if not args.output and cfg.output.path is not None else None)
+    notes = _Notes()
     try:
         with _stop_on_signals() as received:
             ds = run(cfg, output=output, progress=_progress(args),
                      resume=args.resume, overwrite=args.overwrite,
-                     checkpoint_seconds=args.checkpoint_seconds, mkdir=args.mkdir)
+                     checkpoint_seconds=args.checkpoint_seconds, mkdir=args.mkdir, notify=notes)
     except KeyboardInterrupt as exc:
         print(f"spheredens: {exc or 'interrupted'}; the snapshots so far and a checkpoint are in "
               f"{_shown(path)}; continue with: spheredens run {args.config} --resume"
               + (f" --output {args.output}" if args.output else ""), file=sys.stderr)
         return _interrupted_exit_code(received)
-    print(f"wrote {_shown(path)}")
+    if "complete" in notes.kinds:  # nothing was run: no "wrote", no summary of an old run
+        return 0
+    _wrote(args, path)
     if cfg.output.figure and not args.no_figure:
         figure = plot_run(ds, figure_path(path))
-        print(f"wrote {_shown(figure)}")
+        _wrote(args, figure)
         if "slice_mode" in ds:
-            print(f"wrote {_shown(slices_figure_path(figure))}")
+            _wrote(args, slices_figure_path(figure))
     if not args.quiet:
         w2 = ds["w2_projection"].values
         summary = (f"t = {float(ds.time[-1]):g}, {ds.attrs['n_steps']} steps in "
@@ -151,9 +184,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     few snapshots. A comparison file (spheredens compare): W2 against time with the ensemble
     band (mean +- std and min to max over the particle runs). Angles are in radians.
     """
-    out = args.output or figure_path(args.file)
-    _check_output(args, out, suffix=".png", option="--output" if args.output else None)
+    out = Path(args.output or figure_path(args.file))
+    _check_new_output(args, out, suffix=".png", inputs=[("the file to draw", args.file)])
     ds = open_figure_file(args.file)
+    if "slice_mode" in ds:  # usa_av: the slices' figure beside it
+        _check_new_output(args, slices_figure_path(out), suffix=".png", inputs=[("the file to draw", args.file)])
     print(f"wrote {_shown(plot_run(ds, out, times=args.times, mkdir=args.mkdir))}")
     return 0
 
@@ -166,7 +201,7 @@ def _cmd_animate(args: argparse.Namespace) -> int:
     and the density with the particles of its first run when the files it names are found.
     """
     out = animation_output_path(args.file, args.output)
-    _check_output(args, out, suffix=out.suffix, option="--output" if args.output else None)
+    _check_new_output(args, out, suffix=out.suffix, inputs=[("the file to animate", args.file)])
     ds = open_figure_file(args.file)
     written = animate_run(ds, out, fps=args.fps, frames=args.frames, mkdir=args.mkdir)
     print(f"wrote {_shown(written)}")
@@ -226,20 +261,24 @@ def _cmd_particles(args: argparse.Namespace) -> int:
     outputs = {seed: particles_output_path(cfg, seed, several=len(seeds) > 1, config_path=args.config,
                                            output=args.output) for seed in seeds}
     for out in outputs.values():  # every file of the ensemble, before the first run
-        _check_output(args, out, option="--output" if args.output else None,
-                      key="particles.path" if not args.output and cfg.particles.path is not None else None)
+        key = "particles.path" if not args.output and cfg.particles.path is not None else None
+        _check_output(args, out, option="--output" if args.output else None, key=key)
+        check_not_input(out, input_files(cfg), key=key, option="--output" if args.output else None)
     for seed in seeds:
         out = outputs[seed]
+        notes = _Notes()
         try:
             with _stop_on_signals() as received:
                 ds = run_particles(cfg, seed=seed, output=out, progress=_progress(args),
-                                   resume=args.resume, overwrite=args.overwrite, mkdir=args.mkdir)
+                                   resume=args.resume, overwrite=args.overwrite, mkdir=args.mkdir,
+                                   notify=notes)
         except KeyboardInterrupt as exc:
             print(f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
                   f"continue with: spheredens particles {args.config} --resume", file=sys.stderr)
             return _interrupted_exit_code(received)
-        print(f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
-              f"seed {seed}, {ds.attrs['n_steps']} steps)")
+        if "complete" not in notes.kinds and not args.quiet:  # nothing ran for a complete file
+            print(f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
+                  f"seed {seed}, {ds.attrs['n_steps']} steps)")
     return 0
 
 
@@ -253,9 +292,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     others) and no farther than average (its mean W2 to the runs <= the mean W2 between runs).
     """
     check_compare_files(args.density, args.particles)  # swapped or wrong-kind files: one line
+    out = compare_output_path(args.density, args.output)
+    inputs = [("the density file", args.density), *(("a particle file", p) for p in args.particles)]
+    for written in (out, *(() if args.no_figure else (figure_path(out),))):  # also with --overwrite
+        check_not_input(written, inputs, option="--output")
     density = open_run(args.density)
     runs = [open_particles(p) for p in args.particles]
-    out = check_output_path(compare_output_path(args.density, args.output), overwrite=args.overwrite,
+    out = check_output_path(out, overwrite=args.overwrite,
                             option="--output", suffix=".nc", mkdir=args.mkdir, mkdir_hint="--mkdir")
     with output_lock(out):  # one writer per file: refused at once when another holds it
         with warnings.catch_warnings(record=True) as caught:
@@ -274,10 +317,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             if not issubclass(w.category, SpheredensWarning):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         write_dataset(result, out)
-    print(f"wrote {_shown(out)}")
+    _wrote(args, out)
     if not args.no_figure:
         fig = plot_comparison(result, density, runs[0], figure_path(out), times=args.times)
-        print(f"wrote {_shown(fig)}")
+        _wrote(args, fig)
     for t, m, sd_, r in zip(result["time"].values, result["w2_mean"].values, result["w2_std"].values,
                             result["density_resolution"].values):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
@@ -319,6 +362,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.domain is None and args.config is None:
         raise ConfigError("--domain", "give the domain (--domain circle or --domain sphere) or the run "
                           "configuration of the particles (--config CONFIG)")
+    check_not_input(args.output, [("the particle array", args.input), ("the configuration (--config)", args.config)])
     out = check_output_path(args.output, overwrite=args.overwrite, suffix=".nc", mkdir=args.mkdir,
                             mkdir_hint="--mkdir")
     ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
@@ -353,7 +397,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for name, why in summary["failed"].items():
         print(f"  {name}: {why}", file=sys.stderr)
     if combined is not None:
-        print(f"wrote {_shown(sweep.combined_path)}")
+        _wrote(args, sweep.combined_path)
     return 1 if summary["failed"] else 0
 
 
@@ -368,7 +412,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     dataset and a figure (docs/concentration.md has the definitions).
     """
     out = analysis_output_path(args.combined, args.output)
-    _check_output(args, out, option="--output" if args.output else None)
+    for written, suffix in ((out, ".nc"), (figure_path(out), ".png")):  # the dataset and its figure
+        _check_new_output(args, Path(written), suffix=suffix, inputs=[("the combined file", args.combined)])
     combined = open_combined(args.combined)
     result = analyze_beta(combined)
     write_dataset(result, out)
@@ -489,11 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shared(p, output="netCDF file to write (default: output.path of the config, else CONFIG "
                 "with suffix .nc)",
                 no_figure="do not draw the PNG figure",
-                quiet="no progress bar and no summary",
+                quiet="no progress bar, no summary and no 'wrote' lines (errors and notes are "
+                "still printed)",
                 progress=_PROGRESS_HELP,
                 resume="continue the partial run in the output file from its last checkpoint (bit "
                 "for bit the uninterrupted result); with a changed time.t_end (same snapshot "
-                "spacing) a complete run is extended and a partial one ends earlier",
+                "spacing) a complete run is extended and a partial one ends earlier. A damaged "
+                "checkpoint (checksum, NaN, mass) is refused; a complete file or a missing one is "
+                "said in a note",
                 overwrite="replace an existing output file (otherwise an existing file is never "
                 "touched)", mkdir=_MKDIR_HELP)
     p.add_argument("--checkpoint-seconds", type=number(float, strict=True, finite=False), default=60.0,
@@ -505,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "suffix _seed<k>)")
     _add_shared(p, output="netCDF file (default: particles.path, else output.path with suffix "
                 "_particles)",
-                quiet="no progress bar", progress=_PROGRESS_HELP,
+                quiet="no progress bar and no 'wrote' lines", progress=_PROGRESS_HELP,
                 resume="continue partial particle files",
                 overwrite="replace existing particle files", mkdir=_MKDIR_HELP)
     p = _add_command(sub, "compare", _cmd_compare, "W2 between a density run and particle runs")
@@ -516,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
                    f"of the coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)")
     _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
                 overwrite="replace an existing comparison file", mkdir=_MKDIR_HELP,
-                quiet="no progress bar", progress=_PROGRESS_HELP)
+                quiet="no progress bar and no 'wrote' lines", progress=_PROGRESS_HELP)
     p.add_argument("--allow-mismatch", action="store_true", help="compare particle files of another "
                    "model than the density's (beta, Q, K, V, initial density, slice labels and "
                    "weights) anyway; the differences are recorded in the comparison file")
@@ -547,23 +595,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--workers", type=number(int, minimum=1), help="local cluster: number of worker "
                    "processes (>= 1, default 2)")
-    _add_shared(p, quiet="no per-case progress lines",
+    _add_shared(p, quiet="no per-case progress lines and no 'wrote' line",
                 mkdir="create the missing folders above output_dir (output_dir itself is always "
                 "created)")
     p = _add_command(sub, "analyze-beta", _cmd_analyze, "minimum of W2 to Pi_# rho_0, its time, departure, rates over beta")
     p.add_argument("combined", help="combined.nc written by spheredens sweep")
-    _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)", mkdir=_MKDIR_HELP)
+    _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)", mkdir=_MKDIR_HELP,
+                overwrite="replace an existing analysis file and its figure (otherwise they are never "
+                "touched)")
     _add_command(sub, "info", _cmd_info, "list the models, schemes, evaluators and initial densities")
     p = _add_command(sub, "plot", _cmd_plot, "draw the figure of a run, particle or comparison file")
     p.add_argument("file", help="a netCDF file written by spheredens run, particles or compare")
     _add_shared(p, output="PNG file (default: FILE with suffix .png)",
                 times="sphere runs and particle runs: snapshot times to draw (nearest stored; default: "
                 "4 evenly spaced)",
-                mkdir=_MKDIR_HELP)
+                mkdir=_MKDIR_HELP, overwrite="replace an existing figure (otherwise it is never touched)")
     p = _add_command(sub, "animate", _cmd_animate, "animate a run, particle or comparison file (MP4 or GIF)")
     p.add_argument("file", help="a netCDF file written by spheredens run, particles or compare")
     _add_shared(p, output="animation file, .mp4 (needs ffmpeg) or .gif (default: FILE with suffix .mp4 "
-                "where ffmpeg exists, else .gif)", mkdir=_MKDIR_HELP)
+                "where ffmpeg exists, else .gif)", mkdir=_MKDIR_HELP,
+                overwrite="replace an existing animation (otherwise it is never touched)")
     p.add_argument("--fps", type=number(float, strict=True), default=DEFAULT_FPS, metavar="N",
                    help=f"frames per second (> 0, default {DEFAULT_FPS})")
     p.add_argument("--frames", type=number(int, minimum=1), metavar="K", help="number of frames: K evenly "

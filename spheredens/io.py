@@ -10,6 +10,7 @@ import itertools
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time as _time
 from pathlib import Path
@@ -32,7 +33,7 @@ from .simulate import Observer
 
 __all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "SCHEMA", "UNIT_TOLERANCE",
            "convert_particles", "open_particles", "open_run", "validate_particles", "validate_schema",
-           "write_dataset", "check_output_path", "check_output_location", "read_netcdf"]
+           "write_dataset", "check_output_path", "check_output_location", "check_not_input", "read_netcdf"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +49,10 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
     """Write ``ds`` to ``path`` atomically: a temporary file in the same folder, then rename.
 
     A reader never sees a half-written file, and a crash during the write leaves the previous
-    file intact. The folder must exist: no folder is created (:func:`check_output_location`
-    checks it, and creates it on request, before a run). Datasets up to
-    :data:`IN_MEMORY_WRITE_BYTES` are rendered in memory first (see there).
+    file intact. A file that is replaced keeps its permission bits (a mode-600 file stays 600);
+    a new one gets the usual ``0o666 & ~umask``. The folder must exist: no folder is created
+    (:func:`check_output_location` checks it, and creates it on request, before a run).
+    Datasets up to :data:`IN_MEMORY_WRITE_BYTES` are rendered in memory first (see there).
 
     Raises
     ------
@@ -75,6 +77,7 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
             ds.to_netcdf(tmp, engine=engine)
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
+        _keep_mode(path, tmp)
         os.replace(tmp, path)
     except Exception as exc:  # the backends raise OSError, RuntimeError, ValueError, ...
         failure = exc
@@ -96,6 +99,16 @@ def write_dataset(ds: Any, path: str | Path, *, engine: str = "netcdf4") -> Path
         finally:
             os.close(fd)
     return path
+
+
+def _keep_mode(path: Path, tmp: Path) -> None:
+    """Give ``tmp`` the permission bits of the file ``path`` it is about to replace (nothing
+    when ``path`` does not exist)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return
+    os.chmod(tmp, mode)
 
 
 def _hdf5_end(view: memoryview) -> int:
@@ -160,7 +173,9 @@ def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool 
     The name ends in ``suffix`` and is not a directory; the folder holding it exists (or is
     created, with its parents, when ``mkdir`` is set: no folder is ever created otherwise) and
     is writable, which is tested by creating and removing a temporary file there, so that
-    permissions, read-only mounts and a file in place of a folder are all caught.
+    permissions, read-only mounts and a file in place of a folder are all caught. A file
+    already at ``path`` must be writable (:func:`os.access`): a read-only or immutable
+    (``chattr +i``) output is refused here, not after the run when its rename would fail.
 
     Parameters
     ----------
@@ -216,6 +231,52 @@ def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool 
                      "choose a writable folder") from None
     os.close(fd)
     os.unlink(probe)
+    if path.is_file() and not os.access(path, os.W_OK):  # read-only, or immutable (chattr +i)
+        raise refuse(f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; "
+                     "make it writable (chmod u+w; chattr -i) or choose another path")
+    return path
+
+
+def check_not_input(path: str | Path, inputs: Any, *, key: str | None = None,
+                    option: str | None = None) -> Path:
+    """Refuse, before any work, an output that is one of the command's own inputs.
+
+    Parameters
+    ----------
+    path : path
+        A file the command is about to write.
+    inputs : iterable of (str, path)
+        What each input is, for the message (``"the density file"``), and its path.
+    key, option : str, optional
+        The configuration key or command line option the output comes from, named first in the
+        message (``key`` wins).
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is the same file as an input: the same name once resolved, or, when both
+        exist, the same file through a link (:func:`os.path.samefile`); also with
+        ``--overwrite``.
+    """
+    path = Path(path)
+    for what, source in inputs:
+        if source is None:
+            continue
+        source = Path(source)
+        try:
+            same = path.resolve() == source.resolve() or (
+                path.exists() and source.exists() and os.path.samefile(path, source))
+        except (OSError, RuntimeError):  # a symlink loop: not a file that can be read either
+            same = False
+        if same:
+            raise ConfigError(key if key is not None else (option or ""),
+                              f"{str(path)!r} is {what}, an input of this command: a command never "
+                              "writes over its own input; choose another output path")
     return path
 
 

@@ -31,11 +31,12 @@ from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_p
 from .integrators import INTEGRATORS
 from .interaction import (circle_order, clustered_logsumexp_sums, logsumexp_sums, pruned_logsumexp_sums,
                           sphere_order)
-from .io import FileWriter, check_output_location, open_particles
+from .io import FileWriter, check_not_input, check_output_location, open_particles
 from .locking import output_lock
 from .models import Model
 from .problem import Problem
-from .runner import resume_point, same_run
+from .recorder import checkpoint_digest
+from .runner import Notify, input_files, resume_point, run_difference
 from .schema import particle_dataset
 from .schemes import Scheme, Tendency
 from .simulate import Observer, Progress, simulate
@@ -380,8 +381,11 @@ class ParticleRecorder(Observer):
         self.positions = [np.array(x) for x in ds["position"].values]
         self.w2_projection = ([float(v) for v in ds["w2_projection"].values] if "w2_projection" in ds
                               else [self._projection(x) for x in self.positions])
-        self.checkpoint = (float(ds.attrs["checkpoint_time"]), np.asarray(ds["checkpoint_position"].values)[None],
-                           int(ds.attrs["checkpoint_steps"]))
+        position = np.asarray(ds["checkpoint_position"].values)
+        if position.shape != self.system.x0.shape:
+            raise SchemaError(f"its checkpoint holds positions of shape {position.shape}, this "
+                              f"configuration's particles have {self.system.x0.shape}")
+        self.checkpoint = (float(ds.attrs["checkpoint_time"]), position[None], int(ds.attrs["checkpoint_steps"]))
         return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
@@ -418,7 +422,7 @@ class ParticleRecorder(Observer):
         system, problem = self.system, self.system.problem
         n = len(system.weight)
         labels = None if system.slices is None else (system.slices, problem.xi, problem.xi_weight)
-        return particle_dataset(
+        ds = particle_dataset(
             self.times, self.positions, system.weight, domain=problem.domain, model=problem.model,
             config=self.config.to_toml(),
             attrs={"initialization": self.initialization, "seed": int(self.seed), "n_particles": int(n),
@@ -428,6 +432,9 @@ class ParticleRecorder(Observer):
             status=self.status, labels=labels, checkpoint=self.checkpoint,
             w2_projection=(self.w2_projection, self._w2.comment() if self._w2 is not None
                            else f"not defined: {self._w2_reason}"))
+        if self.checkpoint is not None:
+            ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)  # checked before a resume
+        return ds
 
 
 def require_particles(cfg: RunConfig, config_path: str | Path | None = None) -> None:
@@ -500,7 +507,7 @@ def particles_output_path(cfg: RunConfig, seed: int, *, several: bool,
 
 def run_particles(config: RunConfig, *, seed: int | None = None, output: str | Path | None = None,
                   progress: bool | None = None, resume: bool = False, overwrite: bool = False,
-                  mkdir: bool = False) -> Any:
+                  mkdir: bool = False, notify: Notify | None = None) -> Any:
     """Integrate the particle system of ``config`` (its ``[particles]`` table) and return the
     Dataset (schema spheredens-particles-1); write it to ``output`` when given. ``usa_av``:
     labelled particles (:func:`initial_slice_particles`), with ``xi`` and ``slice`` (particle)
@@ -510,11 +517,14 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
     :func:`spheredens.run`, the file carries a checkpoint (the positions at a step boundary):
     ``resume=True`` continues a partial file bit for bit, an existing file is only replaced
     with ``overwrite=True``. The folder of ``output`` must exist and be writable, or
-    ``mkdir=True`` creates it (:func:`~spheredens.io.check_output_location`, before any work).
+    ``mkdir=True`` creates it (:func:`~spheredens.io.check_output_location`, before any work);
+    it may not be an input of the run (``initial.path``). ``notify`` is told when a resume finds
+    no file or the complete run (:data:`spheredens.runner.Notify`).
     """
     require_particles(config)
     if output is not None:
         check_output_location(output, mkdir=mkdir)
+        check_not_input(output, input_files(config), key="particles.path")
     p = config.particles
     seed = p.seed if seed is None else int(seed)
     with output_lock(output):  # one writer per file, from before any work to the end
@@ -527,9 +537,10 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
         system = ParticleSystem(problem, x0, w, p.dt, p.integrator, slices=slices)
         recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
         start = resume_point(None if output is None else Path(output), recorder, open_particles,
-                             lambda ds: same_run(ds.attrs.get("config", ""), config)
-                             and int(ds.attrs.get("seed", -1)) == seed,
-                             resume=resume, overwrite=overwrite, key="particles.path")
+                             lambda ds: run_difference(ds.attrs.get("config", ""), config) or (
+                                 f"seed is {ds.attrs.get('seed', 'not set')} in the file, {seed} in this run"
+                                 if int(ds.attrs.get("seed", -1)) != seed else ""),
+                             resume=resume, overwrite=overwrite, key="particles.path", notify=notify)
         if start.get("complete") is not None:
             return start["complete"]
         observers: list[Any] = [recorder, Progress(enabled=progress)]

@@ -2,6 +2,7 @@
 built by :func:`spheredens.schema.density_dataset`)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import time as _time
 from typing import Any
@@ -16,12 +17,130 @@ from .diagnostics import (energy_defined, interaction_energy, interaction_energy
                           projection_distance, TerminalDistance)
 from .exceptions import SchemaError
 from .problem import Problem
-from .schema import SCHEMA, SLICE_VARIABLES, density_dataset
+from .schema import SCHEMA, SLICE_VARIABLES, UNIT_TOLERANCE, density_dataset
 from .simulate import Observer
 
 Array = NDArray[np.float64]
 
-__all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES"]
+__all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES", "checkpoint_digest", "checkpoint_problem"]
+
+#: how far the mass of a stored snapshot or of a checkpoint may lie from 1 before a resume is
+#: refused: the bound a run keeps at every step (README, "Every step is checked"). Every scheme
+#: conserves the mass to round-off (~n eps per step: below 1e-10 after 1e6 steps of n = 1e4),
+#: so a file beyond it was changed or broken.
+MASS_TOLERANCE = 1e-6
+
+#: the checkpoint attributes a resume reads, covered by the checksum ``checkpoint_sha256``
+CHECKPOINT_ATTRS = ("checkpoint_time", "checkpoint_steps", "checkpoint_shape", "checkpoint_complex",
+                    "checkpoint_controller")
+
+
+def _attr_text(value: Any) -> str:
+    """An attribute as the same text before writing and after reading (numpy scalars, floats
+    as repr: exact)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def checkpoint_digest(ds: Any) -> str:
+    """The checksum of what a resume takes from a run or particle file (attribute
+    ``checkpoint_sha256``): sha256, in hex, of the checkpoint attributes
+    (:data:`CHECKPOINT_ATTRS`), the checkpoint (``checkpoint_state`` or
+    ``checkpoint_position``) and every variable along ``time`` (the snapshots and their
+    diagnostics), in name order, each as little-endian float64 bytes in C order with NaN made
+    canonical. The same before writing and after reading the file back (netCDF keeps float64
+    exactly); any change of those values changes it."""
+    digest = hashlib.sha256()
+    for name in CHECKPOINT_ATTRS:
+        if name in ds.attrs:
+            digest.update(f"{name}={_attr_text(ds.attrs[name])};".encode())
+    names = sorted(str(n) for n, v in ds.variables.items()
+                   if str(n).startswith("checkpoint_") or "time" in v.dims)
+    for name in names:
+        values = np.asarray(ds.variables[name].values)
+        if values.dtype.kind not in "fiub":
+            continue
+        values = np.ascontiguousarray(values, dtype="<f8")
+        values = np.where(np.isnan(values), np.nan, values).astype("<f8")
+        digest.update(f"{name}{values.shape};".encode())
+        digest.update(values.tobytes())
+    return digest.hexdigest()
+
+
+def _first_bad_time(ds: Any, name: str, bad: Any) -> str:
+    """" at t = ..." for the first snapshot where the boolean array ``bad`` (the shape of
+    ``ds[name]``) holds, "" when ``name`` has no time axis."""
+    dims = ds[name].dims
+    if "time" not in dims or "time" not in ds:
+        return ""
+    per_time = np.any(np.moveaxis(np.asarray(bad), dims.index("time"), 0).reshape(ds.sizes["time"], -1), axis=1)
+    return f" at t = {float(ds['time'].values[np.argmax(per_time)]):g}"
+
+
+def checkpoint_problem(ds: Any) -> str:
+    """What makes the checkpoint and snapshots of a run or particle file unfit to resume from,
+    in a few words; "" when nothing does.
+
+    Checked, before any step: the checksum ``checkpoint_sha256`` when the file has one
+    (:func:`checkpoint_digest`; files of older versions have none); a checkpoint
+    (``checkpoint_state`` or ``checkpoint_position``) and its attributes; finite values of the
+    checkpoint and of ``rho`` / ``position``; snapshot times increasing, and none after
+    ``checkpoint_time``; the mass of every snapshot, stored (``mass``) and summed from ``rho``
+    and ``weight``, 1 to :data:`MASS_TOLERANCE`; particle positions at the checkpoint unit
+    vectors. The checks that need the solver (the state's shape, the checkpoint's mass) are
+    :meth:`Recorder.restore`'s.
+    """
+    stored = ds.attrs.get("checkpoint_sha256")
+    if stored is not None and str(stored) != checkpoint_digest(ds):
+        return ("its checksum (checkpoint_sha256) does not match its checkpoint and snapshots: the file "
+                "was changed after spheredens wrote it")
+    state = next((n for n in ("checkpoint_state", "checkpoint_position") if n in ds), None)
+    if state is None:
+        return "it has no checkpoint to resume from"
+    missing = [n for n in ("checkpoint_time", "checkpoint_steps") if n not in ds.attrs]
+    if missing:
+        return f"its checkpoint lacks the attribute {missing[0]}"
+    try:
+        t_c, steps = float(ds.attrs["checkpoint_time"]), float(ds.attrs["checkpoint_steps"])
+    except (TypeError, ValueError):
+        return "its checkpoint_time or checkpoint_steps is not a number"
+    if not (np.isfinite(t_c) and t_c >= 0):
+        return f"its checkpoint_time = {t_c!r} is not a finite time >= 0"
+    if not (np.isfinite(steps) and steps >= 0 and steps == int(steps)):
+        return f"its checkpoint_steps = {steps!r} is not a whole number >= 0"
+    for name in (state, "rho", "position", "time"):
+        if name in ds.variables:
+            values = np.asarray(ds.variables[name].values, dtype=float)
+            finite = np.isfinite(values)
+            if not finite.all():
+                return f"{name} holds non-finite values (NaN or inf){_first_bad_time(ds, name, ~finite)}"
+    times = np.asarray(ds["time"].values, dtype=float) if "time" in ds.variables else np.zeros(0)
+    if np.any(np.diff(times) <= 0):
+        return "its snapshot times are not increasing"
+    if times.size and times[-1] > t_c:
+        return f"its checkpoint_time = {t_c:g} lies before its last snapshot (t = {times[-1]:g})"
+    masses = []
+    if "mass" in ds.variables:
+        masses.append(("mass", np.asarray(ds["mass"].values, dtype=float)))
+    if "rho" in ds.variables and "weight" in ds.variables:
+        rho, weight = ds["rho"], ds["weight"]
+        total = (rho * weight).sum(weight.dims)
+        if "xi" in total.dims and "xi_weight" in ds.variables:
+            total = (total * ds["xi_weight"]).sum("xi")
+        masses.append(("the mass of rho", np.asarray(total.values, dtype=float).reshape(-1)))
+    for what, m in masses:
+        bad = ~(np.abs(m - 1.0) <= MASS_TOLERANCE)
+        if bad.any():
+            k = int(np.argmax(bad))
+            at = f" at t = {times[k]:g}" if k < times.size else ""
+            return f"{what}{at} is {m[k]:.15g}, not 1 (to {MASS_TOLERANCE:g})"
+    if state == "checkpoint_position":
+        norms = np.linalg.norm(np.asarray(ds[state].values, dtype=float), axis=-1)
+        deviation = np.abs(norms - 1.0).reshape(-1)
+        if deviation.size and not deviation.max() <= UNIT_TOLERANCE:
+            return (f"checkpoint_position holds a row of norm {norms.reshape(-1)[np.argmax(deviation)]:.15g}, "
+                    "not unit vectors")
+    return ""
 
 
 class Recorder(Observer):
@@ -91,16 +210,37 @@ class Recorder(Observer):
             self.log_rho = [np.asarray(v, dtype=float) for v in ds["log_rho"].values]
         for name in self.slice_diagnostics:
             self.slice_diagnostics[name] = [np.asarray(v) for v in ds[name].values]
-        raw = np.asarray(ds["checkpoint_state"].values)
-        shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
-        state = (raw[0] + 1j * raw[1]) if int(ds.attrs["checkpoint_complex"]) else raw[0]
-        self.checkpoint = (float(ds.attrs["checkpoint_time"]), state.reshape(shape),
-                           int(ds.attrs["checkpoint_steps"]))
+        state = self._checkpoint_state(ds)
+        self.checkpoint = (float(ds.attrs["checkpoint_time"]), state, int(ds.attrs["checkpoint_steps"]))
         self.checkpoint_controller = json.loads(str(ds.attrs.get("checkpoint_controller", "{}")))
         self.scheme.restore_controller(self.checkpoint_controller)
         # files written before this attribute existed count from 0
         self._wall_before = self._checkpoint_wall = float(ds.attrs.get("checkpoint_wall_seconds", 0.0))
         return self.checkpoint
+
+    def _checkpoint_state(self, ds: Any) -> Array:
+        """The solver state stored in ``ds``, checked against this scheme: the shape and kind
+        (real or complex) of its own state, and a mass of 1 (to :data:`MASS_TOLERANCE`)."""
+        expected = np.asarray(self.scheme.initial_state())
+        kind = "complex" if np.iscomplexobj(expected) else "real"
+        try:
+            shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
+            complex_ = bool(int(ds.attrs["checkpoint_complex"]))
+        except (KeyError, TypeError, ValueError):
+            raise SchemaError("its checkpoint_shape or checkpoint_complex attribute is missing or "
+                              "not a number") from None
+        raw = np.asarray(ds["checkpoint_state"].values)
+        if shape != expected.shape or complex_ != (kind == "complex") or raw.shape != (
+                1 + complex_, int(np.prod(shape))):
+            raise SchemaError(f"its checkpoint holds a {'complex' if complex_ else 'real'} state of shape "
+                              f"{shape} ({raw.shape[0]} x {raw.shape[-1]} values), this scheme's is {kind} "
+                              f"of shape {expected.shape}")
+        state = ((raw[0] + 1j * raw[1]) if complex_ else raw[0]).reshape(shape)
+        m = mass(np.asarray(self.scheme.density(state), dtype=float), self.grid.weight, self.problem.xi_weight)
+        if not abs(m - 1.0) <= MASS_TOLERANCE:
+            raise SchemaError(f"the mass of its checkpoint (t = {float(ds.attrs['checkpoint_time']):g}) is "
+                              f"{m:.15g}, not 1 (to {MASS_TOLERANCE:g})")
+        return state
 
     def start(self, info: dict[str, Any]) -> None:
         self._stepper = info.get("stepper")
@@ -190,4 +330,5 @@ class Recorder(Observer):
             ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
         if self.checkpoint is not None:
             ds.attrs["checkpoint_wall_seconds"] = self._checkpoint_wall
+            ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)  # checked before a resume
         return ds

@@ -4,14 +4,14 @@ from __future__ import annotations
 import logging
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .config import RunConfig, config_from_dict, load_config
 from .exceptions import ConfigError, SchemaError, SimulationError
-from .io import FileWriter, check_output_location, check_output_path, open_run
+from .io import FileWriter, check_not_input, check_output_location, check_output_path, open_run
 from .locking import output_lock
 from .problem import Problem
-from .recorder import Recorder
+from .recorder import Recorder, checkpoint_problem
 from .schemes import make_scheme
 from .simulate import Progress, simulate
 
@@ -27,9 +27,15 @@ def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
     return load_config(config)
 
 
+#: ``notify(kind, message)``, told by :func:`run` what a resume found when there is nothing to
+#: continue: kind ``"missing"`` (no file: the run starts from scratch) or ``"complete"`` (the
+#: finished run of this configuration: nothing is run, its file is returned as it is)
+Notify = Callable[[str, str], None]
+
+
 def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Path | None = None,
         progress: bool | None = None, resume: bool = False, overwrite: bool = False,
-        checkpoint_seconds: float = 60.0, mkdir: bool = False) -> Any:
+        checkpoint_seconds: float = 60.0, mkdir: bool = False, notify: Notify | None = None) -> Any:
     """Run a configuration and return its ``xarray.Dataset`` (schema ``spheredens-1``).
 
     Parameters
@@ -46,7 +52,10 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     resume : bool
         Continue the partial run in the output file (same configuration) from its checkpoint;
         the result is bit for bit that of an uninterrupted run. A complete file is returned as
-        it is; a missing file starts a new run. The horizon may change on resume
+        it is; a missing file starts a new run (both are told to ``notify``). The checkpoint
+        and the snapshots are checked first (:func:`~spheredens.recorder.checkpoint_problem`:
+        their checksum, finite values, mass 1): a damaged file is refused and left as it is.
+        The horizon may change on resume
         (``time.t_end``, ``snapshots`` or ``times``; see :func:`same_run`): a run is extended
         past its old ``t_end``, or ended earlier, with the result of a run made with the new
         horizon from the start.
@@ -58,15 +67,22 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     mkdir : bool
         Create the folder of the output file (and its parents) when missing; otherwise a
         missing folder is refused before any work.
+    notify : callable, optional
+        ``notify(kind, message)`` (:data:`Notify`) when ``resume`` finds nothing to continue:
+        ``"missing"`` (no file) or ``"complete"`` (nothing was run); the command line prints
+        the message as a ``spheredens: note:`` line.
 
     Raises
     ------
     ConfigError
-        For an invalid configuration, an output file that exists, or an output path that
-        cannot be written (no ``.nc`` suffix, missing or read-only folder:
-        :func:`~spheredens.io.check_output_location`); nothing is computed.
+        For an invalid configuration, an output file that exists, an output path that cannot
+        be written (no ``.nc`` suffix, missing or read-only folder, a read-only or immutable
+        file: :func:`~spheredens.io.check_output_location`), or one that is an input of the
+        run (``initial.path``: :func:`~spheredens.io.check_not_input`); nothing is computed.
     SchemaError
-        When the file to resume from is not a run of this configuration.
+        When the file to resume from is not a run of this configuration (the message names
+        the first difference: :func:`run_difference`), or its checkpoint or snapshots are
+        damaged; the file is left as it is.
     OutputLocked
         Another process is writing the output file (it holds its lock,
         :mod:`spheredens.locking`): one line naming it; nothing is computed.
@@ -87,18 +103,21 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
     path = cfg.output_path()
     if path is not None:
         check_output_location(path, mkdir=mkdir, key="output.path")
+        check_not_input(path, input_files(cfg), key="output.path")
     if not checkpoint_seconds > 0:
         raise ConfigError("checkpoint_seconds", f"must be a number of seconds > 0, got {checkpoint_seconds!r}")
     # one writer per output file, from before any work until the end (every exit path)
     with output_lock(path):
+        # the file is read and checked before the set-up: a refused resume costs nothing
+        plan = resume_plan(path, open_run, lambda ds: run_difference(ds.attrs.get("config", ""), cfg, ds),
+                           resume=resume, overwrite=overwrite, key="output.path",
+                           snapshot_times=cfg.time.snapshot_times(), notify=notify)
+        if plan.get("complete") is not None:
+            return plan["complete"]
         problem = Problem.from_config(cfg)
         scheme = make_scheme(problem, cfg.discretization)
         recorder = Recorder(problem, scheme, cfg)
-        start = resume_point(path, recorder, open_run, lambda ds: same_run(ds.attrs["config"], cfg, ds),
-                             resume=resume, overwrite=overwrite, key="output.path",
-                             snapshot_times=cfg.time.snapshot_times())
-        if start.get("complete") is not None:
-            return start["complete"]
+        start = resume_from(plan, recorder, path)
         observers: list[Any] = [recorder, Progress(enabled=progress)]
         if path is not None:
             observers.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
@@ -142,37 +161,137 @@ def run_output(cfg: RunConfig, config_path: str | Path | None = None,
     return Path(config_path).with_suffix(".nc")
 
 
-def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, resume: bool,
-                 overwrite: bool, key: str,
-                 snapshot_times: tuple[float, ...] | None = None) -> dict[str, Any]:
-    """How a run starts given an existing output file: keyword arguments for
-    :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
-    when the file already holds the finished run (all of ``snapshot_times``, when given: a
-    complete run of a shorter horizon is continued from its final checkpoint). Refuses to
-    touch an existing file without ``resume`` or ``overwrite``
-    (:func:`~spheredens.io.check_output_path`), and to resume a file that ``same(ds)`` does
-    not recognize."""
-    if path is None or not Path(path).exists():
+def input_files(cfg: RunConfig) -> list[tuple[str, Path]]:
+    """The files a run of ``cfg`` reads, as (what, path) for
+    :func:`~spheredens.io.check_not_input`: the density files of ``initial`` (name ``"file"``,
+    key ``path``, resolved against the configuration's folder), wherever they sit in it."""
+    found: list[tuple[str, Path]] = []
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, Mapping):
+            if value.get("name") == "file" and isinstance(value.get("path"), str):
+                file = Path(value["path"])
+                found.append((f"the initial density file ({key}.path)",
+                              file if file.is_absolute() else cfg.base_dir / file))
+            for name, item in value.items():
+                walk(item, f"{key}.{name}")
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{key}[{i}]")
+
+    walk(cfg.to_dict().get("initial", {}), "initial")
+    return found
+
+
+def _difference_text(difference: Any) -> str:
+    """What a ``same``/``differ`` function of :func:`resume_plan` returned, as the difference
+    named in the message: "" for the same run (True or ""), a generic phrase for False."""
+    if difference is True or difference is None:
+        return ""
+    if difference is False:
+        return "the file's configuration or run differs from this one"
+    return str(difference)
+
+
+def resume_plan(path: Path | None, opener: Any, differ: Any, *, resume: bool, overwrite: bool, key: str,
+                snapshot_times: tuple[float, ...] | None = None,
+                notify: Notify | None = None) -> dict[str, Any]:
+    """What an existing output file means for a run about to start, decided before any set-up.
+
+    Returns ``{}`` (start from the beginning: no file, or ``overwrite``), ``{"complete": ds}``
+    (the file holds the finished run: all of ``snapshot_times`` when given; a complete run of
+    a shorter horizon is continued from its final checkpoint instead) or ``{"previous": ds}``
+    (continue it: :func:`resume_from`).
+
+    Parameters
+    ----------
+    differ : callable
+        ``differ(ds)``: the first difference between the run in the file and this one, in
+        words (:func:`run_difference`), "" when they are the same run (True/False are accepted
+        too).
+    notify : callable, optional
+        Told (:data:`Notify`) when ``resume`` finds no file (``"missing"``) or the complete run
+        (``"complete"``).
+
+    Raises
+    ------
+    ConfigError, SchemaError
+        The file exists and neither ``resume`` nor ``overwrite`` is set
+        (:func:`~spheredens.io.check_output_path`); or ``resume`` and the file holds another
+        run (the message names the first difference), or a damaged checkpoint or snapshots
+        (:func:`~spheredens.recorder.checkpoint_problem`). The file is never changed.
+    """
+    if path is None:
+        return {}
+    if not Path(path).exists():
+        if resume:
+            message = f"{str(path)!r} does not exist, so there is nothing to resume; starting from scratch"
+            logger.info("%s", message)
+            if notify is not None:
+                notify("missing", message)
         return {}
     if not resume:
         check_output_path(path, overwrite=overwrite, key=key, resumable=True)
         return {}
     previous = opener(path)
-    if not same(previous):
-        raise SchemaError(f"{str(path)!r} was written by a different configuration; resume needs "
-                          "the same one, except for the horizon (time.t_end, time.snapshots, "
-                          "time.times), which may change when the snapshot times already written "
-                          "stay the same and the checkpoint lies before the new t_end (or "
-                          "choose another output path)")
+    difference = _difference_text(differ(previous))
+    if difference:
+        raise SchemaError(f"{str(path)!r} was written by a different configuration: {difference}; resume "
+                          "needs the same one (only the horizon, time.t_end, time.snapshots or "
+                          "time.times, may change, keeping the snapshots already written and ending "
+                          "after the checkpoint): choose another output path, or start again with "
+                          "--overwrite")
     recorded = tuple(float(t) for t in previous["time"].values) if "time" in previous else ()
-    if previous.attrs.get("run_status") == "complete" and (
-            snapshot_times is None or recorded == tuple(snapshot_times)):
-        logger.info("%s is already complete", path)
+    complete = previous.attrs.get("run_status") == "complete" and (
+        snapshot_times is None or recorded == tuple(snapshot_times))
+    has_checkpoint = any(name in previous for name in ("checkpoint_state", "checkpoint_position"))
+    problem = checkpoint_problem(previous) if has_checkpoint or not complete else ""
+    if problem:
+        raise SchemaError(f"cannot resume {str(path)!r}: {problem}; the file is left as it is: start "
+                          "again with --overwrite, or choose another output path")
+    if complete:
+        t_last = f"t = {recorded[-1]:g}, " if recorded else ""
+        message = (f"{str(path)!r} is already complete ({t_last}{int(previous.attrs.get('n_steps', 0))} "
+                   "steps): nothing was run; pass --overwrite to run it again")
+        logger.info("%s", message)
+        if notify is not None:
+            notify("complete", message)
         return {"complete": previous}
-    t0, state, steps = recorder.restore(previous)
+    return {"previous": previous}
+
+
+def resume_from(plan: dict[str, Any], recorder: Any, path: Path | None) -> dict[str, Any]:
+    """Keyword arguments for :func:`~spheredens.simulate.simulate` from a plan of
+    :func:`resume_plan`: empty (from the beginning), or the checkpoint of ``plan["previous"]``
+    taken over by ``recorder`` (``recorder.restore``, which checks it against the solver: the
+    state's shape and mass). A refusal names ``path``; the file is left as it is."""
+    previous = plan.get("previous")
+    if previous is None:
+        return {}
+    try:
+        t0, state, steps = recorder.restore(previous)
+    except SchemaError as exc:
+        raise SchemaError(f"cannot resume {str(path)!r}: {exc}; the file is left as it is: start again "
+                          "with --overwrite, or choose another output path") from None
     # a checkpoint taken on a snapshot time just before its snapshot was recorded
     return {"state": state, "t_start": t0, "steps_done": steps,
             "observe_start": t0 not in recorder.times}
+
+
+def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, resume: bool,
+                 overwrite: bool, key: str,
+                 snapshot_times: tuple[float, ...] | None = None,
+                 notify: Notify | None = None) -> dict[str, Any]:
+    """How a run starts given an existing output file: keyword arguments for
+    :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
+    when the file already holds the finished run: :func:`resume_plan` then
+    :func:`resume_from`, for a ``recorder`` built beforehand. ``same(ds)`` returns the first
+    difference in words ("" for the same run; a bool is accepted)."""
+    plan = resume_plan(path, opener, same, resume=resume, overwrite=overwrite, key=key,
+                       snapshot_times=snapshot_times, notify=notify)
+    if plan.get("complete") is not None:
+        return plan
+    return resume_from(plan, recorder, path)
 
 
 def resolution_problem(cfg: RunConfig) -> str:
@@ -187,7 +306,7 @@ HORIZON_KEYS = ("t_end", "snapshots", "times")
 
 def same_run(config_text: str, cfg: RunConfig, ds: Any = None) -> bool:
     """Whether the configuration stored in a file describes the same run as ``cfg`` (all
-    sections but ``[output]``).
+    sections but ``[output]``): :func:`run_difference` finds no difference.
 
     With the file's dataset ``ds``, a change of horizon only (``time.t_end``, ``snapshots``,
     ``times``) also counts as the same run when continuing the file gives exactly the run of
@@ -195,22 +314,82 @@ def same_run(config_text: str, cfg: RunConfig, ds: Any = None) -> bool:
     ``cfg`` up to the checkpoint are the ones the file holds (the steps land on the same
     times, so they are the same steps). Equally spaced snapshots keep their times when
     ``t_end`` and ``snapshots`` change together (``snapshots = t_end / spacing + 1``)."""
+    return not run_difference(config_text, cfg, ds)
+
+
+#: how many characters of a value :func:`run_difference` shows
+SHOWN_VALUE_CHARS = 60
+
+_UNSET = object()
+
+
+def _flat(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested table as dotted keys, in its order ({} sections kept as values)."""
+    out: dict[str, Any] = {}
+    for name, value in table.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_flat(value, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = value
+    return out
+
+
+def _shown(value: Any) -> str:
+    """A configuration value as in TOML, cut to :data:`SHOWN_VALUE_CHARS` characters."""
+    if value is _UNSET:
+        return "not set"
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = '"' + value + '"'
+    else:
+        text = str(value)
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS - 3] + "..."
+
+
+def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
+    """The first difference between the run stored in a file and the run of ``cfg``, in words
+    ("model.beta is 30.0 in the file, 31.0 in the configuration"), or "" when they are the same
+    run (:func:`same_run` has the rule, horizon changes included). Keys are compared in the
+    order of the configuration (then those only the file has), all sections but ``[output]``;
+    a horizon change that is not allowed says why (it moves a snapshot already written, or
+    ends before the checkpoint)."""
     try:
-        stored = tomllib.loads(config_text)
+        stored = _flat(tomllib.loads(config_text))
     except tomllib.TOMLDecodeError:
-        return False
-    current = cfg.to_dict()
-    keys = (set(stored) | set(current)) - {"output"}
-    if all(stored.get(k) == current.get(k) for k in keys):
-        return True
+        return "the configuration stored in the file (attribute config) is not valid TOML"
+    current = _flat(cfg.to_dict())
+    keys = [k for k in dict.fromkeys([*current, *stored]) if k != "output" and not k.startswith("output.")]
+    diffs = [(k, stored.get(k, _UNSET), current.get(k, _UNSET)) for k in keys
+             if stored.get(k, _UNSET) != current.get(k, _UNSET)]
+    if not diffs:
+        return ""
+
+    def said(key: str, theirs: Any, mine: Any) -> str:
+        return f"{key} is {_shown(theirs)} in the file, {_shown(mine)} in the configuration"
+
+    horizon = {f"time.{k}" for k in HORIZON_KEYS}
+    other = next((d for d in diffs if d[0] not in horizon), None)
+    if other is not None:
+        return said(*other)
+    first = said(*diffs[0])
     if ds is None or "checkpoint_time" not in ds.attrs:
-        return False
-    other = {k: v for k, v in stored.get("time", {}).items() if k not in HORIZON_KEYS}
-    mine = {k: v for k, v in current.get("time", {}).items() if k not in HORIZON_KEYS}
-    if other != mine or any(stored.get(k) != current.get(k) for k in keys - {"time"}):
-        return False
+        return first
     t_c = float(ds.attrs["checkpoint_time"])
+    if not t_c < cfg.time.t_end:
+        return (f"{first}, and the file's checkpoint at t = {t_c:g} is not before the new "
+                f"t_end = {cfg.time.t_end:g}")
     recorded = [float(t) for t in ds["time"].values]
     wanted = [t for t in cfg.time.snapshot_times() if t <= t_c]
     # a checkpoint taken on a snapshot time can precede the recording of that snapshot
-    return t_c < cfg.time.t_end and (recorded == wanted or (recorded == wanted[:-1] and wanted[-1] == t_c))
+    if recorded == wanted or (recorded == wanted[:-1] and wanted[-1] == t_c):
+        return ""
+    k = next((i for i, (a, b) in enumerate(zip(recorded, wanted)) if a != b), min(len(recorded), len(wanted)))
+    if k < len(recorded) and k < len(wanted):
+        where = f"snapshot {k} is at t = {recorded[k]:g} in the file, t = {wanted[k]:g} in the configuration"
+    elif k < len(recorded):
+        where = f"the file has a snapshot at t = {recorded[k]:g} that the configuration does not"
+    else:
+        where = (f"the configuration has a snapshot at t = {wanted[k]:g}, before the file's checkpoint "
+                 f"at t = {t_c:g}, that the file lacks")
+    return f"{first}, which moves the snapshots already written ({where})"

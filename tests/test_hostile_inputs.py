@@ -83,6 +83,65 @@ def _npz(**arrays):
     return make
 
 
+def _density_run(text: str, *, t_end: float = 0.25, snapshots: int = 2, corrupt: str = ""):
+    """A file maker: the complete run of the configuration ``text`` with the horizon ``t_end``,
+    ``snapshots`` (a shorter one of the same spacing, which ``--resume`` extends), then damaged:
+    ``"scale"`` multiplies the checkpoint by 2 (its checksum kept), ``"scale_old"`` too without a
+    checksum (a file of an older version), ``"nan"`` puts a NaN in the last stored snapshot (no
+    checksum)."""
+    def make(path: Path) -> None:
+        import tomllib
+
+        import xarray as xr
+
+        import spheredens as sd
+
+        data = tomllib.loads(text)
+        data["time"].update(t_end=float(t_end), snapshots=int(snapshots))
+        data.pop("particles", None)
+        data.setdefault("output", {})["figure"] = False
+        sd.run(sd.config_from_dict(data, base_dir=path.parent), output=path, progress=False)
+        if not corrupt:
+            return
+        with xr.open_dataset(path) as ds:
+            ds = ds.load()
+        if corrupt.startswith("scale"):
+            ds["checkpoint_state"] = ds["checkpoint_state"] * 2.0
+        else:
+            rho = ds["rho"].values.copy()
+            rho[-1, 0] = np.nan
+            ds["rho"] = (ds["rho"].dims, rho, ds["rho"].attrs)
+        if corrupt != "scale":
+            del ds.attrs["checkpoint_sha256"]
+        ds.to_netcdf(path)
+    return make
+
+
+def _particle_run(text: str):
+    """A file maker: the particle run of the configuration ``text`` (with a [particles] table)."""
+    def make(path: Path) -> None:
+        import tomllib
+
+        import spheredens as sd
+
+        sd.run_particles(sd.config_from_dict(tomllib.loads(text), base_dir=path.parent), output=path,
+                         progress=False)
+    return make
+
+
+def _combined(path: Path) -> None:
+    """A synthetic combined sweep over beta, as analyze-beta reads it."""
+    import xarray as xr
+
+    t = np.linspace(0.0, 4.0, 41)
+    w2 = np.array([0.9 * np.exp(-r * t) + 0.05 * t for r in (0.5, 0.4)])
+    xr.Dataset({"w2_projection": (("beta", "time"), w2), "Q": (("row", "col"), np.eye(2)),
+                "K": (("row", "col"), np.eye(2)), "V": (("row", "col"), np.diag([1.0, 0.5]))},
+               coords={"beta": [10.0, 30.0], "time": t}).to_netcdf(path)
+
+
+PARTICLES = "[particles]\nn = 20\ndt = 0.05\n"
+
 # (id, files, argv, exit codes accepted, words the one error line contains)
 CASES: list[tuple] = [
     # -- shtns grids (issue 29 item 1): a grid shtns refuses ends in one line, never silently --
@@ -108,6 +167,20 @@ CASES: list[tuple] = [
     ("convert_times_and_dt", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--times", "0", "1", "2", "--dt", "1"], (2,), ("--dt", "not both")),
     # -- unstable runs (item 5) --
     # -- resume, checkpoints, outputs (items 6, 7) --
+    ("resume_scaled_checkpoint", {"c.toml": circle(), "run.nc": _density_run(circle(), corrupt="scale")}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("cannot resume", "run.nc", "checksum (checkpoint_sha256) does not match", "--overwrite")),
+    ("resume_scaled_checkpoint_old_file", {"c.toml": circle(), "run.nc": _density_run(circle(), corrupt="scale_old")}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("run.nc", "the mass of its checkpoint (t = 0.25) is 2,", "--overwrite")),
+    ("resume_nan_snapshot_old_file", {"c.toml": circle(), "run.nc": _density_run(circle(), corrupt="nan")}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("run.nc", "rho holds non-finite values (NaN or inf) at t = 0.25", "--overwrite")),
+    ("resume_changed_beta", {"c.toml": circle().replace("beta = 2.0", "beta = 1.5"), "run.nc": _density_run(circle())}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("different configuration", "model.beta is 2.0 in the file, 1.5 in the configuration")),
+    ("resume_changed_spacing", {"c.toml": circle(t_end="1.0"), "run.nc": _density_run(circle())}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("time.t_end is 0.25 in the file, 1.0 in the configuration", "moves the snapshots already written", "the file has a snapshot at t = 0.25 that the configuration does not")),
+    ("compare_own_density_input", {"c.toml": circle() + PARTICLES, "d.nc": _density_run(circle()), "p.nc": _particle_run(circle() + PARTICLES)}, ["compare", "d.nc", "p.nc", "-o", "d.nc", "--overwrite"], (2,), ("'d.nc' is the density file, an input of this command", "choose another output path")),
+    ("compare_own_particle_input", {"c.toml": circle() + PARTICLES, "d.nc": _density_run(circle()), "p.nc": _particle_run(circle() + PARTICLES)}, ["compare", "d.nc", "p.nc", "-o", "p.nc", "--overwrite"], (2,), ("'p.nc' is a particle file", "input")),
+    ("analyze_own_input", {"combined.nc": _combined}, ["analyze-beta", "combined.nc", "-o", "combined.nc", "--overwrite"], (2,), ("'combined.nc' is the combined file", "input")),
+    ("run_initial_path_is_the_output", {"run.nc": _density_run(circle()), "c.toml": circle(initial='name = "file"\npath = "run.nc"')}, ["run", "c.toml", "-o", "run.nc", "--overwrite"], (2,), ("output.path", "initial density file (initial.path)", "input")),
+    ("particles_initial_path_is_the_output", {"run.nc": _density_run(circle()), "c.toml": circle(initial='name = "file"\npath = "run.nc"') + PARTICLES}, ["particles", "c.toml", "-o", "run.nc", "--overwrite"], (2,), ("initial density file (initial.path)", "input")),
+    ("plot_existing_output", {"d.nc": _density_run(circle()), "d.png": b"keep"}, ["plot", "d.nc"], (2,), ("'d.png' exists", "--overwrite")),
+    ("animate_existing_output", {"d.nc": _density_run(circle()), "d.gif": b"keep"}, ["animate", "d.nc", "-o", "d.gif"], (2,), ("'d.gif' exists", "--overwrite")),
+    ("analyze_existing_output", {"combined.nc": _combined, "combined_beta_analysis.nc": b"keep"}, ["analyze-beta", "combined.nc"], (2,), ("'combined_beta_analysis.nc' exists", "--overwrite")),
+    ("analyze_existing_figure", {"combined.nc": _combined, "combined_beta_analysis.png": b"keep"}, ["analyze-beta", "combined.nc"], (2,), ("'combined_beta_analysis.png' exists", "--overwrite")),
     # -- sweeps (item 6) --
     # -- bounds, signals, one-line errors (items 6, 7) --
 ]

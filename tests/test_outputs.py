@@ -147,13 +147,13 @@ def test_cli_particles_file_names(tmp_path, capsys, monkeypatch):
     (tmp_path / "c.toml").write_text(
         "[model]\nbeta = 1.0\n[initial]\nname = 'uniform'\n[discretization]\nn = 64\n"
         "[time]\nt_end = 0.1\nsnapshots = 2\n[particles]\nn = 20\ndt = 0.05\n")
-    assert main(["particles", "c.toml", "--seeds", "1,2", "-q"]) == 0
+    assert main(["particles", "c.toml", "--seeds", "1,2"]) == 0  # -q would print no "wrote" line
     out = capsys.readouterr().out
     assert "wrote c_particles_seed1.nc  (20 particles" in out and "wrote c_particles_seed2.nc" in out
     assert main(["particles", "c.toml", "-q", "-o", "e.nc", "--seeds", "4..5"]) == 0
     assert sorted(p.name for p in tmp_path.glob("e_seed*.nc")) == ["e_seed4.nc", "e_seed5.nc"]
-    capsys.readouterr()
-    assert main(["particles", "c.toml", "--seeds", "1", "-q"]) == 0  # one seed: no suffix
+    assert capsys.readouterr().out == ""  # --quiet: no "wrote" lines (issue 29)
+    assert main(["particles", "c.toml", "--seeds", "1"]) == 0  # one seed: no suffix
     assert "wrote c_particles.nc  (20 particles, iid, seed 1" in capsys.readouterr().out
 
 
