@@ -224,7 +224,9 @@ def convert_particles():
         ``"circle"`` or ``"sphere"``.
     times : sequence of float, optional
         The snapshot times when the file has none (their number is checked against the time
-        axis); or ``dt``: t_k = k dt, as many as the time axis has.
+        axis); or ``dt``: t_k = k dt, as many as the time axis has; with ``config`` they must
+        end by its ``time.t_end`` unless ``axes`` states the layout (nothing else counts the
+        axes then: no layout is guessed from the shape).
     angles : bool, optional
         The array holds angles (circle).
     degrees : bool, optional
@@ -237,6 +239,10 @@ def convert_particles():
         its domain), so that :func:`compare` checks it against the density.
     attrs : dict, optional
         Attributes to record (e.g. ``{"model": "sa", "beta": 30.0}``).
+    notify : callable, optional
+        ``notify(kind, message)``: told ``"layout"`` and how the array was read when ``dt``
+        alone gives the times and the time axis is longer than the particle axis (logged
+        otherwise). The file records how it was read in the attribute ``source_layout``.
 
     Returns
     -------

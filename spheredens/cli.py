@@ -29,8 +29,8 @@ from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .interaction import INTERACTIONS
-from .io import (check_not_input, check_output_location, check_output_path, convert_particles, open_particles,
-                 open_run, write_dataset)
+from .io import (check_not_input, check_output_location, check_output_path, convert_particles, converted_summary,
+                 open_particles, open_run, write_dataset)
 from .locking import output_lock
 from .models import MODELS
 from .particles import particles_output_path, require_particles, run_particles
@@ -316,6 +316,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         for w in caught:
             if not issubclass(w.category, SpheredensWarning):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        for text in result.attrs.get("times_not_compared", "").splitlines():  # files compared in part
+            print(f"spheredens: note: {text}", file=sys.stderr)
         write_dataset(result, out)
     _wrote(args, out)
     if not args.no_figure:
@@ -354,7 +356,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     into the spheredens-particles-1 netCDF layout. Positions must be finite unit vectors of the
     domain's dimension, angles radians in [-pi, pi] or [0, 2 pi] (--degrees converts degrees),
     and the array's axes (time, n, d) unless --axes gives their order: the time axis is checked
-    against the times given (--times or the file's), the particle axis against the weights.
+    against the times given (--times or the file's), the particle axis against the weights;
+    with --dt alone the times k dt against --config's t_end, and without --config a time axis
+    longer than the particle axis is told in a note. The "wrote" line says how it was read.
     With --config the model of that run configuration is recorded, so that compare checks it;
     without, compare accepts the file with a notice.
     """
@@ -369,9 +373,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                            angles=True if args.angles else None, degrees=args.degrees, axes=args.axes,
                            config=args.config, options=_CONVERT_OPTIONS,
                            attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
-                                  if v is not None})
+                                  if v is not None},
+                           notify=lambda kind, message: print(f"spheredens: note: {message}", file=sys.stderr))
     write_dataset(ds, out)
-    print(f"wrote {_shown(out)}  ({ds.sizes['time']} times, {ds.sizes['particle']} particles)")
+    print(f"wrote {_shown(out)}  ({converted_summary(ds)})")  # what was read, in one line
     return 0
 
 
@@ -579,7 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--times", type=number(float), nargs="+", metavar="T", help="snapshot times (when the "
                    "file has none)")
     p.add_argument("--dt", type=number(float, strict=True), help="time between snapshots (t_k = k dt, "
-                   "> 0), when the file has no times")
+                   "> 0), when the file has no times; with --config they must end by its t_end unless "
+                   "--axes gives the layout")
     p.add_argument("--angles", action="store_true", help="the array holds angles in radians, in [-pi, pi] "
                    "or [0, 2 pi] (circle)")
     p.add_argument("--degrees", action="store_true", help="the array holds angles in degrees, in [-180, 180] "

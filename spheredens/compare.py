@@ -44,6 +44,28 @@ def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
     return i, j
 
 
+def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str]) -> list[str]:
+    """One sentence per file of which only some snapshots are compared: ``counts`` and ``names``
+    are of the density, then of each particle run, and ``shared`` the number of times common
+    to all of them (the times compared), e.g. "p.nc: compared at the 41 times it shares with
+    d.nc, of its 1000". Files compared at all their snapshots are not named."""
+    density, runs = names[0] or "the density", len(counts) - 1
+    many = "s" if shared != 1 else ""
+    out = []
+    for k, (name, count) in enumerate(zip(names, counts)):
+        if count <= shared:
+            continue
+        if k == 0:
+            others = names[1] if runs == 1 else "every particle file"
+            out.append(f"{density}: compared at the {shared} time{many} it shares with {others}, of its {count}")
+        elif runs == 1:
+            out.append(f"{name}: compared at the {shared} time{many} it shares with {density}, of its {count}")
+        else:
+            out.append(f"{name}: compared at the {shared} time{many} common to {density} and every particle "
+                       f"file, of its {count}")
+    return out
+
+
 def _list(t: Array) -> str:
     t = np.asarray(t)
     shown = ", ".join(f"{v:g}" for v in t[:8])
@@ -472,7 +494,10 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
         (weights renormalized; NaN where a run has no particle of slice k or no labels) and
         ``w2_slice_mean`` (time, xi) over runs. The attribute ``model_check`` says whether
         the models agree (``model_mismatch``: the differences accepted by ``allow_mismatch``;
-        ``model_not_checked``: the runs that record no model).
+        ``model_not_checked``: the runs that record no model). The coordinate ``time`` holds
+        the times compared, those common to the density and every run; ``times_not_compared``
+        (present when a file has other snapshots) names each such file, one line each
+        (:func:`partial_time_notes`), and the command line prints those lines as notes.
 
     Raises
     ------
@@ -508,6 +533,7 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     if not shared:
         raise SchemaError("no snapshot time is common to the density and every particle run")
     times = t_den[shared]
+    partial = partial_time_notes(len(shared), [t_den.size] + [p.sizes["time"] for p in runs], names)
     sliced = "xi" in density["rho"].dims
     xi = density["xi"].values if sliced else np.zeros(0)
     labels = [particle_slices(p, xi, name=f"particle run {k}") if sliced else None
@@ -573,6 +599,8 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     if models["mismatches"]:
         ds.attrs["model_mismatch"] = "; ".join(f"{p}: {diff}" for p, diffs in models["mismatches"]
                                                for diff in diffs)
+    if partial:  # files with snapshots that were not compared, one line each
+        ds.attrs["times_not_compared"] = "\n".join(partial)
     if models["unchecked"]:
         ds.attrs["model_not_checked"] = "; ".join(f"{p}: {', '.join(items)}"
                                                   for p, items in models["unchecked"])

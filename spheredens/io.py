@@ -14,7 +14,7 @@ import stat
 import tempfile
 import time as _time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -499,6 +499,8 @@ ANGLE_SLACK = UNIT_TOLERANCE
 #: how the messages of :func:`convert_particles` name its options (the command line passes its own)
 CONVERT_OPTIONS = {"times": "times=[...]", "dt": "dt=...", "degrees": "degrees=True", "axes": "axes",
                    "angles": "angles=True", "model": "attrs['model']"}
+#: times t_k = k dt up to the configuration's t_end (1 + this) are within it (as compare's TIME_TOLERANCE)
+SPAN_TOLERANCE = 1e-9
 
 
 def _real(values: Any, what: str) -> Any:
@@ -528,11 +530,14 @@ def _layout(order: tuple[str, ...], sizes: Mapping[str, int]) -> str:
     return "(" + ", ".join(str(sizes[a]) if a in sizes else a for a in order) + ")"
 
 
-def _axes_hint(shape: tuple[int, ...], order: tuple[str, ...], sizes: Mapping[str, int], option: str) -> str:
+def _axes_hint(shape: tuple[int, ...], order: tuple[str, ...], sizes: Mapping[str, int], option: str,
+               at_most: Mapping[str, int] | None = None) -> str:
     """"; if the array is (n, time, d), give --axes n,time,d" for the first other order of the
-    axes under which ``shape`` has the ``sizes``, or "" when there is none."""
+    axes under which ``shape`` has the ``sizes`` (and axes no longer than ``at_most``), or ""
+    when there is none."""
     for other in itertools.permutations(sorted(order, key=POSITION_AXES.index)):
-        if other != order and all(shape[other.index(a)] == size for a, size in sizes.items()):
+        if other != order and all(shape[other.index(a)] == size for a, size in sizes.items()) \
+                and all(shape[other.index(a)] <= most for a, most in (at_most or {}).items()):
             return f"; if the array is ({', '.join(other)}), give {option} {','.join(other)}"
     return ""
 
@@ -540,7 +545,8 @@ def _axes_hint(shape: tuple[int, ...], order: tuple[str, ...], sizes: Mapping[st
 def convert_particles(source: str | Path, *, domain: str | None = None, times: Any = None,
                       dt: float | None = None, angles: bool | None = None, degrees: bool = False,
                       axes: str | Any = None, attrs: dict[str, Any] | None = None, config: Any = None,
-                      options: Mapping[str, str] | None = None) -> Any:
+                      options: Mapping[str, str] | None = None,
+                      notify: Callable[[str, str], None] | None = None) -> Any:
     """Read a particle run from a common array format and return a spheredens-particles-1 Dataset.
 
     Accepted: ``.npy`` holding positions (time, n, d) or angles (time, n) on the circle;
@@ -553,7 +559,11 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
     (1e-6; the message names the worst row); the length of the time axis equal to the number
     of times given (file, ``times``), and of the particle axis to the number of weights (the
     message names the shape read, the shape expected and the ``axes`` that would fit); at least
-    one snapshot and one particle; a registered model name in ``attrs``.
+    one snapshot and one particle; a registered model name in ``attrs``. With ``dt`` alone (no
+    times, no weights, no ``axes``) nothing counts the axes, and no layout is guessed from the
+    shape: with ``config`` the times k dt must end by its ``time.t_end``, and a time axis longer
+    than the particle axis is told to ``notify``. The file records how it was read (attribute
+    ``source_layout``, e.g. "shape (1000, 41, 3) read as (time, n, d)").
 
     Parameters
     ----------
@@ -561,8 +571,11 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         ``"circle"`` or ``"sphere"``; required unless ``config`` gives it.
     times : sequence of float, optional
         The snapshot times, when the file has none; or ``dt``: t_k = k dt. With ``dt`` alone
-        the number of times is the length of the time axis, which then cannot be checked:
-        state ``axes`` unless the array is (time, n, d).
+        the number of times is the length of the time axis: it is checked against ``config``'s
+        ``time.t_end`` (t_k <= t_end, else refused naming the ``axes`` that fits; ``axes``
+        stating the layout lifts the check), and without ``config`` only told (``notify``)
+        when the time axis is longer than the particle axis. State ``axes`` unless the array
+        is (time, n, d).
     angles : bool, optional
         The array holds angles on the circle (inferred for a 2-d array on the circle and for
         the keys ``theta``/``angles``).
@@ -576,19 +589,26 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         spheredens does (attributes ``model``, ``beta``, ``config``; ``Q``, ``K``, ``V``; usa_av:
         ``slice_xi``, ``slice_weight``), and ``spheredens compare`` checks it against the
         density. Without it the file carries no model and compare says it was not checked.
+        Its ``[particles]`` table is not used: its ``n`` and ``dt`` (the integrator's step)
+        describe the runs of ``spheredens particles``, not another code's snapshots.
     attrs : dict, optional
         Attributes to record; ``model`` must be a registered model name.
     options : mapping, optional
         How the messages name the options ``times``, ``dt``, ``degrees``, ``axes``, ``angles``
         and ``model`` (default :data:`CONVERT_OPTIONS`, the keyword arguments; the command line
         passes ``--times``, ...).
+    notify : callable, optional
+        ``notify(kind, message)``, told ``("layout", message)`` when nothing counts the axes
+        (``dt`` alone, no weights, no ``axes``) and the time axis is longer than the particle
+        axis: how the array was read, and that ``axes`` reads another layout (the command line
+        prints it as a ``spheredens: note:`` line). Without it the message is logged (INFO).
 
     Raises
     ------
     SchemaError
         Not real numbers, angles out of range, non-unit vectors, NaN, wrong shapes or axes, a
-        dimension that does not match ``domain``, times or weights of the wrong length, no
-        snapshot or no particle.
+        dimension that does not match ``domain``, times or weights of the wrong length, times
+        k dt past ``config``'s t_end, no snapshot or no particle.
     ConfigError
         An invalid ``config`` or ``axes``, an unknown model, or a configuration whose domain or
         model disagrees with ``domain`` or the ``model``/``beta`` of ``attrs``.
@@ -700,6 +720,8 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         sizes.update({"n": w.size})
         raise SchemaError(f"{w.size} weights ({w_what}) for {n} particles: {read}; with {w.size} weights "
                           f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}")
+    if given is None and weight is None and layout is None:  # nothing counts the axes: --dt alone
+        _check_unconfirmed_layout(t, dt, n, shape, order, sizes, read, stamp, say, notify)
     if angles:
         if degrees:
             arr = np.deg2rad(arr)
@@ -709,6 +731,7 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
     extra = {k: v for k, v in attrs.items() if stamp is None or k not in ("model", "beta")}
     if stamp is not None:
         extra["model_source"] = stamp["source"]
+    extra["source_layout"] = f"shape {shape} read as ({', '.join(order)})"
     ds = particle_dataset(t, arr, w, domain=domain, attrs={"source": str(source), **extra},
                           weight_long_name=CONVERTED_WEIGHT_LONG_NAME,
                           model=None if stamp is None else stamp["model"],
@@ -719,6 +742,58 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         ds["slice_weight"] = PARTICLE_VARIABLES["slice_weight"].entry(np.asarray(xi_weight, dtype=float))
     validate_particles(ds, name=str(source))
     return ds
+
+
+def converted_summary(ds: Any) -> str:
+    """What :func:`convert_particles` read, in words for its "wrote" line: "41 times, t = 0 .. 40,
+    dt 1; 1000 particles; d = 3; shape (41, 1000, 3) read as (time, n, d)" (the spacing when the
+    times are evenly spaced, to 1e-9 relative)."""
+    t = np.asarray(ds["time"].values, dtype=float)
+    span = f"t = {t[0]:g}" if t.size == 1 else f"t = {t[0]:g} .. {t[-1]:g}"
+    steps = np.diff(t)
+    if steps.size and np.all(np.abs(steps - steps[0]) <= 1e-9 * max(abs(steps[0]), abs(t[-1]))):
+        span += f", dt {steps[0]:g}"
+    n = ds.sizes["particle"]
+    words = [f"{t.size} time{'s' if t.size != 1 else ''}, {span}", f"{n} particle{'s' if n != 1 else ''}",
+             f"d = {ds.sizes['component']}"]
+    if "source_layout" in ds.attrs:
+        words.append(str(ds.attrs["source_layout"]))
+    return "; ".join(words)
+
+
+def _check_unconfirmed_layout(t: Any, dt: float, n: int, shape: tuple[int, ...], order: tuple[str, ...],
+                              sizes: Mapping[str, int], read: str, stamp: dict[str, Any] | None,
+                              say: Mapping[str, str], notify: Callable[[str, str], None] | None) -> None:
+    """The checks of an array whose axes nothing counts (times t_k = k dt from ``dt`` alone, no
+    weights, no ``axes``): no guess from the shape alone.
+
+    With a configuration (``stamp``), the times must end by its ``time.t_end`` (to
+    :data:`SPAN_TOLERANCE`): a time axis longer than t_end / dt + 1 is refused in one line naming
+    the shape read, the shape expected and the ``axes`` that fits (an (n, time, d) array read
+    as (time, n, d) has n times); ``axes`` stating the layout lifts the check. Otherwise, when
+    the time axis is longer than the particle axis, ``notify("layout", ...)`` says how the array
+    was read and that ``axes`` reads another layout (the module's logger when ``notify`` is
+    None)."""
+    n_t = t.size
+    if stamp is not None:
+        t_end = stamp["t_end"]
+        limit = t_end + SPAN_TOLERANCE * max(1.0, t_end)
+        if t[-1] > limit:
+            most = int(np.floor(limit / dt)) + 1
+            hint = _axes_hint(shape, order, sizes, say["axes"], at_most={"time": most})
+            raise SchemaError(f"{n_t} times of spacing {dt:g} ({say['dt']}) end at t = {t[-1]:g}, after t_end = "
+                              f"{t_end:g} of {stamp['named']}: {read}; up to t_end fit at most "
+                              f"{most} times, expected {_layout(order, {**sizes, 'time': f'<= {most}'})}{hint} "
+                              f"({say['axes']} {','.join(order)} keeps this reading)")
+    if n_t > n:
+        other = ",".join("n" if a == "time" else "time" if a == "n" else a for a in order)
+        message = (f"{read}: {n_t} times x {n} particles, more times than particles ({say['dt']} gives no "
+                   f"count of times to check); give {say['axes']} if the array is another layout, e.g. "
+                   f"{say['axes']} {other}")
+        if notify is None:
+            logger.info(message)
+        else:
+            notify("layout", message)
 
 
 def _check_angles(theta: Any, what: str, *, degrees: bool, option: str) -> None:
@@ -783,4 +858,6 @@ def _model_stamp(config: Any, domain: str | None, attrs: dict[str, Any]) -> dict
     aux = model.auxiliary
     return {"model": model, "config": config.to_toml(), "domain": config.domain.name,
             "slices": None if aux is None else (aux.xi, aux.weight),
-            "source": f"stamped from {source} by convert-particles"}
+            "source": f"stamped from {source} by convert-particles",
+            "named": source if source == "the given configuration" else f"the configuration {source}",
+            "t_end": float(config.time.t_end)}

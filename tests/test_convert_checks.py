@@ -368,3 +368,204 @@ def test_compare_refuses_bad_particle_files_in_one_line(density, tmp_path, capsy
     line = one_line_error(capsys, ["compare", str(density), str(p), "--no-figure", "-o", str(out)])
     assert line.startswith(f"spheredens: error: {p}: {words}"), line
     assert not out.exists()
+
+
+# -- --dt alone: nothing counts the axes (issue 29 item 4, the probe's last gap) ----------------
+# An (n, time, d) array given with --dt, without weights, has no count of times to be checked
+# against. No layout is guessed from the shape: with --config the times k dt must end by its
+# t_end (refused in one line naming the shapes and the --axes that fits); without, a time axis
+# longer than the particle axis is told in one note line; the "wrote" line and the attribute
+# source_layout say how the array was read. compare says when it uses only some snapshots.
+CIRCLE_RUN = {"model": {"name": "sa", "beta": 2.0}, "initial": {"name": "uniform"},
+              "discretization": {"scheme": "fv", "n": 32}, "time": {"t_end": 1.5, "times": TIMES}}
+
+
+@pytest.fixture
+def run_toml(tmp_path):
+    """The configuration of a circle run to t_end = 1.5 (snapshots at TIMES)."""
+    path = tmp_path / "run.toml"
+    path.write_text(sd.config_from_dict(CIRCLE_RUN).to_toml())
+    return path
+
+
+def convert_lines(capsys, *argv):
+    """Run convert-particles, which must succeed: (stdout, stderr) as lists of lines."""
+    assert main(["convert-particles", *map(str, argv)]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return captured.out.splitlines(), captured.err.splitlines()
+
+
+def test_transposed_array_with_dt_and_config_is_refused_naming_the_shapes(tmp_path, capsys, run_toml):
+    """(n, time, d) = (40, 4, 2) with --dt 0.5 reads as 40 times, t = 0 .. 19.5, past the
+    configuration's t_end = 1.5 (at most 4 times k 0.5 fit): one line, the --axes that fits."""
+    x = unit_vectors((len(TIMES), N, 2))
+    np.save(tmp_path / "x.npy", np.transpose(x, (1, 0, 2)))
+    src, out = repr(str(tmp_path / "x.npy")), tmp_path / "x.nc"
+    line = one_line_error(capsys, ["convert-particles", str(tmp_path / "x.npy"), str(out), "--config",
+                                   str(run_toml), "--dt", "0.5"])
+    assert line == (f"spheredens: error: {N} times of spacing 0.5 (--dt) end at t = 19.5, after t_end = 1.5 of the "
+                    f"configuration {run_toml}: {src} of shape ({N}, 4, 2) is read as (time, n, d); up to t_end fit "
+                    "at most 4 times, expected (<= 4, n, 2); if the array is (n, time, d), give --axes n,time,d "
+                    "(--axes time,n,d keeps this reading)")
+    assert not out.exists()
+    # angles (n, time)
+    np.save(tmp_path / "a.npy", np.arctan2(x[..., 1], x[..., 0]).T)
+    line = one_line_error(capsys, ["convert-particles", str(tmp_path / "a.npy"), str(out), "--config",
+                                   str(run_toml), "--dt", "0.5"])
+    assert line.endswith(f"of shape ({N}, 4) is read as (time, n); up to t_end fit at most 4 times, expected "
+                         "(<= 4, n); if the array is (n, time), give --axes n,time (--axes time,n keeps this reading)")
+    assert not out.exists()
+    # the Python API names its keyword arguments and a RunConfig as "the given configuration"
+    with pytest.raises(sd.SchemaError, match=r"^40 times of spacing 0\.5 \(dt=\.\.\.\) end at t = 19\.5, after "
+                                             r"t_end = 1\.5 of the given configuration: .* give axes n,time,d "
+                                             r"\(axes time,n,d keeps this reading\)$"):
+        convert_particles(tmp_path / "x.npy", dt=0.5, config=sd.config_from_dict(CIRCLE_RUN))
+
+
+def test_with_config_the_axes_option_converts_or_keeps_the_reading(tmp_path, capsys, run_toml):
+    x = unit_vectors((len(TIMES), N, 2))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.transpose(x, (1, 0, 2)))
+    config = ["--config", run_toml, "--dt", "0.5"]
+    a = convert(capsys, tmp_path / "x.npy", tmp_path / "x.nc", *config)  # (time, n, d): t = 0 .. 1.5 fits
+    b = convert(capsys, tmp_path / "y.npy", tmp_path / "y.nc", *config, "--axes", "n,time,d")
+    assert_same_measure(a, b)
+    np.testing.assert_array_equal(a["time"].values, TIMES)
+    assert a.attrs["model"] == "sa" and a.attrs["source_layout"] == f"shape (4, {N}, 2) read as (time, n, d)"
+    assert b.attrs["source_layout"] == f"shape ({N}, 4, 2) read as (n, time, d)"
+    # --axes stating the layout lifts the check: 40 times past t_end, as the user says
+    c = convert(capsys, tmp_path / "y.npy", tmp_path / "z.nc", *config, "--axes", "time,n,d")
+    assert c.sizes["time"] == N and c.sizes["particle"] == 4 and float(c["time"].values[-1]) == 19.5
+
+
+def test_times_past_t_end_by_one_step_are_refused_and_round_off_is_not(tmp_path, capsys, run_toml):
+    """5 times of spacing 0.5 end at 2 > 1.5: refused, and no other order fits (no hint). Times
+    k 0.1 that end at t_end up to round-off (3 x 0.1 = 0.30000000000000004 > 0.3) fit."""
+    np.save(tmp_path / "x.npy", unit_vectors((5, N, 2)))
+    line = one_line_error(capsys, ["convert-particles", str(tmp_path / "x.npy"), str(tmp_path / "x.nc"),
+                                   "--config", str(run_toml), "--dt", "0.5"])
+    assert line.endswith(f"5 times of spacing 0.5 (--dt) end at t = 2, after t_end = 1.5 of the configuration "
+                         f"{run_toml}: {str(tmp_path / 'x.npy')!r} of shape (5, {N}, 2) is read as (time, n, d); up to "
+                         "t_end fit at most 4 times, expected (<= 4, n, 2) (--axes time,n,d keeps this reading)")
+    short = tmp_path / "short.toml"
+    short.write_text(sd.config_from_dict({**CIRCLE_RUN, "time": {"t_end": 0.3, "snapshots": 4}}).to_toml())
+    np.save(tmp_path / "y.npy", unit_vectors((4, N, 2)))
+    assert 3 * 0.1 > 0.3
+    ds = convert(capsys, tmp_path / "y.npy", tmp_path / "y.nc", "--config", short, "--dt", "0.1")
+    assert ds.sizes["time"] == 4
+    np.save(tmp_path / "z.npy", unit_vectors((5, N, 2)))
+    assert "up to t_end fit at most 4 times" in one_line_error(
+        capsys, ["convert-particles", str(tmp_path / "z.npy"), str(tmp_path / "z.nc"), "--config", str(short),
+                 "--dt", "0.1"])
+
+
+def test_without_config_a_time_axis_longer_than_the_particle_axis_is_noted_once(tmp_path, capsys):
+    x = unit_vectors((len(TIMES), N, 2))
+    np.save(tmp_path / "y.npy", np.transpose(x, (1, 0, 2)))                 # (40, 4, 2), read as 40 times
+    src, out = repr(str(tmp_path / "y.npy")), tmp_path / "y.nc"
+    stdout, stderr = convert_lines(capsys, tmp_path / "y.npy", out, "--domain", "circle", "--dt", "0.5")
+    assert stderr == [f"spheredens: note: {src} of shape ({N}, 4, 2) is read as (time, n, d): {N} times x 4 "
+                      "particles, more times than particles (--dt gives no count of times to check); give --axes if "
+                      "the array is another layout, e.g. --axes n,time,d"]
+    assert stdout == [f"wrote {out.resolve()}  ({N} times, t = 0 .. 19.5, dt 0.5; 4 particles; d = 2; shape ({N}, 4, "
+                      "2) read as (time, n, d))"]
+    assert open_particles(out).sizes["time"] == N  # a note: converted as read
+    # (time, n, d) with more particles than times, --axes given, weights or times given: no note
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "w.npz", x=np.transpose(x, (1, 0, 2)), weight=np.full(4, 0.25))
+    for argv in ([tmp_path / "x.npy", "--dt", "0.5"], [tmp_path / "y.npy", "--dt", "0.5", "--axes", "n,time,d"],
+                 [tmp_path / "y.npy", "--dt", "0.5", "--axes", "time,n,d"], [tmp_path / "w.npz", "--dt", "0.5"],
+                 [tmp_path / "y.npy", "--times", *map(str, 0.5 * np.arange(N))]):
+        stdout, stderr = convert_lines(capsys, argv[0], tmp_path / "o.nc", "--domain", "circle", "--overwrite",
+                                       *argv[1:])
+        assert stderr == [] and len(stdout) == 1 and stdout[0].startswith("wrote "), (argv, stderr)
+    # as many times as particles: no note (the rule is "longer than")
+    np.save(tmp_path / "s.npy", unit_vectors((6, 6, 2)))
+    assert convert_lines(capsys, tmp_path / "s.npy", tmp_path / "s.nc", "--domain", "circle", "--dt", "1")[1] == []
+
+
+def test_the_wrote_line_says_what_was_read(theta, tmp_path, capsys):
+    np.save(tmp_path / "a.npy", theta)
+    out = tmp_path / "a.nc"
+    assert convert_lines(capsys, tmp_path / "a.npy", out, "--domain", "circle", "--times", "0", "0.5", "2", "3") == (
+        [f"wrote {out.resolve()}  (4 times, t = 0 .. 3; {N} particles; d = 2; shape (4, {N}) read as (time, n))"], [])
+    np.save(tmp_path / "b.npy", theta[:1])
+    assert convert_lines(capsys, tmp_path / "b.npy", tmp_path / "b.nc", "--domain", "circle", "--dt", "1")[0] == [
+        f"wrote {(tmp_path / 'b.nc').resolve()}  (1 time, t = 0; {N} particles; d = 2; shape (1, {N}) read as "
+        "(time, n))"]
+
+
+def test_python_api_tells_notify_or_the_log(tmp_path, caplog):
+    np.save(tmp_path / "y.npy", unit_vectors((N, 4, 3)))
+    told = []
+    ds = convert_particles(tmp_path / "y.npy", domain="sphere", dt=1.0, notify=lambda *a: told.append(a))
+    assert told == [("layout", f"{str(tmp_path / 'y.npy')!r} of shape ({N}, 4, 3) is read as (time, n, d): {N} "
+                               "times x 4 particles, more times than particles (dt=... gives no count of times to "
+                               "check); give axes if the array is another layout, e.g. axes n,time,d")]
+    assert ds.attrs["source_layout"] == f"shape ({N}, 4, 3) read as (time, n, d)"
+    with caplog.at_level("INFO", logger="spheredens.io"):
+        convert_particles(tmp_path / "y.npy", domain="sphere", dt=1.0)
+    assert [r.getMessage() for r in caplog.records if r.name == "spheredens.io"] == [told[0][1]]
+    told.clear()
+    convert_particles(tmp_path / "y.npy", domain="sphere", dt=1.0, axes="n,time,d", notify=lambda *a: told.append(a))
+    assert told == []
+
+
+def _converted(tmp_path, name, n_t, seed=1):
+    """A converted circle particle file of n_t snapshots at t = 0, 1, ... (the density's spacing)."""
+    np.save(tmp_path / f"{name}.npy", unit_vectors((n_t, N, 2), seed))
+    path = tmp_path / f"{name}.nc"
+    convert_particles(tmp_path / f"{name}.npy", domain="circle", dt=1.0).to_netcdf(path)
+    return str(path)
+
+
+def test_compare_notes_the_snapshots_it_does_not_use(density, tmp_path, capsys):
+    """The density has t = 0, 1, 2. A particle file of 5 snapshots (t = 0 .. 4) is compared at 3
+    of them, and one of 2 snapshots uses 2 of the density's 3: each file is named once, in one
+    note line, recorded in times_not_compared; the times compared are the file's time coordinate."""
+    d = str(density)
+    long, short = _converted(tmp_path, "long", 5), _converted(tmp_path, "short", 2, seed=2)
+    same = _converted(tmp_path, "same", 3, seed=3)
+    out = tmp_path / "c.nc"
+    warning = "spheredens: warning: {} carr{} no model (converted from another code)"
+
+    def notes(*particles):
+        assert main(["compare", d, *particles, "--no-figure", "-o", str(out), "--overwrite"]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 + sum(line.startswith("spheredens: note: ") for line in err), err
+        assert err[0].startswith(warning.format(", ".join(particles), "ies" if len(particles) == 1 else "y")), err
+        return err[1:], xr.open_dataset(out)
+
+    lines, cmp = notes(long)
+    assert lines == [f"spheredens: note: {long}: compared at the 3 times it shares with {d}, of its 5"]
+    assert cmp.attrs["times_not_compared"] == lines[0].removeprefix("spheredens: note: ")
+    np.testing.assert_array_equal(cmp["time"].values, [0.0, 1.0, 2.0])
+    lines, cmp = notes(short)
+    assert lines == [f"spheredens: note: {d}: compared at the 2 times it shares with {short}, of its 3"]
+    np.testing.assert_array_equal(cmp["time"].values, [0.0, 1.0])
+    lines, cmp = notes(same)  # every snapshot of both: no note, no attribute
+    assert lines == [] and "times_not_compared" not in cmp.attrs
+    lines, cmp = notes(long, short, same)
+    assert lines == [f"spheredens: note: {d}: compared at the 2 times it shares with every particle file, of its 3",
+                     f"spheredens: note: {long}: compared at the 2 times common to {d} and every particle file, of "
+                     "its 5",
+                     f"spheredens: note: {same}: compared at the 2 times common to {d} and every particle file, of "
+                     "its 3"]
+    assert cmp.attrs["times_not_compared"].splitlines() == [line.removeprefix("spheredens: note: ") for line in lines]
+
+
+def test_compare_at_one_common_time_notes_it_and_at_none_refuses(density, tmp_path, capsys):
+    d = str(density)
+    one = _converted(tmp_path, "one", 1)
+    out = tmp_path / "c.nc"
+    assert main(["compare", d, one, "--no-figure", "-o", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[1:] == [f"spheredens: note: {d}: compared at the 1 time it shares with {one}, of its 3"]
+    x = unit_vectors((2, N, 2))
+    np.savez(tmp_path / "late.npz", x=x, t=[5.0, 6.0])
+    late = str(tmp_path / "late.nc")
+    convert_particles(tmp_path / "late.npz", domain="circle").to_netcdf(late)
+    line = one_line_error(capsys, ["compare", d, late, "--no-figure", "-o", str(tmp_path / "c2.nc")])
+    assert line.startswith("spheredens: error: the density and particle files have no snapshot time in common "
+                           "(density: 0, 1, 2; particles: 5, 6)")
+    assert not (tmp_path / "c2.nc").exists()

@@ -151,6 +151,9 @@ CASES: list[tuple] = [
                        discretization='scheme = "sh_spectral"\nlmax = 7\ninteraction = "lowrank_meridian"')},
      ["run", "c.toml"], (0, 2), ()),
     # -- convert-particles (item 4) --
+    ("convert_transposed_dt_config", {"c.toml": circle(), "x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (5, 3, 1)))}, ["convert-particles", "x.npy", "o.nc", "--config", "c.toml", "--dt", "0.25"], (2,), ("5 times of spacing 0.25 (--dt) end at t = 1", "after t_end = 0.5 of the configuration c.toml", "shape (5, 3, 2)", "expected (<= 3, n, 2)", "--axes n,time,d")),
+    ("convert_transposed_dt_config_axes", {"c.toml": circle(), "x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (5, 3, 1)))}, ["convert-particles", "x.npy", "o.nc", "--config", "c.toml", "--dt", "0.25", "--axes", "n,time,d"], (0,), ()),
+    ("convert_transposed_dt_note", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (5, 3, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--dt", "0.25"], (0,), ()),
     ("convert_degrees", {"a.npy": lambda p: np.save(p, np.linspace(-170.0, 170.0, 12).reshape(3, 4))}, ["convert-particles", "a.npy", "o.nc", "--domain", "circle", "--dt", "1"], (2,), ("outside [-pi, pi] and [0, 2 pi]", "--degrees")),
     ("convert_degrees_option", {"a.npy": lambda p: np.save(p, np.linspace(-170.0, 170.0, 12).reshape(3, 4))}, ["convert-particles", "a.npy", "o.nc", "--domain", "circle", "--dt", "1", "--degrees"], (0,), ()),
     ("convert_not_unit", {"x.npz": _npz(x=np.full((3, 4, 2), 0.8), t=[0.0, 1.0, 2.0])}, ["convert-particles", "x.npz", "o.nc", "--domain", "circle"], (2,), ("not unit vectors to 1e-06", "worst row is [0, 0]", "norm 1.13137085")),
