@@ -83,14 +83,36 @@ def richardson_estimate(coarse: float, medium: float, fine: float, ratio: float 
             "gci_fine": float(1.25 * abs(e32) / (abs(fine) * factor))}
 
 
-def spectral_gap(ds: Any) -> float:
-    """mu_1 - mu_2 of the symmetric part of V B^T from the dataset's matrices (NaN without them)."""
-    if not all(m in ds for m in ("Q", "K", "V")):
+def _matrix(ds: Any, name: str) -> Any:
+    """The matrix ``name`` (Q, K or V) of a run or combined dataset as a DataArray ending in
+    (row, col): ``name`` itself, or ``<name>_value`` along the dimension ``name`` of a sweep
+    that varies it; None when absent."""
+    if f"{name}_value" in ds and name in ds.dims:
+        return ds[f"{name}_value"]
+    if name in ds.data_vars and ds[name].dims[-2:] == ("row", "col"):
+        return ds[name]
+    return None
+
+
+def spectral_gap(ds: Any) -> Any:
+    """mu_1 - mu_2 of the symmetric part of V B^T from the dataset's matrices (NaN without them):
+    a float, or a DataArray over the dimensions of a sweep that varies a matrix
+    (``V_value``: one gap per value of V)."""
+    mats = [_matrix(ds, m) for m in ("Q", "K", "V")]
+    if any(m is None for m in mats):
         return float("nan")
-    B = ds["Q"].values.T @ ds["K"].values
-    A = ds["V"].values @ B.T
-    mu = np.sort(np.linalg.eigvalsh(0.5 * (A + A.T)))[::-1]
-    return float(mu[0] - mu[1])
+    mats = xr.broadcast(*mats)
+    other = [d for d in mats[0].dims if d not in ("row", "col")]
+    Q, K, V = (m.transpose(*other, "row", "col").values for m in mats)
+    B = np.swapaxes(Q, -1, -2) @ K
+    A = V @ np.swapaxes(B, -1, -2)
+    mu = np.sort(np.linalg.eigvalsh(0.5 * (A + np.swapaxes(A, -1, -2))), axis=-1)[..., ::-1]
+    gap = mu[..., 0] - mu[..., 1]
+    if not other:
+        return float(gap)
+    return xr.DataArray(gap, dims=other, coords={d: ds[d].values for d in other if d in ds.coords},
+                        attrs={"long_name": "spectral gap of V B^T", "units": "1",
+                               "comment": "mu_1 - mu_2 of the symmetric part of V B^T, per case"})
 
 
 def validate_combined(combined: Any) -> None:
@@ -173,6 +195,8 @@ def analyze_beta(combined: Any) -> Any:
     ds["min_at_end"].attrs.update({"long_name": "minimum at the last time (W2 still falling)",
                                    "units": "1"})
     ds["rate_over_gap"] = ds["early_rate"] / gap
+    if isinstance(gap, xr.DataArray):  # a sweep that varies a matrix: one gap per case
+        ds["spectral_gap"] = gap
     ds["bound"] = ("beta", bound, {"long_name": "sqrt(log(beta + 1) / beta)"})
     ds["min_w2_over_bound"] = ds["min_w2"] / ds["bound"]
     logb = np.log(beta)
@@ -190,7 +214,10 @@ def analyze_beta(combined: Any) -> Any:
                 ds[f"{k}_resolution_change"] = ((res,) + v.dims[1:], np.concatenate(
                     [change, np.full((1,) + change.shape[1:], np.nan)]),
                     {"long_name": f"|{k}(next {res}) - {k}({res})| / {k}(next {res})"})
-    ds.attrs.update({"spectral_gap": gap, "departure_definition":
+    if "failed_cases" in combined.attrs:
+        ds.attrs["failed_cases"] = combined.attrs["failed_cases"]
+    ds.attrs.update({**({} if isinstance(gap, xr.DataArray) else {"spectral_gap": gap}),
+                     "departure_definition":
                      f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + {DEPARTURE_OFFSET:g}",
                      "early_rate_definition": "-slope of log W2 on [t_min / 4, 3 t_min / 4]"})
     return analysis_attrs(ds, combined)
@@ -206,7 +233,12 @@ def resolution_dim(analysis: Any) -> str | None:
 
 
 def _fmt(value: float, spec: str, missing: str = "-") -> str:
-    return format(value, spec) if np.isfinite(value) else missing
+    """``value`` formatted by ``spec``; ``missing`` (right-aligned to the width of ``spec``)
+    when it is not finite."""
+    if np.isfinite(value):
+        return format(value, spec)
+    width = spec.split(".")[0]
+    return format(missing, f">{width}") if width.isdigit() else missing
 
 
 def _level(value: Any) -> str:
@@ -237,12 +269,18 @@ def beta_table(analysis: Any) -> list[str]:
     departure time from the row's resolution to the next one (n -> 2n), and the slope of
     log min W2 against log beta is given for each resolution.
     """
-    first = [f"spectral gap of V B^T: {analysis.attrs['spectral_gap']:.4g}; "
-             f"departure = {analysis.attrs['departure_definition']}"]
+    if "spectral_gap" in analysis.data_vars:  # one per case (a sweep that varies a matrix)
+        gaps = analysis["spectral_gap"].values
+        gap = (f"{np.nanmin(gaps):.4g} to {np.nanmax(gaps):.4g} over "
+               f"{', '.join(map(str, analysis['spectral_gap'].dims))}")
+    else:
+        gap = f"{analysis.attrs['spectral_gap']:.4g}"
+    first = [f"spectral gap of V B^T: {gap}; departure = {analysis.attrs['departure_definition']}"]
     table = analysis.transpose("beta", ...)
     other = [d for d in table["min_w2"].dims if d != "beta"]
     res = resolution_dim(analysis)
-    head = f"{'beta':>8} " + "".join(f"{d:>7} " for d in other)
+    width = {d: max([7, len(d)] + [len(_level(v)) for v in analysis[d].values]) for d in other}
+    head = f"{'beta':>8} " + "".join(f"{d:>{width[d]}} " for d in other)
     head += (f"{'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
              f"{'min/bound':>9}")
     if res:
@@ -250,7 +288,7 @@ def beta_table(analysis: Any) -> list[str]:
     lines = first + [head + "  note"]
     for idx in np.ndindex(*table["min_w2"].shape):
         row = table.isel(dict(zip(["beta"] + other, idx)))
-        text = f"{float(row.beta):8g} " + "".join(f"{_level(row[d].item()):>7} " for d in other)
+        text = f"{float(row.beta):8g} " + "".join(f"{_level(row[d].item()):>{width[d]}} " for d in other)
         text += (f"{_fmt(float(row.min_w2), '10.4g')} {_fmt(float(row.t_min), '7.3g')} "
                  f"{_fmt(float(row.departure_time), '9.3g', 'none'):>9} "
                  f"{_fmt(float(row.early_rate), '10.4g')} {_fmt(float(row.rate_over_gap), '8.3g')} "
@@ -276,6 +314,9 @@ def beta_table(analysis: Any) -> list[str]:
                  f"({slopes.dims[0]} = {_level(v)})" for j, v in enumerate(slopes[slopes.dims[0]].values)]
         lines.append("slope of log min W2 against log beta: " + ", ".join(parts)
                      + (" (last level of the other dims)" if slopes.ndim > 1 else ""))
+    if analysis.attrs.get("failed_cases"):
+        lines.append(f"failed in the sweep (no values, their rows 'no finite W2'): "
+                     f"{analysis.attrs['failed_cases']}")
     falling = int(analysis["min_at_end"].sum())
     if falling:
         lines.append(f"{falling} row(s) still falling at t_end: their min W2 is an upper bound and "

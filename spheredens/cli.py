@@ -39,7 +39,7 @@ from .plot import (DEFAULT_FPS, MAX_DEFAULT_FRAMES, animate_run, animation_outpu
 from .runner import input_files, run, run_output
 from .schemes import SCHEMES
 from .simulate import request_stop, signal_handler
-from .sweep import check_sweep_output, load_sweep, outcome_summary, run_sweep
+from .sweep import check_dashboard_address, check_sweep_output, load_sweep, outcome_summary, run_sweep
 from .transport import DENSITY_ATOMS
 from .verify import summary as verify_summary, verify
 
@@ -383,20 +383,28 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     """Run every combination of the values listed in the [vary] table of SWEEP (a TOML file with
     base = the base configuration, output_dir, [vary] "model.beta" = [...], ...) as tasks on
-    Dask distributed: a local cluster by default, or the scheduler at --scheduler. Finished
-    cases are not recomputed; partial ones resume; a failed case is reported and the others go
-    on. Writes one file per case and combined.nc with one dimension per varied key.
+    Dask distributed: a local cluster by default (on 127.0.0.1 only, its dashboard too unless
+    --dashboard-address names another), or the scheduler at --scheduler. Finished cases are not
+    recomputed; partial ones resume; a failed case is reported and the others go on (exit 1).
+    Writes one file per case and combined.nc with one dimension per varied key, from the cases
+    that finished (a failed case's values NaN, named in the attribute failed_cases).
     """
     sweep = load_sweep(args.sweep)
     check_sweep_output(sweep, mkdir=args.mkdir, mkdir_hint="--mkdir")
+    if args.dashboard_address is not None:
+        if args.scheduler:
+            raise ConfigError("--dashboard-address", "applies to the local cluster only: the "
+                              "scheduler at --scheduler serves its own dashboard")
+        check_dashboard_address(args.dashboard_address, "--dashboard-address")
     print(f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}")
     try:
         combined, outcome = run_sweep(sweep, scheduler=args.scheduler, n_workers=args.workers,
-                                      progress=not args.quiet, mkdir=args.mkdir)
+                                      progress=not args.quiet, mkdir=args.mkdir,
+                                      dashboard_address=args.dashboard_address)
     except KeyboardInterrupt as exc:
         print(f"spheredens: {exc or 'sweep interrupted'}: spheredens sweep {args.sweep}"
               + (f" --scheduler {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
-        return 130
+        return _interrupted_exit_code({"signal": getattr(exc, "signal", signal.SIGINT)})
     summary = outcome_summary(outcome)
     print(f"{summary['ran']} ran, {summary['done_earlier']} done earlier, {len(summary['failed'])} failed")
     for name, why in summary["failed"].items():
@@ -601,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--workers", type=number(int, minimum=1), help="local cluster: number of worker "
                    "processes (>= 1, default 2)")
+    p.add_argument("--dashboard-address", metavar="HOST:PORT", help="local cluster: where its Dask "
+                   "dashboard listens (default 127.0.0.1 and a free port: this machine only; "
+                   ":8787 serves every interface)")
     _add_shared(p, quiet="no per-case progress lines and no 'wrote' line",
                 mkdir="create the missing folders above output_dir (output_dir itself is always "
                 "created)")

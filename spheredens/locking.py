@@ -10,6 +10,8 @@ Ctrl-C or SIGTERM). Two files sit beside the output ``out.nc``:
   empty file stays, as filelock leaves it.
 * ``out.nc.lock``: who holds it, while it is held: host, pid, start time and command (JSON).
   It is removed on release; it survives only a holder killed outright (SIGKILL, power loss).
+  A sweep removes the records its own workers leave when it terminates them (an interrupted
+  sweep leaves no ``*.lock`` file, :func:`remove_stale_record`).
 
 A second writer on a locked path refuses at once with :class:`~spheredens.exceptions.OutputLocked`
 naming the holder. A writer that gets the lock and finds the record of a holder no longer
@@ -32,7 +34,7 @@ import filelock
 
 from .exceptions import OutputError, OutputLocked
 
-__all__ = ["OutputLock", "output_lock", "lock_holder", "describe_holder", "lock_files"]
+__all__ = ["OutputLock", "output_lock", "lock_holder", "describe_holder", "lock_files", "remove_stale_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -264,3 +266,41 @@ def lock_holder(path: str | Path) -> dict[str, Any] | None:
         return record if record and _running_here(record) else None
     finally:
         lock.release()
+
+
+def remove_stale_record(path: str | Path, *, wait: float = 0.0) -> bool:
+    """Remove the holder record of the output ``path`` that a holder of this host left when it
+    was killed (a sweep's worker terminated mid-case), and the temporary file it was writing.
+
+    Only a record of this host whose process no longer runs is removed, and only while the lock
+    is free: a live holder (here or on another host) is never touched. ``wait``: seconds to
+    wait for the holder to end (a worker being terminated). Returns whether a record was
+    removed; nothing is logged (the record was this program's own)."""
+    lock_path, record_path = lock_files(path)
+    deadline = _time.monotonic() + max(float(wait), 0.0)
+    while True:
+        if not record_path.exists():
+            return False
+        lock = filelock.FileLock(str(lock_path))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            record = None  # held: its holder still runs
+        except OSError:
+            return False
+        else:
+            try:
+                record = _read_record(record_path)
+                if record and record.get("host") == socket.gethostname() and not _running_here(record):
+                    with contextlib.suppress(FileNotFoundError):
+                        record_path.unlink()
+                    pid = record.get("pid")
+                    if isinstance(pid, int):
+                        with contextlib.suppress(OSError):
+                            Path(path).with_name(f".{Path(path).name}.tmp-{pid}").unlink()
+                    return True
+            finally:
+                lock.release()
+        if _time.monotonic() >= deadline:
+            return False
+        _time.sleep(0.05)

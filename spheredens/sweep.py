@@ -13,15 +13,25 @@ cluster by default, or on an existing scheduler (``--scheduler tcp://host:port``
 runs :func:`spheredens.run` with ``resume=True``: a finished case file (same configuration) is
 never recomputed or rewritten, a partial one (a worker lost mid-case) continues from its
 checkpoint. A failed case is reported and does not stop the others. Ctrl-C (or SIGTERM) stops
-the sweep: the workers are shut down, a running case keeps the checkpoint its file last got, and
-the same command continues. The combined dataset
+the sweep: the workers are shut down, a running case keeps the checkpoint its file last got, no
+lock file is left behind, and the same command continues. The combined dataset
 (``combined.nc``) holds the diagnostics of every case with one dimension per varied key (named
-by its last component: ``beta``, ``n``, ...), and ``rho`` when all cases share one grid.
+by its last component: ``beta``, ``n``, ...), and ``rho`` when all cases share one grid. It is
+written from the cases that finished: a failed case's values are NaN there, and the file's
+attribute ``failed_cases`` names it. A key whose values are not numbers or strings (a matrix
+such as ``model.V``, a list) has a label per value as its coordinate (the value as written,
+``"[[1.0, 0.0], [0.0, 0.5]]"``) and the values themselves in ``<dim>_value`` (``V_value``:
+dims ``V``, ``row``, ``col``).
+
+Refused before any case runs, in one line: values repeated (also when equal as numbers but
+written differently: ``2`` and ``2.0``, ``0.0`` and ``-0.0``), cases with other snapshot times,
+a dimension named like a part of the combined dataset, and ``output.*`` keys (set by the sweep).
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import os
 import re
@@ -33,6 +43,7 @@ import traceback
 import urllib.error
 import urllib.request
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -42,9 +53,9 @@ import numpy as np
 from ._lazy import dask, distributed, xarray as xr
 from ._validate import as_str, as_table, check_keys
 from .config import RunConfig, config_from_dict, load_config, read_toml
-from .exceptions import ConfigError, OutputLocked, SpheredensError
+from .exceptions import ConfigError, OutputLocked, SpheredensError, SpheredensWarning
 from .io import check_output_location, open_run, write_dataset
-from .locking import describe_holder, lock_holder, output_lock
+from .locking import describe_holder, lock_holder, output_lock, remove_stale_record
 from .runner import run, same_run
 from .schema import combined_grid
 from .simulate import progress_listener, signal_handler
@@ -52,6 +63,15 @@ from .simulate import progress_listener, signal_handler
 logger = logging.getLogger(__name__)
 
 COMBINED_VARIABLES = ("mass", "min_rho", "energy", "w2_projection", "w2_terminal")
+
+#: names the combined dataset uses itself: no varied key's dimension may take one
+RESERVED_NAMES = ("time", "row", "col", "rho", "weight", *COMBINED_VARIABLES)
+
+#: where the local cluster's dashboard listens unless the user names an address
+DEFAULT_DASHBOARD_ADDRESS = "127.0.0.1:0"
+
+#: how many characters of a value the messages show
+SHOWN_VALUE_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,60 @@ def _case_name(values: tuple[tuple[str, Any], ...]) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "_".join(parts)) or "case"
 
 
+def _normal(value: Any) -> Any:
+    """A hashable form of a sweep value in which values equal as numbers are equal: ``2`` and
+    ``2.0``, ``0.0`` and ``-0.0`` (Python's numeric equality and hash); lists become tuples,
+    tables sorted tuples; booleans stay apart from the numbers 0 and 1."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_normal(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("table", tuple(sorted((str(k), _normal(v)) for k, v in value.items())))
+    return value
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, str))
+
+
+def _label(value: Any) -> str:
+    """A value as written in the sweep file (TOML arrays and numbers read as JSON does):
+    ``[[1.0, 0.0], [0.0, 0.5]]``, ``2``, ``2.0``, ``-0.0``."""
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _shown(value: Any) -> str:
+    """:func:`_label`, cut to :data:`SHOWN_VALUE_CHARS` characters for a message."""
+    text = _label(value)
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS - 3] + "..."
+
+
+def _value_array(values: tuple[Any, ...]) -> Any:
+    """The values of a non-scalar key as one float64 array (value, ...), or None when they are
+    not numbers of one common shape."""
+    try:
+        arrays = [np.asarray(v, dtype=np.float64) for v in values]
+    except (TypeError, ValueError):
+        return None
+    if any(isinstance(x, bool) for v in values for x in np.ravel(np.asarray(v, dtype=object))):
+        return None
+    if len({a.shape for a in arrays}) != 1 or arrays[0].ndim == 0:
+        return None
+    return np.stack(arrays)
+
+
+def _value_dims(key: str, ndim: int) -> tuple[str, ...]:
+    """The dims of one value in ``<dim>_value``: ``row``, ``col`` for the model's matrices (as in
+    run files), else ``<dim>_axis0``, ``<dim>_axis1``, ..."""
+    if key in ("model.Q", "model.K", "model.V") and ndim == 2:
+        return ("row", "col")
+    return tuple(f"{_dim_name(key)}_axis{k}" for k in range(ndim))
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file; every case configuration is validated before any work."""
     path = Path(path)
@@ -120,9 +194,27 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
         if "." not in key:
             raise ConfigError(f"sweep.vary.{key}", "use a dotted key 'section.key', e.g. \"model.beta\"")
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"sweep.vary.{key}", f"must be a non-empty list of values, got {values!r}")
-        if len({repr(v) for v in values}) != len(values):
-            raise ConfigError(f"sweep.vary.{key}", "has repeated values")
+            raise ConfigError(f"sweep.vary.{key}", f"must be a non-empty list of values, got {_shown(values)}")
+        if key.partition(".")[0] == "output":
+            raise ConfigError(f"sweep.vary.{key}", "is set by the sweep itself (each case writes "
+                              "output_dir/<case>.nc, without a figure): vary other keys")
+        seen: dict[Any, Any] = {}
+        for value in values:
+            normal = _normal(value)
+            try:
+                earlier = seen.get(normal, seen)
+            except TypeError:  # not hashable (cannot happen for TOML values): compare by text
+                normal = _label(value)
+                earlier = seen.get(normal, seen)
+            if earlier is not seen:
+                same = "the same value twice" if _label(earlier) == _label(value) else "equal as numbers"
+                raise ConfigError(f"sweep.vary.{key}", f"repeats a value: {_shown(earlier)} and "
+                                  f"{_shown(value)} are {same}; list each value once")
+            seen[normal] = value
+        dim = _dim_name(key)
+        if dim in RESERVED_NAMES:
+            raise ConfigError(f"sweep.vary.{key}", f"would name a dimension {dim!r} of the combined "
+                              f"dataset, which has a {dim!r} of its own; run one sweep per value of it")
         keys.append(key)
         levels.append(tuple(values))
     if len({_dim_name(k) for k in keys}) != len(keys):
@@ -145,6 +237,7 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
         cfg.check_resolution(key=f"sweep case {name}", warn=False, fix="refine the grid or set "
                              "discretization.allow_underresolved = true in the base")
         cases.append(SweepCase(name, values, cfg))
+    _check_combinable(cases, keys)
     owner: dict[Path, Any] = {combined.resolve(): "the combined file"}
     for case in cases:  # two cases (or a case and the combined file) on one file: refused now
         other = owner.setdefault(case.path, case)
@@ -154,6 +247,40 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
                               "does (their names coincide once made file names); vary other values "
                               "or rename the combined file")
     return Sweep(tuple(cases), tuple(keys), tuple(levels), output_dir, combined)
+
+
+def _differing_key(a: SweepCase, b: SweepCase, keys: list[str], prefer: str = "") -> str:
+    """The first varied key whose values differ between two cases (one starting with
+    ``prefer`` first)."""
+    differ = [k for (k, va), (_, vb) in zip(a.values, b.values) if _normal(va) != _normal(vb)]
+    return next((k for k in differ if k.startswith(prefer)), differ[0] if differ else keys[0])
+
+
+def _check_combinable(cases: list[SweepCase], keys: list[str]) -> None:
+    """Refuse, before any case runs, what the combined dataset could not hold: cases with
+    other snapshot times, two cases of one configuration (values equal once validated)."""
+    times = cases[0].config.time.snapshot_times()
+    for case in cases[1:]:
+        other = case.config.time.snapshot_times()
+        if other != times:
+            key = _differing_key(cases[0], case, keys, prefer="time.")
+            raise ConfigError(f"sweep.vary.{key}", f"changes the snapshot times (case {cases[0].name}: "
+                              f"{len(times)} to t = {times[-1]:g}; case {case.name}: {len(other)} to "
+                              f"t = {other[-1]:g}); combined.nc needs the same times in every case: "
+                              "run one sweep per value of it")
+    seen: dict[str, SweepCase] = {}
+    for case in cases:
+        table = case.config.to_dict()
+        table.pop("output", None)
+        text = json.dumps(table, sort_keys=True, default=str)
+        if text in seen:
+            first = seen[text]
+            key = _differing_key(first, case, keys)
+            va, vb = dict(first.values)[key], dict(case.values)[key]
+            raise ConfigError(f"sweep.vary.{key}", f"{_shown(va)} and {_shown(vb)} give the same run "
+                              f"(cases {first.name} and {case.name} have one configuration once "
+                              "validated); list each value once")
+        seen[text] = case
 
 
 def case_status(case: SweepCase) -> str:
@@ -170,12 +297,72 @@ def case_status(case: SweepCase) -> str:
     return "done" if ds.attrs.get("run_status") == "complete" else "partial"
 
 
+#: the case each thread of a worker runs (the warnings it prints name it)
+_RUNNING = threading.local()
+#: the process that runs the sweep (its messages are formatted by the command line)
+_CLIENT_PID: int | None = None
+_WORKER_SETUP = threading.Lock()
+_worker_ready = False
+
+
+def _case_prefix() -> str:
+    name = getattr(_RUNNING, "case", "")
+    return f"sweep case {name}: " if name else ""
+
+
+class _WorkerLines(logging.Handler):
+    """On a Dask worker, where no command line formats them: spheredens log records as one line
+    each on the worker's stderr, ``spheredens: warning: sweep case NAME: ...``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+            sys.stderr.write(f"spheredens: {record.levelname.lower()}: {_case_prefix()}{text}\n")
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def _worker_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                    line: str | None = None) -> str:
+    """``warnings.formatwarning`` on a worker: one line ``spheredens: warning: sweep case NAME:
+    ...``, as the command line prints its own warnings (others named by their category)."""
+    text = " ".join(str(message).split())
+    if not issubclass(category, SpheredensWarning):
+        text = f"{text} ({category.__name__})"
+    return f"spheredens: warning: {_case_prefix()}{text}\n"
+
+
+def _one_line_messages_on_worker() -> None:
+    """Once per worker process: its warnings and spheredens log records print as one line
+    ``spheredens: warning: sweep case NAME: ...`` (a stale lock taken over, an under-resolved
+    grid run anyway), each time (a worker runs many cases). Nothing changes in the process
+    that runs the sweep (in-process workers)."""
+    global _worker_ready
+    if os.getpid() == _CLIENT_PID:
+        return
+    with _WORKER_SETUP:
+        if _worker_ready:
+            return
+        log = logging.getLogger("spheredens")
+        log.addHandler(_WorkerLines(logging.WARNING))
+        log.propagate = False
+        warnings.formatwarning = _worker_warning
+        # each time, not once per worker (a worker runs many cases); after the user's filters
+        # (PYTHONWARNINGS=ignore still silences them)
+        warnings.filterwarnings("always", category=SpheredensWarning, append=True)
+        _worker_ready = True
+
+
 def _run_case(config_dict: dict, base_dir: str, name: str = "", topic: str | None = None,
               interval: float = 5.0) -> dict:
     """Task body (runs on a worker): run or resume one case; never raises. With a ``topic``
     the run's progress goes to the client as Dask events (:func:`_publisher`); ``wall`` is the
-    task's wall time in seconds."""
+    task's wall time in seconds. Its warnings print as one line each, naming the case
+    (:func:`_one_line_messages_on_worker`)."""
     clock = time.perf_counter()
+    _one_line_messages_on_worker()
+    _RUNNING.case = name
     try:
         cfg = config_from_dict(config_dict, base_dir=base_dir)
         with progress_listener(_publisher(topic, name), interval=interval) if topic else contextlib.nullcontext():
@@ -187,6 +374,8 @@ def _run_case(config_dict: dict, base_dir: str, name: str = "", topic: str | Non
         return {"ok": False, "error": f"{type(exc).__name__}: {exc} "
                                       f"({traceback.format_exc().strip().splitlines()[-2].strip()})",
                 "wall": time.perf_counter() - clock}
+    finally:
+        _RUNNING.case = ""
 
 
 def _publisher(topic: str, case: str) -> Any:
@@ -394,17 +583,28 @@ def check_sweep_output(sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "
 
 def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | None = None,
               progress: bool = True, mkdir: bool = False, stream: Any = None,
-              progress_interval: float = 5.0) -> tuple[Any, dict[str, str]]:
+              progress_interval: float = 5.0,
+              dashboard_address: str | None = None) -> tuple[Any, dict[str, str]]:
     """Run the cases not done yet on Dask; return the combined dataset and each case's outcome.
+
+    The combined dataset is written from the cases that finished: when a case failed, its
+    values are NaN, the file's attribute ``failed_cases`` names it and a warning says so
+    (None, and no file, when no case finished). Ctrl-C or SIGTERM raises KeyboardInterrupt
+    (its attribute ``signal`` the signal number) after the cluster is shut down, leaving no
+    lock file behind.
 
     Parameters
     ----------
     sweep : Sweep
     scheduler : str, optional
         Address of a running Dask scheduler; default: a local cluster of ``n_workers``
-        processes (default min(2, cases to run)), one thread each, closed afterwards.
+        processes (default min(2, cases to run)), one thread each, closed afterwards. The
+        local cluster's scheduler and workers listen on 127.0.0.1 only.
     n_workers : int, optional
         Worker processes of the local cluster (>= 1).
+    dashboard_address : str, optional
+        ``host:port`` where the local cluster's dashboard listens (default
+        ``127.0.0.1:0``: this machine only, a free port; ``:8787`` serves every interface).
     progress : bool
         Report as the sweep goes (:class:`SweepReporter`): the Dask dashboard's address at the
         start, each running case's model time against t_end, its wall time when it ends and
@@ -422,24 +622,54 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
         raise ConfigError("progress_interval", f"must be a number of seconds > 0, got {progress_interval!r}")
     if n_workers is not None and not (isinstance(n_workers, int) and n_workers >= 1):
         raise ConfigError("n_workers", f"must be an integer >= 1, got {n_workers!r}")
-    # one sweep per output folder: its lock is that of the combined file, held to the end; a
-    # case file another process is writing refuses the sweep at once (each case's run() then
-    # takes the lock of its own file on the worker)
-    with output_lock(sweep.combined_path):
-        for case in sweep.cases:
-            holder = lock_holder(case.path)
-            if holder is not None:
-                raise OutputLocked(f"sweep case {case.name}: {str(case.path)!r} is being written by "
-                                   f"another process: {describe_holder(holder)}; wait for it to "
-                                   "end, or choose another output_dir", path=case.path, holder=holder)
-        return _run_cases(sweep, scheduler=scheduler, n_workers=n_workers, progress=progress,
-                          stream=stream, progress_interval=float(progress_interval))
+    if dashboard_address is not None:
+        if scheduler is not None:
+            raise ConfigError("dashboard_address", "applies to the local cluster only: the "
+                              f"scheduler at {scheduler!r} serves its own dashboard")
+        check_dashboard_address(dashboard_address)
+    # SIGINT and SIGTERM stop the sweep from here on, however far it got: the lock is released
+    # and the cluster shut down on every path
+    with _stop_request() as stop:
+        # one sweep per output folder: its lock is that of the combined file, held to the end;
+        # a case file another process is writing refuses the sweep at once (each case's run()
+        # then takes the lock of its own file on the worker)
+        with output_lock(sweep.combined_path):
+            for case in sweep.cases:
+                holder = lock_holder(case.path)
+                if holder is not None:
+                    raise OutputLocked(f"sweep case {case.name}: {str(case.path)!r} is being written by "
+                                       f"another process: {describe_holder(holder)}; wait for it to "
+                                       "end, or choose another output_dir", path=case.path, holder=holder)
+            return _run_cases(sweep, stop, scheduler=scheduler, n_workers=n_workers, progress=progress,
+                              stream=stream, progress_interval=float(progress_interval),
+                              dashboard_address=dashboard_address or DEFAULT_DASHBOARD_ADDRESS)
 
 
-def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
-               progress: bool, stream: Any = None,
-               progress_interval: float = 5.0) -> tuple[Any, dict[str, str]]:
-    """The body of :func:`run_sweep`, under the sweep's lock."""
+def check_dashboard_address(address: Any, key: str = "dashboard_address") -> str:
+    """``address`` when it is ``host:port`` (host may be empty: every interface; port 0..65535,
+    0 a free one), else ConfigError naming ``key``."""
+    host, sep, port = str(address).rpartition(":") if isinstance(address, str) else ("", "", "")
+    if not sep or not port.isdigit() or int(port) > 65535 or any(c.isspace() for c in host):
+        raise ConfigError(key, f"= {_shown(address)} is not host:port, e.g. 127.0.0.1:8787 (this "
+                          "machine only) or :8787 (every interface)")
+    return address
+
+
+def _interrupted(stop: "_Stop", unfinished: list[str]) -> KeyboardInterrupt:
+    exc = KeyboardInterrupt(
+        f"sweep interrupted with {len(unfinished)} case(s) unfinished ({', '.join(unfinished)}); "
+        "finished cases are kept and a running case keeps its last checkpoint: run the "
+        "same command again to continue")
+    exc.signal = stop.signum if stop.signum is not None else signal.SIGINT  # type: ignore[attr-defined]
+    return exc
+
+
+def _run_cases(sweep: Sweep, stop: "_Stop", *, scheduler: str | None, n_workers: int | None,
+               progress: bool, stream: Any = None, progress_interval: float = 5.0,
+               dashboard_address: str = DEFAULT_DASHBOARD_ADDRESS) -> tuple[Any, dict[str, str]]:
+    """The body of :func:`run_sweep`, under the sweep's lock, ``stop`` set by SIGINT or SIGTERM."""
+    global _CLIENT_PID
+    _CLIENT_PID = os.getpid()
     _quiet_dask()
 
     outcome: dict[str, str] = {}
@@ -450,43 +680,45 @@ def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
             outcome[case.name] = "done earlier"
         else:
             pending.append(case)
+    if stop.is_set():
+        raise _interrupted(stop, [c.name for c in pending])
     if pending:
-        cluster = None
-        if scheduler is None:
-            cluster = _local_cluster(n_workers or min(2, len(pending)))
-            client = distributed.Client(cluster)
-        else:
-            try:
-                client = distributed.Client(scheduler, timeout=30)
-            except (OSError, TimeoutError) as exc:
-                raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        cluster = client = reporter = None
         interrupted = False
-        reporter = SweepReporter(len(pending), stream=stream, interval=progress_interval) if progress else None
         try:
-            if reporter is not None:  # before the first task: its start event is not missed
+            if scheduler is None:
+                cluster = _local_cluster(n_workers or min(2, len(pending)), dashboard_address=dashboard_address)
+                client = distributed.Client(cluster)
+            else:
+                try:
+                    client = distributed.Client(scheduler, timeout=30)
+                except (OSError, TimeoutError) as exc:
+                    raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+            if progress and not stop.is_set():  # before the first task: its start event is not missed
+                reporter = SweepReporter(len(pending), stream=stream, interval=progress_interval)
                 reporter.attach(client, done_earlier=len(sweep.cases) - len(pending))
-            with _stop_request() as stop:
-                futures = {client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), c.name,
-                                         reporter.topic if reporter else None, progress_interval,
-                                         pure=False, key=f"spheredens-{c.name}-{id(c)}"): c
-                           for c in pending}
-                remaining, k = list(futures), 0
-                while remaining and not stop.is_set():  # polled: a signal never lands inside Dask
-                    finished = [f for f in remaining if f.done()]
-                    if not finished:
-                        stop.wait(0.2)
-                        continue
-                    for fut in finished:
-                        remaining.remove(fut)
-                        case, k = futures[fut], k + 1
-                        try:
-                            result = fut.result()
-                        except Exception as exc:  # the worker died: the case stays partial or todo
-                            result = {"ok": False, "error": f"worker lost: {exc}"}
-                        outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
-                        if reporter is not None:
-                            reporter.finished(k, case.name, outcome[case.name], result.get("wall"))
-                interrupted = stop.is_set()
+            futures = {} if stop.is_set() else {
+                client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), c.name,
+                              reporter.topic if reporter else None, progress_interval,
+                              pure=False, key=f"spheredens-{c.name}-{id(c)}"): c
+                for c in pending}
+            remaining, k = list(futures), 0
+            while remaining and not stop.is_set():  # polled: a signal never lands inside Dask
+                finished = [f for f in remaining if f.done()]
+                if not finished:
+                    stop.wait(0.2)
+                    continue
+                for fut in finished:
+                    remaining.remove(fut)
+                    case, k = futures[fut], k + 1
+                    try:
+                        result = fut.result()
+                    except Exception as exc:  # the worker died: the case stays partial or todo
+                        result = {"ok": False, "error": f"worker lost: {exc}"}
+                    outcome[case.name] = "ran" if result["ok"] else f"failed: {result['error']}"
+                    if reporter is not None:
+                        reporter.finished(k, case.name, outcome[case.name], result.get("wall"))
+            interrupted = stop.is_set()
         except KeyboardInterrupt:  # a Ctrl-C outside the main thread's handler (not installed)
             interrupted = True
         finally:
@@ -494,16 +726,24 @@ def _run_cases(sweep: Sweep, *, scheduler: str | None, n_workers: int | None,
                 reporter.detach(client)
                 reporter.close()
             _shut_down(client, cluster)
+            # a case whose worker was terminated mid-run leaves its lock's record: the worker is
+            # gone, the record is removed (its checkpoint stays for the next invocation)
+            for case in pending:
+                remove_stale_record(case.path, wait=5.0 if cluster is not None else 0.0)
         if interrupted:
-            unfinished = [c.name for c in pending if c.name not in outcome]
-            raise KeyboardInterrupt(
-                f"sweep interrupted with {len(unfinished)} case(s) unfinished ({', '.join(unfinished)}); "
-                "finished cases are kept and a running case keeps its last checkpoint: run the "
-                "same command again to continue")
-    combined = combine(sweep)
+            raise _interrupted(stop, [c.name for c in pending if c.name not in outcome])
+    combined = combine(sweep, partial=True)
+    failed = [c.name for c in sweep.cases if outcome.get(c.name, "").startswith("failed")]
     if combined is not None:
-
+        if combined.attrs.get("failed_cases"):
+            missing = combined.attrs["failed_cases"].split(", ")
+            logger.warning("%s holds %d of %d case(s): the failed case(s) %s have NaN values there "
+                           "(attribute failed_cases); their files are kept, and the same command "
+                           "runs them again", sweep.combined_path, len(sweep.cases) - len(missing),
+                           len(sweep.cases), ", ".join(missing))
         write_dataset(combined, sweep.combined_path)
+    elif failed:
+        logger.warning("no case finished: %s not written", sweep.combined_path)
     return combined, outcome
 
 
@@ -522,22 +762,36 @@ def outcome_summary(outcome: Mapping[str, str]) -> dict[str, Any]:
     return {"ran": len(outcome) - len(failed) - done, "done_earlier": done, "failed": failed}
 
 
+class _Stop(threading.Event):
+    """A stop request: set by SIGINT or SIGTERM, ``signum`` the signal."""
+
+    signum: int | None = None
+
+
 @contextlib.contextmanager
-def _stop_request() -> Iterator[threading.Event]:
-    """While active, SIGINT and SIGTERM set the event instead of raising: the sweep loop polls
-    it and shuts the cluster down from a known place."""
-    event = threading.Event()
-    with signal_handler(lambda signum, frame: event.set(), (signal.SIGINT, signal.SIGTERM)):
+def _stop_request() -> Iterator[_Stop]:
+    """While active, SIGINT and SIGTERM set the event instead of raising: the sweep polls it
+    and shuts the cluster down from a known place."""
+    event = _Stop()
+
+    def handler(signum: int, frame: Any) -> None:
+        event.signum = signum
+        event.set()
+
+    with signal_handler(handler, (signal.SIGINT, signal.SIGTERM)):
         yield event
 
 
-def _local_cluster(n_workers: int) -> Any:
-    """A local Dask cluster of ``n_workers`` processes, one thread each. Its processes ignore
-    Ctrl-C (they inherit SIGINT ignored): the sweep process handles it and shuts them down."""
-
+def _local_cluster(n_workers: int, dashboard_address: str = DEFAULT_DASHBOARD_ADDRESS) -> Any:
+    """A local Dask cluster of ``n_workers`` processes, one thread each, its scheduler and
+    workers listening on 127.0.0.1 only, its dashboard at ``dashboard_address`` (default
+    127.0.0.1, a free port), the workers without dashboards. Its processes ignore Ctrl-C (they
+    inherit SIGINT ignored): the sweep process handles it and shuts them down."""
     with signal_handler(signal.SIG_IGN):
         return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                            dashboard_address=":0")
+                                        host="127.0.0.1", protocol="tcp://",
+                                        dashboard_address=dashboard_address,
+                                        worker_dashboard_address=None)
 
 
 def _shut_down(client: Any, cluster: Any) -> None:
@@ -563,16 +817,43 @@ def _quiet_dask() -> None:
             logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def combine(sweep: Sweep) -> Any:
-    """The combined dataset of the finished cases (None when a case is missing): diagnostics
-    with one dimension per varied key, ``rho`` too when every case has the same grid."""
+def _coordinate(key: str, levels: tuple[Any, ...]) -> Any:
+    """The coordinate of a varied key: its values when they are all numbers, all strings or all
+    booleans; else a label per value (:func:`_label`, the value as written)."""
+    kinds = {bool if isinstance(v, bool) else (int, float) if isinstance(v, (int, float)) else
+             str if isinstance(v, str) else object for v in levels}
+    if len(kinds) == 1 and object not in kinds:
+        return np.array(levels)
+    return np.array([_label(v) for v in levels])
 
 
-    datasets = {}
+def combine(sweep: Sweep, *, partial: bool = False) -> Any:
+    """The combined dataset of the cases: diagnostics with one dimension per varied key,
+    ``rho`` too when every case has the same grid.
+
+    A key whose values are not all numbers, strings or booleans (a matrix, a list) has a label
+    per value as its coordinate (the value as written) and, when the values are numbers of one
+    shape, the values in ``<dim>_value`` (``V_value``: dims ``V``, ``row``, ``col``); a matrix
+    Q, K or V that is the same in every case is stored as ``Q`` (row, col), as in run files.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    partial : bool
+        False: None unless every case has a complete file. True: from the cases that finished
+        (None when none did); the values of the others are NaN and the attribute
+        ``failed_cases`` names them.
+    """
+    datasets, missing = {}, []
     for case in sweep.cases:
-        if case_status(case) != "done":
+        if case_status(case) == "done":
+            datasets[case.name] = open_run(case.path)
+        elif partial:
+            missing.append(case.name)
+        else:
             return None
-        datasets[case.name] = open_run(case.path)
+    if not datasets:
+        return None
     first = next(iter(datasets.values()))
     times = first["time"].values
     for name, ds in datasets.items():
@@ -581,30 +862,51 @@ def combine(sweep: Sweep) -> Any:
                                   "needs the same times in every case")
     shape = tuple(len(lv) for lv in sweep.levels)
     dims = tuple(_dim_name(k) for k in sweep.keys)
+    normal_levels = [[_normal(v) for v in lv] for lv in sweep.levels]
+    where = {case.name: tuple(nl.index(_normal(v)) for nl, (_, v) in zip(normal_levels, case.values))
+             for case in sweep.cases}
+    space = [d for d in first["rho"].dims if d != "time"]
     same_grid = all(ds["rho"].shape == first["rho"].shape for ds in datasets.values()) and all(
-        all(np.array_equal(ds[c].values, first[c].values) for c in first["rho"].dims if c != "time")
-        for ds in datasets.values())
+        all(np.array_equal(ds[c].values, first[c].values) for c in space)
+        for ds in datasets.values()) and not set(dims) & (set(space) | set(first.coords))
     names = [v for v in COMBINED_VARIABLES if v in first] + (["rho"] if same_grid else [])
     data = {}
     for var in names:
-        arr = np.empty(shape + first[var].shape, dtype=first[var].dtype)
-        for case in sweep.cases:
-            idx = tuple(lv.index(v) for lv, (_, v) in zip(sweep.levels, case.values))
-            arr[idx] = datasets[case.name][var].values
+        dtype = np.result_type(first[var].dtype, np.float64) if missing else first[var].dtype
+        arr = np.full(shape + first[var].shape, np.nan if dtype.kind in "fc" else 0, dtype=dtype)
+        for name, ds in datasets.items():
+            arr[where[name]] = ds[var].values
         data[var] = (dims + first[var].dims, arr, dict(first[var].attrs))
-    coords = {d: (d, np.array(lv)) for d, lv in zip(dims, sweep.levels)}
+    coords = {d: (d, _coordinate(k, lv)) for d, k, lv in zip(dims, sweep.keys, sweep.levels)}
     coords["time"] = ("time", times, dict(first["time"].attrs))
     if same_grid:
-        for c in first["rho"].dims:
-            if c != "time" and c in first.coords:
+        for c in space:
+            if c in first.coords:
                 coords[c] = (c, first[c].values, dict(first[c].attrs))
         if "weight" in first:
             data["weight"] = (first["weight"].dims, first["weight"].values, dict(first["weight"].attrs))
+    labelled = [(d, k, lv) for d, k, lv in zip(dims, sweep.keys, sweep.levels)
+                if coords[d][1].dtype.kind == "U" and not all(isinstance(v, str) for v in lv)]
+    for dim, key, levels in labelled:  # the values themselves, along the key's dimension
+        values = _value_array(levels)
+        if values is not None:
+            label = f"value of {key}"
+            data[f"{dim}_value"] = ((dim,) + _value_dims(key, values.ndim - 1), values,
+                                    {"long_name": label if len(label) <= 40 else f"value of {dim}",
+                                     "units": "1", "comment": f"the value of {key} in each case "
+                                     f"(the coordinate {dim} labels it as written in the sweep file)"})
     for name in ("Q", "K", "V"):  # the matrices, when no case changes them
-        if all(np.array_equal(ds[name].values, first[name].values) for ds in datasets.values()):
+        if name not in dims and all(np.array_equal(ds[name].values, first[name].values)
+                                    for ds in datasets.values()):
             data[name] = (("row", "col"), first[name].values, dict(first[name].attrs))
     attrs = {"Conventions": "CF-1.10", "spheredens_schema": "spheredens-sweep-1",
              "varied_keys": ", ".join(sweep.keys), "domain": first.attrs["domain"],
              "model": first.attrs["model"], "cases": "\n".join(str(c.path) for c in sweep.cases),
              "rho_included": int(same_grid)}
-    return combined_grid(first, xr.Dataset(data, coords=coords, attrs=attrs), sweep.keys)
+    if missing:
+        attrs["failed_cases"] = ", ".join(missing)
+    combined = combined_grid(first, xr.Dataset(data, coords=coords, attrs=attrs), sweep.keys)
+    for dim, key, _ in labelled:
+        combined[dim].attrs["comment"] = (f"value of {key} in each case, as written in the sweep file"
+                                          + (f" (the values: {dim}_value)" if f"{dim}_value" in combined else ""))
+    return combined

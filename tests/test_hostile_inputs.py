@@ -185,6 +185,14 @@ CASES: list[tuple] = [
     ("analyze_existing_output", {"combined.nc": _combined, "combined_beta_analysis.nc": b"keep"}, ["analyze-beta", "combined.nc"], (2,), ("'combined_beta_analysis.nc' exists", "--overwrite")),
     ("analyze_existing_figure", {"combined.nc": _combined, "combined_beta_analysis.png": b"keep"}, ["analyze-beta", "combined.nc"], (2,), ("'combined_beta_analysis.png' exists", "--overwrite")),
     # -- sweeps (item 6) --
+    ("sweep_repeat_2_2.0", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.beta" = [2, 2.0]\n'}, ["sweep", "sweep.toml"], (2,), ("sweep.vary.model.beta", "2 and 2.0 are equal as numbers", "list each value once")),
+    ("sweep_repeat_zero_negzero", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.beta" = [0.0, -0.0]\n'}, ["sweep", "sweep.toml"], (2,), ("sweep.vary.model.beta", "0.0 and -0.0 are equal as numbers")),
+    ("sweep_repeat_matrix", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.V" = [[[1, 0], [0, 1]], [[1.0, 0.0], [0.0, 1.0]]]\n'}, ["sweep", "sweep.toml"], (2,), ("sweep.vary.model.V", "[[1, 0], [0, 1]] and [[1.0, 0.0], [0.0, 1.0]]")),
+    ("sweep_other_snapshot_times", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"time.t_end" = [0.5, 1.0]\n'}, ["sweep", "sweep.toml"], (2,), ("sweep.vary.time.t_end", "changes the snapshot times")),
+    ("sweep_vary_output_path", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"output.path" = ["a.nc", "b.nc"]\n'}, ["sweep", "sweep.toml"], (2,), ("sweep.vary.output.path", "set by the sweep")),
+    ("sweep_dashboard_address_bad", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.beta" = [2.0]\n'}, ["sweep", "sweep.toml", "--dashboard-address", "nowhere"], (2,), ("--dashboard-address", "host:port")),
+    ("sweep_dashboard_address_with_scheduler", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.beta" = [2.0]\n'}, ["sweep", "sweep.toml", "--scheduler", "tcp://127.0.0.1:9", "--dashboard-address", "127.0.0.1:0"], (2,), ("--dashboard-address", "local cluster only")),
+    ("sweep_matrix_V_runs", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.V" = [[[1.0, 0.0], [0.0, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]\n'}, ["sweep", "sweep.toml", "-q", "--workers", "1"], (0,), ()),
     # -- bounds, signals, one-line errors (items 6, 7) --
 ]
 
