@@ -41,6 +41,11 @@ __all__ = [
 
 Matrix = tuple[tuple[float, ...], ...]
 
+#: the most steps a run may take: a configuration that needs more is refused, and a run whose
+#: step falls below t_end / MAX_STEPS stops (``dt_collapse``)
+MAX_STEPS = 1e9
+MAX_STEPS_TEXT = f"{MAX_STEPS:.0e}".replace("e+0", "e").replace("e+", "e")  # "1e9", for messages
+
 @dataclass(frozen=True)
 class ModelConfig:
     """``[model]``: name, inverse temperature beta and the attention matrices Q, K, V."""
@@ -272,6 +277,7 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     initial = _initial(tables["initial"], domain.d, base)
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
+    _check_steps(discretization, time, model.build())
     output = _output(tables["output"])
     particles = _particles(tables["particles"], domain) if "particles" in data else None
     cfg = RunConfig(model, domain, initial, discretization, time, output, base, particles)
@@ -409,6 +415,26 @@ def _time(t: dict[str, Any]) -> TimeConfig:
     max_dt = (as_float(t["max_dt"], "time.max_dt", minimum=0.0, strict=True,
                        what=" (largest step allowed, in model time)") if "max_dt" in t else None)
     return TimeConfig(t_end, times, snapshots, cfl, max_dt)
+
+
+def _check_steps(disc: DiscretizationConfig, time: TimeConfig, model: Model) -> None:
+    """Refuse a step rule that cannot work: an integrator that is unstable for the scheme at
+    this cfl (:meth:`~spheredens.schemes.Scheme.stability_problem`), or a horizon that needs
+    more than :data:`MAX_STEPS` steps of the largest step ``max_dt`` or the CFL rule allows."""
+    spec = disc.scheme_class
+    if "integrator" in disc.options:
+        problem = spec.stability_problem(disc.options["integrator"], time.cfl)
+        if problem is not None:
+            raise ConfigError(*problem)
+    if time.max_dt is not None and time.t_end / time.max_dt > MAX_STEPS:
+        raise ConfigError("time.max_dt", f"= {time.max_dt:g} would take at least t_end / max_dt = "
+                          f"{time.t_end / time.max_dt:.3g} steps, more than {MAX_STEPS_TEXT}; use max_dt >= "
+                          f"{time.t_end / MAX_STEPS:.3g} (t_end / {MAX_STEPS_TEXT})")
+    largest = spec.largest_step(disc.options, model, time.cfl)
+    if time.t_end / largest > MAX_STEPS:
+        raise ConfigError("time.t_end", f"= {time.t_end:g} would take at least {time.t_end / largest:.3g} steps "
+                          f"(each at most cfl h / (0.1 ||V||) = {largest:.3g}), more than {MAX_STEPS_TEXT}; use "
+                          f"time.t_end <= {MAX_STEPS * largest:.3g}, or a coarser grid")
 
 
 def _output(t: dict[str, Any]) -> OutputConfig:

@@ -305,10 +305,24 @@ class Recorder(Observer):
             self.slice_diagnostics[name].append(np.asarray(value, dtype=float))
 
     def finish(self, result: Any) -> None:
+        self._drop_partial_snapshot()
         self.status = {"run_status": "complete" if result.completed else "partial",
                        "stop_reason": result.stop_reason, "stop_message": result.message,
                        "n_steps": int(result.n_steps), "wall_time_seconds": float(result.wall_time),
                        "wall_time_total_seconds": self._wall_before + float(result.wall_time)}
+
+    def _drop_partial_snapshot(self) -> None:
+        """After an exception inside :meth:`observe` (a run ended by ``error``), the snapshot
+        it was recording is in some lists only: drop it, so that the file holds the snapshots
+        recorded whole (a resume records it again)."""
+        lists = [self.times, self.rho, *self.diagnostics.values(), *self.slice_diagnostics.values()]
+        if self._centroids:
+            lists.append(self.centroids)
+        if self.scheme.carries_log_density:
+            lists.append(self.log_rho)
+        whole = min(len(values) for values in lists)
+        for values in lists:
+            del values[whole:]
 
     def dataset(self) -> Any:
         """The Dataset of the snapshots recorded so far (:func:`spheredens.schema.density_dataset`)."""

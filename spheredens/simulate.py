@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 import signal
 import sys
 import threading
@@ -15,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._lazy import tqdm_auto
-from .config import TimeConfig
+from .config import MAX_STEPS, MAX_STEPS_TEXT, TimeConfig
 
 Array = NDArray[np.float64]
 logger = logging.getLogger(__name__)
@@ -79,9 +80,11 @@ class SimulationResult:
     ----------
     stop_reason : str
         ``"end"`` (reached t_end), ``"done"`` (an observer ended it, complete:
-        :meth:`Observer.stop_requested`), ``"nan"`` (non-finite values), ``"dt_collapse"`` (the CFL
+        :meth:`Observer.stop_requested`), ``"nan"`` (non-finite values), ``"unstable"`` (a step
+        broke an invariant the scheme promises: :class:`Invariants`), ``"dt_collapse"`` (the CFL
         step fell below 1e-9 t_end), ``"speed_bound"``, ``"interrupted"`` (KeyboardInterrupt or
-        SIGINT) or ``"terminated"`` (SIGTERM).
+        SIGINT), ``"terminated"`` (SIGTERM) or ``"error"`` (an exception ended the run; observers
+        are told, then it propagates).
     message : str
         Human-readable explanation.
     t : float
@@ -109,12 +112,90 @@ class SimulationResult:
 
 #: how many times a step refused by ``scheme.step_ok`` is halved before it is taken anyway
 MAX_STEP_RETRIES = 8
+#: |mass - 1| allowed for every slice after a step: every scheme conserves the mass to
+#: round-off (a sum of ~n eps per step: below 1e-10 after 1e6 steps of n = 1e4)
+MASS_TOLERANCE = 1e-6
+#: the growth check's factor c on the compression: max |rho| may grow by
+#: exp(c int max(-div X) dt) (times the scheme's ``growth_slack``), twice what the
+#: characteristics allow
+GROWTH_FACTOR = 2.0
 
 
 class _Stop(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason, self.message = reason, message
+
+
+class Invariants:
+    """What a scheme promises, checked after every accepted step; a violation is
+    ``_Stop("unstable")`` with one line naming the quantity and a safe setting.
+
+    * **Mass**: every slice keeps mass 1 to :data:`MASS_TOLERANCE` (all schemes conserve it).
+    * **Positivity**, where the scheme promises it (:meth:`Scheme.promises_positivity`: a
+      ``positive`` scheme, an SSP integrator, a small enough cfl): min rho >= 0.
+    * **Growth**: along a characteristic d rho / dt = -rho div X, so the exact max |rho| grows
+      by at most exp(int D dt), D = max(0, max of -div X) the largest compression. The check
+      allows, from every earlier time s of the run, max|rho|(t) <= S max|rho|(s)
+      exp(c int_s^t D dt) with D as the scheme measured it at the start of each step
+      (``Tendency.max_compression``), c = :data:`GROWTH_FACTOR` and S the scheme's
+      ``growth_slack`` (the discrete maximum moving between points or cells). The slack is
+      given once, not per step: an unstable mode that grows faster than the compression
+      allows is caught after a growth by S. Recursively, the envelope E(t + dt) = min(E(t),
+      S max|rho|(t)) exp(c dt D).
+
+    Only for schemes with a grid density (``scheme.grid``); particle systems and bare test
+    schemes are not checked (:meth:`for_scheme` gives None).
+    """
+
+    def __init__(self, scheme: Any, cfl: float) -> None:
+        self.scheme, self.cfl = scheme, cfl
+        self.positivity = bool(scheme.promises_positivity(cfl))
+        self.slack = float(scheme.growth_slack)
+        self.envelope = math.inf
+        self._top = math.nan  # max |rho| of the last state checked
+
+    @classmethod
+    def for_scheme(cls, scheme: Any, cfl: float) -> "Invariants | None":
+        return cls(scheme, cfl) if hasattr(scheme, "grid") and hasattr(scheme, "extremes") else None
+
+    def start(self, y: Array) -> None:
+        self._top = self.scheme.extremes(y)[0]
+        self.envelope = self.slack * self._top
+
+    def check(self, y: Array, dt: float, compression: float, step: int, t: float) -> None:
+        """Check the state ``y`` after step number ``step`` (of size ``dt``, from time ``t``),
+        whose first stage measured the compression max(0, -div X) = ``compression``."""
+        scheme = self.scheme
+        where = f"step {step} (t = {t:.6g} to {t + dt:.6g})"
+        masses = np.asarray(scheme.masses(y), dtype=float)
+        off = np.abs(masses - 1.0)
+        if not np.all(off <= MASS_TOLERANCE):
+            k = int(np.argmax(off))
+            slice_ = f" of slice {k}" if masses.size > 1 else ""
+            self.fail(f"{where} changed the mass{slice_} to {masses[k]:.12g}, not 1 (to {MASS_TOLERANCE:g}), "
+                      "though the scheme conserves it")
+        top, low = scheme.extremes(y)
+        if self.positivity and low < 0.0:
+            self.fail(f"{where} made rho negative (min rho = {low:.3g}), though scheme {scheme.name!r} keeps "
+                      f"rho >= 0 with integrator {scheme.integrator.name!r} at time.cfl = {self.cfl:g}")
+        previous = self._top
+        if np.isfinite(compression):
+            limit = min(self.envelope, self.slack * previous) * math.exp(GROWTH_FACTOR * dt * compression)
+            if top > limit * (1.0 + 1e-12):
+                self.fail(f"{where} took max |rho| from {previous:.4g} to {top:.4g}, more than the velocity's "
+                          f"compression allows (max(-div X) = {compression:.3g}: at most {limit:.4g} with the "
+                          "safety factors)")
+            self.envelope = limit
+        else:  # not measured: nothing to compare with, start again from here
+            self.envelope = self.slack * top
+        self._top = top
+
+    def fail(self, what: str) -> None:
+        """Stop the run: ``what`` went wrong, and what to run instead."""
+        safe = getattr(self.scheme, "safe_setting", None)
+        hint = safe(self.cfl) if callable(safe) else f"use time.cfl <= {min(0.4, 0.5 * self.cfl):g}"
+        raise _Stop("unstable", f"unstable integration: {what}; {hint}")
 
 
 class Stepper:
@@ -126,15 +207,28 @@ class Stepper:
     that would leave less than one more full step is split in two equal halves, to avoid
     slivers). A step the scheme refuses (``step_ok``) is retried with dt / 2, at most
     :data:`MAX_STEP_RETRIES` times. Raises ``_Stop`` on non-finite values, a speed above
-    ``scheme.speed_bound`` or a step below 1e-9 t_end.
+    ``scheme.speed_bound``, a step below 1e-9 t_end, or a step that breaks what the scheme
+    promises (:class:`Invariants`: ``unstable``).
     """
 
     def __init__(self, scheme: Any, time: TimeConfig) -> None:
         self.scheme = scheme
         self.cfl, self.max_dt = time.cfl, time.max_dt
-        # a step below t_end / 1e9 would take more than a billion steps: the velocity has blown up
-        self.dt_floor = 1e-9 * time.t_end
+        self.t_end = time.t_end
+        # a step below t_end / 1e9 would take more than a billion steps
+        self.dt_floor = time.t_end / MAX_STEPS
         self.retried_steps = 0
+        self.invariants = Invariants.for_scheme(scheme, time.cfl)
+        #: number of the next step (the loop sets it), the first CFL step of this run and the
+        #: compression max(0, -div X) of the last step's first stage
+        self.step_number = 1
+        self._first_dt: float | None = None
+        self._compression = math.nan
+
+    def start(self, y: Array) -> None:
+        """Before the first step from ``y``."""
+        if self.invariants is not None:
+            self.invariants.start(y)
 
     def step_size(self, y: Array, t: float, target: float) -> tuple[float, Any]:
         """(dt, rate at (t, y)) for the next step towards ``target``."""
@@ -150,10 +244,22 @@ class Stepper:
         dt = scheme.stable_dt(self.cfl, tendency._replace(max_speed=speed)) if speed > 0.0 else target - t
         if self.max_dt is not None:
             dt = min(dt, self.max_dt)
+        first = self._first_dt
+        if first is None:
+            self._first_dt = first = dt
         if dt < self.dt_floor:
-            raise _Stop("dt_collapse", f"the CFL step {dt:.3g} fell below t_end / 1e9 = "
-                        f"{self.dt_floor:.3g} (max speed {speed:.3g}): the velocity blew up; use a "
-                        "finer grid or a smaller beta")
+            # a speed the model's V gives (||V||), and a step that has not shrunk: the horizon
+            # asks for too many steps, nothing blew up
+            natural = speed <= max(10.0 * scheme.speed_floor,
+                                   scheme.speed_bound if math.isfinite(scheme.speed_bound) else 0.0)
+            if natural and dt >= 0.5 * first:
+                raise _Stop("dt_collapse", f"the step {dt:.3g} (max speed {speed:.3g}) is below t_end / "
+                            f"{MAX_STEPS_TEXT} = {self.dt_floor:.3g}: time.t_end = {self.t_end:g} would take "
+                            f"more than {MAX_STEPS_TEXT} steps; use a smaller time.t_end")
+            raise _Stop("dt_collapse", f"the CFL step {dt:.3g} fell below t_end / {MAX_STEPS_TEXT} = "
+                        f"{self.dt_floor:.3g} (max speed {speed:.3g}; the first step was {first:.3g}): the "
+                        "velocity blew up; use a finer grid or a smaller beta")
+        self._compression = float(getattr(tendency, "max_compression", math.nan))
         return dt, tendency.rate
 
     def advance(self, y: Array, t: float, target: float) -> tuple[Array, float, float]:
@@ -175,6 +281,8 @@ class Stepper:
         if not np.all(np.isfinite(y_new)):
             raise _Stop("nan", f"rho became non-finite in a step of dt = {dt:.3g}: the resolution "
                         "is too coarse for this beta, or the step too large")
+        if self.invariants is not None:
+            self.invariants.check(y_new, dt, self._compression, self.step_number, t)
         return y_new, (target if land else t + dt), dt
 
 
@@ -201,9 +309,12 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
 
     Notes
     -----
-    Stops early, keeping the last good state, when values become non-finite (``nan``), the
-    CFL step collapses (``dt_collapse``), a softmax speed exceeds ||V|| (``speed_bound``:
-    a corrupted state), or :func:`request_stop` / KeyboardInterrupt asks for it.
+    Stops early, keeping the last good state, when values become non-finite (``nan``), a step
+    breaks what the scheme promises (``unstable``: :class:`Invariants`), the CFL step collapses
+    (``dt_collapse``), a softmax speed exceeds ||V|| (``speed_bound``: a corrupted state), or
+    :func:`request_stop` / KeyboardInterrupt asks for it. Any other exception (a MemoryError,
+    a bug) ends the run with ``stop_reason = "error"``: the observers are told (the file is
+    written with its snapshots and the last good state), then it propagates.
     """
     _stop_request["reason"] = None
     y = scheme.initial_state() if state is None else np.array(state)
@@ -226,8 +337,10 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
     steps = steps_done
     reason, message = "end", f"reached t_end = {t_end:g}"
     try:
+        stepper.start(y)
         for target in stops:
             while t < target:
+                stepper.step_number = steps + 1
                 y, t, dt = stepper.advance(y, t, target)
                 steps += 1
                 for obs in observers:
@@ -249,6 +362,19 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
             logger.info("simulation stopped at t = %g: %s", t, message)
     except KeyboardInterrupt:
         reason, message = "interrupted", f"interrupted at t = {t:g}"
+    except BaseException as exc:
+        # the file says how the run ended, with everything before it kept; then the exception
+        # goes on to the caller (the command line prints it)
+        _stop_request["reason"] = None
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        result = SimulationResult("error", f"{type(exc).__name__} at t = {t:g} (step {steps + 1}): {text}"[:500],
+                                  t, y, steps, _time.perf_counter() - clock, stepper.retried_steps)
+        for obs in observers:
+            try:
+                obs.finish(result)
+            except Exception as again:  # noqa: BLE001 - the first exception is the one to report
+                logger.warning("could not record the end of the run (%s: %s)", type(again).__name__, again)
+        raise
     _stop_request["reason"] = None
     result = SimulationResult(reason, message, t, y, steps, _time.perf_counter() - clock,
                               stepper.retried_steps)

@@ -169,6 +169,14 @@ CASES: list[tuple] = [
     ("convert_no_times", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle"], (2,), ("no times", "--times", "--dt")),
     ("convert_times_and_dt", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--times", "0", "1", "2", "--dt", "1"], (2,), ("--dt", "not both")),
     # -- unstable runs (item 5) --
+    ("fourier_176_euler", {"c.toml": circle(discretization='scheme = "fourier"\nn = 176\nintegrator = "euler"', t_end="40.0").replace("beta = 2.0", "beta = 86.0")}, ["run", "c.toml"], (2,), ("discretization.integrator", "'euler' cannot be stable for scheme 'fourier' at any time.cfl", "'rk4' (time.cfl <= 0.9)")),
+    ("fourier_176_ssprk2", {"c.toml": circle(discretization='scheme = "fourier"\nn = 176\nintegrator = "ssprk2"', t_end="40.0").replace("beta = 2.0", "beta = 86.0")}, ["run", "c.toml"], (2,), ("discretization.integrator", "'ssprk2' cannot be stable", "'ssprk3' (time.cfl <= 0.55)")),
+    ("sh_spectral_31_euler", {"c.toml": sphere(discretization='scheme = "sh_spectral"\nlmax = 31\nintegrator = "euler"', t_end="40.0")}, ["run", "c.toml"], (2,), ("discretization.integrator", "'euler' cannot be stable for scheme 'sh_spectral'", "'rk4' (time.cfl <= 0.9)")),
+    ("fourier_ssprk3_cfl_0.8", {"c.toml": circle(discretization='scheme = "fourier"\nn = 32\nintegrator = "ssprk3"', time="cfl = 0.8")}, ["run", "c.toml"], (2,), ("time.cfl", "= 0.8 is unstable with integrator 'ssprk3' for scheme 'fourier'", "use 'rk4' (time.cfl <= 0.9)")),
+    ("fv_euler_cfl_0.5_runs", {"c.toml": circle(discretization='scheme = "fv"\nn = 32\nintegrator = "euler"', time="cfl = 0.5")}, ["run", "c.toml", "-q"], (0,), ()),
+    ("t_end_1e300", {"c.toml": circle(t_end="1e300")}, ["run", "c.toml"], (2,), ("time.t_end", "= 1e+300 would take at least", "more than 1e9", "use time.t_end <= ")),
+    ("max_dt_1e-300", {"c.toml": circle(time="max_dt = 1e-300")}, ["run", "c.toml"], (2,), ("time.max_dt", "= 1e-300 would take at least t_end / max_dt = 5e+299 steps", "use max_dt >= 5e-10")),
+    ("zero_temperature_t_end_1e300", {"c.toml": circle(t_end="1e300").replace('name = "sa"\nbeta = 2.0', 'name = "sa_zero_temperature"')}, ["run", "c.toml", "-q"], (1,), ()),
     # -- resume, checkpoints, outputs (items 6, 7) --
     ("resume_scaled_checkpoint", {"c.toml": circle(), "run.nc": _density_run(circle(), corrupt="scale")}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("cannot resume", "run.nc", "checksum (checkpoint_sha256) does not match", "--overwrite")),
     ("resume_scaled_checkpoint_old_file", {"c.toml": circle(), "run.nc": _density_run(circle(), corrupt="scale_old")}, ["run", "c.toml", "-o", "run.nc", "--resume"], (2,), ("run.nc", "the mass of its checkpoint (t = 0.25) is 2,", "--overwrite")),

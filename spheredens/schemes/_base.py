@@ -12,7 +12,10 @@ the time loop (:mod:`spheredens.simulate`) uses, and nothing else:
 * ``post_step(state, dt)`` (a filter; identity by default) and ``step_ok(old, new)`` (whether
   the step keeps what the scheme promises; a refused step is retried with dt / 2);
 * ``speed_floor``, ``speed_bound``: the smallest speed the CFL rule uses and the largest speed
-  the model allows (a larger one means a corrupted state).
+  the model allows (a larger one means a corrupted state);
+* ``masses(state)``, ``extremes(state)``, ``promises_positivity(cfl)``, ``growth_slack`` and
+  the tendency's ``max_compression``: what the loop checks after every step (the invariants,
+  :class:`~spheredens.simulate.Invariants`).
 
 What the recorder uses: ``grid``, ``density(state)``, ``attributes()``, ``interaction`` and the
 per-snapshot ``diagnostics`` the scheme declares. What the configuration uses, as class
@@ -66,11 +69,17 @@ class Tendency(NamedTuple):
     max_outflow_rate : float
         Finite volumes: max over cells of (outflow through the faces) / (cell area), which
         bounds the step that keeps rho >= 0; 0 when it does not apply.
+    max_compression : float
+        max(0, max of -div X[rho]) where the scheme evaluates the velocity (for finite volumes
+        the discrete divergence of each cell's face velocities): along a characteristic
+        d rho / dt = -rho div X, so it bounds how fast max |rho| may grow; NaN when not computed
+        (the loop then does not check the growth).
     """
 
     rate: Any
     max_speed: float
     max_outflow_rate: float = 0.0
+    max_compression: float = math.nan
 
 
 def validate_choice(table: Mapping[str, Any], key: str, prefix: str, allowed: Mapping[str, Any],
@@ -119,7 +128,20 @@ class Scheme:
         ``"coefficients"``: what its state is for
         an interaction evaluator.
     positive : bool
-        Whether it keeps rho >= 0 (with SSP integrators and ``time.cfl`` <= 0.5).
+        Whether it keeps rho >= 0 (with SSP integrators and ``time.cfl`` <= ``positivity_cfl``,
+        default 0.5: :meth:`promises_positivity`).
+    imaginary_spectrum : float
+        Spectral schemes: their eigenvalues (of the linearized transport) lie on the imaginary
+        axis, up to |lambda dt| = ``imaginary_spectrum`` x cfl (pi: the highest mode k = n / 2
+        moving at the speed that sets the step). An integrator is then stable only for
+        cfl <= its :attr:`~spheredens.integrators.ButcherTableau.imaginary_axis_reach` /
+        ``imaginary_spectrum``, and one whose stability region holds no part of that axis
+        (forward Euler, ssprk2) for none (:meth:`stability_problem`, refused by the
+        configuration). 0 (default): upwind finite volumes, whose spectrum is damped.
+    growth_slack : float
+        By how much max |rho| may exceed, over any stretch of the run, what the divergence
+        of the velocity allows along the characteristics (the discrete maximum moving between
+        grid points or cells); the loop's growth check (:class:`~spheredens.simulate.Invariants`).
     zero_temperature_order : float
         Observed order of convergence to the exact zero-temperature solution it documents
         (``math.inf``: spectral).
@@ -146,6 +168,9 @@ class Scheme:
     default_integrator: ClassVar[str] = "ssprk3"
     evaluator_inputs: ClassVar[str] = "values"
     positive: ClassVar[bool] = False
+    positivity_cfl: ClassVar[float] = 0.5
+    imaginary_spectrum: ClassVar[float] = 0.0
+    growth_slack: ClassVar[float] = 2.0
     zero_temperature_order: ClassVar[float] = 1.0
     diagnostics: ClassVar[tuple[str, ...]] = ()
     carries_centroids: ClassVar[bool] = False
@@ -176,6 +201,44 @@ class Scheme:
             values["allow_underresolved"] = as_bool(table["allow_underresolved"],
                                                     f"{prefix}.allow_underresolved")
         return {key: values[key] for key in cls.options if key in values}
+
+    @classmethod
+    def grid_spacing(cls, options: Mapping[str, Any]) -> float | None:
+        """The length h of the CFL rule dt = cfl h / max|X| for these options (radians); None
+        when the scheme does not say."""
+        return None
+
+    @classmethod
+    def largest_step(cls, options: Mapping[str, Any], model: Model, cfl: float) -> float:
+        """The largest step the CFL rule can take, cfl h / ``speed_floor`` (inf when the model
+        has no speed floor or the scheme gives no h). Also the largest first step of a scheme
+        whose later steps follow an error control (``log_sl``)."""
+        floor, h = speed_floor(model), cls.grid_spacing(options)
+        return cfl * h / floor if floor > 0.0 and h is not None else math.inf
+
+    @classmethod
+    def stability_problem(cls, integrator: str, cfl: float) -> tuple[str, str] | None:
+        """(key, message) when ``integrator`` cannot be stable for this scheme at ``time.cfl`` =
+        ``cfl`` (its eigenvalues on the imaginary axis beyond the integrator's reach there:
+        :attr:`imaginary_spectrum`), None when it can (always for a damped spectrum)."""
+        if cls.imaginary_spectrum <= 0.0 or integrator not in INTEGRATORS:
+            return None
+        reach = INTEGRATORS.get(integrator).imaginary_axis_reach
+        extent = cls.imaginary_spectrum * cfl
+        if extent <= reach:
+            return None
+        safe = [(math.floor(100.0 * INTEGRATORS.get(name).imaginary_axis_reach / cls.imaginary_spectrum) / 100.0,
+                 name) for name in INTEGRATORS.names() if INTEGRATORS.get(name).imaginary_axis_reach > 0.0]
+        options = " or ".join(f"{name!r} (time.cfl <= {limit:g})" for limit, name in sorted(safe, reverse=True))
+        axis = (f"its eigenvalues lie on the imaginary axis (|lambda dt| up to {cls.imaginary_spectrum:.3g} cfl)")
+        if reach == 0.0:
+            return ("discretization.integrator",
+                    f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: {axis} and "
+                    f"the stability region of {integrator!r} holds no part of that axis; use {options}")
+        return ("time.cfl",
+                f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: {axis}, "
+                f"here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} reaches on that axis; "
+                f"use {options}")
 
     @classmethod
     def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
@@ -264,6 +327,33 @@ class Scheme:
     def post_step(self, state: Any, dt: float) -> Any:
         return state
 
+    def promises_positivity(self, cfl: float) -> bool:
+        """Whether every step keeps rho >= 0 at ``time.cfl`` = ``cfl``: a ``positive`` scheme
+        stepped by an SSP integrator with cfl <= ``positivity_cfl`` / its SSP coefficient
+        (a convex combination of forward Euler steps, each non-negative under that bound)."""
+        ssp = float(getattr(self.integrator, "ssp", 0.0))
+        return bool(self.positive and ssp > 0.0 and cfl <= self.positivity_cfl * ssp)
+
+    def safe_setting(self, cfl: float) -> str:
+        """What to run instead after a step that broke an invariant at ``time.cfl`` = ``cfl``
+        (:class:`~spheredens.simulate.Invariants`): the default integrator at half the cfl, at
+        most the default 0.4 (stable for every scheme)."""
+        text = (f"use discretization.integrator = {self.default_integrator!r} with time.cfl <= "
+                f"{min(0.4, 0.5 * cfl):g}")
+        return text + (" (if it recurs: a finer grid)" if self.positive else
+                       " (if it recurs: a finer grid, or scheme 'fv', which keeps rho >= 0)")
+
+    def masses(self, state: Any) -> Array:
+        """The mass of each slice, sum(rho weight), shape (n_xi,): 1 at the start, kept by every
+        scheme to round-off."""
+        rho = np.asarray(self.density(state))
+        return np.sum((rho * self.grid.weight).reshape(len(rho), -1), axis=1)
+
+    def extremes(self, state: Any) -> tuple[float, float]:
+        """(max |rho|, min rho) over the grid and the slices."""
+        rho = np.asarray(self.density(state))
+        return float(np.max(np.abs(rho))), float(np.min(rho))
+
     def step_ok(self, old: Any, new: Any) -> bool:
         """Whether a step keeps what the scheme promises (non-negative schemes: rho >= 0)."""
         if not self.positive:
@@ -326,6 +416,10 @@ class CircleScheme(Scheme):
             raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {cls.name!r}")
         return n
 
+    @classmethod
+    def grid_spacing(cls, options: Mapping[str, Any]) -> float:
+        return 2.0 * math.pi / int(options.get("n") or cls.resolution_default)
+
     #: 3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max)
     resolution_rule = (6.0 * math.pi, 1.0)
     resolution_text = ("n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
@@ -345,3 +439,9 @@ class CircleScheme(Scheme):
     def tangential_velocity(self, state: Array) -> Array:
         """v = <tau, X[rho]> at the points of ``velocity_grid``, shape (n_xi, n)."""
         return self.interaction.velocity(state)[:, 0]
+
+    def max_compression(self, v: Array) -> float:
+        """max(0, max_j (v_j - v_{j+1}) / h) of a velocity at the points of ``velocity_grid``:
+        -d v / d theta somewhere between them (for face velocities, exactly the compression of
+        the cell between two faces)."""
+        return max(0.0, float(np.max(v - np.roll(v, -1, axis=-1)))) / self.velocity_grid.h

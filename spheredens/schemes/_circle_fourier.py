@@ -52,6 +52,8 @@ class FourierScheme(CircleScheme):
 
     name = "fourier"
     even_n = True
+    #: the highest mode k < n / 2 moves at up to max|v|: |lambda dt| < (n / 2) max|v| cfl h / max|v| = pi cfl
+    imaginary_spectrum = math.pi
     options = ("n", "filter", "interaction", "integrator", "allow_underresolved")
     default_integrator = "rk4"
     zero_temperature_order = math.inf
@@ -82,7 +84,8 @@ class FourierScheme(CircleScheme):
     def rhs(self, state: Array, t: float) -> Tendency:
         v = self.tangential_velocity(state)
         flux_hat = np.fft.rfft(state * v, axis=-1)
-        return Tendency(-np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1), float(np.abs(v).max()))
+        return Tendency(-np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1), float(np.abs(v).max()),
+                        max_compression=self.max_compression(v))
 
     def attributes(self) -> dict[str, Any]:
         return {"n": self.grid.n, "filter": self.filter, "interaction": self.interaction.name,

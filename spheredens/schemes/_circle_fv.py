@@ -89,7 +89,8 @@ class FiniteVolumeScheme(CircleScheme):
         east = state + 0.5 * slope  # value at the right face of cell j
         west = state - 0.5 * slope  # value at the left face of cell j
         flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
-        return Tendency(-(flux - np.roll(flux, 1, axis=-1)) / self.grid.h, float(np.abs(v).max()))
+        return Tendency(-(flux - np.roll(flux, 1, axis=-1)) / self.grid.h, float(np.abs(v).max()),
+                        max_compression=self.max_compression(v))
 
     def attributes(self) -> dict[str, Any]:
         return {"n": self.grid.n, "limiter": self.limiter, "interaction": self.interaction.name,

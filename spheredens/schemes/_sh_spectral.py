@@ -71,6 +71,8 @@ class SHSpectralScheme(Scheme):
     resolution_min = 3
     resolution_max = MAX_LMAX
     default_integrator = "rk4"
+    #: degree l <= lmax moves at up to max|X|: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
+    imaginary_spectrum = math.pi
     evaluator_inputs = "coefficients"
     zero_temperature_order = math.inf
     diagnostics = ("filter_effect",)
@@ -101,6 +103,7 @@ class SHSpectralScheme(Scheme):
         self._l_factor = self.grid.l * (self.grid.l + 1.0)
         super().__init__(problem, **common)
         self.clip_negative = True
+        self._synth_cache: tuple[Any, list[Array]] | None = None
 
     def layout(self) -> Layout:
         g = self.grid
@@ -114,9 +117,18 @@ class SHSpectralScheme(Scheme):
         return c / (np.sqrt(4.0 * np.pi) * c[:, :1].real)
 
     def rhs(self, state: NDArray[np.complex128], t: float) -> Tendency:
-        """-[div_S(rho X[rho])]_lm before filtering, shape (n_xi, nlm), and max |X|."""
+        """-[div_S(rho X[rho])]_lm before filtering, shape (n_xi, nlm), max |X| and the largest
+        compression max(0, -div_S X) on the grid."""
+        return self._tendency(state, divergence=True)
+
+    def rate(self, state: NDArray[np.complex128], t: float) -> NDArray[np.complex128]:
+        """The rate alone (the integrator's later stages: no compression of X, two transforms
+        fewer)."""
+        return self._tendency(state, divergence=False).rate
+
+    def _tendency(self, state: NDArray[np.complex128], *, divergence: bool) -> Tendency:
         g = self.grid
-        rho_grid = [g.synth(c) for c in state]
+        rho_grid = self._synthesized(state)
         attention_state = state
         if self.clip_negative and any(r.min() < 0.0 for r in rho_grid):
             # attention weights of a density are non-negative: Gibbs lobes are clipped before
@@ -126,7 +138,27 @@ class SHSpectralScheme(Scheme):
         out = np.empty_like(state)
         for k, rho in enumerate(rho_grid):
             out[k] = -g.divergence_coefficients(rho * vel[k, 0], rho * vel[k, 1])
-        return Tendency(out, float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2))))
+        compression = (max(0.0, -min(float(g.synth(g.divergence_coefficients(v[0], v[1])).min()) for v in vel))
+                       if divergence else math.nan)
+        return Tendency(out, float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2))),
+                        max_compression=compression)
+
+    def _synthesized(self, state: NDArray[np.complex128]) -> list[Array]:
+        """rho of each slice on the grid; the last state's values are kept (the loop's check
+        of a step and the next step's first stage ask for the same state)."""
+        if self._synth_cache is not None and self._synth_cache[0] is state:
+            return self._synth_cache[1]
+        rho = [self.grid.synth(c) for c in state]
+        self._synth_cache = (state, rho)
+        return rho
+
+    def masses(self, state: NDArray[np.complex128]) -> Array:
+        """sqrt(4 pi) Re rho_00 of each slice (the l = 0 coefficient is the mass)."""
+        return np.sqrt(4.0 * np.pi) * np.asarray(state)[:, 0].real
+
+    def extremes(self, state: NDArray[np.complex128]) -> tuple[float, float]:
+        rho = self._synthesized(state)
+        return max(float(np.abs(r).max()) for r in rho), min(float(r.min()) for r in rho)
 
     def post_step(self, state: NDArray[np.complex128], dt: float) -> NDArray[np.complex128]:
         """Apply the filter to the state after each step (l = 0, the mass, is untouched)."""

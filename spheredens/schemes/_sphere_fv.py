@@ -201,7 +201,11 @@ class SphereFiniteVolumeScheme(Scheme):
         flux = up * left + un * right
         outflow = np.stack([np.bincount(a, up[k], m.n_cells) - np.bincount(b, un[k], m.n_cells)
                             for k in range(len(u))])
-        return Tendency(-(m.divergence @ flux.T).T, speed, float((outflow / m.area).max()))
+        # the compression of each cell by its face velocities: d rho_c / dt = -rho_c div_c X
+        # where rho is flat, what bounds the growth of max rho
+        div = m.divergence @ (u * m.face_length).T
+        return Tendency(-(m.divergence @ flux.T).T, speed, float((outflow / m.area).max()),
+                        max_compression=max(0.0, -float(div.min())))
 
     def stable_dt(self, cfl: float, tendency: Tendency) -> float:
         """cfl min(h / max_speed, 1 / max_c outflow rate): rho >= 0 for cfl <= 0.5."""
