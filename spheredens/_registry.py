@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from .exceptions import ConfigError
+from .exceptions import ConfigError, shown
 
 
 class Registry:
@@ -39,7 +39,7 @@ class Registry:
         """The object registered under ``name``; a ConfigError naming ``key`` otherwise."""
         if not isinstance(name, str) or name not in self._items:
             raise ConfigError(
-                key, f"{name!r} is not a known {self.family}; choose one of {self.quoted_names()}"
+                key, f"{shown(name)} is not a known {self.family}; choose one of {self.quoted_names()}"
             )
         return self._items[name]
 

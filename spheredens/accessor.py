@@ -205,15 +205,41 @@ class SpheredensAccessor:
         """The :class:`~spheredens.geometry.Domain` of the file."""
         return file_domain(self._ds)
 
+    def _density(self, method: str, needs: tuple[str, ...] = ("rho", "weight")) -> Any:
+        """The Dataset, when it is a density file (the variables ``needs``); otherwise a
+        one-line SchemaError saying what ``ds.sd.<method>()`` needs and, for a particle file,
+        what to use instead."""
+        ds = self._ds
+        missing = [name for name in needs if name not in ds.variables]
+        if not missing:
+            return ds
+        need = (f"ds.sd.{method}() needs a density file (schema spheredens-1, opened with "
+                f"spheredens.open_run), with the variable{'s' if len(needs) > 1 else ''} "
+                + " and ".join(map(repr, needs)))
+        schema = ds.attrs.get("spheredens_schema")
+        if "position" in ds.variables:
+            raise SchemaError(f"{need}; this is a particle file ({schema or 'no spheredens_schema attribute'}): "
+                              "its particles are ds['position'] (time, particle, component) with weights "
+                              "ds['particle_weight'] (added by spheredens.open_particles), compared with a "
+                              "density by spheredens.compare")
+        what = f"a {schema} file" if schema else "a dataset without them"
+        raise SchemaError(f"{need}; this is {what} (no {' or '.join(map(repr, missing))})")
+
     def grid(self) -> FileGrid:
         """The grid the file's density lives on (:class:`FileGrid`)."""
-        return file_grid(self._ds)
+        return file_grid(self._density("grid"))
 
     def marginal(self, index: int | None = None) -> Array:
         """The density at snapshot ``index`` (all snapshots when None, time first); for files
         with slices (dim ``xi``) the marginal sum_k r_k rho_k (``rho_marginal`` when stored,
-        else formed with ``xi_weight``)."""
-        ds = self._ds
+        else formed with ``xi_weight``).
+
+        Raises
+        ------
+        SchemaError
+            The dataset is no density file (a particle file: what to use instead).
+        """
+        ds = self._density("marginal", ("rho",))
         sliced = "xi" in ds["rho"].dims
         name = "rho_marginal" if sliced and "rho_marginal" in ds else "rho"
         values = ds[name].values
@@ -231,6 +257,7 @@ class SpheredensAccessor:
         ``sh_spectral`` (sphere): the spherical-harmonic expansion (degrees <= lmax) of the
         stored Gauss-grid values, evaluated at the points.
         """
+        self._density("density_function")
         grid = self.grid()
         rho = self.marginal(t)
         scheme = self._ds.attrs.get("scheme")

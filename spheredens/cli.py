@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import math
 import signal
@@ -18,13 +19,14 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ._validate import os_error_problem
 from ._version import __version__
 from .analysis import analysis_output_path, analyze_beta, beta_table, open_combined, plot_beta_study
 from .auxiliary import KERNELS
 from .compare import check_compare_files, compare, compare_output_path, comparison_summary, plot_comparison
 from .config import load_config
-from .exceptions import (ConfigError, ModelMismatchError, OutputError, SimulationError, SpheredensError,
-                         SpheredensWarning)
+from .exceptions import (PATH_LIMIT, ConfigError, ModelMismatchError, OutputError, SimulationError, SpheredensError,
+                         SpheredensWarning, shown)
 from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
@@ -694,6 +696,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except SpheredensError as exc:
         print(f"spheredens: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the commands did not check first: a name too long, a link loop
+        if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP) or exc.filename is None:
+            raise
+        print(f"spheredens: error: {shown(str(exc.filename), PATH_LIMIT)} "
+              f"{os_error_problem(exc, exc.filename)}", file=sys.stderr)
         return 2
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._lazy import xarray as xr
+from ._validate import input_file_problem
 from .accessor import register_accessor
 from .analysis import curve_summary, DEPARTURE_FACTOR, DEPARTURE_OFFSET
 from .config import config_from_dict
@@ -150,11 +151,13 @@ def file_kind(path: str | Path) -> tuple[str, str]:
     Raises
     ------
     SchemaError
-        The file does not exist.
+        The file does not exist or is no regular file (one line: a directory, a device, a loop
+        of symbolic links, a name too long).
     """
     path = Path(path)
-    if not path.is_file():
-        raise SchemaError(f"{str(path)!r} does not exist")
+    problem = input_file_problem(path, "a netCDF file")
+    if problem:  # missing, a directory or device, a link loop, a name too long
+        raise SchemaError(f"{str(path)!r} {problem}")
     with path.open("rb") as fh:
         head = fh.read(8)
     if not (head.startswith(b"CDF") or head.startswith(b"\x89HDF\r\n\x1a\n")):

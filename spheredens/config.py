@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tomllib
 import warnings
 from dataclasses import dataclass, field, replace
@@ -25,9 +26,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ._validate import as_bool, as_float, as_int, as_matrix, as_str, as_table, check_keys
+from ._validate import (MAX_DEPTH, as_bool, as_float, as_int, as_matrix, as_str, as_table, check_depth,
+                        check_keys, input_file_problem)
 from .auxiliary import auxiliary_from_params
-from .exceptions import ConfigError, SpheredensWarning
+from .exceptions import PATH_LIMIT, ConfigError, SpheredensWarning, shown
 from .geometry import DOMAINS, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
@@ -245,15 +247,43 @@ def load_config(path: str | Path) -> RunConfig:
     return config_from_dict(read_toml(path, "configuration file"), base_dir=path.resolve().parent)
 
 
+#: the largest TOML file read (a configuration or sweep is a few kB of text)
+MAX_TOML_BYTES = 64 * 2**20
+
+
 def read_toml(path: str | Path, what: str) -> dict[str, Any]:
-    """The tables of a TOML file; a one-line ConfigError when it is missing or not TOML."""
+    """The tables of a TOML file; a one-line ConfigError when it is missing, not a regular file
+    (a directory, /dev/null, a symbolic link loop, a name too long), too large, not UTF-8 text,
+    not TOML, or nested too deeply (:func:`~spheredens._validate.check_depth`)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("", f"{what} {str(path)!r} does not exist")
+    name = shown(str(path), PATH_LIMIT)
+    problem = input_file_problem(path)
+    if problem:
+        raise ConfigError("", f"{what} {name} {problem}")
+    size = path.stat().st_size
+    if size > MAX_TOML_BYTES:
+        raise ConfigError("", f"{what} {name} is {size / 2**20:.0f} MiB, more than a TOML file of "
+                          f"spheredens can be ({MAX_TOML_BYTES // 2**20} MiB); give the configuration file")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError("", f"{str(path)!r} is not valid TOML: {exc}") from None
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{name} is not valid TOML: it is not UTF-8 text (byte "
+                          f"0x{exc.object[exc.start:exc.start + 1].hex()} at position {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("", f"{name} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError("", f"{name} is not a configuration: its arrays or tables are nested "
+                          f"hundreds of levels deep (a configuration needs a few; at most {MAX_DEPTH})") from None
+    except ValueError:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
+        raise ConfigError("", f"{name} is not a configuration: it holds an integer of more than "
+                          f"{sys.get_int_max_str_digits()} digits") from None
+    except MemoryError:
+        raise ConfigError("", f"{what} {name} ({size / 2**20:.0f} MiB) is too large to read into "
+                          "memory") from None
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {what} {name} ({exc.strerror or exc})") from None
+    check_depth(data)
+    return data
 
 
 SECTIONS = ("model", "domain", "initial", "discretization", "time", "output", "particles",
@@ -320,7 +350,7 @@ def _domain(t: dict[str, Any]) -> DomainConfig:
     check_keys(t, ["name"], "domain")
     name = as_str(t.get("name", "circle"), "domain.name")
     if name not in DOMAINS:
-        raise ConfigError("domain.name", f"{name!r} is not a domain; choose "
+        raise ConfigError("domain.name", f"{shown(name)} is not a domain; choose "
                           f"{' or '.join(map(repr, DOMAINS))}")
     return DomainConfig(name)
 
@@ -331,11 +361,12 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
     MODELS.get(name, "model.name")
     eye = tuple(tuple(float(i == j) for j in range(d)) for i in range(d))
     mats = {m: as_matrix(t[m], f"model.{m}", d) if m in t else eye for m in ("Q", "K", "V")}
+    _check_matrix_scale(mats)
     if name == "sa_zero_temperature":
         if "beta" in t:
             beta = as_float(t["beta"], "model.beta", allow_inf=True)
             if beta != math.inf:
-                raise ConfigError("model.beta", f"= {t['beta']!r}: the zero-temperature model has "
+                raise ConfigError("model.beta", f"= {shown(t['beta'])}: the zero-temperature model has "
                                   "beta = inf; remove the key or write beta = inf")
         beta = math.inf
         kernel = AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"]))
@@ -348,6 +379,9 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
         if beta > 1e4:
             raise ConfigError("model.beta", f"= {beta:g} is too large: must be <= 1e4 "
                               "(use sa_zero_temperature for the beta -> inf limit)")
+        if 0.0 < beta < MIN_SCALE:
+            raise ConfigError("model.beta", f"= {beta!r} is below {MIN_SCALE:g}, where float64 loses its "
+                              "precision (1 / beta overflows): write beta = 0, the same kernel to round-off")
         if name == "usa_av":
             for m in ("Q", "K", "V"):
                 if mats[m] != eye:
@@ -361,6 +395,36 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
                               f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "
                               "use beta ||Q^T K|| <= 700")
     return ModelConfig(name, beta, mats["Q"], mats["K"], mats["V"])
+
+
+#: the largest |entry| of Q, K and V: the kernel depends on beta Q^T K and the velocity is
+#: linear in V, so a larger scale is a larger beta or a shorter time scale, and products of
+#: entries beyond it approach the end of float64 (1.8e308)
+MAX_MATRIX_ENTRY = 1e6
+#: the smallest non-zero beta and norm of Q^T K: below them products underflow (1e-300 ** 2 is 0)
+MIN_SCALE = 1e-300
+MIN_B_NORM = 1e-100
+
+
+def _check_matrix_scale(mats: Mapping[str, Matrix]) -> None:
+    """Refuse entries of Q, K, V beyond :data:`MAX_MATRIX_ENTRY` and a non-zero B = Q^T K of
+    norm below :data:`MIN_B_NORM` (one line naming the entry, or model.K)."""
+    hints = {"Q": "the kernel depends on beta Q^T K only: put the scale in model.beta",
+             "K": "the kernel depends on beta Q^T K only: put the scale in model.beta",
+             "V": "the velocity is linear in V, so a larger V is the same run on a shorter time "
+                  "scale: scale time.t_end instead"}
+    for m, rows in mats.items():
+        for i, row in enumerate(rows):
+            for j, v in enumerate(row):
+                if abs(v) > MAX_MATRIX_ENTRY:
+                    raise ConfigError(f"model.{m}[{i}][{j}]", f"= {v:g} is too large: the entries of Q, K "
+                                      f"and V must be at most {MAX_MATRIX_ENTRY:g} in absolute value; {hints[m]}")
+    B = np.array(mats["Q"]).T @ np.array(mats["K"])
+    norm = float(np.abs(B).max())
+    if 0.0 < norm < MIN_B_NORM:
+        raise ConfigError("model.K", f"B = Q^T K has entries of at most {norm:.3g}, below {MIN_B_NORM:g}: "
+                          "the kernel is flat to round-off and its products underflow; write K = 0 "
+                          "(or beta = 0) for a flat kernel, or put the scale in model.beta")
 
 
 def _with_auxiliary(model: ModelConfig, table: dict[str, Any], given: bool, d: int) -> ModelConfig:
@@ -403,7 +467,7 @@ def _time(t: dict[str, Any]) -> TimeConfig:
     if "times" in t:
         raw = t["times"]
         if not isinstance(raw, list) or not raw:
-            raise ConfigError("time.times", f"must be a non-empty list of times, got {raw!r}")
+            raise ConfigError("time.times", f"must be a non-empty list of times, got {shown(raw)}")
         times = tuple(as_float(v, f"time.times[{i}]") for i, v in enumerate(raw))
         for i, v in enumerate(times):
             if not 0.0 <= v <= t_end:
@@ -441,7 +505,7 @@ def _output(t: dict[str, Any]) -> OutputConfig:
     check_keys(t, ["path", "figure"], "output")
     path = as_str(t["path"], "output.path") if "path" in t else None
     if path is not None and not path.endswith(".nc"):
-        raise ConfigError("output.path", f"= {path!r} must end in '.nc' (a netCDF file)")
+        raise ConfigError("output.path", f"= {shown(path)} must end in '.nc' (a netCDF file)")
     return OutputConfig(path, as_bool(t.get("figure", True), "output.figure"))
 
 
@@ -454,7 +518,7 @@ def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
     allowed = domain.domain.particle_initializations
     init = as_str(t.get("initialization", "iid"), "particles.initialization")
     if init not in allowed:
-        raise ConfigError("particles.initialization", f"{init!r} is not available on the "
+        raise ConfigError("particles.initialization", f"{shown(init)} is not available on the "
                           f"{domain.name}; choose one of {', '.join(map(repr, allowed))}")
     dt = as_float(t.get("dt", 0.01), "particles.dt", minimum=0.0, strict=True, maximum=1.0,
                   what=" (time step of the particle integrator)")
@@ -462,7 +526,7 @@ def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
     INTEGRATORS.get(integrator, "particles.integrator")
     path = as_str(t["path"], "particles.path") if "path" in t else None
     if path is not None and not path.endswith(".nc"):
-        raise ConfigError("particles.path", f"= {path!r} must end in '.nc' (a netCDF file)")
+        raise ConfigError("particles.path", f"= {shown(path)} must end in '.nc' (a netCDF file)")
     stop = (as_float(t["stop_after_departure"], "particles.stop_after_departure", minimum=0.0,
                      what=" (time units to go on after the run departs from Pi_# of its initial particles)")
             if "stop_after_departure" in t else None)

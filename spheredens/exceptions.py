@@ -5,7 +5,12 @@ subclass of :class:`SpheredensError`; the command line turns them into one-line 
 """
 from __future__ import annotations
 
+import re
+import reprlib
+from typing import Any
+
 __all__ = [
+    "shown",
     "SpheredensError",
     "ConfigError",
     "SchemaError",
@@ -15,6 +20,63 @@ __all__ = [
     "OutputLocked",
     "SpheredensWarning",
 ]
+
+
+#: the most characters of a value a message echoes (:func:`shown`)
+SHOWN_LIMIT = 80
+#: the most characters of a path a message echoes, and of any quoted word in a message
+#: (paths are kept whole up to this length: the user needs them to find the file)
+PATH_LIMIT = 400
+#: the most characters of a ConfigError or SchemaError message; longer ones keep their start and end
+MESSAGE_LIMIT = 1000
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 4, 12, 12, 8
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = SHOWN_LIMIT + 2
+
+
+def shown(value: Any, limit: int = SHOWN_LIMIT) -> str:
+    """``repr(value)`` as an error message echoes it: at most ``limit`` characters, a longer
+    one cut with an ellipsis and its length said (a 10 MB string from a file is not printed
+    back), built without ever forming the whole repr of a huge or deeply nested value.
+
+    Examples
+    --------
+    >>> shown([[1.0, 0.0], [0.0]])
+    '[[1.0, 0.0], [0.0]]'
+    >>> shown("x" * 10**7, limit=8)
+    "'xxxxxxxx...' (10000000 characters)"
+    >>> shown(10**400)
+    'an integer of 401 digits'
+    """
+    if isinstance(value, (str, bytes)):
+        if len(value) <= limit:
+            return repr(value)
+        head = repr(value[:limit])
+        return f"{head[:-1]}...{head[-1]} ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3.3 * limit:
+        digits = len(str(abs(value))) if value.bit_length() < 14000 else "more than 4000"
+        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a value whose repr fails: its type
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+#: a quoted word longer than PATH_LIMIT (a string value or a path echoed whole)
+_LONG_QUOTED = re.compile(r"'([^'\s]{%d,})'" % (PATH_LIMIT + 1))
+
+
+def _bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` with each quoted word longer than :data:`PATH_LIMIT` cut as :func:`shown`
+    cuts values; then, when still above ``limit`` characters, its start and end around a note
+    of what was left out (the key comes first and what to do last: both are kept)."""
+    text = _LONG_QUOTED.sub(lambda m: shown(m[1]), text)
+    if len(text) <= limit:
+        return text
+    keep = (limit - 40) // 2
+    return f"{text[:keep]} ... ({len(text) - 2 * keep} characters left out) ... {text[-keep:]}"
 
 
 class SpheredensError(Exception):
@@ -34,15 +96,21 @@ class ConfigError(SpheredensError, ValueError):
 
     def __init__(self, key: str, message: str) -> None:
         # keys come from user files: show odd ones (newlines, control characters) quoted
-        key = key if key.isprintable() else repr(key)
-        message = message if message.isprintable() else repr(message)[1:-1]
+        key = _bounded(key if key.isprintable() else repr(key), SHOWN_LIMIT)
+        message = _bounded(message if message.isprintable() else repr(message)[1:-1])
         self.key = key
         self.message = message
         super().__init__(f"{key}: {message}" if key else message)
 
 
 class SchemaError(SpheredensError, ValueError):
-    """A file does not follow the spheredens dataset layout (DATASET.md)."""
+    """A file does not follow the spheredens dataset layout (DATASET.md).
+
+    The message is one line; long values in it are cut (:func:`shown`).
+    """
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        super().__init__(_bounded(str(message)), *args)
 
 
 class ModelMismatchError(SchemaError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -21,7 +22,7 @@ from ._lazy import xarray as xr
 from ._registry import Registry
 from ._validate import (as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys,
                         netcdf_read_problem)
-from .exceptions import ConfigError
+from .exceptions import ConfigError, SpheredensWarning
 from .geometry import (circle_angle, circle_points, CIRCLE, Domain, domain_of_dimension, NotProvided,
                        provides_by_default, sphere_area, SPHERE)
 
@@ -65,8 +66,20 @@ def von_mises_fisher_density(x: Array, mean: Array, kappa: float) -> Array:
     """
     mean = np.asarray(mean, dtype=float)
     d = mean.shape[0]
-    g = np.exp(kappa * (x @ mean - 1.0))
+    with np.errstate(over="ignore", under="ignore"):  # kappa (<mu, x> - 1) may be -inf: g = 0
+        g = np.exp(kappa * np.minimum(x @ mean - 1.0, 0.0))  # <mu, x> <= 1 (round-off: exp > 1)
     return domain_of_dimension(d).part("von_mises_fisher")(g, kappa, d)
+
+
+def von_mises_fisher_log_density(x: Array, mean: Array, kappa: float) -> Array:
+    """log of :func:`von_mises_fisher_density`, finite wherever the density is representable
+    (kappa (<mu, x> - 1) plus the log of the scaled constant): far from the mean of a very
+    concentrated density (kappa = 1e10) the density underflows to 0, its log does not."""
+    mean = np.asarray(mean, dtype=float)
+    d = mean.shape[0]
+    with np.errstate(over="ignore", divide="ignore"):
+        log_c = float(np.log(domain_of_dimension(d).part("von_mises_fisher")(np.ones(1), kappa, d)[0]))
+        return kappa * np.minimum(x @ mean - 1.0, 0.0) + log_c
 
 
 @provides_by_default("von_mises_fisher")
@@ -77,7 +90,24 @@ def von_mises_fisher_normalized(g: Array, kappa: float, d: int) -> Array:
     nu = 0.5 * d - 1.0
     if kappa == 0.0 and nu > 0.0:
         return g / (2.0 * np.pi ** (0.5 * d) / special.gamma(0.5 * d))
-    return g * kappa**nu / ((2.0 * np.pi) ** (0.5 * d) * special.ive(nu, kappa))
+    return g * kappa**nu / ((2.0 * np.pi) ** (0.5 * d) * scaled_bessel_i(nu, kappa))
+
+
+#: from this kappa on, :func:`scaled_bessel_i` uses its asymptotic series (scipy's ``ive``
+#: returns NaN beyond about 2e9; at 1e8 the series' first omitted term is below 1e-24)
+BESSEL_ASYMPTOTIC_FROM = 1e8
+
+
+def scaled_bessel_i(nu: float, kappa: float) -> float:
+    """I_nu(kappa) e^{-kappa}, for every finite kappa >= 0: ``scipy.special.ive`` below
+    :data:`BESSEL_ASYMPTOTIC_FROM`, above it the large-argument series
+    (1 - (mu - 1) / (8 kappa) + (mu - 1)(mu - 9) / (2 (8 kappa)^2)) / sqrt(2 pi kappa),
+    mu = 4 nu^2 [Abramowitz & Stegun 9.7.1], exact to round-off there."""
+    if kappa < BESSEL_ASYMPTOTIC_FROM:
+        return float(special.ive(nu, kappa))
+    mu, z = 4.0 * nu * nu, 8.0 * kappa
+    series = 1.0 - (mu - 1.0) / z + (mu - 1.0) * (mu - 9.0) / (2.0 * z * z)
+    return series / (math.sqrt(2.0 * math.pi) * math.sqrt(kappa))  # no overflow at kappa = 1e308
 
 
 @SPHERE.provides("von_mises_fisher")
@@ -116,8 +146,9 @@ class VonMisesFisher:
         kappas = as_float_list(params.get("kappas", [1.0] * m), f"{key}.kappas", length=m, minimum=0.0)
         weights = as_float_list(params.get("weights", [1.0] * m), f"{key}.weights", length=m,
                                 minimum=0.0, strict=True)
-        total = sum(weights)
-        return cls(means, kappas, tuple(w / total for w in weights))
+        largest = max(weights)  # weights near 1.8e308: their sum would overflow
+        total = sum(w / largest for w in weights)
+        return cls(means, kappas, tuple(w / largest / total for w in weights))
 
     def __call__(self, x: Array) -> Array:
         out = np.zeros(np.shape(x)[:-1])
@@ -125,9 +156,89 @@ class VonMisesFisher:
             out += w * von_mises_fisher_density(x, np.array(mu), kappa)
         return out
 
+    def components(self) -> list[tuple[float, Callable[[Array], Array], float]]:
+        """(weight, log density, width) of each component, the width 1 / sqrt(kappa) in radians
+        (inf for kappa = 0): :func:`sample_normalized` samples apart, in the log domain, the
+        components far narrower than the grid's cells, and :func:`~spheredens.targets.projection_measure`
+        sums Pi_# over them."""
+        return [(w, functools.partial(von_mises_fisher_log_density, mean=np.array(mu), kappa=kappa),
+                 math.inf if kappa == 0.0 else kappa ** -0.5)
+                for mu, kappa, w in zip(self.means, self.kappas, self.weights)]
+
+    @property
+    def dimension(self) -> int:
+        """Dimension of the domain S^{d-1} of the density (1: the circle, 2: the sphere)."""
+        return len(self.means[0]) - 1
+
     def to_params(self) -> dict[str, Any]:
         return {"means": [list(m) for m in self.means], "kappas": list(self.kappas),
                 "weights": list(self.weights)}
+
+
+#: a mixture component narrower than this fraction of the grid's largest cell (kappa h^2 above
+#: 900) is sampled apart in the log domain (:func:`sample_normalized`): its samples underflow
+#: or miss its peak, and only its weight, put on the cells nearest its mean, is left of it
+SUBGRID_WIDTH = 1.0 / 30.0
+
+
+def _sampled_from_log(log_f: Callable[[Array], Array], sample: Callable[[Any], Array],
+                      weight: Array) -> Array:
+    """``sample`` of exp(log_f), normalized to sum(values * weight) = 1, formed in the log
+    domain: the largest log value at any sample point is found first (a first pass), then
+    exp(log_f - largest) is sampled, so that its largest sample is 1 and the discrete mass
+    is positive however concentrated the density is."""
+    largest = [-math.inf]
+
+    def probe(x: Array) -> Array:
+        largest[0] = max(largest[0], float(np.max(log_f(x))))
+        return np.zeros(np.shape(x)[:-1])
+
+    sample(probe)
+    with np.errstate(under="ignore"):
+        values = np.asarray(sample(lambda x: np.exp(log_f(x) - largest[0])), dtype=float)
+    return values / np.sum(values * weight)
+
+
+def sample_normalized(f: Any, sample: Callable[[Any], Array], weight: Array, *,
+                      key: str = "initial") -> Array:
+    """``sample(f)`` (cell averages or point values of the density f on a grid) normalized to
+    unit discrete mass sum(values * weight) = 1, checked finite.
+
+    A mixture with :meth:`~VonMisesFisher.components` of which one is narrower than
+    :data:`SUBGRID_WIDTH` times the largest cell (whose samples underflow or miss its peak:
+    kappa = 1e10), or whose samples have no finite positive mass, is sampled component by
+    component in the log domain (:func:`_sampled_from_log`), each normalized to its weight:
+    a component far narrower than a cell puts its weight on the cells nearest its mean, as
+    its exact cell averages would (with a warning naming ``key.kappas``).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``key``, when the values are not finite or their mass is not positive: nothing
+        is written from such a state.
+    """
+    values = np.asarray(sample(f), dtype=float)
+    with np.errstate(all="ignore"):
+        mass = float(np.sum(values * weight))
+    parts = f.components() if hasattr(f, "components") else None
+    if parts is not None:
+        cell = float(np.max(weight)) ** (1.0 / f.dimension)  # the largest cell's size, radians
+        narrow = [width for _, _, width in parts if width < SUBGRID_WIDTH * cell]
+        if narrow or not (math.isfinite(mass) and mass > 0.0):
+            warnings.warn(f"{key}.kappas: a component of the initial density (width 1 / sqrt(kappa) = "
+                          f"{min(width for _, _, width in parts):.3g}) is narrower than this grid resolves "
+                          f"(cells of {cell:.3g}); its weight is put on the cells or nodes nearest its mean: "
+                          "refine the grid to resolve it", SpheredensWarning, stacklevel=2)
+            values = sum(w * _sampled_from_log(log_f, sample, weight) for w, log_f, _ in parts)
+            with np.errstate(all="ignore"):
+                mass = float(np.sum(values * weight))
+    with np.errstate(all="ignore"):
+        normalized = values / mass
+    if not (np.isfinite(mass) and mass > 0.0 and np.all(np.isfinite(normalized))):
+        bad = "values that are not finite" if not np.all(np.isfinite(values)) else f"mass {mass:.3g}"
+        raise ConfigError(key, f"the initial density sampled on this grid has {bad}, so no initial "
+                          "state can be formed (nothing was written); make it wider or refine the grid")
+    return normalized
 
 
 @INITIAL_DENSITIES.register("random_smooth")

@@ -19,13 +19,14 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ._lazy import xarray as xr
-from ._validate import netcdf_read_problem
+from ._validate import input_file_problem, netcdf_read_problem, output_file_problem
 from .accessor import register_accessor
 from .config import RunConfig, load_config
 from .exceptions import ConfigError, OutputError, SchemaError
 from .geometry import DOMAINS, get_domain
 from .models import MODELS
 from .problem import Problem
+from .schema import ANALYSIS_SCHEMA, COMPARE_SCHEMA
 from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, PARTICLE_VARIABLES, REQUIRED_ATTRS, REQUIRED_VARS,
                      SCHEMA, UNIT_TOLERANCE, VALUE_KINDS, particle_dataset, validate_particles,
                      validate_schema)
@@ -210,6 +211,9 @@ def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool 
 
     if path.suffix != suffix:
         raise refuse(f"{str(path)!r} must end in {suffix!r} ({OUTPUT_KINDS.get(suffix, 'the output file')})")
+    problem = output_file_problem(path)
+    if problem:  # a name too long for the file system, a loop of symbolic links
+        raise refuse(f"cannot write {str(path)!r}: it {problem}")
     if path.is_dir():
         raise refuse(f"{str(path)!r} is a directory; give a file name ending in {suffix!r}")
     parent = path.parent
@@ -225,7 +229,7 @@ def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool 
             raise refuse(f"cannot create the directory {str(parent)!r} ({exc.strerror or exc}); "
                          "choose a writable folder") from None
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.probe-", dir=parent)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name[:200]}.probe-", dir=parent)  # <= 255 characters
     except OSError as exc:
         raise refuse(f"cannot write in the directory {str(parent)!r} ({exc.strerror or exc}); "
                      "choose a writable folder") from None
@@ -420,15 +424,43 @@ class FileWriter(Observer):
             raise OutputError(f"could not write {str(self.path)!r} ({reason}); {kept}")
 
 
+#: each kind of spheredens file (by its ``spheredens_schema``): what it is, and what opens it
+FILE_OPENERS = {
+    SCHEMA: ("a density file", "spheredens.open_run"),
+    PARTICLE_SCHEMA: ("a particle file", "spheredens.open_particles"),
+    COMPARE_SCHEMA: ("a comparison file of spheredens compare", "spheredens.io.read_netcdf"),
+    "spheredens-sweep-1": ("a sweep's combined file", "spheredens.analysis.open_combined"),
+    ANALYSIS_SCHEMA: ("an analysis file of analyze-beta", "spheredens.io.read_netcdf"),
+}
+
+
+def _check_kind(ds: Any, path: str | Path, expected: str) -> None:
+    """Refuse, in one line naming the function that opens it, a spheredens file of another kind
+    than ``expected`` (a particle file given to :func:`open_run`, a run to :func:`open_particles`,
+    a comparison, sweep or analysis file to either), instead of listing what it lacks."""
+    schema = label = str(ds.attrs.get("spheredens_schema", ""))
+    if not schema:  # files without the attribute (older, converted by hand): by their variables
+        schema = (PARTICLE_SCHEMA if "position" in ds.variables and "rho" not in ds.variables
+                  else SCHEMA if "rho" in ds.variables and "position" not in ds.variables else "")
+        label = "no spheredens_schema attribute"
+    if schema == expected or schema not in FILE_OPENERS:
+        return
+    what, opener = FILE_OPENERS[schema]
+    wanted = FILE_OPENERS[expected][0]
+    raise SchemaError(f"{str(path)!r} is {what} ({label}), not {wanted} ({expected}); open it with {opener}")
+
+
 def open_run(path: str | Path) -> Any:
     """Open a run file with xarray, check it follows schema ``spheredens-1``, load it.
 
     Raises
     ------
     SchemaError
-        When the file cannot be read or lacks part of the layout.
+        When the file cannot be read or lacks part of the layout; a file of another kind (a
+        particle file, a comparison, sweep or analysis file) is named as such, with the
+        function that opens it (:data:`FILE_OPENERS`).
     """
-    return _open_checked(path, validate_schema)
+    return _open_checked(path, lambda ds: (_check_kind(ds, path, SCHEMA), validate_schema(ds)))
 
 
 def _open_checked(path: str | Path, validate: Any) -> Any:
@@ -443,8 +475,9 @@ def _open_netcdf(path: str | Path) -> Any:
 
     register_accessor()
     path = Path(path)
-    if not path.is_file():
-        raise SchemaError(f"{str(path)!r} does not exist")
+    problem = input_file_problem(path, "a netCDF file")
+    if problem:  # missing, a directory or device, a link loop, a name too long
+        raise SchemaError(f"{str(path)!r} {problem}")
     problem = netcdf_read_problem(path)
     if problem:
         raise SchemaError(f"cannot read {str(path)!r} as netCDF: {problem}")
@@ -483,8 +516,10 @@ def read_netcdf(path: str | Path) -> Any:
 
 def open_particles(path: str | Path) -> Any:
     """Open and validate a particle file (schema spheredens-particles-1); uniform weights are
-    added when ``particle_weight`` is absent."""
-    ds = _open_checked(path, lambda d: validate_particles(d, name=str(path)))
+    added when ``particle_weight`` is absent. A file of another kind (a density run, a
+    comparison, sweep or analysis file) is refused in one line naming its opener."""
+    ds = _open_checked(path, lambda d: (_check_kind(d, path, PARTICLE_SCHEMA),
+                                        validate_particles(d, name=str(path))))
     if "particle_weight" not in ds:
         n = ds.sizes["particle"]
         ds["particle_weight"] = ("particle", np.full(n, 1.0 / n))

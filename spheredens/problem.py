@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .config import RunConfig
+from .initial import sample_normalized
 from .models import Model
 
 Array = NDArray[np.float64]
@@ -63,12 +64,12 @@ class Problem:
 
     def initial_values(self, sample: Any, weight: Any) -> Any:
         """Slice initial densities sampled by ``sample(f) -> values``, each normalized to
-        sum(values * weight) = 1, stacked: shape (n_xi, ...)."""
+        sum(values * weight) = 1 (:func:`~spheredens.initial.sample_normalized`: checked
+        finite, a ConfigError otherwise), stacked: shape (n_xi, ...)."""
         out, cache = [], {}
         for f in self.slice_initials():
-            if id(f) not in cache:
-                v = np.asarray(sample(f), dtype=float)
-                cache[id(f)] = v / np.sum(v * weight)
+            if id(f) not in cache:  # checked finite, mass 1; very narrow vMF components kept
+                cache[id(f)] = sample_normalized(f, sample, weight)
             out.append(cache[id(f)])
         return np.stack(out)
 

@@ -150,7 +150,10 @@ def _sphere_target(initial: Callable[[Array], Array], basis: Array, circle_atoms
 def projection_measure(model: Model, initial: Callable[[Array], Array], *,
                        circle_atoms: int = CIRCLE_TARGET_ATOMS) -> TargetMeasure:
     """Pi_# rho_0 (MODELS.md section 3) as a discrete measure: the quadratures of the domain's
-    part ``"projection_target"`` (circle and sphere here).
+    part ``"projection_target"`` (circle and sphere here). A mixture initial density (with
+    ``components``, the von Mises-Fisher densities) is also summed over its components in the
+    log domain (:func:`_by_components`), which is used when the direct quadrature differs from
+    it (a component narrower than the quadrature nodes' spacing).
 
     Raises
     ------
@@ -161,6 +164,9 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
     target = assumption_1(model)
     if not target.holds:
         raise AssumptionError(f"Pi_# rho_0 is undefined: Assumption 1 fails ({target.reason})")
+    if target.basis.shape[0] == 0 or not np.all(np.isfinite(target.basis)):
+        raise AssumptionError("Pi_# rho_0 is undefined: the eigenvectors of A = V B^T are not finite "
+                              "(its entries are beyond what float64 resolves)")
     if target.basis.shape[0] >= model.d:
         raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
     domain = domain_of_dimension(model.d)
@@ -168,7 +174,42 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
         build = domain.part("projection_target", "the target Pi_# rho_0")
     except NotProvided as exc:
         raise AssumptionError(str(exc)) from None
-    return build(initial, target.basis, circle_atoms)
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0 when every node underflows
+        measure = build(initial, target.basis, circle_atoms)
+    parts = getattr(initial, "components", None)
+    if parts is None:
+        return measure
+    by_parts = _by_components(build, parts(), target.basis, circle_atoms)
+    if np.all(np.isfinite(measure.masses)) and np.allclose(measure.masses, by_parts.masses, rtol=0.0,
+                                                           atol=COMPONENT_MASS_AGREEMENT):
+        return measure
+    return by_parts
+
+
+#: the direct quadrature of Pi_# rho_0 of a mixture is kept when it agrees with the sum over
+#: components to this (in mass); otherwise a component is narrower than the quadrature
+COMPONENT_MASS_AGREEMENT = 1e-9
+
+
+def _by_components(build: Callable[..., TargetMeasure], parts: list[tuple[float, Callable[[Array], Array], float]],
+                   basis: Array, circle_atoms: int) -> TargetMeasure:
+    """Pi_# rho_0 of a mixture sum_i w_i rho_i as sum_i w_i Pi_# rho_i (Pi_# is linear), each
+    component's quadrature formed in the log domain: exp(log rho_i - largest), its largest
+    value at the quadrature's nodes 1, so that a component far narrower than the nodes'
+    spacing (vMF kappa = 1e10) keeps its mass on the side of its mean instead of 0 / 0."""
+    masses, one = None, None
+    for w, log_f, _ in parts:
+        largest = [-math.inf]
+
+        def probe(x: Array, log_f: Callable[[Array], Array] = log_f) -> Array:
+            largest[0] = max(largest[0], float(np.max(log_f(x))))
+            return np.ones(np.shape(x)[:-1])
+
+        build(probe, basis, circle_atoms)  # first pass: the largest log value at the nodes
+        with np.errstate(under="ignore"):
+            one = build(lambda x, log_f=log_f, top=largest[0]: np.exp(log_f(x) - top), basis, circle_atoms)
+        masses = w * one.masses if masses is None else masses + w * one.masses
+    return TargetMeasure(one.points, masses / masses.sum(), one.description, one.sampling_error)
 
 
 def empirical_projection(model: Model, x: Array, weight: Array, *,

@@ -202,6 +202,33 @@ CASES: list[tuple] = [
     ("sweep_dashboard_address_with_scheduler", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.beta" = [2.0]\n'}, ["sweep", "sweep.toml", "--scheduler", "tcp://127.0.0.1:9", "--dashboard-address", "127.0.0.1:0"], (2,), ("--dashboard-address", "local cluster only")),
     ("sweep_matrix_V_runs", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.V" = [[[1.0, 0.0], [0.0, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]\n'}, ["sweep", "sweep.toml", "-q", "--workers", "1"], (0,), ()),
     # -- bounds, signals, one-line errors (items 6, 7) --
+    ("value_K_1e308", {"c.toml": circle(model="K = [[1e308, 0], [0, 1.0]]")}, ["run", "c.toml"], (2,),
+     ("model.K[0][0]", "at most 1e+06", "model.beta")),
+    ("value_V_1e308", {"c.toml": circle(model="V = [[1e308, 0], [0, 1.0]]")}, ["run", "c.toml"], (2,),
+     ("model.V[0][0]", "at most 1e+06", "time.t_end")),
+    ("value_K_1e308_sphere", {"c.toml": sphere(model="K = [[1e308, 0, 0], [0, 1.0, 0], [0, 0, 1.0]]")},
+     ["run", "c.toml"], (2,), ("model.K[0][0]", "at most 1e+06")),
+    ("value_V_1e308_sphere", {"c.toml": sphere(model="V = [[1.0, 1e308, 0], [0, 1.0, 0], [0, 0, 1.0]]")},
+     ["run", "c.toml"], (2,), ("model.V[0][1]", "at most 1e+06")),
+    ("value_nested_toml", {"c.toml": "a = " + "[" * 100_000 + "]" * 100_000 + "\n"}, ["run", "c.toml"], (2,),
+     ("c.toml", "nested hundreds of levels deep")),
+    ("value_config_name_300", {}, ["run", "a" * 300 + ".toml"], (2,), ("305 characters", "use a shorter name")),
+    ("value_output_name_300", {"c.toml": circle()}, ["run", "c.toml", "-o", "b" * 300 + ".nc"], (2,),
+     ("--output", "303 characters", "use a shorter name")),
+    ("value_config_symlink_loop", {"loop.toml": lambda p: os.symlink(p.name, p)}, ["run", "loop.toml"], (2,),
+     ("'loop.toml'", "loop of symbolic links", "fix or remove the link")),
+    ("value_output_symlink_loop", {"c.toml": circle(), "out.nc": lambda p: os.symlink(p.name, p)},
+     ["run", "c.toml", "-o", "out.nc"], (2,), ("--output", "'out.nc'", "loop of symbolic links")),
+    ("value_config_directory", {"c.toml/": ""}, ["run", "c.toml"], (2,), ("'c.toml'", "is a directory")),
+    ("value_config_dev_null", {}, ["run", os.devnull], (2,), (os.devnull, "character device", "regular file")),
+    ("value_10_mb", {"c.toml": '[model]\nname = "' + "x" * 10_000_000 + '"\n'}, ["run", "c.toml"], (2,),
+     ("model.name", "...' (10000000 characters) is not a known model")),
+    ("value_vmf_kappa_1e10", {"c.toml": circle(model="V = [[1.0, 0], [0, 0.5]]", initial='name = '
+                                               '"von_mises_fisher"\nmeans = [[0.6, 0.8]]\nkappas = [1e10]')},
+     ["run", "c.toml", "--no-figure"], (0,), ()),
+    ("value_vmf_kappa_1e10_sphere", {"c.toml": sphere(initial='name = "von_mises_fisher"\nmeans = [[0.6, 0.0, 0.8]]'
+                                                      '\nkappas = [1e10]')},
+     ["run", "c.toml", "--no-figure"], (0,), ()),
 ]
 
 
