@@ -671,8 +671,9 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         raise SchemaError(f"domain must be {' or '.join(map(repr, DOMAINS))}, not {domain!r}")
     space = get_domain(domain)
     d, from_angles = space.d, space.points_of_angles  # the circle: angles -> (cos, sin)
-    if not source.is_file():
-        raise SchemaError(f"{str(source)!r} does not exist")
+    problem = input_file_problem(source, "a .npy or .npz file")
+    if problem:
+        raise SchemaError(f"{str(source)!r} {problem}")
     src = repr(str(source))
     weight = file_times = None
     what, t_what, w_what = src, "", ""

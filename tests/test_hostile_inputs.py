@@ -167,6 +167,8 @@ CASES: list[tuple] = [
     ("convert_zero_particles", {"z.npz": _npz(position=np.zeros((3, 0, 2)), t=[0.0, 1.0, 2.0])}, ["convert-particles", "z.npz", "o.nc", "--domain", "circle"], (2,), ("no particles", "(3, 0, 2)")),
     ("convert_weights_n_plus_1", {"w.npz": _npz(position=np.tile([0.6, 0.8], (3, 4, 1)), t=[0.0, 1.0, 2.0], weight=np.full(5, 0.2))}, ["convert-particles", "w.npz", "o.nc", "--domain", "circle"], (2,), ("5 weights", "for 4 particles")),
     ("convert_no_times", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle"], (2,), ("no times", "--times", "--dt")),
+    ("convert_input_directory", {"d.npy/": None}, ["convert-particles", "d.npy", "o.nc", "--domain", "circle", "--dt", "1"], (2,), ("is a directory, not a .npy or .npz file",)),
+    ("convert_input_dev_null", {}, ["convert-particles", "/dev/null", "o.nc", "--domain", "circle", "--dt", "1"], (2,), ("is a character device, not a regular file",)),
     ("convert_times_and_dt", {"x.npy": lambda p: np.save(p, np.tile([0.6, 0.8], (3, 4, 1)))}, ["convert-particles", "x.npy", "o.nc", "--domain", "circle", "--times", "0", "1", "2", "--dt", "1"], (2,), ("--dt", "not both")),
     # -- unstable runs (item 5) --
     ("fourier_176_euler", {"c.toml": circle(discretization='scheme = "fourier"\nn = 176\nintegrator = "euler"', t_end="40.0").replace("beta = 2.0", "beta = 86.0")}, ["run", "c.toml"], (2,), ("discretization.integrator", "'euler' cannot be stable for scheme 'fourier' at any time.cfl", "'rk4' (time.cfl <= 0.9)")),
