@@ -34,25 +34,69 @@ The explicit pieces of a run::
     ds = recorder.dataset()
 """
 import functools
+import os
+import signal
+import sys
 from typing import Any, Callable
 
-from . import analysis as _analysis
-from . import compare as _compare
-from . import io as _io
-from . import particles as _particles
-from . import plot as _plot
-from . import runner as _runner
-from . import sweep as _sweep
-from ._version import __version__
-from .config import RunConfig, config_from_dict, load_config
-from .exceptions import (ConfigError, OutputError, SchemaError, SimulationError, SpheredensError,
-                         SpheredensWarning)
-from .io import open_particles, open_run, write_dataset
-from .models import Model, projection_target
-from .problem import Problem
-from .recorder import Recorder
-from .schemes import make_scheme
-from .simulate import Progress, SimulationResult, simulate
+
+def _started_as_command() -> bool:
+    """Whether this process is the ``spheredens`` command: ``python -m spheredens`` (its
+    package is imported while sys.argv[0] is "-m") or the console script ``spheredens``."""
+    first = sys.argv[0] if sys.argv else ""
+    if first == "-m":
+        return "spheredens" in getattr(sys, "orig_argv", ())
+    return os.path.splitext(os.path.basename(first))[0] == "spheredens"
+
+
+def _exit_interrupted_while_starting() -> None:
+    """One line and exit 130 at once: an interrupt that went through a C extension's code run by
+    PyRun_* marks the interpreter to end by SIGINT (exit -2) however it is handled afterwards;
+    nothing is open or half-written yet."""
+    sys.stderr.write("spheredens: interrupted (SIGINT, Ctrl-C) while starting: nothing was done\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+#: the SIGINTs received while the command starts, before spheredens.cli.main holds the signals
+#: (a library's bare ``except:`` may swallow the KeyboardInterrupt: the list still tells)
+_STARTING_INTERRUPTS: list[int] = []
+
+
+def _interrupted_while_starting(signum: int, frame: Any) -> None:
+    _STARTING_INTERRUPTS.append(signum)
+    raise KeyboardInterrupt
+
+
+if _started_as_command():
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+try:  # numpy, scipy, xarray...: the command's first seconds
+    from . import analysis as _analysis
+    from . import compare as _compare
+    from . import io as _io
+    from . import particles as _particles
+    from . import plot as _plot
+    from . import runner as _runner
+    from . import sweep as _sweep
+    from ._version import __version__
+    from .config import RunConfig, config_from_dict, load_config
+    from .exceptions import (ConfigError, OutputError, SchemaError, SimulationError, SpheredensError,
+                             SpheredensWarning)
+    from .io import open_particles, open_run, write_dataset
+    from .models import Model, projection_target
+    from .problem import Problem
+    from .recorder import Recorder
+    from .schemes import make_scheme
+    from .simulate import Progress, SimulationResult, simulate
+except KeyboardInterrupt:
+    # Ctrl-C while the command starts, before spheredens.cli.main holds the signals: one line
+    # and exit 130, as later (an import by a Python program is interrupted as always)
+    if not _started_as_command():
+        raise
+    _exit_interrupted_while_starting()
+if _STARTING_INTERRUPTS:
+    _exit_interrupted_while_starting()
 
 #: the public function of each command of the ``spheredens`` program
 COMMANDS = {"run": "run", "particles": "run_particles", "compare": "compare",

@@ -40,7 +40,7 @@ from .plot import (DEFAULT_FPS, MAX_DEFAULT_FRAMES, animate_run, animation_outpu
                    open_figure_file, plot_run, slices_figure_path)
 from .runner import input_files, run, run_output
 from .schemes import SCHEMES
-from .simulate import request_stop, signal_handler
+from .simulate import progress_listener, request_stop, signal_handler
 from .sweep import check_dashboard_address, check_sweep_output, load_sweep, outcome_summary, run_sweep
 from .transport import DENSITY_ATOMS
 from .verify import summary as verify_summary, verify
@@ -210,31 +210,83 @@ def _cmd_animate(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the most runs one ``spheredens particles --seeds`` starts (each a full particle run and a file)
+MAX_SEEDS = 1000
+
+
 def parse_seeds(text: str) -> list[int]:
-    """'0..7' -> 0, 1, ..., 7; '1,4,9' -> 1, 4, 9."""
+    """'0..7' -> 0, 1, ..., 7; '1,4,9' -> 1, 4, 9; at most :data:`MAX_SEEDS` seeds (a range is
+    counted before it is built)."""
     try:
         if ".." in text:
             lo, hi = (int(v) for v in text.split(".."))
-            seeds = list(range(lo, hi + 1))
+            count = hi - lo + 1
+            seeds = list(range(lo, hi + 1)) if count <= MAX_SEEDS else []
         else:
             seeds = [int(v) for v in text.split(",")]
+            count = len(seeds)
     except ValueError:
-        raise ConfigError("--seeds", f"{text!r} is not a seed list; write e.g. 0..7 or 1,4,9") from None
+        raise ConfigError("--seeds", f"{shown(text)} is not a seed list; write e.g. 0..7 or 1,4,9") from None
+    if count > MAX_SEEDS:
+        raise ConfigError("--seeds", f"{shown(text)} gives {count} seeds, more than {MAX_SEEDS} (each one a "
+                          "particle run and its file); run fewer at a time")
     if not seeds or min(seeds) < 0:
         raise ConfigError("--seeds", f"{text!r} gives no non-negative seeds")
     return seeds
 
 
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM ended a command outside a run's time loop (:func:`main`: one line, exit
+    130 / 143). A BaseException, as KeyboardInterrupt: no ``except Exception`` of the set-up
+    swallows it, and the ``with`` blocks it leaves (output locks, atomic writes) clean up."""
+
+    def __init__(self, signum: int, during: str = "") -> None:
+        super().__init__(signum, during)
+        self.signum, self.during = signum, during
+
+    @property
+    def exit_code(self) -> int:
+        return 143 if self.signum == signal.SIGTERM else 130
+
+    def __str__(self) -> str:
+        name = "SIGTERM" if self.signum == signal.SIGTERM else "SIGINT, Ctrl-C"
+        return f"interrupted ({name}){self.during}"
+
+
+def _end_command(signum: int, frame: Any) -> None:
+    """The command's handler of SIGINT and SIGTERM (from :func:`main` on): end it at once."""
+    raise _Signalled(signum)
+
+
+#: whether a run's time loop has started in this command (:func:`_stop_on_signals`)
+_RUN_STARTED = {"started": False}
+
+
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[dict]:
-    """Turn SIGINT and SIGTERM into a clean stop after the current step (file + checkpoint)."""
+    """SIGINT and SIGTERM while a run is set up (the problem, scheme and evaluator, rho_0: before
+    its observers start) end the command at once, with nothing of the run written
+    (:class:`_Signalled`: exit 130 / 143); once its time loop has started (its
+    :class:`~spheredens.simulate.Progress` observer reports ``"start"``,
+    :func:`~spheredens.simulate.progress_listener`) they stop it after the current step, with
+    the file and a checkpoint (:func:`~spheredens.simulate.request_stop`)."""
     received: dict = {}
+    looping = {"on": False}
+
+    def listen(event: dict[str, Any]) -> None:
+        if event.get("event") == "start":
+            looping["on"] = _RUN_STARTED["started"] = True
+        elif event.get("event") == "finish":
+            looping["on"] = False
 
     def handler(signum, frame):
         received["signal"] = signum
+        if not looping["on"]:
+            raise _Signalled(signum, " during the set-up of the run, before its first step: nothing of it "
+                                     "was written")
         request_stop("terminated" if signum == signal.SIGTERM else "interrupted")
 
-    with signal_handler(handler, (signal.SIGINT, signal.SIGTERM)):
+    with progress_listener(listen, interval=math.inf), signal_handler(handler, (signal.SIGINT, signal.SIGTERM)):
         yield received
 
 
@@ -676,7 +728,39 @@ class _OneLineFormatter(logging.Formatter):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``spheredens`` command."""
+    """Entry point of the ``spheredens`` command (``spheredens.__main__.main`` calls it).
+
+    From its start SIGINT (Ctrl-C) and SIGTERM end the command at once, in one line with exit
+    130 / 143 (a run being set up too, with nothing of it written); while a run integrates
+    they stop it after the current step, with its file and a checkpoint
+    (:func:`_stop_on_signals`). Running out of memory is one line too: exit 2 before a run
+    starts, 1 once it has (its file keeps the snapshots before)."""
+    _RUN_STARTED["started"] = False
+    try:
+        with signal_handler(_end_command, (signal.SIGINT, signal.SIGTERM)):
+            return _command(argv)
+    except _Signalled as exc:
+        print(f"spheredens: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:  # raised where the handler is not ours (another thread's code)
+        print("spheredens: interrupted (SIGINT, Ctrl-C)", file=sys.stderr)
+        return 130
+    except MemoryError as exc:
+        what = " ".join(str(exc).split())[:200]
+        what = f" ({what})" if what else ""
+        if _RUN_STARTED["started"]:
+            print(f"spheredens: run stopped: out of memory{what}; the file keeps the snapshots before it; "
+                  "use a coarser grid (discretization), fewer slices (auxiliary) or fewer snapshots (time)",
+                  file=sys.stderr)
+            return 1
+        print(f"spheredens: error: out of memory{what}: this machine cannot hold what the command needs; "
+              "use a coarser grid (discretization), fewer slices (auxiliary), fewer snapshots (time) "
+              "or fewer particles", file=sys.stderr)
+        return 2
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run the command (:func:`main`), its errors as one line each."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

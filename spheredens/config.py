@@ -24,6 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+try:
+    import resource  # the address-space limit (ulimit -v) of machine_memory
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
+
 import numpy as np
 
 from ._validate import (MAX_DEPTH, as_bool, as_float, as_int, as_matrix, as_str, as_table, check_depth,
@@ -311,39 +316,95 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     output = _output(tables["output"])
     particles = _particles(tables["particles"], domain) if "particles" in data else None
     cfg = RunConfig(model, domain, initial, discretization, time, output, base, particles)
-    check_memory(cfg)
+    check_costs(cfg)
     return cfg
 
 
 def estimated_memory(cfg: RunConfig) -> dict[str, float]:
-    """Rough peak memory of a run in bytes, by what holds it: the snapshots kept for the output
-    file (and one copy while writing), the solver's work arrays, the cached kernels."""
+    """Estimated peak memory of a run in bytes, by what holds it
+    (:meth:`~spheredens.schemes.Scheme.memory_parts`): the snapshots, the solver's state and
+    work arrays, the interaction evaluator and the diagnostics, for every slice of ``usa_av``
+    (the state's leading axis); with a ``[particles]`` table also ``"particles"``, what
+    ``spheredens particles`` needs (a run of either command needs its own parts only)."""
     disc = cfg.discretization
-    points, kernel = disc.scheme_class.memory_estimate(disc.options)
+    model = cfg.model.build()
+    n_xi = model.auxiliary.n_slices if model.auxiliary is not None else 1
     snapshots = len(cfg.time.snapshot_times())
-    out = {"snapshots": 8.0 * points * 2 * snapshots, "work arrays": 8.0 * points * 200,
-           "kernels": kernel}
-    if cfg.particles is not None:
-        out["particles"] = 8.0 * cfg.particles.n * (cfg.particles.n / 8 + 10 * snapshots)
-    return out
+    particles = cfg.particles.n if cfg.particles is not None else None
+    return dict(disc.scheme_class.memory_parts(disc.options, model, n_xi=n_xi, snapshots=snapshots,
+                                               particles=particles))
+
+
+def machine_memory() -> float | None:
+    """Bytes of memory a run may use here: the physical memory, or less where a control group
+    (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) or the address-space limit
+    (``ulimit -v``) says so; None when unknown."""
+    limits = []
+    try:
+        limits.append(float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+    except (ValueError, OSError, AttributeError):
+        pass
+    for name in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(name).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:
+            limits.append(float(text))
+    if resource is not None:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limits.append(float(soft))
+    return min(limits) if limits else None
+
+
+def check_costs(cfg: RunConfig) -> None:
+    """Refuse, in one line naming the key, a configuration whose cost has no bound elsewhere:
+    the particle run's steps (t_end / particles.dt, at most :data:`MAX_STEPS`) and the memory
+    (:func:`check_memory`)."""
+    p = cfg.particles
+    if p is not None and cfg.time.t_end / p.dt > MAX_STEPS:
+        raise ConfigError("particles.dt", f"= {p.dt:g} would take t_end / dt = {cfg.time.t_end / p.dt:.3g} "
+                          f"steps, more than {MAX_STEPS_TEXT}; use particles.dt >= {cfg.time.t_end / MAX_STEPS:.3g}")
+    check_memory(cfg)
 
 
 def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
-    """Refuse a configuration whose estimated memory exceeds ``fraction`` of the machine's."""
-
-    try:
-        total = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
+    """Refuse a configuration whose estimated memory (:func:`estimated_memory`) exceeds
+    ``fraction`` of :func:`machine_memory`: one line naming the key to reduce, the estimate
+    and what holds most of it."""
+    total = machine_memory()
+    if total is None:
         return
     parts = estimated_memory(cfg)
+    particles = parts.pop("particles", 0.0)
     need = sum(parts.values())
-    if need > fraction * total:
-        worst = max(parts, key=parts.get)
-        key = {"snapshots": "time.snapshots", "particles": "particles.n"}.get(
-            worst, cfg.discretization.resolution_key)
-        raise ConfigError(key, f"the run would need about {need / 2**30:.1f} GiB of memory (mostly "
-                          f"{worst}: {parts[worst] / 2**30:.1f} GiB), more than {fraction:.0%} of this "
-                          f"machine's {total / 2**30:.1f} GiB; reduce it")
+    if max(need, particles) <= fraction * total:
+        return
+    machine = f"more than {fraction:.0%} of the {total / 2**30:.1f} GiB this machine allows"
+    if particles > need:
+        raise ConfigError("particles.n", f"= {cfg.particles.n}: the particle run would need about "
+                          f"{particles / 2**30:.1f} GiB of memory (positions and pairwise sums), "
+                          f"{machine}; use fewer particles")
+    worst = max(parts, key=parts.get)
+    disc = cfg.discretization
+    key, fix = disc.resolution_key, f"a smaller {disc.resolution_key}"
+    aux = cfg.model.auxiliary
+    if worst == "snapshots":
+        key = "time.times" if cfg.time.times is not None else "time.snapshots"
+        fix = "fewer snapshots"
+    elif aux is not None and aux.n_slices > 1:
+        one = sum(disc.scheme_class.memory_parts(disc.options, cfg.model.build(), n_xi=1,
+                                                 snapshots=len(cfg.time.snapshot_times())).values())
+        each = (need - one) / (aux.n_slices - 1)
+        if each * aux.n_slices > 0.5 * need:  # most of it grows with the slices
+            key = "auxiliary.slices"
+            fix = (f"fewer slices ({aux.n_slices} now, about {each / 2**20:.0f} MiB each; "
+                   f"auxiliary.slices or auxiliary.xi) or {fix}")
+    elif worst == "interaction" and disc.options.get("interaction", "auto") != "auto":
+        fix = f"{fix} or another discretization.interaction"
+    raise ConfigError(key, f"the run would need about {need / 2**30:.1f} GiB of memory (mostly "
+                      f"{worst}: {parts[worst] / 2**30:.1f} GiB), {machine}; use {fix}")
 
 
 def _domain(t: dict[str, Any]) -> DomainConfig:
@@ -456,6 +517,10 @@ def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
     return DiscretizationConfig(name, options, domain.name)
 
 
+#: the most snapshots a run keeps (``time.snapshots``, the length of ``time.times``)
+MAX_SNAPSHOTS = 100000
+
+
 def _time(t: dict[str, Any]) -> TimeConfig:
     check_keys(t, ["t_end", "times", "snapshots", "cfl", "max_dt"], "time")
     t_end = as_float(t.get("t_end", 1.0), "time.t_end", minimum=0.0, strict=True,
@@ -468,6 +533,9 @@ def _time(t: dict[str, Any]) -> TimeConfig:
         raw = t["times"]
         if not isinstance(raw, list) or not raw:
             raise ConfigError("time.times", f"must be a non-empty list of times, got {shown(raw)}")
+        if len(raw) > MAX_SNAPSHOTS:  # every snapshot is kept and written: as time.snapshots
+            raise ConfigError("time.times", f"{len(raw)} times, more than {MAX_SNAPSHOTS} (the most "
+                              "snapshots a run keeps); give fewer times")
         times = tuple(as_float(v, f"time.times[{i}]") for i, v in enumerate(raw))
         for i, v in enumerate(times):
             if not 0.0 <= v <= t_end:
@@ -475,7 +543,7 @@ def _time(t: dict[str, Any]) -> TimeConfig:
         if any(b <= a for a, b in zip(times, times[1:])):
             raise ConfigError("time.times", "must be strictly increasing")
     else:
-        snapshots = as_int(t.get("snapshots", 11), "time.snapshots", minimum=2, maximum=100000)
+        snapshots = as_int(t.get("snapshots", 11), "time.snapshots", minimum=2, maximum=MAX_SNAPSHOTS)
     max_dt = (as_float(t["max_dt"], "time.max_dt", minimum=0.0, strict=True,
                        what=" (largest step allowed, in model time)") if "max_dt" in t else None)
     return TimeConfig(t_end, times, snapshots, cfl, max_dt)

@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -169,6 +170,10 @@ def load_sweep(path: str | Path) -> Sweep:
     return sweep_from_dict(read_toml(path, "sweep file"), base_dir=path.resolve().parent)
 
 
+#: the most cases of one sweep (the product of the numbers of values varied)
+MAX_SWEEP_CASES = 10000
+
+
 def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> Sweep:
     base_dir = Path(base_dir)
     check_keys(data, ["base", "output_dir", "combined", "vary"], "sweep")
@@ -220,6 +225,10 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
     if len({_dim_name(k) for k in keys}) != len(keys):
         raise ConfigError("sweep.vary", "two varied keys end in the same name; the combined dataset "
                           "names its dimensions after the last component of each key")
+    count = math.prod(len(v) for v in levels)
+    if count > MAX_SWEEP_CASES:  # each case is a run and a file, validated before any runs
+        raise ConfigError("sweep.vary", f"{count} cases ({' x '.join(str(len(v)) for v in levels)}), more "
+                          f"than {MAX_SWEEP_CASES} (each a run and its file); vary fewer values, or split the sweep")
     cases = []
     for combo in itertools.product(*levels):
         values = tuple(zip(keys, combo))

@@ -39,6 +39,8 @@ from ..integrators import INTEGRATORS
 from ..interaction import Layout, make_evaluator, select_evaluator
 from ..kernel import AttentionKernel
 from ..models import Model
+from ._memory import (F8, energy_sums, evaluator_memory, particle_memory, slice_diagnostics,
+                      w2_diagnostics)
 
 Array = NDArray[np.float64]
 
@@ -282,8 +284,56 @@ class Scheme:
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
-        """(number of points of the state, bytes of cached kernels) for these options."""
+        """(number of points of the state, bytes of cached kernels) for these options: the
+        least a scheme declares for :meth:`memory_parts` (the schemes of spheredens declare
+        :meth:`memory_sizes` instead)."""
         raise NotImplementedError
+
+    #: bytes per point and slice of one right-hand side's own work arrays (reconstructions,
+    #: fluxes, the velocity and its products), measured (tests/test_bounds_and_signals.py)
+    work_bytes_per_point: ClassVar[float] = 400.0
+    #: bytes per point of the grid's geometry and of sampling rho_0 (quadrature points per cell)
+    grid_bytes_per_point: ClassVar[float] = 400.0
+
+    @classmethod
+    def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
+        """(points of the state and of a snapshot, targets where the velocity is evaluated,
+        bytes of one slice of the state) for these options."""
+        raise NotImplementedError
+
+    @classmethod
+    def memory_parts(cls, options: Mapping[str, Any], model: Model, *, n_xi: int = 1,
+                     snapshots: int = 11, particles: int | None = None) -> dict[str, float]:
+        """Estimated peak memory of a run in bytes, by what holds it
+        (:mod:`spheredens.schemes._memory`): the snapshots (kept, copied into the Dataset and
+        rendered in memory when the file is written, with the checkpoint), the state and the
+        integrator's stages, the work arrays of a right-hand side and the grid, the interaction
+        evaluator, the per-snapshot diagnostics. ``n_xi`` slices (the state's leading axis).
+        With ``particles`` (n), also ``"particles"``: what ``spheredens particles`` needs for n
+        particles of this model (:func:`~spheredens.schemes._memory.particle_memory`).
+
+        A scheme that declares only :meth:`memory_estimate` gets its points and kernels with
+        200 work arrays per point and slice."""
+        M = int(n_xi)
+        extra = {} if particles is None else {"particles": particle_memory(model, particles, snapshots, M)}
+        try:
+            points, targets, state_bytes = cls.memory_sizes(options)
+        except NotImplementedError:
+            points, kernel = cls.memory_estimate(options)
+            return {"snapshots": 3 * F8 * points * M * snapshots, "work arrays": 200 * F8 * points * M,
+                    "interaction": float(kernel), **extra}
+        choice = options.get("interaction", "auto")
+        evaluator = select_evaluator(model, cls.domain, cls.evaluator_inputs, choice, scheme=cls.name).name
+        fields = 1 + int(cls.carries_centroids) + int(cls.carries_log_density)  # rho, centroids, log rho
+        kept = F8 * points * (M + (M > 1)) * fields * snapshots
+        return {"snapshots": 3 * kept + 3 * M * state_bytes,
+                "solver state": 10 * M * state_bytes,
+                "work arrays": cls.work_bytes_per_point * points * M + cls.grid_bytes_per_point * points,
+                "interaction": evaluator_memory(evaluator, model, points=points, targets=targets, n_xi=M,
+                                                lmax=options.get("lmax"), inputs=cls.evaluator_inputs),
+                "diagnostics": (slice_diagnostics(points, M) + energy_sums(model, points, cls.evaluator_inputs)
+                                + w2_diagnostics(model, points, centroids=cls.carries_centroids)),
+                **extra}
 
     # -- construction ----------------------------------------------------------------------
     def __init__(self, problem: Any, *, interaction: str = "auto", integrator: str | None = None,
@@ -426,9 +476,10 @@ class CircleScheme(Scheme):
                        "{width:.3g} rad by 3 cells: needs n >= {need}")
 
     @classmethod
-    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
-        points = int(options.get("n") or 256)
-        return points, 8.0 * min(points * points, 1 << 25)
+    def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
+        """n cells or nodes, the velocity at n points, n values per slice."""
+        n = int(options.get("n") or cls.resolution_default)
+        return n, n, 8.0 * n
 
     velocity_grid: Any
 

@@ -89,11 +89,20 @@ class SHSpectralScheme(Scheme):
                        "{beta_sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}")
 
     @classmethod
-    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
-        nlat, nphi = default_grid_size(int(options.get("lmax") or 31))
-        points = nlat * nphi
-        per_point = {"kappa_interpolation": 64 * 5, "lowrank_meridian": 120, "auto": 120}
-        return points, 8.0 * per_point.get(options.get("interaction", "auto"), 0) * points
+    def grid_spacing(cls, options: Mapping[str, Any]) -> float:
+        """pi / (lmax + 1), the grid's ``h``."""
+        return math.pi / (int(options.get("lmax") or cls.resolution_default) + 1)
+
+    #: per grid point and slice: rho, the velocity's components, the flux and its pieces
+    work_bytes_per_point = 200.0
+
+    @classmethod
+    def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
+        """The Gauss grid's points (sources, targets and snapshots), (lmax + 1)(lmax + 2) / 2
+        complex coefficients per slice."""
+        lmax = int(options.get("lmax") or 31)
+        nlat, nphi = default_grid_size(lmax)
+        return nlat * nphi, nlat * nphi, 16.0 * (lmax + 1) * (lmax + 2) / 2
 
     def __init__(self, problem: Any, *, lmax: int = 31, filter: str = "exponential", nthreads: int = 1,
                  **common: Any) -> None:

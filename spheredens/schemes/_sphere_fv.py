@@ -108,11 +108,20 @@ class SphereFiniteVolumeScheme(Scheme):
                        "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
 
     @classmethod
-    def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
-        """Cells, faces (~3 per cell), and the kernel when the sums are direct."""
-        points = int(4 * options["nlat"]**2 / math.pi) + 2
-        direct = options.get("interaction") in ("direct", "direct_pruned")
-        return points, 8.0 * min(3 * points**2, 1 << 25) if direct else 0.0
+    def grid_spacing(cls, options: Mapping[str, Any]) -> float:
+        """pi / nlat, the ring height (the mesh's ``h``)."""
+        return math.pi / int(options.get("nlat") or cls.resolution_default)
+
+    #: the mesh's cells, faces (3.6 per cell) and vertices, and the faces' work arrays
+    work_bytes_per_point = 600.0
+    grid_bytes_per_point = 1600.0
+
+    @classmethod
+    def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
+        """About 4 nlat^2 / pi cells, the velocity at the faces (at most 3.6 per cell), one
+        value per cell and slice."""
+        cells = int(4 * int(options["nlat"]) ** 2 / math.pi) + 2
+        return cells, int(3.6 * cells), 8.0 * cells
 
     def __init__(self, problem: Any, *, nlat: int = 32, limiter: str = "mc",
                  log_domain_below: float | None = None, log_domain_peeling: bool | None = None,
