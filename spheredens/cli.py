@@ -13,6 +13,7 @@ import contextlib
 import errno
 import logging
 import math
+import os
 import signal
 import sys
 import warnings
@@ -745,6 +746,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # raised where the handler is not ours (another thread's code)
         print("spheredens: interrupted (SIGINT, Ctrl-C)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (spheredens info | head): as a shell's 141
+        with contextlib.suppress(OSError, ValueError):  # nothing more reaches it, not even the flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except MemoryError as exc:
         what = " ".join(str(exc).split())[:200]
         what = f" ({what})" if what else ""

@@ -353,6 +353,28 @@ def test_sphere_bandwidth_4096_of_the_probe_is_refused_at_once():
 
 
 # -- other costs ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("data, message", [
+    ({"domain": {"name": "sphere"}, "discretization": {"scheme": "sh_spectral", "lmax": 1024}},
+     "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid has 1536 x 3072 "
+     "points: about 5 s of set-up, 2 s per right-hand side and 5 GiB"),
+    ({"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 2049}},
+     "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the finite-volume mesh); "
+     "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up"),
+    ({"discretization": {"scheme": "fourier", "n": 65538}},
+     "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; the set-up is instant "
+     "there with fft, but the direct sums take n^2 = 4.3e9 kernel entries per right-hand side"),
+    ({"particles": {"n": 100001}},
+     "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 per right-hand side"),
+    ({"model": {"name": "usa_av", "beta": 2.0}, "auxiliary": {"slices": 4097}},
+     "auxiliary.slices: = 4097 is too large: must be <= 4096"),
+    ({"time": {"snapshots": 100001}}, "time.snapshots: = 100001 is too large: must be <= 100000"),
+])
+def test_resolution_particles_slices_and_snapshots_have_bounds(data, message):
+    with pytest.raises(ConfigError) as info:
+        sd.config_from_dict(data)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
 def test_seed_ranges_are_bounded_before_they_are_built():
     assert parse_seeds("0..7") == list(range(8))
     with pytest.raises(ConfigError, match=r"^--seeds: '0..1000000000' gives 1000000001 seeds, more than 1000"):
@@ -508,3 +530,14 @@ def test_memory_error_is_one_line(tmp_path, monkeypatch, capsys):
                                                "snapshots before it")
     kept = sd.open_run(tmp_path / "c.nc")
     assert kept.attrs["run_status"] == "partial" and kept.sizes["time"] >= 1
+
+
+def test_a_reader_that_goes_away_is_no_traceback():
+    """``spheredens info | head -1``: the reader closes the pipe (here before the command, which
+    imports for a second, has written anything); no BrokenPipeError traceback, exit 141."""
+    proc = subprocess.Popen([sys.executable, "-m", "spheredens", "info"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert proc.returncode == 141 and err == "", err

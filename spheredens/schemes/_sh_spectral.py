@@ -70,6 +70,8 @@ class SHSpectralScheme(Scheme):
     resolution_default = 31
     resolution_min = 3
     resolution_max = MAX_LMAX
+    resolution_cost = ("at 1023 the Gauss grid has 1536 x 3072 points: about 5 s of set-up, 2 s per "
+                       "right-hand side and 5 GiB (funk_hecke, measured on one core)")
     default_integrator = "rk4"
     #: degree l <= lmax moves at up to max|X|: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
     imaginary_spectrum = math.pi

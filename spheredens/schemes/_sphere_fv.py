@@ -89,6 +89,8 @@ class SphereFiniteVolumeScheme(Scheme):
     resolution_min = MIN_RINGS
     resolution_max = MAX_RINGS
     resolution_what = " (latitude rings of the finite-volume mesh)"
+    resolution_cost = ("the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up, 2.8 s per "
+                       "right-hand side and 4.8 GiB (funk_hecke, measured on one core), 4 times that at 2048")
     positive = True
     zero_temperature_order = 2.0
 
