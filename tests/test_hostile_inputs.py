@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-CIRCLE = """\
+CONFIG = """\
 [model]
 name = "sa"
-beta = 2.0
+beta = {beta}
 {model}
 [domain]
-name = "circle"
+name = "{domain}"
 [initial]
 {initial}
 [discretization]
@@ -47,34 +47,17 @@ snapshots = 3
 
 
 def circle(model: str = "", initial: str = 'name = "uniform"', discretization: str = 'scheme = "fv"\nn = 32',
-           t_end: str = "0.5", time: str = "") -> str:
+           t_end: str = "0.5", time: str = "", beta: str = "2.0") -> str:
     """A small circle configuration with one part replaced."""
-    return CIRCLE.format(model=model, initial=initial, discretization=discretization, t_end=t_end, time=time)
-
-
-SPHERE = """\
-[model]
-name = "sa"
-beta = {beta}
-{model}
-[domain]
-name = "sphere"
-[initial]
-{initial}
-[discretization]
-{discretization}
-[time]
-t_end = {t_end}
-snapshots = 3
-{time}
-"""
+    return CONFIG.format(domain="circle", model=model, initial=initial, discretization=discretization,
+                         t_end=t_end, time=time, beta=beta)
 
 
 def sphere(model: str = "", initial: str = 'name = "uniform"', discretization: str = 'scheme = "fv"\nnlat = 16',
            t_end: str = "0.5", time: str = "", beta: str = "2.0") -> str:
     """A small sphere configuration with one part replaced."""
-    return SPHERE.format(model=model, initial=initial, discretization=discretization, t_end=t_end,
-                         time=time, beta=beta)
+    return CONFIG.format(domain="sphere", model=model, initial=initial, discretization=discretization,
+                         t_end=t_end, time=time, beta=beta)
 
 
 def _npz(**arrays):
