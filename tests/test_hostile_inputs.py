@@ -14,12 +14,14 @@ A new case is one line of :data:`CASES`:
   every one of the words (case-insensitive).
 
 Every command runs in a subprocess (an exit() of a C library, a traceback or a wrong exit code
-is seen as the user sees it) with a timeout.
+is seen as the user sees it) with a timeout, and an address space of 16 GiB
+(:data:`ADDRESS_SPACE`), so that what is refused for memory is the same on every machine.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import stat
 import subprocess
 import sys
@@ -251,6 +253,17 @@ CASES: list[tuple] = [
 ]
 
 
+#: the address space of every command (ulimit -v): the memory refusals above (a run needing
+#: tens of GiB) then do not depend on how much memory the machine has
+ADDRESS_SPACE = 16 * 2 ** 30
+
+
+def _pinned_memory() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = ADDRESS_SPACE if hard == resource.RLIM_INFINITY else min(ADDRESS_SPACE, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
     """Content hash and mode of every file under ``root``."""
     out = {}
@@ -283,7 +296,7 @@ def test_hostile_input_is_refused_in_one_line_and_changes_no_file(tmp_path, case
     argv = [a.format(tmp=tmp_path) for a in argv]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run([sys.executable, "-m", "spheredens", *argv], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=240, env=env)
+                          text=True, timeout=240, env=env, preexec_fn=_pinned_memory)
     err = proc.stderr.strip()
     assert proc.returncode in codes, (proc.returncode, err[-2000:], proc.stdout[-2000:])
     assert "Traceback" not in proc.stderr, err[-2000:]
