@@ -189,6 +189,11 @@ CASES: list[tuple] = [
     ("sweep_dashboard_address_with_scheduler", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.beta" = [2.0]\n'}, ["sweep", "sweep.toml", "--scheduler", "tcp://127.0.0.1:9", "--dashboard-address", "127.0.0.1:0"], (2,), ("--dashboard-address", "local cluster only")),
     ("sweep_matrix_V_runs", {"base.toml": circle(), "sweep.toml": 'base = "base.toml"\n[vary]\n"model.V" = [[[1.0, 0.0], [0.0, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]\n'}, ["sweep", "sweep.toml", "-q", "--workers", "1"], (0,), ()),
     # -- bounds, signals, one-line errors (items 6, 7) --
+    ("bound_log_sl_tolerance_1e-320", {"c.toml": circle(discretization='scheme = "log_sl"\nn = 32\ntolerance = 1e-320')},
+     ["run", "c.toml"], (2,), ("discretization.tolerance", ">= 1e-08", "tolerance^-1/2")),
+    ("value_usa_av_log_sl", {"c.toml": circle(discretization='scheme = "log_sl"\nn = 32').replace('name = "sa"', 'name = "usa_av"')
+                             + "[auxiliary]\nslices = 4\n"},
+     ["run", "c.toml"], (2,), ("discretization.scheme", "'log_sl' cannot run model 'usa_av'", "choose another scheme")),
     ("bound_probe_lmax255_slices4096",
      {"c.toml": '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n[auxiliary]\nkernel = "rope"\n'
                 'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end = 1.0\n'},

@@ -199,6 +199,15 @@ def select_evaluator(model: Model, domain: str, inputs: str, choice: Any = "auto
         if choice != "auto":
             raise ConfigError(key, own[0].refusal(model, choice))
         return own[0]
+    # a model served only by its own evaluator elsewhere (usa_av's auxiliary sums on values or
+    # coefficients): no general evaluator of this layout knows its slices
+    owners = [c for c in EVALUATOR_CLASSES if c.serves(domain) and not c.selectable and not c.applies(model)]
+    if owners:
+        served = sorted({i for c in owners for i in c.inputs})
+        raise ConfigError("discretization.scheme", f"scheme {scheme!r} cannot run model {model.name!r}: its "
+                          f"interaction ({owners[0].name!r}) needs the density as {' or '.join(served)}, "
+                          f"and this scheme gives it as {inputs}; choose another scheme (spheredens info "
+                          "lists them)")
     usable = [c for c in pool if c.selectable and not c.applies(model)]
     if choice == "auto":
         return usable[0]

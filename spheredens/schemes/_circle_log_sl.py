@@ -57,6 +57,9 @@ Array = NDArray[np.float64]
 LOG_FLOOR = -1.0e6
 #: default error tolerance of one step (max change of ell between predictor and corrector)
 DEFAULT_TOLERANCE = 1.0e-3
+#: the smallest tolerance accepted: steps grow like tolerance^-1/2 (106 steps to t = 0.2 at 1e-6,
+#: about 1000 at 1e-8, 26 s at n = 32), and 1e-320 never ended
+MIN_TOLERANCE = 1.0e-8
 
 
 def relative_expm1(z: Array) -> Array:
@@ -292,8 +295,10 @@ class LogSemiLagrangianScheme(CircleScheme):
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         return {"tolerance": as_float(table.get("tolerance", DEFAULT_TOLERANCE), f"{prefix}.tolerance",
-                                      minimum=0.0, strict=True, maximum=1.0,
-                                      what=" (the error of log rho allowed in one step)")}
+                                      minimum=MIN_TOLERANCE, maximum=1.0,
+                                      what=" (the error of log rho allowed in one step; the steps grow "
+                                           "like tolerance^-1/2: about 5000 per unit time at 1e-8, "
+                                           "26 s at n = 32 to t = 0.2 on 2 cores)")}
 
     def __init__(self, problem: Any, *, n: int = 256, tolerance: float = DEFAULT_TOLERANCE,
                  **common: Any) -> None:
