@@ -254,9 +254,21 @@ class _Signalled(BaseException):
         return f"interrupted ({name}){self.during}"
 
 
+#: the interruption a signal handler raised, if any: where it lands in code that turns it into
+#: another error (an extension module's import: "ImportError: initialization failed"), the
+#: command still reports the interruption (:func:`main`)
+_PENDING_SIGNAL: dict[str, Any] = {"exc": None}
+
+
+def _raise_signalled(signum: int, during: str = "") -> None:
+    exc = _Signalled(signum, during)
+    _PENDING_SIGNAL["exc"] = exc
+    raise exc
+
+
 def _end_command(signum: int, frame: Any) -> None:
     """The command's handler of SIGINT and SIGTERM (from :func:`main` on): end it at once."""
-    raise _Signalled(signum)
+    _raise_signalled(signum)
 
 
 #: whether a run's time loop has started in this command (:func:`_stop_on_signals`)
@@ -283,7 +295,7 @@ def _stop_on_signals() -> Iterator[dict]:
     def handler(signum, frame):
         received["signal"] = signum
         if not looping["on"]:
-            raise _Signalled(signum, " during the set-up of the run, before its first step: nothing of it "
+            _raise_signalled(signum, " during the set-up of the run, before its first step: nothing of it "
                                      "was written")
         request_stop("terminated" if signum == signal.SIGTERM else "interrupted")
 
@@ -737,6 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (:func:`_stop_on_signals`). Running out of memory is one line too: exit 2 before a run
     starts, 1 once it has (its file keeps the snapshots before)."""
     _RUN_STARTED["started"] = False
+    _PENDING_SIGNAL["exc"] = None
     try:
         with signal_handler(_end_command, (signal.SIGINT, signal.SIGTERM)):
             return _command(argv)
@@ -762,6 +775,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               "use a coarser grid (discretization), fewer slices (auxiliary), fewer snapshots (time) "
               "or fewer particles", file=sys.stderr)
         return 2
+    except Exception:  # the interruption, turned into another error where it landed
+        signalled = _PENDING_SIGNAL["exc"]
+        if signalled is None:
+            raise
+        print(f"spheredens: {signalled}", file=sys.stderr)
+        return signalled.exit_code
 
 
 def _command(argv: Sequence[str] | None) -> int:
