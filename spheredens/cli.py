@@ -247,7 +247,7 @@ class _Signalled(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 143 if self.signum == signal.SIGTERM else 130
+        return _signal_exit_code(self.signum)
 
     def __str__(self) -> str:
         name = "SIGTERM" if self.signum == signal.SIGTERM else "SIGINT, Ctrl-C"
@@ -313,7 +313,12 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 def _interrupted_exit_code(received: dict) -> int:
     """143 after SIGTERM, 130 after SIGINT (Ctrl-C), as a shell reports a process they killed."""
-    return 143 if received.get("signal") == signal.SIGTERM else 130
+    return _signal_exit_code(received.get("signal"))
+
+
+def _signal_exit_code(signum: int | None) -> int:
+    """143 after SIGTERM, 130 after SIGINT (or none recorded): what a shell reports."""
+    return 143 if signum == signal.SIGTERM else 130
 
 
 def _cmd_particles(args: argparse.Namespace) -> int:
