@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 import time as _time
 from typing import Any
 
@@ -16,13 +18,25 @@ from .config import RunConfig
 from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
                           projection_distance, TerminalDistance)
 from .exceptions import SchemaError
+from .geometry import get_domain
 from .problem import Problem
-from .schema import SCHEMA, SLICE_VARIABLES, UNIT_TOLERANCE, density_dataset
+from .schema import SCHEMA, SLICE_VARIABLES, UNFAITHFUL_ATTRS, UNIT_TOLERANCE, density_dataset
 from .simulate import Observer
 
 Array = NDArray[np.float64]
+logger = logging.getLogger(__name__)
 
-__all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES", "checkpoint_digest", "checkpoint_problem"]
+__all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES", "UNDERSHOOT", "checkpoint_digest", "checkpoint_problem",
+           "positive_alternatives"]
+
+#: a scheme that does not keep rho >= 0 (``fourier``, ``sh_spectral``) is no longer faithful to
+#: the equation from the first step with min rho < -UNDERSHOOT max rho: its density then rings
+#: (Gibbs oscillations of structure finer than the grid resolves), and what follows is not the
+#: solution (the run warns once and records ``unfaithful_from_t``)
+UNDERSHOOT = 1e-3
+
+#: how :func:`positive_alternatives` qualifies a positive scheme that is for some regime only
+_WHEN = {"log_sl": "at low temperature"}
 
 #: how far the mass of a stored snapshot or of a checkpoint may lie from 1 before a resume is
 #: refused: the bound a run keeps at every step (README, "Every step is checked"). Every scheme
@@ -65,6 +79,34 @@ def checkpoint_digest(ds: Any) -> str:
         digest.update(f"{name}{values.shape};".encode())
         digest.update(values.tobytes())
     return digest.hexdigest()
+
+
+def positive_alternatives(domain: str) -> str:
+    """The schemes registered on ``domain`` that keep rho >= 0, in words, the general one first:
+    ``"fv (or log_sl at low temperature)"``, ``"fv"``; "" when there is none."""
+    schemes = get_domain(domain).schemes
+    names = [n for n in schemes.names() if getattr(schemes.get(n), "positive", False)]
+    general = [n for n in names if n not in _WHEN]
+    special = [f"{n} {_WHEN[n]}" for n in names if n in _WHEN]
+    if not general:
+        general, special = special[:1], special[1:]
+    text = " or ".join(general)
+    return f"{text} (or {' or '.join(special)})" if special else text
+
+
+def unfaithful_message(scheme: Any, t: float, low: float, high: float) -> str:
+    """The one line a run prints when the density of ``scheme`` (not positive) first has
+    min rho = ``low`` < -:data:`UNDERSHOOT` max rho (``high``) at time ``t``."""
+    resolution = getattr(scheme, "resolution", "")
+    value = scheme.attributes().get(resolution) if resolution else None
+    grid = f" ({resolution} = {value})" if value is not None else ""
+    finer = f"a larger discretization.{resolution}" if resolution else "a finer grid"
+    alternatives = positive_alternatives(scheme.domain)
+    instead = (f"use scheme {alternatives}, which keeps rho >= 0, or {finer}" if alternatives
+               else f"use {finer}")
+    return (f"{scheme.name} is no longer faithful from t = {t:.6g}: min rho = {low:.3g} < -{UNDERSHOOT:g} "
+            f"max rho (max rho = {high:.4g}); the density rings below the grid's resolution{grid}, and "
+            f"what follows is not the solution (the file records unfaithful_from_t); {instead}")
 
 
 def _first_bad_time(ds: Any, name: str, bad: Any) -> str:
@@ -148,6 +190,13 @@ class Recorder(Observer):
 
     ``dataset()`` builds the Dataset at any moment (with the snapshots so far), so a file
     written midway is complete in itself.
+
+    For a scheme that does not keep rho >= 0 it also checks the state at the start and after
+    every step: the first time min rho < -:data:`UNDERSHOOT` max rho it logs one warning
+    (:func:`unfaithful_message`) and keeps (t, min rho, max rho) in :attr:`unfaithful`, which
+    the file records (``unfaithful_from_t``, ...) and a resume takes back, so it is told once
+    per run. The loop's own check of the step has just synthesized that state (``sh_spectral``
+    keeps it): the check is a minimum and a maximum over the grid.
     """
 
     def __init__(self, problem: Problem, scheme: Any, config: RunConfig) -> None:
@@ -184,6 +233,10 @@ class Recorder(Observer):
         #: per-snapshot arrays of the slice diagnostics (usa_av), name -> list of arrays
         self.slice_diagnostics: dict[str, list[Array]] = (
             {name: [] for name in SLICE_VARIABLES} if problem.has_auxiliary else {})
+        #: (t, min rho, max rho) at the first step where a scheme that is not positive had
+        #: min rho < -UNDERSHOOT max rho; None before (and for positive schemes)
+        self.unfaithful: tuple[float, float, float] | None = None
+        self._check_faithful = not getattr(scheme, "positive", False) and hasattr(scheme, "extremes")
 
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         """Remember the full solver state at a step boundary; written with the next file."""
@@ -216,7 +269,32 @@ class Recorder(Observer):
         self.scheme.restore_controller(self.checkpoint_controller)
         # files written before this attribute existed count from 0
         self._wall_before = self._checkpoint_wall = float(ds.attrs.get("checkpoint_wall_seconds", 0.0))
+        self.unfaithful = self._recorded_unfaithful(ds)
         return self.checkpoint
+
+    def _recorded_unfaithful(self, ds: Any) -> tuple[float, float, float] | None:
+        """(t, min rho, max rho) of ``unfaithful_from_t`` and its companions in ``ds`` when it
+        holds a finite time no later than the checkpoint, the run's told already; else None."""
+        try:
+            values = tuple(float(ds.attrs.get(name, math.nan)) for name in UNFAITHFUL_ATTRS)
+        except (TypeError, ValueError):
+            return None
+        if not (math.isfinite(values[0]) and self.checkpoint is not None and values[0] <= self.checkpoint[0]):
+            return None
+        return values  # type: ignore[return-value]
+
+    def _check_faithfulness(self, t: float, state: Array) -> None:
+        """Warn once, and remember, when the state at ``t`` has min rho < -UNDERSHOOT max rho."""
+        top, low = self.scheme.extremes(state)  # max |rho|: the same test as with max rho
+        if not low < -UNDERSHOOT * top:
+            return
+        rho = np.asarray(self.scheme.density(state), dtype=float)
+        self.unfaithful = (float(t), float(rho.min()), float(rho.max()))
+        logger.warning("%s", unfaithful_message(self.scheme, *self.unfaithful))
+
+    def step(self, t: float, dt: float, state: Array | None = None) -> None:
+        if self._check_faithful and self.unfaithful is None and state is not None:
+            self._check_faithfulness(t, state)
 
     def _checkpoint_state(self, ds: Any) -> Array:
         """The solver state stored in ``ds``, checked against this scheme: the shape and kind
@@ -251,6 +329,8 @@ class Recorder(Observer):
         marginal0 = slices.marginal(rho0, self.problem.xi_weight)
         self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
                                                         self.problem.initial, centroids=self._centroids)
+        if self._check_faithful and self.unfaithful is None:
+            self._check_faithfulness(float(info["t_start"]), info["initial_state"])
 
     def observe(self, t: float, state: Array) -> None:
         rho = np.array(self.scheme.density(state), dtype=float)
@@ -339,7 +419,8 @@ class Recorder(Observer):
                                slice_values=self.slice_diagnostics, scheme_attrs=scheme_attrs,
                                status=self.status, checkpoint=self.checkpoint,
                                centroids=self.centroids if self._centroids else None,
-                               log_rho=self.log_rho if self.scheme.carries_log_density else None)
+                               log_rho=self.log_rho if self.scheme.carries_log_density else None,
+                               unfaithful=self.unfaithful)
         if self.checkpoint is not None and self.checkpoint_controller:  # floats as repr: exact
             ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
         if self.checkpoint is not None:

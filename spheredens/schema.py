@@ -46,6 +46,12 @@ REQUIRED_COORDS = {"circle": ("theta",)}
 #: particle positions may deviate from unit length by this much (files from other codes, float32)
 UNIT_TOLERANCE = 1e-6
 
+#: global attributes of a density run whose scheme does not keep rho >= 0 (``fourier``,
+#: ``sh_spectral``), written once it stopped being faithful to the equation: the first time t of
+#: a step with min rho < -1e-3 max rho (:data:`spheredens.recorder.UNDERSHOOT`), and min rho
+#: and max rho there. Absent while it has not happened (and for positive schemes)
+UNFAITHFUL_ATTRS = ("unfaithful_from_t", "unfaithful_min_rho", "unfaithful_max_rho")
+
 #: placeholders in the variable tables: the grid's space dims, the units of ``rho``
 SPACE, RHO_UNITS = "<space>", "<units of rho>"
 
@@ -404,7 +410,8 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
                     scheme_attrs: Mapping[str, Any] | None = None, status: Mapping[str, Any] | None = None,
                     checkpoint: tuple[float, Array, int] | None = None,
                     centroids: Sequence[Array] | None = None,
-                    log_rho: Sequence[Array] | None = None) -> Any:
+                    log_rho: Sequence[Array] | None = None,
+                    unfaithful: tuple[float, float, float] | None = None) -> Any:
     """The Dataset (schema spheredens-1) of the snapshots of a density run.
 
     Parameters
@@ -432,6 +439,9 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
         (``rho_centroid``; schemes that carry them).
     log_rho : sequence, optional
         Per snapshot, log of the marginal density (``log_rho``; schemes that carry it).
+    unfaithful : (t, min rho, max rho), optional
+        When the density of a scheme that is not positive stopped being faithful (the
+        attributes :data:`UNFAITHFUL_ATTRS`); None: not written.
     """
 
     register_accessor()
@@ -480,6 +490,8 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
     if model.auxiliary is not None:
         attrs["auxiliary_kernel"] = model.auxiliary.name
     attrs.update(status or {})
+    if unfaithful is not None:
+        attrs.update(zip(UNFAITHFUL_ATTRS, map(float, unfaithful)))
     if checkpoint is not None:
         state_var, state_attrs = _density_checkpoint(checkpoint)
         data_vars.update(state_var)
