@@ -274,7 +274,7 @@ class Recorder(Observer):
 
     def _recorded_unfaithful(self, ds: Any) -> tuple[float, float, float] | None:
         """(t, min rho, max rho) of ``unfaithful_from_t`` and its companions in ``ds`` when it
-        holds a finite time no later than the checkpoint, the run's told already; else None."""
+        holds a finite time no later than the checkpoint (the run warned then); else None."""
         try:
             values = tuple(float(ds.attrs.get(name, math.nan)) for name in UNFAITHFUL_ATTRS)
         except (TypeError, ValueError):

@@ -15,6 +15,8 @@ change of some variables' formula replaces only those, on every case, by
 
 (done twice so far: issue 14 item 3, and issue 17 item 3 with
 ``--update theta_bounds cell_area lat_bounds lon_bounds``; see ``tests/test_reference_numbers.py``).
+Attributes the same way, named ``attr:NAME`` (issue 30 item 4:
+``--update attr:unfaithful_from_t attr:unfaithful_min_rho attr:unfaithful_max_rho``).
 """
 from __future__ import annotations
 
@@ -155,9 +157,10 @@ def write() -> None:
 
 
 def update(variables: list[str]) -> None:
-    """Recompute every case and replace only ``variables`` (e.g. ``w2_projection``) in the stored
-    file, keeping every other stored number as it was; a listed variable a case now has and did
-    not have is added, one it no longer has is removed."""
+    """Recompute every case and replace only ``variables`` (e.g. ``w2_projection``; an attribute
+    as ``attr:NAME``) in the stored file, keeping every other stored number and attribute as it
+    was; a listed variable or attribute a case now has and did not have is added, one it no
+    longer has is removed."""
     import tempfile
 
     with np.load(DATA) as f:
@@ -165,12 +168,22 @@ def update(variables: list[str]) -> None:
     folder = tempfile.mkdtemp()
     for name in all_names():
         after = numbers(run_case(name, folder))
+        attrs_after = json.loads(str(after["attrs"]))
+        attrs = json.loads(str(stored[f"{name}|attrs"]))
         for var in variables:
+            if var.startswith("attr:"):
+                attr = var.split(":", 1)[1]
+                if attr in attrs_after:
+                    attrs[attr] = attrs_after[attr]
+                else:
+                    attrs.pop(attr, None)
+                continue
             key = f"{name}|var:{var}"
             if f"var:{var}" in after:  # replaced, or added where the layout gained it
                 stored[key] = after[f"var:{var}"]
             else:
                 stored.pop(key, None)
+        stored[f"{name}|attrs"] = np.array(json.dumps(attrs, sort_keys=True, default=str))
         print("updated", name, flush=True)
     np.savez_compressed(DATA, **stored)
     print("wrote", DATA)
