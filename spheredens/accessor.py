@@ -13,6 +13,7 @@ or build Datasets), so that ``import spheredens`` does not import xarray.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ from ._lazy import xarray as xr
 from .exceptions import SchemaError
 from .geometry import (circle_angle, circle_points, CIRCLE, dataset_sphere_points, Domain, DOMAINS,
                        get_domain, SPHERE)
-from .grids import GaussGrid, OffGridSynthesis, RingMesh
+from .grids import GaussGrid, LatLonCells, OffGridSynthesis, RingMesh
 from .slices import marginal
 
 Array = NDArray[np.float64]
@@ -70,7 +71,7 @@ class FileGrid:
         Circle: the angles of the file (radians).
     lat, lon : ndarray or None
         Sphere: the file's latitudes and longitudes (degrees), on their own dims or per cell.
-    mesh : RingMesh or None
+    mesh : RingMesh, LatLonCells or None
         ``"cells"``: the ring mesh rebuilt from ``ring_count``.
     """
 
@@ -82,7 +83,7 @@ class FileGrid:
     theta: Array | None = None
     lat: Array | None = None
     lon: Array | None = None
-    mesh: RingMesh | None = None
+    mesh: RingMesh | LatLonCells | None = None
 
     @property
     def flat_points(self) -> Array:
@@ -142,6 +143,15 @@ def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) 
     points = dataset_sphere_points(ds)
     if ds["lat"].dims != ds["lon"].dims:
         return FileGrid(domain, "lat_lon", dims, points, weight, lat=lat, lon=lon)
+    if "ring" not in ds.sizes and "grid_pole" in ds:  # equiangular cells about a pole (log_sl)
+        nlat = int(round(math.sqrt(lat.size / 2)))
+        cells = LatLonCells(nlat, np.asarray(ds["grid_pole"].values, dtype=float))
+        if 2 * nlat * nlat != lat.size or not np.allclose(cells.points, points, atol=1e-9):
+            raise SchemaError("the file's cells and grid_pole do not describe spheredens equiangular cells")
+        return FileGrid(domain, "cells", dims, points, weight, lat=lat, lon=lon, mesh=cells)
+    if "ring" not in ds.sizes:
+        raise SchemaError("a sphere file with one dimension of cells needs ring_count (the ring mesh of "
+                          "fv) or grid_pole (the equiangular cells of log_sl)")
     mesh = RingMesh(int(ds.sizes["ring"]))
     if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
         raise SchemaError("the file's ring_count does not describe a spheredens ring mesh")

@@ -211,3 +211,23 @@ class PrunedDirectQuadrature(DirectQuadrature):
             return clip_norm(n / z[:, None], self._v_norm)
         with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
             return n * np.exp(m)[:, None]
+
+
+def log_mass_velocity(model: Model, targets: Array, sources: Array, log_a: Array) -> Array:
+    """X[rho] at any points for a density given as log masses ``log_a`` at ``sources`` (unit
+    vectors ordered so that consecutive ones are close): the certified pruned log-sum-exp sums
+    of the module docstring, so masses far below the smallest float64 number keep their
+    weight; the zero-temperature field where the model has no interaction. Returns tangent
+    vectors (n_targets, d)."""
+    targets = np.asarray(targets, dtype=float)
+    if not model.kind.interacting:
+        return model.zero_temperature_velocity(targets)
+    keep = log_a > -np.inf
+    sources, log_a = sources[keep], log_a[keep]
+    z, n, m, _ = pruned_logsumexp_sums(model.kernel.query(targets), sources, log_a, sources @ model.V.T)
+    if model.kind.normalized:
+        average = clip_norm(n / z[:, None], model.V_norm)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            average = n * np.exp(m)[:, None]
+    return average - np.sum(average * targets, axis=-1, keepdims=True) * targets

@@ -18,10 +18,11 @@ from ._circle_fv import FiniteVolumeScheme  # registers circle "fv"
 from ._circle_fourier import FourierScheme  # registers "fourier"
 from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"
 from ._sphere_fv import SphereFiniteVolumeScheme  # registers sphere "fv"
-from ._circle_log_sl import LogSemiLagrangianScheme  # registers "log_sl"
+from ._circle_log_sl import LogSemiLagrangianScheme  # registers circle "log_sl"
+from ._sphere_log_sl import SphereLogSemiLagrangianScheme  # registers sphere "log_sl"
 
 __all__ = ["SCHEMES", "Scheme", "Tendency", "FiniteVolumeScheme", "FourierScheme", "LogSemiLagrangianScheme",
-           "SHSpectralScheme",
+           "SHSpectralScheme", "SphereLogSemiLagrangianScheme",
            "SphereFiniteVolumeScheme", "make_scheme", "register_scheme", "scheme_class"]
 
 

@@ -254,8 +254,54 @@ def remap(ell: Array, offset: Array, feet: Array, h: float, forward: Any) -> tup
         return np.where(empty, -np.inf, top + np.log(total) - math.log(h)), new_offset
 
 
+class ErrorControlledSteps:
+    """The step control of the ``log_sl`` schemes: the first step is the CFL step, later ones
+    follow the error estimate that ``advance`` leaves in ``_last_error`` (the step ``_last_dt``):
+    a step above ``tolerance`` is refused, the next is dt (tolerance / error)^(1/2) (safety
+    0.9, growth between 0.2 and 2); the next step is part of the checkpoint."""
+
+    tolerance: float
+    grid: Any
+
+    def init_step_control(self) -> None:
+        self.dt_next: float | None = None
+        self._proposed = math.inf
+        self._rejected = False
+        self._last_error = 0.0
+        self._last_dt = 0.0
+
+    def stable_dt(self, cfl: float, tendency: Tendency) -> float:
+        """The step the error control asks for; the first one is the CFL step."""
+        dt = self.dt_next if self.dt_next is not None else cfl * self.grid.h / tendency.max_speed
+        self._proposed, self._rejected = dt, False
+        return dt
+
+    def step_ok(self, old: Array, new: Array) -> bool:
+        """Accept the step when its error estimate is within ``tolerance``, and size the next."""
+        error, dt = self._last_error, self._last_dt
+        factor = 2.0 if error == 0.0 else min(2.0, max(0.2, 0.9 * math.sqrt(self.tolerance / error)))
+        if error > self.tolerance:
+            self._rejected = True
+            return False
+        shortened = dt < self._proposed * (1.0 - 1e-9) and not self._rejected
+        # a step cut short to land on a snapshot time says nothing against the proposed one
+        self.dt_next = max(dt * factor, self._proposed) if shortened and factor >= 1.0 else dt * factor
+        return True
+
+    def safe_setting(self, cfl: float) -> str:
+        """Steps follow the error control: a smaller tolerance shortens them."""
+        return f"use discretization.tolerance <= {self.tolerance / 4:g} (if it recurs: a finer grid)"
+
+    def controller_state(self) -> dict[str, float]:
+        return {} if self.dt_next is None else {"dt_next": self.dt_next}
+
+    def restore_controller(self, state: Mapping[str, float]) -> None:
+        if "dt_next" in state:
+            self.dt_next = float(state["dt_next"])
+
+
 @register_scheme
-class LogSemiLagrangianScheme(CircleScheme):
+class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
     """Conservative semi-Lagrangian finite volumes for log rho on S^1 (module docstring).
 
     The state is (ell_j, c_j) per cell, shape (n_xi, 2, n): ell_j = log rho_j, the logarithm of
@@ -310,12 +356,8 @@ class LogSemiLagrangianScheme(CircleScheme):
         #: cells below max(ell) - window are weighed by no softmax (by less than e^-50)
         self.window = (2.0 * model.beta * model.kernel.sigma_max + 50.0 if model.kind.interacting
                        else math.inf)
-        self.dt_next: float | None = None
-        self._proposed = math.inf
-        self._rejected = False
-        self._last_error = 0.0
+        self.init_step_control()
         self._emptied = False
-        self._last_dt = 0.0
         self._cache: tuple[Any, float, Array] | None = None
 
     def make_integrator(self, name: str) -> Any:
@@ -421,36 +463,6 @@ class LogSemiLagrangianScheme(CircleScheme):
             self._last_error = math.inf
         self._last_dt = dt
         return new
-
-    # -- step control ------------------------------------------------------------------------
-    def stable_dt(self, cfl: float, tendency: Tendency) -> float:
-        """The step the error control asks for; the first one is the CFL step."""
-        dt = self.dt_next if self.dt_next is not None else cfl * self.grid.h / tendency.max_speed
-        self._proposed, self._rejected = dt, False
-        return dt
-
-    def step_ok(self, old: Array, new: Array) -> bool:
-        """Accept the step when its error estimate is within ``tolerance``, and size the next."""
-        error, dt = self._last_error, self._last_dt
-        factor = 2.0 if error == 0.0 else min(2.0, max(0.2, 0.9 * math.sqrt(self.tolerance / error)))
-        if error > self.tolerance:
-            self._rejected = True
-            return False
-        shortened = dt < self._proposed * (1.0 - 1e-9) and not self._rejected
-        # a step cut short to land on a snapshot time says nothing against the proposed one
-        self.dt_next = max(dt * factor, self._proposed) if shortened and factor >= 1.0 else dt * factor
-        return True
-
-    def safe_setting(self, cfl: float) -> str:
-        """Steps follow the error control: a smaller tolerance shortens them."""
-        return f"use discretization.tolerance <= {self.tolerance / 4:g} (if it recurs: a finer grid)"
-
-    def controller_state(self) -> dict[str, float]:
-        return {} if self.dt_next is None else {"dt_next": self.dt_next}
-
-    def restore_controller(self, state: Mapping[str, float]) -> None:
-        if "dt_next" in state:
-            self.dt_next = float(state["dt_next"])
 
     def attributes(self) -> dict[str, Any]:
         return {"n": self.grid.n, "tolerance": self.tolerance, "interaction": self.interaction.name,
