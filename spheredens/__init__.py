@@ -89,10 +89,12 @@ try:  # numpy, scipy, xarray...: the command's first seconds
     from .recorder import Recorder
     from .schemes import make_scheme
     from .simulate import Progress, SimulationResult, simulate
-except KeyboardInterrupt:
+except BaseException as _error:
     # Ctrl-C while the command starts, before spheredens.cli.main holds the signals: one line
-    # and exit 130, as later (an import by a Python program is interrupted as always)
-    if not _started_as_command():
+    # and exit 130, as later (an import by a Python program is interrupted as always). The
+    # KeyboardInterrupt may reach here turned into another error by the code it landed in (a
+    # RuntimeError from a class's __set_name__ in the standard library's platform module)
+    if not (_started_as_command() and (isinstance(_error, KeyboardInterrupt) or _STARTING_INTERRUPTS)):
         raise
     _exit_interrupted_while_starting()
 if _STARTING_INTERRUPTS:
