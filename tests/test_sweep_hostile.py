@@ -275,7 +275,9 @@ def test_an_interrupted_sweep_leaves_no_lock_file_and_resumes(tmp_path, how):
     worker was terminated holding its lock), the case file partial; the same command then
     finishes the sweep."""
     base = BASE.replace("n = 96", "n = 64\nallow_underresolved = true")
-    path = write(tmp_path, '"model.beta" = [5.0]', base=base, t_end=12.0, snapshots=49)
+    # long enough that the case is still running half a second after its lock appears on a
+    # fast machine (t_end = 12 had finished by then in some runs)
+    path = write(tmp_path, '"model.beta" = [5.0]', base=base, t_end=48.0, snapshots=193)
     case = tmp_path / "cases" / "beta-5.0.nc"
     proc = sweep_process(path, "-q", "--workers", "1")
     deadline = time.monotonic() + TIMEOUT
