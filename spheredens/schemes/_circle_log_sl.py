@@ -263,6 +263,17 @@ class ErrorControlledSteps:
     tolerance: float
     grid: Any
 
+    _emptied: bool
+
+    def record_error(self, change: Array, relevant: Array, dt: float) -> None:
+        """The step's error estimate: the largest ``change`` (between predictor and corrector)
+        over the ``relevant`` cells; infinite when a cell that matters lost its whole preimage to
+        round-off (``_emptied``: the step is too long)."""
+        self._last_error = float(np.max(change, where=relevant, initial=0.0))
+        if self._emptied or not np.isfinite(self._last_error):
+            self._last_error = math.inf
+        self._last_dt = dt
+
     def init_step_control(self) -> None:
         self.dt_next: float | None = None
         self._proposed = math.inf
@@ -457,11 +468,7 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         ell = new[:, 0]
         relevant = ell >= ell.max(axis=-1, keepdims=True) - self.window
         change = np.maximum(np.abs(ell - predicted[:, 0]), np.abs(new[:, 1] - predicted[:, 1]))
-        self._last_error = float(np.max(change, where=relevant, initial=0.0))
-        if self._emptied or not np.isfinite(self._last_error):
-            # a cell that matters lost its whole preimage to round-off: the step is too long
-            self._last_error = math.inf
-        self._last_dt = dt
+        self.record_error(change, relevant, dt)
         return new
 
     def attributes(self) -> dict[str, Any]:

@@ -367,10 +367,7 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         relevant = ell >= ell.reshape(len(ell), -1).max(axis=1)[:, None, None] - self.window
         change = np.maximum(np.abs(ell - predicted[:, 0]),
                             np.maximum(np.abs(new[:, 1] - predicted[:, 1]), np.abs(new[:, 2] - predicted[:, 2])))
-        self._last_error = float(np.max(change, where=relevant, initial=0.0))
-        if self._emptied or not np.isfinite(self._last_error):
-            self._last_error = math.inf
-        self._last_dt = dt
+        self.record_error(change, relevant, dt)
         return new
 
     def attributes(self) -> dict[str, Any]:
