@@ -15,7 +15,7 @@ change of some variables' formula replaces only those, on every case, by
 
 (done twice so far: issue 14 item 3, and issue 17 item 3 with
 ``--update theta_bounds cell_area lat_bounds lon_bounds``; see ``tests/test_reference_numbers.py``).
-Attributes the same way, named ``attr:NAME`` (issue 30 item 4:
+Attributes the same way, named ``attr:NAME`` (for the faithfulness attributes:
 ``--update attr:unfaithful_from_t attr:unfaithful_min_rho attr:unfaithful_max_rho``).
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ on the sphere fv mesh, whose ``lat_bounds``/``lon_bounds`` became the 4 vertices
 that, every other stored variable and every attribute was recomputed and found identical to
 1e-12 on every case.
 
-A scheme that is not positive records when it stops being faithful (issue 30, item 4: the
+A scheme that is not positive records when it stops being faithful (the
 attributes ``unfaithful_from_t``, ``unfaithful_min_rho``, ``unfaithful_max_rho``). Of the
 stored cases only ``circle_fourier_usa`` rings (min rho < -1e-3 max rho from t = 0.343); its
 three attributes were added (``tests/reference_cases.py --update attr:unfaithful_from_t

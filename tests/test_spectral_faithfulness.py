@@ -1,5 +1,5 @@
 """A scheme that does not keep rho >= 0 (``sh_spectral``, ``fourier``) says when it stops being
-faithful (issue 30, item 4): the first step with min rho < -1e-3 max rho is warned once, in one
+faithful: the first step with min rho < -1e-3 max rho is warned once, in one
 line naming t, min rho, max rho and the positive schemes to use instead, and recorded in the
 file (``unfaithful_from_t``, ``unfaithful_min_rho``, ``unfaithful_max_rho``); a resume that
 already had it does not warn again."""
