@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import logsumexp
 
 from ._circle_log_sl import (_EDGE, _langevin_slope, inverse_langevin, langevin, log_integral_exp,
                              relative_expm1, travel_time)
@@ -193,11 +194,9 @@ class Profiles:
 
 
 def log_line_mass(ell: Array, h: float) -> Array:
-    """log sum_j exp(ell_j) h of each line (rows), by log-sum-exp."""
-    top = ell.max(axis=1)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(under="ignore", divide="ignore"):
-        return safe + np.log(np.sum(np.exp(ell - safe[:, None]), axis=1) * h)
+    """log sum_j exp(ell_j) h of each line (rows), by log-sum-exp (-inf for an empty line)."""
+    with np.errstate(divide="ignore"):
+        return logsumexp(ell, axis=1) + math.log(h)
 
 
 def remap_lines(ell: Array, offset: Array, carry: Array, field: LineField, dt: float,

@@ -45,6 +45,7 @@ from typing import Any, Mapping
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import logsumexp
 
 from .._validate import as_float, as_unit_vectors
 from ..grids import LatLonCells
@@ -61,6 +62,10 @@ Array = NDArray[np.float64]
 #: the step control follows every cell within e^-RELATIVE_RANGE of the largest (and those a
 #: softmax can see)
 RELATIVE_RANGE = 1550.0
+
+#: velocity evaluations kept (:meth:`SphereLogSemiLagrangianScheme._velocity`): one per slice is
+#: asked for again, up to three times per step
+RECENT_VELOCITIES = 8
 
 #: a mixture component narrower than this fraction of a cell is put whole in the cell of its
 #: mean, at its mean (its exact centroid to O(1 / kappa)): quadrature would miss its peak
@@ -178,6 +183,7 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         self.init_step_control()
         self._emptied = False
         self._cache: tuple[Any, float, Array] | None = None
+        self._recent: list[tuple[Array, Array, Array]] = []
         #: the metric along a great circle through the poles: |sin s| at the ends of each cell
         ends = np.abs(np.sin(np.arange(2 * nlat + 1) * self.grid.h))
         ends[[0, nlat, 2 * nlat]] = 0.0
@@ -285,12 +291,19 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     # -- velocity ----------------------------------------------------------------------------
     def _velocity(self, sources: Array, points: Array) -> Array:
         """X[rho] at ``points`` (nlat, nlon, 3, in the grid's frame) for the slice ``sources``
-        (its state (3, nlat, nlon)), as vectors in the grid's frame."""
+        (its state (3, nlat, nlon)), as vectors in the grid's frame. The last few evaluations
+        are kept: the step size, the predictor's first sweep and the corrector's first sweep all
+        ask for the velocity of rho^n at its own centroids."""
+        for known_sources, known_points, known in self._recent:
+            if np.array_equal(known_sources, sources) and np.array_equal(known_points, points):
+                return known
         g = self.grid
         src = g.to_world(g.centroid_points(sources[1], sources[2])).reshape(-1, 3)
         vel = log_mass_velocity(self.model, g.to_world(points.reshape(-1, 3)), src,
                                 sources[0].reshape(-1) + self.log_area)
-        return g.to_grid(vel).reshape(points.shape)
+        vel = g.to_grid(vel).reshape(points.shape)
+        self._recent = (self._recent + [(sources, points, vel)])[-RECENT_VELOCITIES:]
+        return vel
 
     def rhs(self, state: Array, t: float) -> Tendency:
         """For the step size: the speeds at the centroids (the step is the remap; rate 0)."""
@@ -378,9 +391,6 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
 
 
 def _log_total(log_m: Array) -> float:
-    """log sum exp(log_m) over all entries."""
-    top = float(np.max(log_m))
-    if not math.isfinite(top):
-        return top
-    with np.errstate(under="ignore"):
-        return top + math.log(float(np.sum(np.exp(log_m - top))))
+    """log sum exp(log_m) over all entries (-inf when every entry is)."""
+    with np.errstate(divide="ignore"):
+        return float(logsumexp(log_m))
