@@ -35,8 +35,6 @@ __all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES", "UNDERSHOOT", "checkpoint_di
 #: solution (the run warns once and records ``unfaithful_from_t``)
 UNDERSHOOT = 1e-3
 
-#: how :func:`positive_alternatives` qualifies a positive scheme that is for some regime only
-_WHEN = {"log_sl": "at low temperature"}
 
 #: how far the mass of a stored snapshot or of a checkpoint may lie from 1 before a resume is
 #: refused: the bound a run keeps at every step (README, "Every step is checked"). Every scheme
@@ -85,9 +83,9 @@ def positive_alternatives(domain: str) -> str:
     """The schemes registered on ``domain`` that keep rho >= 0, in words, the general one first:
     ``"fv (or log_sl at low temperature)"``, ``"fv"``; "" when there is none."""
     schemes = get_domain(domain).schemes
-    names = [n for n in schemes.names() if getattr(schemes.get(n), "positive", False)]
-    general = [n for n in names if n not in _WHEN]
-    special = [f"{n} {_WHEN[n]}" for n in names if n in _WHEN]
+    classes = [schemes.get(n) for n in schemes.names() if getattr(schemes.get(n), "positive", False)]
+    general = [c.name for c in classes if not getattr(c, "suited_to", "")]
+    special = [f"{c.name} {c.suited_to}" for c in classes if getattr(c, "suited_to", "")]
     if not general:
         general, special = special[:1], special[1:]
     text = " or ".join(general)

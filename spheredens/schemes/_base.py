@@ -155,6 +155,9 @@ class Scheme:
     carries_log_density : bool
         Whether the state holds log rho (:meth:`log_density`): the file then has ``log_rho``,
         which keeps the values below the smallest float64 number that ``rho`` shows as 0.
+    suited_to : str
+        The regime a scheme is for when it is not for every one (e.g. ``"at low temperature"``),
+        said where a message proposes it; empty for a general scheme.
     """
 
     name: ClassVar[str]
@@ -177,6 +180,7 @@ class Scheme:
     diagnostics: ClassVar[tuple[str, ...]] = ()
     carries_centroids: ClassVar[bool] = False
     carries_log_density: ClassVar[bool] = False
+    suited_to: ClassVar[str] = ""
 
     grid: Any
     interaction: Any

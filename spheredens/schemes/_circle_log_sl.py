@@ -348,6 +348,7 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
     zero_temperature_order = 2.0
     carries_centroids = True
     carries_log_density = True
+    suited_to = "at low temperature"
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -143,6 +143,7 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     #: the weak form of the zero-temperature contract (nlat = 16, 32, 64, pole ``auto``): 2.05, 2.05
     zero_temperature_order = 2.0
     carries_log_density = True
+    suited_to = "at low temperature"
 
     work_bytes_per_point = 2000.0
     grid_bytes_per_point = 400.0
