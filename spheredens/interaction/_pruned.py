@@ -23,6 +23,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from ..geometry import tangent_project
 from ..models import Model
 from ._base import Layout, register_evaluator
 from ._quadrature import _MAX_CACHED, DirectQuadrature, clip_norm
@@ -230,4 +231,4 @@ def log_mass_velocity(model: Model, targets: Array, sources: Array, log_a: Array
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             average = n * np.exp(m)[:, None]
-    return average - np.sum(average * targets, axis=-1, keepdims=True) * targets
+    return tangent_project(targets, average)
