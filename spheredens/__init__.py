@@ -33,6 +33,7 @@ The explicit pieces of a run::
     result = sd.simulate(scheme, cfg.time, observers=[recorder := sd.Recorder(problem, scheme, cfg)])
     ds = recorder.dataset()
 """
+
 import functools
 import os
 import signal
@@ -81,8 +82,14 @@ try:  # numpy, scipy, xarray...: the command's first seconds
     from . import sweep as _sweep
     from ._version import __version__
     from .config import RunConfig, config_from_dict, load_config
-    from .exceptions import (ConfigError, OutputError, SchemaError, SimulationError, SpheredensError,
-                             SpheredensWarning)
+    from .exceptions import (
+        ConfigError,
+        OutputError,
+        SchemaError,
+        SimulationError,
+        SpheredensError,
+        SpheredensWarning,
+    )
     from .io import open_particles, open_run, write_dataset
     from .models import Model, projection_target
     from .problem import Problem
@@ -94,16 +101,25 @@ except BaseException as _error:
     # and exit 130, as later (an import by a Python program is interrupted as always). The
     # KeyboardInterrupt may reach here turned into another error by the code it landed in (a
     # RuntimeError from a class's __set_name__ in the standard library's platform module)
-    if not (_started_as_command() and (isinstance(_error, KeyboardInterrupt) or _STARTING_INTERRUPTS)):
+    if not (
+        _started_as_command() and (isinstance(_error, KeyboardInterrupt) or _STARTING_INTERRUPTS)
+    ):
         raise
     _exit_interrupted_while_starting()
 if _STARTING_INTERRUPTS:
     _exit_interrupted_while_starting()
 
 #: the public function of each command of the ``spheredens`` program
-COMMANDS = {"run": "run", "particles": "run_particles", "compare": "compare",
-            "convert-particles": "convert_particles", "sweep": "run_sweep",
-            "analyze-beta": "analyze_beta", "plot": "plot_run", "animate": "animate_run"}
+COMMANDS = {
+    "run": "run",
+    "particles": "run_particles",
+    "compare": "compare",
+    "convert-particles": "convert_particles",
+    "sweep": "run_sweep",
+    "analyze-beta": "analyze_beta",
+    "plot": "plot_run",
+    "animate": "animate_run",
+}
 
 
 def _front(module: Any, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -486,11 +502,36 @@ def animate_run():
 beta_table = _analysis.beta_table
 
 __all__ = [
-    "__version__", "RunConfig", "config_from_dict", "load_config", "ConfigError", "SchemaError",
-    "SimulationError", "SpheredensError", "SpheredensWarning", "OutputError", "open_run",
-    "open_particles", "write_dataset", "Model", "projection_target", "Problem", "Recorder",
-    "make_scheme", "Progress", "SimulationResult", "simulate",
+    "__version__",
+    "RunConfig",
+    "config_from_dict",
+    "load_config",
+    "ConfigError",
+    "SchemaError",
+    "SimulationError",
+    "SpheredensError",
+    "SpheredensWarning",
+    "OutputError",
+    "open_run",
+    "open_particles",
+    "write_dataset",
+    "Model",
+    "projection_target",
+    "Problem",
+    "Recorder",
+    "make_scheme",
+    "Progress",
+    "SimulationResult",
+    "simulate",
     # the commands
-    "run", "run_particles", "compare", "convert_particles", "load_sweep", "run_sweep",
-    "analyze_beta", "beta_table", "plot_run", "animate_run",
+    "run",
+    "run_particles",
+    "compare",
+    "convert_particles",
+    "load_sweep",
+    "run_sweep",
+    "analyze_beta",
+    "beta_table",
+    "plot_run",
+    "animate_run",
 ]

@@ -1,4 +1,5 @@
 """``python -m spheredens`` and the console script ``spheredens`` (:func:`main`)."""
+
 import signal
 
 from . import _STARTING_INTERRUPTS, _exit_interrupted_while_starting, _started_as_command

@@ -6,6 +6,7 @@ the first time an attribute is used (``xr.Dataset``). This is the only place whe
 is imported lazily; no module of spheredens imports anything inside a function
 (tests/test_layering.py checks both).
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ Registry keys are exactly the strings used in configuration files, netCDF attrib
 MODELS.md. A failed lookup raises :class:`~spheredens.exceptions.ConfigError` listing the
 registered names.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -39,7 +40,8 @@ class Registry:
         """The object registered under ``name``; a ConfigError naming ``key`` otherwise."""
         if not isinstance(name, str) or name not in self._items:
             raise ConfigError(
-                key, f"{shown(name)} is not a known {self.family}; choose one of {self.quoted_names()}"
+                key,
+                f"{shown(name)} is not a known {self.family}; choose one of {self.quoted_names()}",
             )
         return self._items[name]
 

@@ -3,6 +3,7 @@
 Used by :mod:`spheredens.config` and by the registered families (initial densities, schemes)
 that validate their own parameters.
 """
+
 from __future__ import annotations
 
 import errno
@@ -24,7 +25,9 @@ def check_keys(table: Mapping[str, Any], allowed: Iterable[str], prefix: str) ->
         if key not in allowed:
             hint = ", ".join(repr(a) for a in allowed) if allowed else "none"
             name = f"{prefix}.{key}" if prefix else key
-            raise ConfigError(name, f"unknown {'key' if prefix else 'section'}; allowed here: {hint}")
+            raise ConfigError(
+                name, f"unknown {'key' if prefix else 'section'}; allowed here: {hint}"
+            )
 
 
 def as_table(value: Any, key: str) -> dict[str, Any]:
@@ -60,8 +63,9 @@ def as_float(
     try:
         x = float(value)
     except OverflowError:  # an integer beyond float64 (1.8e308)
-        raise ConfigError(key, f"= {shown(value)} is beyond float64 (1.8e308): must be a finite "
-                          f"number{what}") from None
+        raise ConfigError(
+            key, f"= {shown(value)} is beyond float64 (1.8e308): must be a finite number{what}"
+        ) from None
     if math.isnan(x) or (math.isinf(x) and not allow_inf):
         raise ConfigError(key, f"must be a finite number{what}, got {shown(value)}")
     if minimum is not None and (x < minimum or (strict and x == minimum)):
@@ -72,8 +76,9 @@ def as_float(
     return x
 
 
-def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
-           what: str = "") -> int:
+def as_int(
+    value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None, what: str = ""
+) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ConfigError(key, f"must be an integer{what}, got {shown(value)}")
     if minimum is not None and value < minimum:
@@ -87,14 +92,21 @@ def as_bool(value: Any, key: str) -> bool:
     return _of_type(value, key, bool, "true or false")
 
 
-def as_float_list(value: Any, key: str, *, length: int | None = None, minimum: float | None = None,
-                  strict: bool = False) -> tuple[float, ...]:
+def as_float_list(
+    value: Any,
+    key: str,
+    *,
+    length: int | None = None,
+    minimum: float | None = None,
+    strict: bool = False,
+) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)) or len(value) == 0:
         raise ConfigError(key, f"must be a non-empty list of numbers, got {shown(value)}")
     if length is not None and len(value) != length:
         raise ConfigError(key, f"must have {length} entries, got {len(value)}")
-    return tuple(as_float(v, f"{key}[{i}]", minimum=minimum, strict=strict)
-                 for i, v in enumerate(value))
+    return tuple(
+        as_float(v, f"{key}[{i}]", minimum=minimum, strict=strict) for i, v in enumerate(value)
+    )
 
 
 def as_matrix(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ...]:
@@ -105,14 +117,17 @@ def as_matrix(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ...]:
     rows = [len(r) for r in value]
     if len(value) != d or any(n != d for n in rows):
         raise ConfigError(key, f"{shape_msg}; got {len(value)} rows of lengths {rows}")
-    return tuple(tuple(as_float(v, f"{key}[{i}][{j}]") for j, v in enumerate(r))
-                 for i, r in enumerate(value))
+    return tuple(
+        tuple(as_float(v, f"{key}[{i}][{j}]") for j, v in enumerate(r)) for i, r in enumerate(value)
+    )
 
 
 def as_unit_vectors(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ...]:
     """A non-empty list of vectors of R^d, each normalized (refused if far from unit length)."""
     if not isinstance(value, (list, tuple)) or len(value) == 0:
-        raise ConfigError(key, f"must be a non-empty list of unit vectors of R^{d}, got {shown(value)}")
+        raise ConfigError(
+            key, f"must be a non-empty list of unit vectors of R^{d}, got {shown(value)}"
+        )
     out = []
     for i, v in enumerate(value):
         if not isinstance(v, (list, tuple)) or len(v) != d:
@@ -120,7 +135,9 @@ def as_unit_vectors(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ..
         vec = np.array([as_float(c, f"{key}[{i}]") for c in v])
         norm = float(np.linalg.norm(vec))
         if abs(norm - 1.0) > 1e-6:
-            raise ConfigError(f"{key}[{i}]", f"= {shown(v)} has length {norm:.6g}; give a unit vector")
+            raise ConfigError(
+                f"{key}[{i}]", f"= {shown(v)} has length {norm:.6g}; give a unit vector"
+            )
         out.append(tuple(float(c) for c in vec / norm))
     return tuple(out)
 
@@ -142,8 +159,10 @@ def netcdf_read_problem(path: Any, exc: BaseException | None = None) -> str:
     except OSError as err:
         return f"cannot open it: {err.strerror or err}"
     # HDF5 may start after a user block of 512, 1024, 2048 bytes
-    if not (head[:4] in NETCDF_SIGNATURES or any(head[k:k + 8] == NETCDF_SIGNATURES[-1]
-                                                 for k in (0, 512, 1024, 2048))):
+    if not (
+        head[:4] in NETCDF_SIGNATURES
+        or any(head[k : k + 8] == NETCDF_SIGNATURES[-1] for k in (0, 512, 1024, 2048))
+    ):
         what = "the file is empty" if not head else f"it starts with {head[:12]!r}"
         return f"not a netCDF-3 or netCDF-4 (HDF5) file ({what})"
     if exc is None:
@@ -160,8 +179,10 @@ def _too_long(path: Any) -> str:
     """Why a path that the system refused as too long (ENAMETOOLONG) is so."""
     longest = max((p for p in str(path).split(os.sep) if p), key=len, default="")
     if len(longest) > NAME_MAX:
-        return (f"has a name of {len(longest)} characters, more than the file system allows "
-                f"({NAME_MAX}); use a shorter name")
+        return (
+            f"has a name of {len(longest)} characters, more than the file system allows "
+            f"({NAME_MAX}); use a shorter name"
+        )
     return f"is {len(str(path))} characters long, more than the system allows; use a shorter path"
 
 
@@ -171,7 +192,9 @@ def os_error_problem(err: OSError, path: Any) -> str:
     if err.errno == errno.ENAMETOOLONG:
         return _too_long(path)
     if err.errno == errno.ELOOP:
-        return "is a loop of symbolic links (a link that leads back to itself); fix or remove the link"
+        return (
+            "is a loop of symbolic links (a link that leads back to itself); fix or remove the link"
+        )
     if err.errno == errno.EACCES:
         return "cannot be looked at (permission denied); check the permissions of its folders"
     return f"cannot be looked at ({err.strerror or err})"
@@ -189,8 +212,10 @@ def input_file_problem(path: Any, what: str = "a TOML file") -> str:
     except OSError as err:
         if err.errno == errno.ENOENT:
             if os.path.islink(path):
-                return (f"is a symbolic link to {shown(os.readlink(path))}, which does not exist; "
-                        "fix or remove the link")
+                return (
+                    f"is a symbolic link to {shown(os.readlink(path))}, which does not exist; "
+                    "fix or remove the link"
+                )
             return "does not exist"
         return os_error_problem(err, path)
     except ValueError:  # an embedded NUL character
@@ -198,9 +223,17 @@ def input_file_problem(path: Any, what: str = "a TOML file") -> str:
     if stat.S_ISDIR(info.st_mode):
         return f"is a directory, not {what}; give the path of a file"
     if not stat.S_ISREG(info.st_mode):
-        kind = ("a character device" if stat.S_ISCHR(info.st_mode) else "a block device"
-                if stat.S_ISBLK(info.st_mode) else "a pipe" if stat.S_ISFIFO(info.st_mode)
-                else "a socket" if stat.S_ISSOCK(info.st_mode) else "a special file")
+        kind = (
+            "a character device"
+            if stat.S_ISCHR(info.st_mode)
+            else "a block device"
+            if stat.S_ISBLK(info.st_mode)
+            else "a pipe"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "a special file"
+        )
         return f"is {kind}, not a regular file ({what}); give the path of a file"
     return ""
 
@@ -217,8 +250,10 @@ def output_file_problem(path: Any) -> str:
     itself, or its folder)."""
     name = os.path.basename(str(path))
     if len(name) > NAME_MAX - SIDE_FILE_EXTRA:
-        return (f"has a name of {len(name)} characters; with the files written beside it (.NAME.tmp-PID, "
-                f".NAME.flock) the file system allows {NAME_MAX - SIDE_FILE_EXTRA}: use a shorter name")
+        return (
+            f"has a name of {len(name)} characters; with the files written beside it (.NAME.tmp-PID, "
+            f".NAME.flock) the file system allows {NAME_MAX - SIDE_FILE_EXTRA}: use a shorter name"
+        )
     folder = os.path.dirname(os.path.abspath(path)) or os.sep
     for probe in (folder, path):
         try:
@@ -228,7 +263,8 @@ def output_file_problem(path: Any) -> str:
                 return _too_long(probe)
             if err.errno == errno.ELOOP:
                 return ("is" if probe is path else "is in a folder that is") + (
-                    " a loop of symbolic links (a link that leads back to itself); fix or remove the link")
+                    " a loop of symbolic links (a link that leads back to itself); fix or remove the link"
+                )
         except ValueError:
             return "holds a NUL character; give a file name"
     return ""
@@ -246,8 +282,11 @@ def check_depth(data: Any, *, limit: int = MAX_DEPTH) -> None:
     while stack:
         value, key, depth = stack.pop()
         if depth > limit:
-            raise ConfigError(key, f"tables and arrays are nested more than {limit} levels deep here; "
-                              "a configuration needs a few levels (section, key, matrix row, entry)")
+            raise ConfigError(
+                key,
+                f"tables and arrays are nested more than {limit} levels deep here; "
+                "a configuration needs a few levels (section, key, matrix row, entry)",
+            )
         if isinstance(value, Mapping):
             stack.extend((v, f"{key}.{k}" if key else str(k), depth + 1) for k, v in value.items())
         elif isinstance(value, (list, tuple)):

@@ -11,6 +11,7 @@ xarray accessor ``ds.sd``, for what it needs instead of re-deriving it from dime
 The accessor is registered on first use of :func:`register_accessor` (by the modules that open
 or build Datasets), so that ``import spheredens`` does not import xarray.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,16 +19,22 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._lazy import xarray as xr
+from ._types import Array
 from .exceptions import SchemaError
-from .geometry import (circle_angle, circle_points, CIRCLE, dataset_sphere_points, Domain, DOMAINS,
-                       get_domain, SPHERE)
+from .geometry import (
+    CIRCLE,
+    DOMAINS,
+    SPHERE,
+    Domain,
+    circle_angle,
+    circle_points,
+    dataset_sphere_points,
+    get_domain,
+)
 from .grids import GaussGrid, LatLonCells, OffGridSynthesis, RingMesh
 from .slices import marginal
-
-Array = NDArray[np.float64]
 
 #: name of the accessor on ``xarray.Dataset``
 NAME = "sd"
@@ -101,7 +108,9 @@ class FileGrid:
         if self.mesh is not None:
             return self.mesh.to_latlon(rho, nlat, 2 * nlat)
         if self.layout != "lat_lon":
-            raise SchemaError(f"a regular latitude-longitude view needs a sphere file, not the {self.domain.name}")
+            raise SchemaError(
+                f"a regular latitude-longitude view needs a sphere file, not the {self.domain.name}"
+            )
         return self.lat, self.lon, rho
 
 
@@ -109,7 +118,9 @@ def file_domain(ds: Any) -> Domain:
     """The :class:`Domain` named by the attribute ``domain`` of ``ds``."""
     name = ds.attrs.get("domain")
     if name not in DOMAINS:
-        raise SchemaError(f"the file's attribute domain is {name!r}; expected one of {DOMAINS.quoted_names()}")
+        raise SchemaError(
+            f"the file's attribute domain is {name!r}; expected one of {DOMAINS.quoted_names()}"
+        )
     return get_domain(name)
 
 
@@ -147,11 +158,15 @@ def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) 
         nlat = int(round(math.sqrt(lat.size / 2)))
         cells = LatLonCells(nlat, np.asarray(ds["grid_pole"].values, dtype=float))
         if 2 * nlat * nlat != lat.size or not np.allclose(cells.points, points, atol=1e-9):
-            raise SchemaError("the file's cells and grid_pole do not describe spheredens equiangular cells")
+            raise SchemaError(
+                "the file's cells and grid_pole do not describe spheredens equiangular cells"
+            )
         return FileGrid(domain, "cells", dims, points, weight, lat=lat, lon=lon, mesh=cells)
     if "ring" not in ds.sizes:
-        raise SchemaError("a sphere file with one dimension of cells needs ring_count (the ring mesh of "
-                          "fv) or grid_pole (the equiangular cells of log_sl)")
+        raise SchemaError(
+            "a sphere file with one dimension of cells needs ring_count (the ring mesh of "
+            "fv) or grid_pole (the equiangular cells of log_sl)"
+        )
     mesh = RingMesh(int(ds.sizes["ring"]))
     if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
         raise SchemaError("the file's ring_count does not describe a spheredens ring mesh")
@@ -180,8 +195,8 @@ def circle_trigonometric(grid: FileGrid, rho: Array) -> Callable[[Array], Array]
         angle = circle_angle(x) - float(grid.theta[0])
         out = np.empty(angle.shape)
         for s in range(0, angle.size, _CHUNK_POINTS):
-            phase = np.exp(1j * angle[s:s + _CHUNK_POINTS, None] * k[None, :])
-            out[s:s + _CHUNK_POINTS] = (phase @ coefficients).real
+            phase = np.exp(1j * angle[s : s + _CHUNK_POINTS, None] * k[None, :])
+            out[s : s + _CHUNK_POINTS] = (phase @ coefficients).real
         return out
 
     return trigonometric
@@ -223,15 +238,19 @@ class SpheredensAccessor:
         missing = [name for name in needs if name not in ds.variables]
         if not missing:
             return ds
-        need = (f"ds.sd.{method}() needs a density file (schema spheredens-1, opened with "
-                f"spheredens.open_run), with the variable{'s' if len(needs) > 1 else ''} "
-                + " and ".join(map(repr, needs)))
+        need = (
+            f"ds.sd.{method}() needs a density file (schema spheredens-1, opened with "
+            f"spheredens.open_run), with the variable{'s' if len(needs) > 1 else ''} "
+            + " and ".join(map(repr, needs))
+        )
         schema = ds.attrs.get("spheredens_schema")
         if "position" in ds.variables:
-            raise SchemaError(f"{need}; this is a particle file ({schema or 'no spheredens_schema attribute'}): "
-                              "its particles are ds['position'] (time, particle, component) with weights "
-                              "ds['particle_weight'] (added by spheredens.open_particles), compared with a "
-                              "density by spheredens.compare")
+            raise SchemaError(
+                f"{need}; this is a particle file ({schema or 'no spheredens_schema attribute'}): "
+                "its particles are ds['position'] (time, particle, component) with weights "
+                "ds['particle_weight'] (added by spheredens.open_particles), compared with a "
+                "density by spheredens.compare"
+            )
         what = f"a {schema} file" if schema else "a dataset without them"
         raise SchemaError(f"{need}; this is {what} (no {' or '.join(map(repr, missing))})")
 
@@ -277,5 +296,7 @@ class SpheredensAccessor:
             return sphere_harmonics(int(self._ds.attrs["lmax"]), rho)
         if grid.layout == "theta" and scheme in ("fv", "fourier"):
             return (circle_cells if scheme == "fv" else circle_trigonometric)(grid, rho)
-        raise SchemaError(f"density_function needs a run of scheme 'fv' or 'fourier' (circle), 'fv' or "
-                          f"'sh_spectral' (sphere), not {scheme!r} on the {grid.domain.name}")
+        raise SchemaError(
+            f"density_function needs a run of scheme 'fv' or 'fourier' (circle), 'fv' or "
+            f"'sh_spectral' (sphere), not {scheme!r} on the {grid.domain.name}"
+        )

@@ -18,21 +18,21 @@ Definitions (for W2(t) = ``w2_projection`` of one run):
 :func:`beta_table` prints one row per (beta, resolution) with these flags in words and the
 change of min_w2 and departure_time from each resolution to the next (n -> 2n).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ._lazy import pyplot as plt, xarray as xr
+from ._lazy import pyplot as plt
+from ._lazy import xarray as xr
+from ._types import Array
 from .exceptions import SchemaError
 from .io import read_netcdf
 from .plot import save_figure
 from .schema import analysis_attrs
-
-Array = NDArray[np.float64]
 
 DEPARTURE_FACTOR, DEPARTURE_OFFSET = 2.0, 0.02
 
@@ -47,19 +47,31 @@ def curve_summary(t: Array, w2: Array) -> dict[str, float]:
     t, w2 = np.asarray(t, float), np.asarray(w2, float)
     ok = np.isfinite(w2)
     if ok.sum() < 3:
-        return {"min_w2": np.nan, "t_min": np.nan, "departure_time": np.nan, "early_rate": np.nan,
-                "t_last": np.nan}
+        return {
+            "min_w2": np.nan,
+            "t_min": np.nan,
+            "departure_time": np.nan,
+            "early_rate": np.nan,
+            "t_last": np.nan,
+        }
     i = int(np.nanargmin(np.where(ok, w2, np.inf)))
     t_min, w_min = float(t[i]), float(w2[i])
     after = np.flatnonzero((t > t_min) & ok & (w2 > DEPARTURE_FACTOR * w_min + DEPARTURE_OFFSET))
     departure = float(t[after[0]]) if after.size else np.nan
     window = ok & (t >= 0.25 * t_min) & (t <= 0.75 * t_min) & (w2 > 0)
     rate = float(-np.polyfit(t[window], np.log(w2[window]), 1)[0]) if window.sum() >= 3 else np.nan
-    return {"min_w2": w_min, "t_min": t_min, "departure_time": departure, "early_rate": rate,
-            "t_last": float(t[ok][-1])}
+    return {
+        "min_w2": w_min,
+        "t_min": t_min,
+        "departure_time": departure,
+        "early_rate": rate,
+        "t_last": float(t[ok][-1]),
+    }
 
 
-def richardson_estimate(coarse: float, medium: float, fine: float, ratio: float = 2.0) -> dict[str, float]:
+def richardson_estimate(
+    coarse: float, medium: float, fine: float, ratio: float = 2.0
+) -> dict[str, float]:
     """What three resolutions say of a converging quantity (Roache's grid convergence index).
 
     For values f_1, f_2, f_3 on resolutions refined by ``ratio`` each time (f_3 the finest),
@@ -75,12 +87,20 @@ def richardson_estimate(coarse: float, medium: float, fine: float, ratio: float 
     """
     e21, e32 = coarse - medium, medium - fine
     nan = {"order": np.nan, "extrapolated": np.nan, "gci_fine": np.nan}
-    if not all(np.isfinite([coarse, medium, fine])) or e32 == 0.0 or e21 * e32 <= 0.0 or abs(e32) >= abs(e21):
+    if (
+        not all(np.isfinite([coarse, medium, fine]))
+        or e32 == 0.0
+        or e21 * e32 <= 0.0
+        or abs(e32) >= abs(e21)
+    ):
         return nan
     p = float(np.log(e21 / e32) / np.log(ratio))
     factor = ratio**p - 1.0
-    return {"order": p, "extrapolated": float(fine + (fine - medium) / factor),
-            "gci_fine": float(1.25 * abs(e32) / (abs(fine) * factor))}
+    return {
+        "order": p,
+        "extrapolated": float(fine + (fine - medium) / factor),
+        "gci_fine": float(1.25 * abs(e32) / (abs(fine) * factor)),
+    }
 
 
 def _matrix(ds: Any, name: str) -> Any:
@@ -110,9 +130,16 @@ def spectral_gap(ds: Any) -> Any:
     gap = mu[..., 0] - mu[..., 1]
     if not other:
         return float(gap)
-    return xr.DataArray(gap, dims=other, coords={d: ds[d].values for d in other if d in ds.coords},
-                        attrs={"long_name": "spectral gap of V B^T", "units": "1",
-                               "comment": "mu_1 - mu_2 of the symmetric part of V B^T, per case"})
+    return xr.DataArray(
+        gap,
+        dims=other,
+        coords={d: ds[d].values for d in other if d in ds.coords},
+        attrs={
+            "long_name": "spectral gap of V B^T",
+            "units": "1",
+            "comment": "mu_1 - mu_2 of the symmetric part of V B^T, per case",
+        },
+    )
 
 
 def validate_combined(combined: Any) -> None:
@@ -124,9 +151,15 @@ def validate_combined(combined: Any) -> None:
     SchemaError
         Naming what is needed.
     """
-    if "w2_projection" not in combined or "beta" not in combined.dims or "time" not in combined.dims:
-        raise SchemaError("analyze-beta needs a combined sweep dataset with dims beta and time and "
-                          "the variable w2_projection (spheredens sweep over \"model.beta\")")
+    if (
+        "w2_projection" not in combined
+        or "beta" not in combined.dims
+        or "time" not in combined.dims
+    ):
+        raise SchemaError(
+            "analyze-beta needs a combined sweep dataset with dims beta and time and "
+            'the variable w2_projection (spheredens sweep over "model.beta")'
+        )
 
 
 def open_combined(path: str | Path) -> Any:
@@ -173,8 +206,9 @@ def analyze_beta(combined: Any) -> Any:
     validate_combined(combined)
     w2 = combined["w2_projection"]
     if not np.any(np.isfinite(w2.values)):
-        raise SchemaError("w2_projection is undefined in every case (Assumption 1 fails): nothing "
-                          "to analyze")
+        raise SchemaError(
+            "w2_projection is undefined in every case (Assumption 1 fails): nothing to analyze"
+        )
     t = combined["time"].values
     other = [d for d in w2.dims if d not in ("time",)]
     stacked = w2.transpose(*other, "time")
@@ -189,11 +223,16 @@ def analyze_beta(combined: Any) -> Any:
     bound = np.sqrt(np.log(beta + 1.0) / beta)
     coords = {d: combined[d].values for d in other}
     ds = xr.Dataset({k: (tuple(other), v) for k, v in out.items()}, coords=coords)
-    ds["t_last"].attrs.update({"long_name": "last time with a finite W2",
-                               "units": combined["time"].attrs.get("units", "1")})
+    ds["t_last"].attrs.update(
+        {
+            "long_name": "last time with a finite W2",
+            "units": combined["time"].attrs.get("units", "1"),
+        }
+    )
     ds["min_at_end"] = (ds["t_min"] >= ds["t_last"]) & np.isfinite(ds["min_w2"])
-    ds["min_at_end"].attrs.update({"long_name": "minimum at the last time (W2 still falling)",
-                                   "units": "1"})
+    ds["min_at_end"].attrs.update(
+        {"long_name": "minimum at the last time (W2 still falling)", "units": "1"}
+    )
     ds["rate_over_gap"] = ds["early_rate"] / gap
     if isinstance(gap, xr.DataArray):  # a sweep that varies a matrix: one gap per case
         ds["spectral_gap"] = gap
@@ -201,25 +240,37 @@ def analyze_beta(combined: Any) -> Any:
     ds["min_w2_over_bound"] = ds["min_w2"] / ds["bound"]
     logb = np.log(beta)
     mins = ds["min_w2"].transpose("beta", ...).values.reshape(len(beta), -1)
-    slopes = [np.polyfit(logb, np.log(mins[:, j]), 1)[0] if np.all(np.isfinite(mins[:, j])) and len(beta) > 1
-              else np.nan for j in range(mins.shape[1])]
+    slopes = [
+        np.polyfit(logb, np.log(mins[:, j]), 1)[0]
+        if np.all(np.isfinite(mins[:, j])) and len(beta) > 1
+        else np.nan
+        for j in range(mins.shape[1])
+    ]
     rest = [d for d in other if d != "beta"]
-    ds["min_w2_slope"] = (tuple(rest), np.array(slopes).reshape([len(coords[d]) for d in rest]),
-                          {"long_name": "least-squares slope of log min_w2 against log beta"})
+    ds["min_w2_slope"] = (
+        tuple(rest),
+        np.array(slopes).reshape([len(coords[d]) for d in rest]),
+        {"long_name": "least-squares slope of log min_w2 against log beta"},
+    )
     for res in RESOLUTION_DIMS:
         if res in other and len(coords[res]) > 1:
             for k in ("min_w2", "departure_time"):
                 v = ds[k].transpose(res, ...)
                 change = np.abs(v.diff(res, label="lower").values) / np.abs(v.values[1:])
-                ds[f"{k}_resolution_change"] = ((res,) + v.dims[1:], np.concatenate(
-                    [change, np.full((1,) + change.shape[1:], np.nan)]),
-                    {"long_name": f"|{k}(next {res}) - {k}({res})| / {k}(next {res})"})
+                ds[f"{k}_resolution_change"] = (
+                    (res,) + v.dims[1:],
+                    np.concatenate([change, np.full((1,) + change.shape[1:], np.nan)]),
+                    {"long_name": f"|{k}(next {res}) - {k}({res})| / {k}(next {res})"},
+                )
     if "failed_cases" in combined.attrs:
         ds.attrs["failed_cases"] = combined.attrs["failed_cases"]
-    ds.attrs.update({**({} if isinstance(gap, xr.DataArray) else {"spectral_gap": gap}),
-                     "departure_definition":
-                     f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + {DEPARTURE_OFFSET:g}",
-                     "early_rate_definition": "-slope of log W2 on [t_min / 4, 3 t_min / 4]"})
+    ds.attrs.update(
+        {
+            **({} if isinstance(gap, xr.DataArray) else {"spectral_gap": gap}),
+            "departure_definition": f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + {DEPARTURE_OFFSET:g}",
+            "early_rate_definition": "-slope of log W2 on [t_min / 4, 3 t_min / 4]",
+        }
+    )
     return analysis_attrs(ds, combined)
 
 
@@ -271,8 +322,10 @@ def beta_table(analysis: Any) -> list[str]:
     """
     if "spectral_gap" in analysis.data_vars:  # one per case (a sweep that varies a matrix)
         gaps = analysis["spectral_gap"].values
-        gap = (f"{np.nanmin(gaps):.4g} to {np.nanmax(gaps):.4g} over "
-               f"{', '.join(map(str, analysis['spectral_gap'].dims))}")
+        gap = (
+            f"{np.nanmin(gaps):.4g} to {np.nanmax(gaps):.4g} over "
+            f"{', '.join(map(str, analysis['spectral_gap'].dims))}"
+        )
     else:
         gap = f"{analysis.attrs['spectral_gap']:.4g}"
     first = [f"spectral gap of V B^T: {gap}; departure = {analysis.attrs['departure_definition']}"]
@@ -281,46 +334,70 @@ def beta_table(analysis: Any) -> list[str]:
     res = resolution_dim(analysis)
     width = {d: max([7, len(d)] + [len(_level(v)) for v in analysis[d].values]) for d in other}
     head = f"{'beta':>8} " + "".join(f"{d:>{width[d]}} " for d in other)
-    head += (f"{'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
-             f"{'min/bound':>9}")
+    head += (
+        f"{'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
+        f"{'min/bound':>9}"
+    )
     if res:
         head += f" {'min chg':>8} {'dep chg':>8}"
     lines = first + [head + "  note"]
     for idx in np.ndindex(*table["min_w2"].shape):
         row = table.isel(dict(zip(["beta"] + other, idx)))
-        text = f"{float(row.beta):8g} " + "".join(f"{_level(row[d].item()):>{width[d]}} " for d in other)
-        text += (f"{_fmt(float(row.min_w2), '10.4g')} {_fmt(float(row.t_min), '7.3g')} "
-                 f"{_fmt(float(row.departure_time), '9.3g', 'none'):>9} "
-                 f"{_fmt(float(row.early_rate), '10.4g')} {_fmt(float(row.rate_over_gap), '8.3g')} "
-                 f"{_fmt(float(row.min_w2_over_bound), '9.3g')}")
+        text = f"{float(row.beta):8g} " + "".join(
+            f"{_level(row[d].item()):>{width[d]}} " for d in other
+        )
+        text += (
+            f"{_fmt(float(row.min_w2), '10.4g')} {_fmt(float(row.t_min), '7.3g')} "
+            f"{_fmt(float(row.departure_time), '9.3g', 'none'):>9} "
+            f"{_fmt(float(row.early_rate), '10.4g')} {_fmt(float(row.rate_over_gap), '8.3g')} "
+            f"{_fmt(float(row.min_w2_over_bound), '9.3g')}"
+        )
         if res:
             finest_level = idx[1 + other.index(res)] == analysis.sizes[res] - 1
-            changes = ["finest" if finest_level else
-                       _fmt(100.0 * float(row[f"{k}_resolution_change"]), ".2g") + "%"
-                       if np.isfinite(float(row[f"{k}_resolution_change"])) else "-"
-                       for k in ("min_w2", "departure_time")]
+            changes = [
+                "finest"
+                if finest_level
+                else _fmt(100.0 * float(row[f"{k}_resolution_change"]), ".2g") + "%"
+                if np.isfinite(float(row[f"{k}_resolution_change"]))
+                else "-"
+                for k in ("min_w2", "departure_time")
+            ]
             text += "".join(f" {c:>8}" for c in changes)
         note = row_note(row)
         lines.append(text + (f"  {note}" if note else ""))
     if res:
         levels = " -> ".join(_level(v) for v in analysis[res].values)
-        lines.append(f"min chg, dep chg: |x(next {res}) - x({res})| / x(next {res}) for x = min W2 "
-                     f"and the departure time, from each {res} to the next ({levels})")
+        lines.append(
+            f"min chg, dep chg: |x(next {res}) - x({res})| / x(next {res}) for x = min W2 "
+            f"and the departure time, from each {res} to the next ({levels})"
+        )
     slopes = analysis["min_w2_slope"]
     if slopes.ndim == 0:
-        lines.append(f"slope of log min W2 against log beta: {_fmt(slopes.item(), '.3f', 'undefined')}")
+        lines.append(
+            f"slope of log min W2 against log beta: {_fmt(slopes.item(), '.3f', 'undefined')}"
+        )
     else:
-        parts = [f"{_fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), '.3f', 'undefined')} "
-                 f"({slopes.dims[0]} = {_level(v)})" for j, v in enumerate(slopes[slopes.dims[0]].values)]
-        lines.append("slope of log min W2 against log beta: " + ", ".join(parts)
-                     + (" (last level of the other dims)" if slopes.ndim > 1 else ""))
+        parts = [
+            f"{_fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), '.3f', 'undefined')} "
+            f"({slopes.dims[0]} = {_level(v)})"
+            for j, v in enumerate(slopes[slopes.dims[0]].values)
+        ]
+        lines.append(
+            "slope of log min W2 against log beta: "
+            + ", ".join(parts)
+            + (" (last level of the other dims)" if slopes.ndim > 1 else "")
+        )
     if analysis.attrs.get("failed_cases"):
-        lines.append(f"failed in the sweep (no values, their rows 'no finite W2'): "
-                     f"{analysis.attrs['failed_cases']}")
+        lines.append(
+            f"failed in the sweep (no values, their rows 'no finite W2'): "
+            f"{analysis.attrs['failed_cases']}"
+        )
     falling = int(analysis["min_at_end"].sum())
     if falling:
-        lines.append(f"{falling} row(s) still falling at t_end: their min W2 is an upper bound and "
-                     "their departure is not reached; raise time.t_end and --resume")
+        lines.append(
+            f"{falling} row(s) still falling at t_end: their min W2 is an upper bound and "
+            "their departure is not reached; raise time.t_end and --resume"
+        )
     return lines
 
 
@@ -341,10 +418,15 @@ def beta_study_figure(combined: Any, analysis: Any) -> Any:
     departed = bool(np.any(np.isfinite(analysis["departure_time"].values)))
     fig, axes = plt.subplots(1, 4 if departed else 2, figsize=(17, 3.8) if departed else (9, 3.8))
     for b, curve, row in zip(beta, w2.values, (an.isel(beta=i) for i in range(len(beta)))):
-        line, = axes[0].semilogy(t, curve, label=f"beta = {b:g}")
+        (line,) = axes[0].semilogy(t, curve, label=f"beta = {b:g}")
         if np.isfinite(float(row.min_w2)):
-            axes[0].plot([float(row.t_min)], [float(row.min_w2)], "o", color=line.get_color(),
-                         mfc="none" if bool(row.min_at_end) else line.get_color())
+            axes[0].plot(
+                [float(row.t_min)],
+                [float(row.min_w2)],
+                "o",
+                color=line.get_color(),
+                mfc="none" if bool(row.min_at_end) else line.get_color(),
+            )
     axes[0].set_xlabel("t")
     axes[0].set_ylabel("W2(rho_t, Pi_# rho_0)")
     axes[0].legend(fontsize=7)
@@ -353,17 +435,25 @@ def beta_study_figure(combined: Any, analysis: Any) -> Any:
         sub = sub.isel({d: -1 for d in sub["min_w2"].dims if d != "beta"})
         label = f"min over t of W2 ({res} = {_level(level)})" if res else "min over t of W2"
         mins, end = sub["min_w2"].values, sub["min_at_end"].values.astype(bool)
-        line, = axes[1].loglog(beta, mins, "o-", label=label)
+        (line,) = axes[1].loglog(beta, mins, "o-", label=label)
         if end.any():
             axes[1].plot(beta[end], mins[end], "o", ms=9, mfc="white", color=line.get_color())
     mins, bound = an["min_w2"].values, an["bound"].values
     ok = np.flatnonzero(np.isfinite(mins) & np.isfinite(bound))
     if ok.size:
-        axes[1].loglog(beta, mins[ok[0]] / bound[ok[0]] * bound, "k--",
-                       label="sqrt(log(beta+1)/beta) (scaled)")
+        axes[1].loglog(
+            beta, mins[ok[0]] / bound[ok[0]] * bound, "k--", label="sqrt(log(beta+1)/beta) (scaled)"
+        )
     if analysis["min_at_end"].values.any():
-        axes[1].plot([], [], "o", ms=9, mfc="white", color="grey",
-                     label="hollow: still falling at t_end (upper bound)")
+        axes[1].plot(
+            [],
+            [],
+            "o",
+            ms=9,
+            mfc="white",
+            color="grey",
+            label="hollow: still falling at t_end (upper bound)",
+        )
     axes[1].set_xlabel("beta")
     axes[1].legend(fontsize=7)
     if departed:
@@ -381,11 +471,19 @@ def beta_study_figure(combined: Any, analysis: Any) -> Any:
             if res:
                 ax.legend(fontsize=7)
             if missing.size:
-                ax.text(0.02, 0.03, "no departure by t_end: beta = " + ", ".join(f"{b:g}" for b in missing),
-                        transform=ax.transAxes, fontsize=7, va="bottom")
+                ax.text(
+                    0.02,
+                    0.03,
+                    "no departure by t_end: beta = " + ", ".join(f"{b:g}" for b in missing),
+                    transform=ax.transAxes,
+                    fontsize=7,
+                    va="bottom",
+                )
     else:
-        fig.suptitle("no run departs from Pi_# rho_0 within its time window: departure panels "
-                     "left out", fontsize=9)
+        fig.suptitle(
+            "no run departs from Pi_# rho_0 within its time window: departure panels left out",
+            fontsize=9,
+        )
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
     return fig

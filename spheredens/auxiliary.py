@@ -9,6 +9,7 @@ the gradient ascent of E_h = 1/(2 beta) sum_kl r_k r_l b_kl int int exp(beta <G_
 A kernel is the pair (G_k, b_kl) over the slices; :data:`KERNELS` builds it from the
 ``[auxiliary]`` table of a run configuration.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,15 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.linalg import expm
 
 from ._registry import Registry
+from ._types import Array
 from ._validate import as_float, as_int, as_matrix, check_keys
 from .exceptions import ConfigError
 from .initial import RandomSmooth
-
-Array = NDArray[np.float64]
 
 #: kernel name -> builder(xi, d, params, key) -> (gauges (M, d, d), coupling (M, M), params)
 KERNELS = Registry("auxiliary kernel")
@@ -104,9 +103,14 @@ class AuxiliaryKernel:
         return np.einsum("kji,j->ki", self.gauges, np.asarray(z, dtype=float))
 
     def to_params(self) -> dict[str, Any]:
-        return {"kernel": self.name, "xi": [float(v) for v in self.xi],
-                "weights": [float(v) for v in self.weight], **dict(self.params),
-                "slice_perturbation": self.slice_perturbation, "slice_seed": self.slice_seed}
+        return {
+            "kernel": self.name,
+            "xi": [float(v) for v in self.xi],
+            "weights": [float(v) for v in self.weight],
+            **dict(self.params),
+            "slice_perturbation": self.slice_perturbation,
+            "slice_seed": self.slice_seed,
+        }
 
 
 def _rotation_2d(angle: Array) -> Array:
@@ -153,7 +157,9 @@ def _rope_general(xi: Array, d: int, params: Mapping[str, Any], key: str):
     out = {"omega": omega, "amplitude": amplitude, "frequency": frequency}
     if d == 2:
         if "axis" in params:
-            raise ConfigError(f"{key}.axis", "the circle has one rotation generator; remove the key")
+            raise ConfigError(
+                f"{key}.axis", "the circle has one rotation generator; remove the key"
+            )
         return plane_rotation(theta, 2), np.ones((len(xi), len(xi))), out
     axis = np.asarray(params.get("axis", [1.0, 1.0, 1.0]), dtype=float)
     if axis.shape != (3,) or not np.all(np.isfinite(axis)) or np.linalg.norm(axis) == 0:
@@ -177,25 +183,35 @@ def _prefix(xi: Array, d: int, params: Mapping[str, Any], key: str):
     check_keys(params, ["gauges", "prompts", "seed"], key)
     ids = np.asarray(xi)
     if np.any(ids != np.round(ids)) or np.any(ids < 0):
-        raise ConfigError(f"{key}.xi", "prefix slices are prompt ids: non-negative integers 0, 1, ...")
+        raise ConfigError(
+            f"{key}.xi", "prefix slices are prompt ids: non-negative integers 0, 1, ..."
+        )
     ids = ids.astype(int)
     if "gauges" in params:
         if not isinstance(params["gauges"], list) or not params["gauges"]:
             raise ConfigError(f"{key}.gauges", "must be a list of d x d orthogonal matrices")
-        mats = np.array([as_matrix(g, f"{key}.gauges[{i}]", d) for i, g in enumerate(params["gauges"])])
+        mats = np.array(
+            [as_matrix(g, f"{key}.gauges[{i}]", d) for i, g in enumerate(params["gauges"])]
+        )
         for i, g in enumerate(mats):
             if np.abs(g.T @ g - np.eye(d)).max() > 1e-9:
                 raise ConfigError(f"{key}.gauges[{i}]", "is not orthogonal (G^T G != I to 1e-9)")
         out = {"gauges": [[list(map(float, r)) for r in g] for g in mats]}
     else:
-        prompts = as_int(params.get("prompts", int(ids.max()) + 1), f"{key}.prompts", minimum=1,
-                         maximum=MAX_SLICES)
+        prompts = as_int(
+            params.get("prompts", int(ids.max()) + 1),
+            f"{key}.prompts",
+            minimum=1,
+            maximum=MAX_SLICES,
+        )
         seed = as_int(params.get("seed", 0), f"{key}.seed", minimum=0)
         rng = np.random.default_rng(seed)
         mats = np.stack([random_orthogonal(rng, d) for _ in range(prompts)])
         out = {"prompts": prompts, "seed": seed}
     if ids.max() >= len(mats):
-        raise ConfigError(f"{key}.xi", f"prompt id {ids.max()} has no gauge (there are {len(mats)})")
+        raise ConfigError(
+            f"{key}.xi", f"prompt id {ids.max()} has no gauge (there are {len(mats)})"
+        )
     return mats[ids], np.ones((len(xi), len(xi))), out
 
 
@@ -215,7 +231,9 @@ def _cosine_toeplitz(xi: Array, d: int, params: Mapping[str, Any], key: str):
     return _no_gauge(xi, d), np.cos(omega * (xi[:, None] - xi[None, :])), {"omega": omega}
 
 
-def auxiliary_from_params(table: Mapping[str, Any], d: int, key: str = "auxiliary") -> AuxiliaryKernel:
+def auxiliary_from_params(
+    table: Mapping[str, Any], d: int, key: str = "auxiliary"
+) -> AuxiliaryKernel:
     """Validate an ``[auxiliary]`` table.
 
     Keys: ``kernel`` (default ``"none"``); the slices, either ``xi`` (labels) or ``slices`` = M
@@ -229,7 +247,9 @@ def auxiliary_from_params(table: Mapping[str, Any], d: int, key: str = "auxiliar
     name = table.pop("kernel", "none")
     builder: Callable = KERNELS.get(name, f"{key}.kernel")
     if "xi" in table and "slices" in table:
-        raise ConfigError(f"{key}.xi", "give either xi (the labels) or slices (their number), not both")
+        raise ConfigError(
+            f"{key}.xi", "give either xi (the labels) or slices (their number), not both"
+        )
     if "xi" in table:
         raw = table.pop("xi")
         if not isinstance(raw, list) or not raw:
@@ -242,19 +262,30 @@ def auxiliary_from_params(table: Mapping[str, Any], d: int, key: str = "auxiliar
     else:
         m = as_int(table.pop("slices", 16), f"{key}.slices", minimum=1, maximum=MAX_SLICES)
         xi = np.arange(m, dtype=float) if name == "prefix" else np.arange(m) / m
-    eps = as_float(table.pop("slice_perturbation", 0.0), f"{key}.slice_perturbation", minimum=0.0,
-                   maximum=10.0)
+    eps = as_float(
+        table.pop("slice_perturbation", 0.0), f"{key}.slice_perturbation", minimum=0.0, maximum=10.0
+    )
     slice_seed = as_int(table.pop("slice_seed", 0), f"{key}.slice_seed", minimum=0)
     weights = table.pop("weights", None)
     if weights is None:
         r = np.full(len(xi), 1.0 / len(xi))
     else:
         if not isinstance(weights, list) or len(weights) != len(xi):
-            raise ConfigError(f"{key}.weights", f"must be a list of {len(xi)} numbers (one per slice)")
+            raise ConfigError(
+                f"{key}.weights", f"must be a list of {len(xi)} numbers (one per slice)"
+            )
         r = np.array([as_float(w, f"{key}.weights", minimum=0.0) for w in weights])
         if r.sum() <= 0:
             raise ConfigError(f"{key}.weights", "must not all be zero")
         r = r / r.sum()
     gauges, coupling, params = builder(xi, d, table, key)
-    return AuxiliaryKernel(name, xi, r, np.asarray(gauges, dtype=float), np.asarray(coupling, dtype=float),
-                           params, eps, slice_seed)
+    return AuxiliaryKernel(
+        name,
+        xi,
+        r,
+        np.asarray(gauges, dtype=float),
+        np.asarray(coupling, dtype=float),
+        params,
+        eps,
+        slice_seed,
+    )

@@ -6,6 +6,7 @@ files and the numbers reported are library functions, the same for a Python user
 Errors in configurations and files are printed as one line (``spheredens: error: ...``) with
 exit code 2; a run stopped by a numerical failure exits with 1, an interrupted run with 130.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,27 +25,64 @@ from ._validate import os_error_problem
 from ._version import __version__
 from .analysis import analysis_output_path, analyze_beta, beta_table, open_combined, plot_beta_study
 from .auxiliary import KERNELS
-from .compare import check_compare_files, compare, compare_output_path, comparison_summary, plot_comparison
+from .compare import (
+    check_compare_files,
+    compare,
+    compare_output_path,
+    comparison_summary,
+    plot_comparison,
+)
 from .config import load_config
-from .exceptions import (PATH_LIMIT, ConfigError, ModelMismatchError, OutputError, SimulationError, SpheredensError,
-                         SpheredensWarning, shown)
+from .exceptions import (
+    PATH_LIMIT,
+    ConfigError,
+    ModelMismatchError,
+    OutputError,
+    SimulationError,
+    SpheredensError,
+    SpheredensWarning,
+    shown,
+)
 from .geometry import DOMAINS
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .interaction import INTERACTIONS
-from .io import (check_not_input, check_output_location, check_output_path, convert_particles, converted_summary,
-                 open_particles, open_run, write_dataset)
+from .io import (
+    check_not_input,
+    check_output_location,
+    check_output_path,
+    convert_particles,
+    converted_summary,
+    open_particles,
+    open_run,
+    write_dataset,
+)
 from .locking import output_lock
 from .models import MODELS
 from .particles import particles_output_path, require_particles, run_particles
-from .plot import (DEFAULT_FPS, MAX_DEFAULT_FRAMES, animate_run, animation_output_path, figure_path,
-                   open_figure_file, plot_run, slices_figure_path)
+from .plot import (
+    DEFAULT_FPS,
+    MAX_DEFAULT_FRAMES,
+    animate_run,
+    animation_output_path,
+    figure_path,
+    open_figure_file,
+    plot_run,
+    slices_figure_path,
+)
 from .runner import input_files, run, run_output
 from .schemes import SCHEMES
 from .simulate import progress_listener, request_stop, signal_handler
-from .sweep import check_dashboard_address, check_sweep_output, load_sweep, outcome_summary, run_sweep
+from .sweep import (
+    check_dashboard_address,
+    check_sweep_output,
+    load_sweep,
+    outcome_summary,
+    run_sweep,
+)
 from .transport import DENSITY_ATOMS
-from .verify import summary as verify_summary, verify
+from .verify import summary as verify_summary
+from .verify import verify
 
 DESCRIPTION = """\
 spheredens solves the mean-field continuity equation of self-attention,
@@ -66,14 +104,26 @@ def _shown(path: Path | str) -> str:
         return str(path)
 
 
-def _check_output(args: argparse.Namespace, path: Path | str | None, *, suffix: str = ".nc",
-                  key: str | None = None, option: str | None = None) -> Path | None:
+def _check_output(
+    args: argparse.Namespace,
+    path: Path | str | None,
+    *,
+    suffix: str = ".nc",
+    key: str | None = None,
+    option: str | None = None,
+) -> Path | None:
     """Check an output path before any work (:func:`~spheredens.io.check_output_location`):
     its suffix, its folder (created only with ``--mkdir``) and that the folder is writable."""
     if path is None:
         return None
-    return check_output_location(path, suffix=suffix, mkdir=getattr(args, "mkdir", False), key=key,
-                                 option=option, mkdir_hint="--mkdir")
+    return check_output_location(
+        path,
+        suffix=suffix,
+        mkdir=getattr(args, "mkdir", False),
+        key=key,
+        option=option,
+        mkdir_hint="--mkdir",
+    )
 
 
 def _wrote(args: argparse.Namespace, path: Path | str) -> None:
@@ -94,8 +144,13 @@ class _Notes:
         print(f"spheredens: note: {' '.join(message.split())}", file=sys.stderr)
 
 
-def _check_new_output(args: argparse.Namespace, path: Path, *, suffix: str = ".nc",
-                      inputs: Sequence[tuple[str, Any]] = ()) -> Path:
+def _check_new_output(
+    args: argparse.Namespace,
+    path: Path,
+    *,
+    suffix: str = ".nc",
+    inputs: Sequence[tuple[str, Any]] = (),
+) -> Path:
     """Check an output of plot, animate, analyze-beta, compare or convert-particles before any
     work: its location (:func:`_check_output`), that it is none of the command's ``inputs``
     (:func:`~spheredens.io.check_not_input`, also with --overwrite) and that it does not exist
@@ -116,18 +171,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     output = run_output(cfg, args.config, args.output)
     path = output if output is not None else cfg.output_path()
-    _check_output(args, path, option="--output" if args.output else None,
-                  key="output.path" if not args.output and cfg.output.path is not None else None)
+    _check_output(
+        args,
+        path,
+        option="--output" if args.output else None,
+        key="output.path" if not args.output and cfg.output.path is not None else None,
+    )
     notes = _Notes()
     try:
         with _stop_on_signals() as received:
-            ds = run(cfg, output=output, progress=_progress(args),
-                     resume=args.resume, overwrite=args.overwrite,
-                     checkpoint_seconds=args.checkpoint_seconds, mkdir=args.mkdir, notify=notes)
+            ds = run(
+                cfg,
+                output=output,
+                progress=_progress(args),
+                resume=args.resume,
+                overwrite=args.overwrite,
+                checkpoint_seconds=args.checkpoint_seconds,
+                mkdir=args.mkdir,
+                notify=notes,
+            )
     except KeyboardInterrupt as exc:
-        print(f"spheredens: {exc or 'interrupted'}; the snapshots so far and a checkpoint are in "
-              f"{_shown(path)}; continue with: spheredens run {args.config} --resume"
-              + (f" --output {args.output}" if args.output else ""), file=sys.stderr)
+        print(
+            f"spheredens: {exc or 'interrupted'}; the snapshots so far and a checkpoint are in "
+            f"{_shown(path)}; continue with: spheredens run {args.config} --resume"
+            + (f" --output {args.output}" if args.output else ""),
+            file=sys.stderr,
+        )
         return _interrupted_exit_code(received)
     if "complete" in notes.kinds:  # nothing was run: no "wrote", no summary of an old run
         return 0
@@ -139,22 +208,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
             _wrote(args, slices_figure_path(figure))
     if not args.quiet:
         w2 = ds["w2_projection"].values
-        summary = (f"t = {float(ds.time[-1]):g}, {ds.attrs['n_steps']} steps in "
-                   f"{ds.attrs['wall_time_seconds']:.1f} s; mass {float(ds['mass'][-1]):.15g}, "
-                   f"min rho {float(ds['min_rho'].min()):.3g}")
+        summary = (
+            f"t = {float(ds.time[-1]):g}, {ds.attrs['n_steps']} steps in "
+            f"{ds.attrs['wall_time_seconds']:.1f} s; mass {float(ds['mass'][-1]):.15g}, "
+            f"min rho {float(ds['min_rho'].min()):.3g}"
+        )
         if w2.size and w2[-1] == w2[-1]:
             summary += f"; min over t of W2 to Pi_# rho_0: {float(min(w2)):.4g}"
         if "marginal_w2_dirac" in ds:
-            summary += (f"; energy {float(ds['energy'][0]):.4g} -> {float(ds['energy'][-1]):.4g}, "
-                        f"W2 of the marginal to the nearest Dirac mass "
-                        f"{float(ds['marginal_w2_dirac'][-1]):.3g}")
+            summary += (
+                f"; energy {float(ds['energy'][0]):.4g} -> {float(ds['energy'][-1]):.4g}, "
+                f"W2 of the marginal to the nearest Dirac mass "
+                f"{float(ds['marginal_w2_dirac'][-1]):.3g}"
+            )
         print(summary)
     return 0
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    """List every registered name accepted in a configuration.
-    """
+    """List every registered name accepted in a configuration."""
     print(f"spheredens {__version__}")
     print("models:")
     for name in MODELS:
@@ -191,7 +263,9 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     _check_new_output(args, out, suffix=".png", inputs=[("the file to draw", args.file)])
     ds = open_figure_file(args.file)
     if "slice_mode" in ds:  # usa_av: the slices' figure beside it
-        _check_new_output(args, slices_figure_path(out), suffix=".png", inputs=[("the file to draw", args.file)])
+        _check_new_output(
+            args, slices_figure_path(out), suffix=".png", inputs=[("the file to draw", args.file)]
+        )
     print(f"wrote {_shown(plot_run(ds, out, times=args.times, mkdir=args.mkdir))}")
     return 0
 
@@ -227,10 +301,15 @@ def parse_seeds(text: str) -> list[int]:
             seeds = [int(v) for v in text.split(",")]
             count = len(seeds)
     except ValueError:
-        raise ConfigError("--seeds", f"{shown(text)} is not a seed list; write e.g. 0..7 or 1,4,9") from None
+        raise ConfigError(
+            "--seeds", f"{shown(text)} is not a seed list; write e.g. 0..7 or 1,4,9"
+        ) from None
     if count > MAX_SEEDS:
-        raise ConfigError("--seeds", f"{shown(text)} gives {count} seeds, more than {MAX_SEEDS} (each one a "
-                          "particle run and its file); run fewer at a time")
+        raise ConfigError(
+            "--seeds",
+            f"{shown(text)} gives {count} seeds, more than {MAX_SEEDS} (each one a "
+            "particle run and its file); run fewer at a time",
+        )
     if not seeds or min(seeds) < 0:
         raise ConfigError("--seeds", f"{text!r} gives no non-negative seeds")
     return seeds
@@ -295,11 +374,16 @@ def _stop_on_signals() -> Iterator[dict]:
     def handler(signum, frame):
         received["signal"] = signum
         if not looping["on"]:
-            _raise_signalled(signum, " during the set-up of the run, before its first step: nothing of it "
-                                     "was written")
+            _raise_signalled(
+                signum,
+                " during the set-up of the run, before its first step: nothing of it was written",
+            )
         request_stop("terminated" if signum == signal.SIGTERM else "interrupted")
 
-    with progress_listener(listen, interval=math.inf), signal_handler(handler, (signal.SIGINT, signal.SIGTERM)):
+    with (
+        progress_listener(listen, interval=math.inf),
+        signal_handler(handler, (signal.SIGINT, signal.SIGTERM)),
+    ):
         yield received
 
 
@@ -330,8 +414,12 @@ def _cmd_particles(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     require_particles(cfg, args.config)
     seeds = parse_seeds(args.seeds) if args.seeds else [cfg.particles.seed]
-    outputs = {seed: particles_output_path(cfg, seed, several=len(seeds) > 1, config_path=args.config,
-                                           output=args.output) for seed in seeds}
+    outputs = {
+        seed: particles_output_path(
+            cfg, seed, several=len(seeds) > 1, config_path=args.config, output=args.output
+        )
+        for seed in seeds
+    }
     for out in outputs.values():  # every file of the ensemble, before the first run
         key = "particles.path" if not args.output and cfg.particles.path is not None else None
         _check_output(args, out, option="--output" if args.output else None, key=key)
@@ -341,16 +429,28 @@ def _cmd_particles(args: argparse.Namespace) -> int:
         notes = _Notes()
         try:
             with _stop_on_signals() as received:
-                ds = run_particles(cfg, seed=seed, output=out, progress=_progress(args),
-                                   resume=args.resume, overwrite=args.overwrite, mkdir=args.mkdir,
-                                   notify=notes)
+                ds = run_particles(
+                    cfg,
+                    seed=seed,
+                    output=out,
+                    progress=_progress(args),
+                    resume=args.resume,
+                    overwrite=args.overwrite,
+                    mkdir=args.mkdir,
+                    notify=notes,
+                )
         except KeyboardInterrupt as exc:
-            print(f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
-                  f"continue with: spheredens particles {args.config} --resume", file=sys.stderr)
+            print(
+                f"spheredens: {exc or 'interrupted'}; the snapshots so far are in {_shown(out)}; "
+                f"continue with: spheredens particles {args.config} --resume",
+                file=sys.stderr,
+            )
             return _interrupted_exit_code(received)
         if "complete" not in notes.kinds and not args.quiet:  # nothing ran for a complete file
-            print(f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
-                  f"seed {seed}, {ds.attrs['n_steps']} steps)")
+            print(
+                f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, {ds.attrs['initialization']}, "
+                f"seed {seed}, {ds.attrs['n_steps']} steps)"
+            )
     return 0
 
 
@@ -370,56 +470,94 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         check_not_input(written, inputs, option="--output")
     density = open_run(args.density)
     runs = [open_particles(p) for p in args.particles]
-    out = check_output_path(out, overwrite=args.overwrite,
-                            option="--output", suffix=".nc", mkdir=args.mkdir, mkdir_hint="--mkdir")
+    out = check_output_path(
+        out,
+        overwrite=args.overwrite,
+        option="--output",
+        suffix=".nc",
+        mkdir=args.mkdir,
+        mkdir_hint="--mkdir",
+    )
     with output_lock(out):  # one writer per file: refused at once when another holds it
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SpheredensWarning)
             try:
-                result = compare(density, runs, n_points=args.points, density_file=str(args.density),
-                                 particle_files=[str(p) for p in args.particles],
-                                 allow_mismatch=args.allow_mismatch, progress=_progress(args))
+                result = compare(
+                    density,
+                    runs,
+                    n_points=args.points,
+                    density_file=str(args.density),
+                    particle_files=[str(p) for p in args.particles],
+                    allow_mismatch=args.allow_mismatch,
+                    progress=_progress(args),
+                )
             except ModelMismatchError as exc:
                 if not exc.hint:
                     raise
-                raise ModelMismatchError(exc.message, hint="pass --allow-mismatch to compare anyway") from None
-        for text in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SpheredensWarning)):
-            print(f"spheredens: warning: {text}", file=sys.stderr)  # once, one line, no source location
+                raise ModelMismatchError(
+                    exc.message, hint="pass --allow-mismatch to compare anyway"
+                ) from None
+        for text in dict.fromkeys(
+            str(w.message) for w in caught if issubclass(w.category, SpheredensWarning)
+        ):
+            print(
+                f"spheredens: warning: {text}", file=sys.stderr
+            )  # once, one line, no source location
         for w in caught:
             if not issubclass(w.category, SpheredensWarning):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        for text in result.attrs.get("times_not_compared", "").splitlines():  # files compared in part
+        for text in result.attrs.get(
+            "times_not_compared", ""
+        ).splitlines():  # files compared in part
             print(f"spheredens: note: {text}", file=sys.stderr)
         write_dataset(result, out)
     _wrote(args, out)
     if not args.no_figure:
         fig = plot_comparison(result, density, runs[0], figure_path(out), times=args.times)
         _wrote(args, fig)
-    for t, m, sd_, r in zip(result["time"].values, result["w2_mean"].values, result["w2_std"].values,
-                            result["density_resolution"].values):
+    for t, m, sd_, r in zip(
+        result["time"].values,
+        result["w2_mean"].values,
+        result["w2_std"].values,
+        result["density_resolution"].values,
+    ):
         spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
         print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
-    print(f"  model check: {result.attrs['model_check'].replace('(allow_mismatch)', '(--allow-mismatch)')}")
+    print(
+        f"  model check: {result.attrs['model_check'].replace('(allow_mismatch)', '(--allow-mismatch)')}"
+    )
     print(f"  {result.attrs['departure_verdict']}")
     summary = comparison_summary(result)
     check = summary["ensemble"]
     if check is not None:
-        print(f"  ensemble at t = {result['time'].values[-1]:.4g}: W2 density-runs {check['density_mean']:.4g}, "
-              f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of "
-              f"{len(runs)}: within the spread: {'yes' if check['within_spread'] else 'no'}, "
-              f"no farther than average: {'yes' if check['no_farther_than_average'] else 'no'}")
-    for t, row in zip(result["time"].values, summary["slices"] or ()):  # usa_av: W2 above is the marginal's
+        print(
+            f"  ensemble at t = {result['time'].values[-1]:.4g}: W2 density-runs {check['density_mean']:.4g}, "
+            f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of "
+            f"{len(runs)}: within the spread: {'yes' if check['within_spread'] else 'no'}, "
+            f"no farther than average: {'yes' if check['no_farther_than_average'] else 'no'}"
+        )
+    for t, row in zip(
+        result["time"].values, summary["slices"] or ()
+    ):  # usa_av: W2 above is the marginal's
         if not row["count"]:
             print(f"  t = {t:8.4g}   slices: no particle labels")
             continue
-        print(f"  t = {t:8.4g}   slices: W2 mean {row['mean']:.4g}, max {row['max']:.4g} "
-              f"over {row['count']} slices")
+        print(
+            f"  t = {t:8.4g}   slices: W2 mean {row['mean']:.4g}, max {row['max']:.4g} "
+            f"over {row['count']} slices"
+        )
     return 0
 
 
 #: how the messages of convert_particles name its options on the command line
-_CONVERT_OPTIONS = {"times": "--times", "dt": "--dt", "degrees": "--degrees", "axes": "--axes",
-                    "angles": "--angles", "model": "--model"}
+_CONVERT_OPTIONS = {
+    "times": "--times",
+    "dt": "--dt",
+    "degrees": "--degrees",
+    "axes": "--axes",
+    "angles": "--angles",
+    "model": "--model",
+}
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
@@ -436,17 +574,31 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     """
     times = [float(v) for v in args.times] if args.times else None
     if args.domain is None and args.config is None:
-        raise ConfigError("--domain", "give the domain (--domain circle or --domain sphere) or the run "
-                          "configuration of the particles (--config CONFIG)")
-    check_not_input(args.output, [("the particle array", args.input), ("the configuration (--config)", args.config)])
-    out = check_output_path(args.output, overwrite=args.overwrite, suffix=".nc", mkdir=args.mkdir,
-                            mkdir_hint="--mkdir")
-    ds = convert_particles(args.input, domain=args.domain, times=times, dt=args.dt,
-                           angles=True if args.angles else None, degrees=args.degrees, axes=args.axes,
-                           config=args.config, options=_CONVERT_OPTIONS,
-                           attrs={k: v for k, v in (("model", args.model), ("beta", args.beta))
-                                  if v is not None},
-                           notify=lambda kind, message: print(f"spheredens: note: {message}", file=sys.stderr))
+        raise ConfigError(
+            "--domain",
+            "give the domain (--domain circle or --domain sphere) or the run "
+            "configuration of the particles (--config CONFIG)",
+        )
+    check_not_input(
+        args.output,
+        [("the particle array", args.input), ("the configuration (--config)", args.config)],
+    )
+    out = check_output_path(
+        args.output, overwrite=args.overwrite, suffix=".nc", mkdir=args.mkdir, mkdir_hint="--mkdir"
+    )
+    ds = convert_particles(
+        args.input,
+        domain=args.domain,
+        times=times,
+        dt=args.dt,
+        angles=True if args.angles else None,
+        degrees=args.degrees,
+        axes=args.axes,
+        config=args.config,
+        options=_CONVERT_OPTIONS,
+        attrs={k: v for k, v in (("model", args.model), ("beta", args.beta)) if v is not None},
+        notify=lambda kind, message: print(f"spheredens: note: {message}", file=sys.stderr),
+    )
     write_dataset(ds, out)
     print(f"wrote {_shown(out)}  ({converted_summary(ds)})")  # what was read, in one line
     return 0
@@ -465,20 +617,35 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     check_sweep_output(sweep, mkdir=args.mkdir, mkdir_hint="--mkdir")
     if args.dashboard_address is not None:
         if args.scheduler:
-            raise ConfigError("--dashboard-address", "applies to the local cluster only: the "
-                              "scheduler at --scheduler serves its own dashboard")
+            raise ConfigError(
+                "--dashboard-address",
+                "applies to the local cluster only: the "
+                "scheduler at --scheduler serves its own dashboard",
+            )
         check_dashboard_address(args.dashboard_address, "--dashboard-address")
-    print(f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}")
+    print(
+        f"sweep: {len(sweep.cases)} cases over {', '.join(sweep.keys)}; files in {_shown(sweep.output_dir)}"
+    )
     try:
-        combined, outcome = run_sweep(sweep, scheduler=args.scheduler, n_workers=args.workers,
-                                      progress=not args.quiet, mkdir=args.mkdir,
-                                      dashboard_address=args.dashboard_address)
+        combined, outcome = run_sweep(
+            sweep,
+            scheduler=args.scheduler,
+            n_workers=args.workers,
+            progress=not args.quiet,
+            mkdir=args.mkdir,
+            dashboard_address=args.dashboard_address,
+        )
     except KeyboardInterrupt as exc:
-        print(f"spheredens: {exc or 'sweep interrupted'}: spheredens sweep {args.sweep}"
-              + (f" --scheduler {args.scheduler}" if args.scheduler else ""), file=sys.stderr)
+        print(
+            f"spheredens: {exc or 'sweep interrupted'}: spheredens sweep {args.sweep}"
+            + (f" --scheduler {args.scheduler}" if args.scheduler else ""),
+            file=sys.stderr,
+        )
         return _interrupted_exit_code({"signal": getattr(exc, "signal", signal.SIGINT)})
     summary = outcome_summary(outcome)
-    print(f"{summary['ran']} ran, {summary['done_earlier']} done earlier, {len(summary['failed'])} failed")
+    print(
+        f"{summary['ran']} ran, {summary['done_earlier']} done earlier, {len(summary['failed'])} failed"
+    )
     for name, why in summary["failed"].items():
         print(f"  {name}: {why}", file=sys.stderr)
     if combined is not None:
@@ -498,7 +665,9 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     """
     out = analysis_output_path(args.combined, args.output)
     for written, suffix in ((out, ".nc"), (figure_path(out), ".png")):  # the dataset and its figure
-        _check_new_output(args, Path(written), suffix=suffix, inputs=[("the combined file", args.combined)])
+        _check_new_output(
+            args, Path(written), suffix=suffix, inputs=[("the combined file", args.combined)]
+        )
     combined = open_combined(args.combined)
     result = analyze_beta(combined)
     write_dataset(result, out)
@@ -533,6 +702,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     observed order and the documented accuracy with the bound required; then a summary. Exit
     status 0 when every check passes, 1 when one falls short.
     """
+
     def report(row: Any) -> None:
         if not args.quiet or not row.passed:
             print(row.line(), flush=True)
@@ -542,8 +712,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if all(row.passed for row in rows) else 1
 
 
-def number(kind: type = float, *, minimum: float = 0.0, strict: bool = False,
-           finite: bool = True) -> Callable[[str], Any]:
+def number(
+    kind: type = float, *, minimum: float = 0.0, strict: bool = False, finite: bool = True
+) -> Callable[[str], Any]:
     """An argparse ``type`` for a numeric option: ``kind(text)`` (int or float) that is at least
     ``minimum`` (above it when ``strict``), not NaN, and finite when ``finite``; anything else is
     refused with one line ("argument --points: must be an integer >= 1, got '0'")."""
@@ -555,8 +726,12 @@ def number(kind: type = float, *, minimum: float = 0.0, strict: bool = False,
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{rule}, got {text!r}") from None
-        if math.isnan(value) or (finite and math.isinf(value)) or value < minimum or (
-                strict and value == minimum):
+        if (
+            math.isnan(value)
+            or (finite and math.isinf(value))
+            or value < minimum
+            or (strict and value == minimum)
+        ):
             raise argparse.ArgumentTypeError(f"{rule}, got {text!r}")
         return value
 
@@ -585,12 +760,16 @@ _SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
 }
 
 #: help of --progress (run, particles, compare)
-_PROGRESS_HELP = ("show the progress bar even when stderr is not a terminal (by default it is shown "
-                  "on a terminal and in a notebook only)")
+_PROGRESS_HELP = (
+    "show the progress bar even when stderr is not a terminal (by default it is shown "
+    "on a terminal and in a notebook only)"
+)
 
 #: help of --mkdir (every command that writes a file)
-_MKDIR_HELP = ("create the folder of the output file when missing (otherwise a missing folder is "
-               "refused before any work)")
+_MKDIR_HELP = (
+    "create the folder of the output file when missing (otherwise a missing folder is "
+    "refused before any work)"
+)
 
 
 def _add_shared(parser: argparse.ArgumentParser, **helps: str) -> None:
@@ -601,8 +780,9 @@ def _add_shared(parser: argparse.ArgumentParser, **helps: str) -> None:
         parser.add_argument(*flags, help=text, **keywords)
 
 
-def _add_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int],
-                 help: str) -> argparse.ArgumentParser:
+def _add_command(
+    sub: Any, name: str, func: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
     """A subcommand ``name`` running ``func(args)``, described by the docstring of ``func``."""
     parser = sub.add_parser(name, help=help, description=func.__doc__)
     parser.set_defaults(func=func)
@@ -610,114 +790,240 @@ def _add_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int],
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="spheredens", description=DESCRIPTION,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="spheredens",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"spheredens {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = _add_command(sub, "run", _cmd_run, "integrate a run configuration (TOML) and write a netCDF file")
+    p = _add_command(
+        sub, "run", _cmd_run, "integrate a run configuration (TOML) and write a netCDF file"
+    )
     p.add_argument("config", help="run configuration (TOML)")
-    _add_shared(p, output="netCDF file to write (default: output.path of the config, else CONFIG "
-                "with suffix .nc)",
-                no_figure="do not draw the PNG figure",
-                quiet="no progress bar, no summary and no 'wrote' lines (errors and notes are "
-                "still printed)",
-                progress=_PROGRESS_HELP,
-                resume="continue the partial run in the output file from its last checkpoint (bit "
-                "for bit the uninterrupted result); with a changed time.t_end (same snapshot "
-                "spacing) a complete run is extended and a partial one ends earlier. A damaged "
-                "checkpoint (checksum, NaN, mass) is refused; a complete file or a missing one is "
-                "said in a note",
-                overwrite="replace an existing output file (otherwise an existing file is never "
-                "touched)", mkdir=_MKDIR_HELP)
-    p.add_argument("--checkpoint-seconds", type=number(float, strict=True, finite=False), default=60.0,
-                   metavar="S", help="wall-clock seconds between checkpoints written between snapshots "
-                   "(> 0, default 60; inf: none between snapshots)")
-    p = _add_command(sub, "particles", _cmd_particles, "integrate the n-particle system of a configuration")
+    _add_shared(
+        p,
+        output="netCDF file to write (default: output.path of the config, else CONFIG "
+        "with suffix .nc)",
+        no_figure="do not draw the PNG figure",
+        quiet="no progress bar, no summary and no 'wrote' lines (errors and notes are "
+        "still printed)",
+        progress=_PROGRESS_HELP,
+        resume="continue the partial run in the output file from its last checkpoint (bit "
+        "for bit the uninterrupted result); with a changed time.t_end (same snapshot "
+        "spacing) a complete run is extended and a partial one ends earlier. A damaged "
+        "checkpoint (checksum, NaN, mass) is refused; a complete file or a missing one is "
+        "said in a note",
+        overwrite="replace an existing output file (otherwise an existing file is never touched)",
+        mkdir=_MKDIR_HELP,
+    )
+    p.add_argument(
+        "--checkpoint-seconds",
+        type=number(float, strict=True, finite=False),
+        default=60.0,
+        metavar="S",
+        help="wall-clock seconds between checkpoints written between snapshots "
+        "(> 0, default 60; inf: none between snapshots)",
+    )
+    p = _add_command(
+        sub, "particles", _cmd_particles, "integrate the n-particle system of a configuration"
+    )
     p.add_argument("config", help="run configuration (TOML) with a [particles] table")
-    p.add_argument("--seeds", help="an ensemble of i.i.d. runs, e.g. 0..7 or 1,4,9 (one file each, "
-                   "suffix _seed<k>)")
-    _add_shared(p, output="netCDF file (default: particles.path, else output.path with suffix "
-                "_particles)",
-                quiet="no progress bar and no 'wrote' lines", progress=_PROGRESS_HELP,
-                resume="continue partial particle files",
-                overwrite="replace existing particle files", mkdir=_MKDIR_HELP)
+    p.add_argument(
+        "--seeds",
+        help="an ensemble of i.i.d. runs, e.g. 0..7 or 1,4,9 (one file each, suffix _seed<k>)",
+    )
+    _add_shared(
+        p,
+        output="netCDF file (default: particles.path, else output.path with suffix _particles)",
+        quiet="no progress bar and no 'wrote' lines",
+        progress=_PROGRESS_HELP,
+        resume="continue partial particle files",
+        overwrite="replace existing particle files",
+        mkdir=_MKDIR_HELP,
+    )
     p = _add_command(sub, "compare", _cmd_compare, "W2 between a density run and particle runs")
     p.add_argument("density", help="a density file (spheredens run)")
     p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
     _add_shared(p, output="comparison file (default: the density file with suffix _compare.nc)")
-    p.add_argument("--points", type=number(int, minimum=1), default=DENSITY_ATOMS, help="sphere: atoms "
-                   f"of the coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)")
-    _add_shared(p, times="snapshots to draw", no_figure="do not draw the PNG figure",
-                overwrite="replace an existing comparison file", mkdir=_MKDIR_HELP,
-                quiet="no progress bar and no 'wrote' lines", progress=_PROGRESS_HELP)
-    p.add_argument("--allow-mismatch", action="store_true", help="compare particle files of another "
-                   "model than the density's (beta, Q, K, V, initial density, slice labels and "
-                   "weights) anyway; the differences are recorded in the comparison file")
-    p = _add_command(sub, "convert-particles", _cmd_convert, "convert .npy/.npz particle arrays to spheredens-particles-1")
+    p.add_argument(
+        "--points",
+        type=number(int, minimum=1),
+        default=DENSITY_ATOMS,
+        help="sphere: atoms "
+        f"of the coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)",
+    )
+    _add_shared(
+        p,
+        times="snapshots to draw",
+        no_figure="do not draw the PNG figure",
+        overwrite="replace an existing comparison file",
+        mkdir=_MKDIR_HELP,
+        quiet="no progress bar and no 'wrote' lines",
+        progress=_PROGRESS_HELP,
+    )
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare particle files of another "
+        "model than the density's (beta, Q, K, V, initial density, slice labels and "
+        "weights) anyway; the differences are recorded in the comparison file",
+    )
+    p = _add_command(
+        sub,
+        "convert-particles",
+        _cmd_convert,
+        "convert .npy/.npz particle arrays to spheredens-particles-1",
+    )
     p.add_argument("input", help=".npy or .npz file")
     p.add_argument("output", help="netCDF file to write")
-    p.add_argument("--domain", choices=list(DOMAINS), help="circle or sphere (required unless --config "
-                   "gives it)")
-    p.add_argument("--config", metavar="CONFIG", help="run configuration (TOML) of the model the particles "
-                   "were run with: its model, domain, initial density and slices are stamped into the "
-                   "file, so that compare checks them against the density")
-    p.add_argument("--times", type=number(float), nargs="+", metavar="T", help="snapshot times (when the "
-                   "file has none)")
-    p.add_argument("--dt", type=number(float, strict=True), help="time between snapshots (t_k = k dt, "
-                   "> 0), when the file has no times; with --config they must end by its t_end unless "
-                   "--axes gives the layout")
-    p.add_argument("--angles", action="store_true", help="the array holds angles in radians, in [-pi, pi] "
-                   "or [0, 2 pi] (circle)")
-    p.add_argument("--degrees", action="store_true", help="the array holds angles in degrees, in [-180, 180] "
-                   "or [0, 360] (circle; implies --angles)")
-    p.add_argument("--axes", metavar="AXES", help="the order of the array's axes, comma-separated: time, n "
-                   "(particles) and d (components); default time,n,d (angles: time,n), e.g. n,time,d "
-                   "or, for angles, n,time")
+    p.add_argument(
+        "--domain",
+        choices=list(DOMAINS),
+        help="circle or sphere (required unless --config gives it)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="CONFIG",
+        help="run configuration (TOML) of the model the particles "
+        "were run with: its model, domain, initial density and slices are stamped into the "
+        "file, so that compare checks them against the density",
+    )
+    p.add_argument(
+        "--times",
+        type=number(float),
+        nargs="+",
+        metavar="T",
+        help="snapshot times (when the file has none)",
+    )
+    p.add_argument(
+        "--dt",
+        type=number(float, strict=True),
+        help="time between snapshots (t_k = k dt, "
+        "> 0), when the file has no times; with --config they must end by its t_end unless "
+        "--axes gives the layout",
+    )
+    p.add_argument(
+        "--angles",
+        action="store_true",
+        help="the array holds angles in radians, in [-pi, pi] or [0, 2 pi] (circle)",
+    )
+    p.add_argument(
+        "--degrees",
+        action="store_true",
+        help="the array holds angles in degrees, in [-180, 180] "
+        "or [0, 360] (circle; implies --angles)",
+    )
+    p.add_argument(
+        "--axes",
+        metavar="AXES",
+        help="the order of the array's axes, comma-separated: time, n "
+        "(particles) and d (components); default time,n,d (angles: time,n), e.g. n,time,d "
+        "or, for angles, n,time",
+    )
     p.add_argument("--model", help="model attribute to record: a registered model name (e.g. sa)")
-    p.add_argument("--beta", type=number(float, finite=False), help="beta attribute to record (>= 0)")
+    p.add_argument(
+        "--beta", type=number(float, finite=False), help="beta attribute to record (>= 0)"
+    )
     _add_shared(p, overwrite="replace an existing output file", mkdir=_MKDIR_HELP)
     p = _add_command(sub, "sweep", _cmd_sweep, "run a sweep of configurations on Dask")
     p.add_argument("sweep", help="sweep file (TOML)")
-    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786")
-    p.add_argument("--workers", type=number(int, minimum=1), help="local cluster: number of worker "
-                   "processes (>= 1, default 2)")
-    p.add_argument("--dashboard-address", metavar="HOST:PORT", help="local cluster: where its Dask "
-                   "dashboard listens (default 127.0.0.1 and a free port: this machine only; "
-                   ":8787 serves every interface)")
-    _add_shared(p, quiet="no per-case progress lines and no 'wrote' line",
-                mkdir="create the missing folders above output_dir (output_dir itself is always "
-                "created)")
-    p = _add_command(sub, "analyze-beta", _cmd_analyze, "minimum of W2 to Pi_# rho_0, its time, departure, rates over beta")
+    p.add_argument(
+        "--scheduler", help="address of a running Dask scheduler, e.g. tcp://127.0.0.1:8786"
+    )
+    p.add_argument(
+        "--workers",
+        type=number(int, minimum=1),
+        help="local cluster: number of worker processes (>= 1, default 2)",
+    )
+    p.add_argument(
+        "--dashboard-address",
+        metavar="HOST:PORT",
+        help="local cluster: where its Dask "
+        "dashboard listens (default 127.0.0.1 and a free port: this machine only; "
+        ":8787 serves every interface)",
+    )
+    _add_shared(
+        p,
+        quiet="no per-case progress lines and no 'wrote' line",
+        mkdir="create the missing folders above output_dir (output_dir itself is always created)",
+    )
+    p = _add_command(
+        sub,
+        "analyze-beta",
+        _cmd_analyze,
+        "minimum of W2 to Pi_# rho_0, its time, departure, rates over beta",
+    )
     p.add_argument("combined", help="combined.nc written by spheredens sweep")
-    _add_shared(p, output="analysis file (default: COMBINED_beta_analysis.nc)", mkdir=_MKDIR_HELP,
-                overwrite="replace an existing analysis file and its figure (otherwise they are never "
-                "touched)")
-    _add_command(sub, "info", _cmd_info, "list the models, schemes, evaluators and initial densities")
-    p = _add_command(sub, "plot", _cmd_plot, "draw the figure of a run, particle or comparison file")
+    _add_shared(
+        p,
+        output="analysis file (default: COMBINED_beta_analysis.nc)",
+        mkdir=_MKDIR_HELP,
+        overwrite="replace an existing analysis file and its figure (otherwise they are never "
+        "touched)",
+    )
+    _add_command(
+        sub, "info", _cmd_info, "list the models, schemes, evaluators and initial densities"
+    )
+    p = _add_command(
+        sub, "plot", _cmd_plot, "draw the figure of a run, particle or comparison file"
+    )
     p.add_argument("file", help="a netCDF file written by spheredens run, particles or compare")
-    _add_shared(p, output="PNG file (default: FILE with suffix .png)",
-                times="sphere runs and particle runs: snapshot times to draw (nearest stored; default: "
-                "4 evenly spaced)",
-                mkdir=_MKDIR_HELP, overwrite="replace an existing figure (otherwise it is never touched)")
-    p = _add_command(sub, "animate", _cmd_animate, "animate a run, particle or comparison file (MP4 or GIF)")
+    _add_shared(
+        p,
+        output="PNG file (default: FILE with suffix .png)",
+        times="sphere runs and particle runs: snapshot times to draw (nearest stored; default: "
+        "4 evenly spaced)",
+        mkdir=_MKDIR_HELP,
+        overwrite="replace an existing figure (otherwise it is never touched)",
+    )
+    p = _add_command(
+        sub, "animate", _cmd_animate, "animate a run, particle or comparison file (MP4 or GIF)"
+    )
     p.add_argument("file", help="a netCDF file written by spheredens run, particles or compare")
-    _add_shared(p, output="animation file, .mp4 (needs ffmpeg) or .gif (default: FILE with suffix .mp4 "
-                "where ffmpeg exists, else .gif)", mkdir=_MKDIR_HELP,
-                overwrite="replace an existing animation (otherwise it is never touched)")
-    p.add_argument("--fps", type=number(float, strict=True), default=DEFAULT_FPS, metavar="N",
-                   help=f"frames per second (> 0, default {DEFAULT_FPS})")
-    p.add_argument("--frames", type=number(int, minimum=1), metavar="K", help="number of frames: K evenly "
-                   f"spaced snapshots (>= 1; default every snapshot, at most {MAX_DEFAULT_FRAMES})")
-    p = _add_command(sub, "verify", _cmd_verify, "check the schemes against exact solutions on this machine")
+    _add_shared(
+        p,
+        output="animation file, .mp4 (needs ffmpeg) or .gif (default: FILE with suffix .mp4 "
+        "where ffmpeg exists, else .gif)",
+        mkdir=_MKDIR_HELP,
+        overwrite="replace an existing animation (otherwise it is never touched)",
+    )
+    p.add_argument(
+        "--fps",
+        type=number(float, strict=True),
+        default=DEFAULT_FPS,
+        metavar="N",
+        help=f"frames per second (> 0, default {DEFAULT_FPS})",
+    )
+    p.add_argument(
+        "--frames",
+        type=number(int, minimum=1),
+        metavar="K",
+        help="number of frames: K evenly "
+        f"spaced snapshots (>= 1; default every snapshot, at most {MAX_DEFAULT_FRAMES})",
+    )
+    p = _add_command(
+        sub, "verify", _cmd_verify, "check the schemes against exact solutions on this machine"
+    )
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--only", nargs="+", metavar="TEXT", help="run only the checks whose name contains "
-                   "one of these, e.g. --only 'circle fv' 'linear growth'")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="TEXT",
+        help="run only the checks whose name contains "
+        "one of these, e.g. --only 'circle fv' 'linear growth'",
+    )
     _add_shared(p, quiet="print only the failed checks and the summary")
     return parser
 
 
-def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                   line: str | None = None) -> str:
+def format_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
     """A warning as the command line prints it: one line ``spheredens: warning: ...``, without
     Python's source location (spheredens' own warnings, :class:`SpheredensWarning`, say what
     to change; others are named by their category)."""
@@ -764,21 +1070,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # raised where the handler is not ours (another thread's code)
         print("spheredens: interrupted (SIGINT, Ctrl-C)", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader of stdout went away (spheredens info | head): as a shell's 141
-        with contextlib.suppress(OSError, ValueError):  # nothing more reaches it, not even the flush at exit
+    except (
+        BrokenPipeError
+    ):  # the reader of stdout went away (spheredens info | head): as a shell's 141
+        with contextlib.suppress(
+            OSError, ValueError
+        ):  # nothing more reaches it, not even the flush at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except MemoryError as exc:
         what = " ".join(str(exc).split())[:200]
         what = f" ({what})" if what else ""
         if _RUN_STARTED["started"]:
-            print(f"spheredens: run stopped: out of memory{what}; the file keeps the snapshots before it; "
-                  "use a coarser grid (discretization), fewer slices (auxiliary) or fewer snapshots (time)",
-                  file=sys.stderr)
+            print(
+                f"spheredens: run stopped: out of memory{what}; the file keeps the snapshots before it; "
+                "use a coarser grid (discretization), fewer slices (auxiliary) or fewer snapshots (time)",
+                file=sys.stderr,
+            )
             return 1
-        print(f"spheredens: error: out of memory{what}: this machine cannot hold what the command needs; "
-              "use a coarser grid (discretization), fewer slices (auxiliary), fewer snapshots (time) "
-              "or fewer particles", file=sys.stderr)
+        print(
+            f"spheredens: error: out of memory{what}: this machine cannot hold what the command needs; "
+            "use a coarser grid (discretization), fewer slices (auxiliary), fewer snapshots (time) "
+            "or fewer particles",
+            file=sys.stderr,
+        )
         return 2
     except Exception:  # the interruption, turned into another error where it landed
         signalled = _PENDING_SIGNAL["exc"]
@@ -813,8 +1128,11 @@ def _command(argv: Sequence[str] | None) -> int:
     except OSError as exc:  # a path the commands did not check first: a name too long, a link loop
         if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP) or exc.filename is None:
             raise
-        print(f"spheredens: error: {shown(str(exc.filename), PATH_LIMIT)} "
-              f"{os_error_problem(exc, exc.filename)}", file=sys.stderr)
+        print(
+            f"spheredens: error: {shown(str(exc.filename), PATH_LIMIT)} "
+            f"{os_error_problem(exc, exc.filename)}",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -1,5 +1,6 @@
 """Density versus particles: W2 at every common snapshot time (``spheredens compare``); for runs
 with slices (``usa_av``) the marginal and every slice against the particles of that slice."""
+
 from __future__ import annotations
 
 import json
@@ -12,21 +13,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._lazy import xarray as xr
+from ._types import Array
 from ._validate import input_file_problem
 from .accessor import register_accessor
-from .analysis import curve_summary, DEPARTURE_FACTOR, DEPARTURE_OFFSET
+from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, curve_summary
 from .config import config_from_dict
-from .diagnostics import particle_projection_distance
+from .diagnostics import grid_atoms, particle_projection_distance
 from .exceptions import ModelMismatchError, SchemaError, SpheredensWarning
-from .problem import Problem
 from .geometry import domain_of_dimension
 from .plot import plot_comparison_snapshots
+from .problem import Problem
 from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI, cf_encode
 from .simulate import Progress, progress_bar
-from .diagnostics import grid_atoms
 from .transport import DENSITY_ATOMS
-
-Array = NDArray[np.float64]
 
 #: two snapshot times are the same when they differ by less than this (relative to max(1, |t|))
 TIME_TOLERANCE = 1e-9
@@ -35,12 +34,17 @@ TIME_TOLERANCE = 1e-9
 def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
     """Index pairs of the snapshot times present in both (within 1e-9); never interpolated."""
     pairs = [(i, int(np.argmin(np.abs(t_particles - t)))) for i, t in enumerate(t_density)]
-    pairs = [(i, j) for i, j in pairs
-             if abs(t_particles[j] - t_density[i]) <= TIME_TOLERANCE * max(1.0, abs(t_density[i]))]
+    pairs = [
+        (i, j)
+        for i, j in pairs
+        if abs(t_particles[j] - t_density[i]) <= TIME_TOLERANCE * max(1.0, abs(t_density[i]))
+    ]
     if not pairs:
-        raise SchemaError("the density and particle files have no snapshot time in common "
-                          f"(density: {_list(t_density)}; particles: {_list(t_particles)}); "
-                          "rerun one of them with the other's times (time.times)")
+        raise SchemaError(
+            "the density and particle files have no snapshot time in common "
+            f"(density: {_list(t_density)}; particles: {_list(t_particles)}); "
+            "rerun one of them with the other's times (time.times)"
+        )
     i, j = np.array(pairs).T
     return i, j
 
@@ -58,12 +62,18 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
             continue
         if k == 0:
             others = names[1] if runs == 1 else "every particle file"
-            out.append(f"{density}: compared at the {shared} time{many} it shares with {others}, of its {count}")
+            out.append(
+                f"{density}: compared at the {shared} time{many} it shares with {others}, of its {count}"
+            )
         elif runs == 1:
-            out.append(f"{name}: compared at the {shared} time{many} it shares with {density}, of its {count}")
+            out.append(
+                f"{name}: compared at the {shared} time{many} it shares with {density}, of its {count}"
+            )
         else:
-            out.append(f"{name}: compared at the {shared} time{many} common to {density} and every particle "
-                       f"file, of its {count}")
+            out.append(
+                f"{name}: compared at the {shared} time{many} common to {density} and every particle "
+                f"file, of its {count}"
+            )
     return out
 
 
@@ -73,7 +83,9 @@ def _list(t: Array) -> str:
     return shown + (f", ... ({t.size} times)" if t.size > 8 else "")
 
 
-def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") -> NDArray[np.int64] | None:
+def particle_slices(
+    particles: Any, xi: Array, *, name: str = "particle run"
+) -> NDArray[np.int64] | None:
     """Slice index (into the density's labels ``xi``) of every particle: from the particles'
     ``xi`` labels when present (matched to within 1e-9), else from their ``slice`` indices;
     None when the file carries neither (unlabelled particles).
@@ -90,14 +102,18 @@ def particle_slices(particles: Any, xi: Array, *, name: str = "particle run") ->
         nearest = np.abs(values[:, None] - xi[None, :]).argmin(axis=1)
         bad = np.abs(xi[nearest] - values) > 1e-9 * np.maximum(1.0, np.abs(values))
         if np.any(bad):
-            raise SchemaError(f"{name}: particle label xi = {values[bad][0]:g} is not a slice of the "
-                              f"density (xi: {_list(xi)})")
+            raise SchemaError(
+                f"{name}: particle label xi = {values[bad][0]:g} is not a slice of the "
+                f"density (xi: {_list(xi)})"
+            )
         index = nearest[inverse.reshape(-1)]
         return index.astype(np.int64)
     if "slice" in particles and particles["slice"].dims == ("particle",):
         index = np.asarray(particles["slice"].values).astype(np.int64)
         if index.size and (index.min() < 0 or index.max() >= len(xi)):
-            raise SchemaError(f"{name}: slice indices must lie in 0..{len(xi) - 1} (the density's slices)")
+            raise SchemaError(
+                f"{name}: slice indices must lie in 0..{len(xi) - 1} (the density's slices)"
+            )
         return index
     return None
 
@@ -108,11 +124,26 @@ MODEL_TOLERANCE = 1e-12
 #: how the command is called, in the messages about its arguments
 USAGE = "spheredens compare DENSITY PARTICLES..."
 #: the file kinds by ``spheredens_schema``: words for the messages
-KINDS = {SCHEMA: "a density file", PARTICLE_SCHEMA: "a particle file", COMPARE_SCHEMA: "a comparison file",
-         "spheredens-sweep-1": "a sweep's combined file"}
+KINDS = {
+    SCHEMA: "a density file",
+    PARTICLE_SCHEMA: "a particle file",
+    COMPARE_SCHEMA: "a comparison file",
+    "spheredens-sweep-1": "a sweep's combined file",
+}
 #: the items of a model that compare checks, in this order
-MODEL_ITEMS = ("domain", "model", "beta", "Q", "K", "V", "model.*", "initial density", "slice labels",
-               "slice weights", "auxiliary.*")
+MODEL_ITEMS = (
+    "domain",
+    "model",
+    "beta",
+    "Q",
+    "K",
+    "V",
+    "model.*",
+    "initial density",
+    "slice labels",
+    "slice weights",
+    "auxiliary.*",
+)
 
 
 def dataset_kind(ds: Any) -> tuple[str, str]:
@@ -120,8 +151,12 @@ def dataset_kind(ds: Any) -> tuple[str, str]:
     ``particles``, ``comparison``, ``sweep``, ``analysis`` or ``other``, and the schema name
     (its ``spheredens_schema``, or a description when it has none)."""
     schema = str(ds.attrs.get("spheredens_schema", ""))
-    kind = {SCHEMA: "density", PARTICLE_SCHEMA: "particles", COMPARE_SCHEMA: "comparison",
-            "spheredens-sweep-1": "sweep"}.get(schema)
+    kind = {
+        SCHEMA: "density",
+        PARTICLE_SCHEMA: "particles",
+        COMPARE_SCHEMA: "comparison",
+        "spheredens-sweep-1": "sweep",
+    }.get(schema)
     if kind is not None:
         return kind, schema
     if "analysis" in schema or "min_w2_slope" in ds.variables or "departure_definition" in ds.attrs:
@@ -139,8 +174,11 @@ def _kind_words(kind: str, schema: str) -> str:
     if kind == "analysis":
         return f"an analysis file of analyze-beta ({schema})"
     if kind == "other":
-        return (f"not a file of spheredens ({schema})" if schema.startswith("no ")
-                else f"a {schema} file, neither a density nor a particle file")
+        return (
+            f"not a file of spheredens ({schema})"
+            if schema.startswith("no ")
+            else f"a {schema} file, neither a density nor a particle file"
+        )
     return f"{KINDS.get(schema, 'a ' + kind + ' file')} ({schema})"
 
 
@@ -170,8 +208,13 @@ def file_kind(path: str | Path) -> tuple[str, str]:
         return "not netcdf", f"cannot be read as netCDF ({first[:200]})"
 
 
-def check_argument_kinds(kinds: Sequence[tuple[str, str]], names: Sequence[str], *,
-                         usage: str = USAGE, first: str = "the first argument") -> None:
+def check_argument_kinds(
+    kinds: Sequence[tuple[str, str]],
+    names: Sequence[str],
+    *,
+    usage: str = USAGE,
+    first: str = "the first argument",
+) -> None:
     """Refuse swapped or wrong-kind inputs of compare in one line.
 
     Parameters
@@ -203,8 +246,10 @@ def check_argument_kinds(kinds: Sequence[tuple[str, str]], names: Sequence[str],
             j = densities[0]
             order = [names[j + 1]] + [names[0]] + [n for k, n in enumerate(names[1:]) if k != j]
             fixed = "spheredens compare " + " ".join(order) if usage == USAGE else usage
-            raise SchemaError(f"the arguments are swapped: {who} {said(kind, schema)} and {names[j + 1]} "
-                              f"is a density file; compare takes the density file first: {fixed}")
+            raise SchemaError(
+                f"the arguments are swapped: {who} {said(kind, schema)} and {names[j + 1]} "
+                f"is a density file; compare takes the density file first: {fixed}"
+            )
         raise SchemaError(f"{who} {said(kind, schema)}; {how}")
     if kind == "not netcdf":
         raise SchemaError(f"{who} {schema}; {how}")
@@ -215,8 +260,10 @@ def check_argument_kinds(kinds: Sequence[tuple[str, str]], names: Sequence[str],
         if kind == "not netcdf":
             raise SchemaError(f"{names[k + 1]} (particle argument {k + 1}) {schema}; {how}")
         if kind != "particles":
-            raise SchemaError(f"{names[k + 1]} (particle argument {k + 1}) {said(kind, schema)}, not a "
-                              f"particle file ({PARTICLE_SCHEMA}); {how}")
+            raise SchemaError(
+                f"{names[k + 1]} (particle argument {k + 1}) {said(kind, schema)}, not a "
+                f"particle file ({PARTICLE_SCHEMA}); {how}"
+            )
 
 
 def check_compare_files(density: str | Path, particles: Sequence[str | Path]) -> None:
@@ -263,14 +310,26 @@ def model_record(ds: Any) -> dict[str, Any]:
             rec[name] = np.asarray(ds[name].values, dtype=float)
         elif name in model:
             rec[name] = np.asarray(model[name], dtype=float)
-    rec.update({f"model.{k}": v for k, v in model.items() if k not in ("name", "beta", "Q", "K", "V")})
+    rec.update(
+        {f"model.{k}": v for k, v in model.items() if k not in ("name", "beta", "Q", "K", "V")}
+    )
     if isinstance(cfg.get("initial"), dict):
         rec["initial density"] = cfg["initial"]
     density_labels = "xi" in ds.coords and ds["xi"].dims == ("xi",)
-    labels = (ds["xi"].values if density_labels else ds["slice_xi"].values if "slice_xi" in ds.variables
-              else aux.get("xi"))
-    weights = (ds["xi_weight"].values if "xi_weight" in ds.variables else ds["slice_weight"].values
-               if "slice_weight" in ds.variables else aux.get("weights"))
+    labels = (
+        ds["xi"].values
+        if density_labels
+        else ds["slice_xi"].values
+        if "slice_xi" in ds.variables
+        else aux.get("xi")
+    )
+    weights = (
+        ds["xi_weight"].values
+        if "xi_weight" in ds.variables
+        else ds["slice_weight"].values
+        if "slice_weight" in ds.variables
+        else aux.get("weights")
+    )
     if labels is not None:
         rec["slice labels"] = np.asarray(labels, dtype=float)
     if weights is not None:
@@ -282,13 +341,18 @@ def model_record(ds: Any) -> dict[str, Any]:
 def _shown_value(value: Any, other: Any = None) -> str:
     """A value for a message: numbers with %g (more digits when that hides the difference),
     lists as lists, strings quoted."""
+
     def show(v: Any, fmt: str) -> str:
         if isinstance(v, str):
             return repr(v)
         if isinstance(v, dict):
             return "{" + ", ".join(f"{k} = {show(x, fmt)}" for k, x in v.items()) + "}"
         if isinstance(v, (list, tuple, np.ndarray)):
-            return "[" + ", ".join(show(x, fmt) for x in (v.tolist() if isinstance(v, np.ndarray) else v)) + "]"
+            return (
+                "["
+                + ", ".join(show(x, fmt) for x in (v.tolist() if isinstance(v, np.ndarray) else v))
+                + "]"
+            )
         if isinstance(v, (bool, np.bool_)):
             return str(bool(v)).lower()
         if isinstance(v, (int, float, np.integer, np.floating)):
@@ -321,18 +385,32 @@ def _difference(item: str, ours: Any, theirs: Any, p: str, d: str) -> str:
             if key not in ours or key not in theirs:
                 where, there = (p, d) if key in ours else (d, p)
                 value = ours.get(key, theirs.get(key))
-                return (f"the initial density differs: {prefix}.{key} is {_shown_value(value)} in {where} "
-                        f"and not given in {there}")
+                return (
+                    f"the initial density differs: {prefix}.{key} is {_shown_value(value)} in {where} "
+                    f"and not given in {there}"
+                )
             if _difference(key, ours[key], theirs[key], p, d):
-                return (f"the initial density differs: {prefix}.{key} is "
-                        f"{_shown_value(ours[key], theirs[key])} in {p} but "
-                        f"{_shown_value(theirs[key], ours[key])} in {d}")
+                return (
+                    f"the initial density differs: {prefix}.{key} is "
+                    f"{_shown_value(ours[key], theirs[key])} in {p} but "
+                    f"{_shown_value(theirs[key], ours[key])} in {d}"
+                )
         return ""
     a, b = _numbers(ours), _numbers(theirs)
     if a is None or b is None:
-        same = (str(ours) == str(theirs)) if type(ours) is type(theirs) or (a is None and b is None) else False
-        return "" if same else (f"{item} is {_shown_value(ours, theirs)} in {p} but "
-                                f"{_shown_value(theirs, ours)} in {d}")
+        same = (
+            (str(ours) == str(theirs))
+            if type(ours) is type(theirs) or (a is None and b is None)
+            else False
+        )
+        return (
+            ""
+            if same
+            else (
+                f"{item} is {_shown_value(ours, theirs)} in {p} but "
+                f"{_shown_value(theirs, ours)} in {d}"
+            )
+        )
     label = {"slice labels": "xi", "slice weights": "weight"}.get(item, item)
     if a.shape != b.shape:
         if item in ("slice labels", "slice weights"):
@@ -340,7 +418,9 @@ def _difference(item: str, ours: Any, theirs: Any, p: str, d: str) -> str:
         return f"{item} has shape {a.shape} in {p} but {b.shape} in {d}"
     with np.errstate(invalid="ignore"):
         gap = np.where(np.isnan(a) & np.isnan(b), 0.0, np.where(a == b, 0.0, np.abs(a - b)))
-        scale = max(float(np.nanmax(np.abs(a), initial=0.0)), float(np.nanmax(np.abs(b), initial=0.0)))
+        scale = max(
+            float(np.nanmax(np.abs(a), initial=0.0)), float(np.nanmax(np.abs(b), initial=0.0))
+        )
     gap = np.where(np.isnan(gap), np.inf, gap)
     if not a.size or float(gap.max()) <= MODEL_TOLERANCE * scale:
         return ""
@@ -364,8 +444,13 @@ def _item_order(record: dict[str, Any]) -> list[str]:
     return order
 
 
-def model_differences(density: Any, run: Any, *, density_name: str = "the density",
-                      particle_name: str = "the particles") -> tuple[list[str], list[str]]:
+def model_differences(
+    density: Any,
+    run: Any,
+    *,
+    density_name: str = "the density",
+    particle_name: str = "the particles",
+) -> tuple[list[str], list[str]]:
     """The differences between the model of a density and of a particle run, in words, in the
     order of :data:`MODEL_ITEMS`, and the items the density records that the particle run does
     not (not checked).
@@ -386,8 +471,14 @@ def model_differences(density: Any, run: Any, *, density_name: str = "the densit
     return differences, missing
 
 
-def check_models(density: Any, runs: Sequence[Any], *, density_file: str = "",
-                 particle_files: Sequence[str] = (), allow_mismatch: bool = False) -> dict[str, Any]:
+def check_models(
+    density: Any,
+    runs: Sequence[Any],
+    *,
+    density_file: str = "",
+    particle_files: Sequence[str] = (),
+    allow_mismatch: bool = False,
+) -> dict[str, Any]:
     """Check that every particle run comes from the model of the density (:data:`MODEL_ITEMS`).
 
     Returns
@@ -411,14 +502,21 @@ def check_models(density: Any, runs: Sequence[Any], *, density_file: str = "",
         p = particle_files[k] if named else f"particle run {k}"
         differences, missing = model_differences(density, run, density_name=d, particle_name=p)
         if differences:
-            head = (f"particles {p} do not belong to density {d}" if named and density_file else
-                    f"particles {p} do not belong to {d}" if named else
-                    f"{p} does not belong to density {d}" if density_file else f"{p} does not belong to {d}")
+            head = (
+                f"particles {p} do not belong to density {d}"
+                if named and density_file
+                else f"particles {p} do not belong to {d}"
+                if named
+                else f"{p} does not belong to density {d}"
+                if density_file
+                else f"{p} does not belong to {d}"
+            )
             if differences[0].startswith("domain "):
                 raise ModelMismatchError(f"{head}: {differences[0]}; W2 needs both on one domain")
             if not allow_mismatch:
-                raise ModelMismatchError(f"{head}: {differences[0]}",
-                                         hint="pass allow_mismatch=True to compare anyway")
+                raise ModelMismatchError(
+                    f"{head}: {differences[0]}", hint="pass allow_mismatch=True to compare anyway"
+                )
             out["mismatches"].append((p, differences))
         elif missing:
             out["unchecked"].append((p, missing))
@@ -426,15 +524,20 @@ def check_models(density: Any, runs: Sequence[Any], *, density_file: str = "",
             out["checked"].append(p)
     parts = []
     if out["mismatches"]:
-        parts.append("models differ, compared anyway (allow_mismatch): " + "; ".join(
-            diff for _, diffs in out["mismatches"] for diff in diffs))
+        parts.append(
+            "models differ, compared anyway (allow_mismatch): "
+            + "; ".join(diff for _, diffs in out["mismatches"] for diff in diffs)
+        )
     if out["unchecked"]:
         parts.append(unchecked_notice(out["unchecked"]))
     if out["checked"]:
         every = not parts
-        parts.append(f"same model in {d} and {'every particle run' if every else ', '.join(out['checked'])} "
-                     "(model, beta, Q, K, V, domain, initial density" +
-                     (", slice labels and weights" if "slice labels" in model_record(density) else "") + ")")
+        parts.append(
+            f"same model in {d} and {'every particle run' if every else ', '.join(out['checked'])} "
+            "(model, beta, Q, K, V, domain, initial density"
+            + (", slice labels and weights" if "slice labels" in model_record(density) else "")
+            + ")"
+        )
     out["summary"] = ". ".join(parts)
     return out
 
@@ -445,17 +548,28 @@ def unchecked_notice(unchecked: Sequence[tuple[str, list[str]]]) -> str:
     partial = [(p, items) for p, items in unchecked if p not in bare]
     parts = []
     if bare:
-        parts.append(f"{', '.join(bare)} {'carries' if len(bare) == 1 else 'carry'} no model (converted "
-                     "from another code): the model was not checked")
+        parts.append(
+            f"{', '.join(bare)} {'carries' if len(bare) == 1 else 'carry'} no model (converted "
+            "from another code): the model was not checked"
+        )
     for p, items in partial:
         parts.append(f"{p} does not record {', '.join(items)}: those were not checked")
     them = "it" if len(unchecked) == 1 else "them"
-    return "; ".join(parts) + f"; stamp {them} with spheredens convert-particles ... --config CONFIG"
+    return (
+        "; ".join(parts) + f"; stamp {them} with spheredens convert-particles ... --config CONFIG"
+    )
 
 
-def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DENSITY_ATOMS,
-            density_file: str = "", particle_files: Sequence[str] = (),
-            allow_mismatch: bool = False, progress: bool | None = None) -> Any:
+def compare(
+    density: Any,
+    particles: Any | Sequence[Any],
+    *,
+    n_points: int = DENSITY_ATOMS,
+    density_file: str = "",
+    particle_files: Sequence[str] = (),
+    allow_mismatch: bool = False,
+    progress: bool | None = None,
+) -> Any:
     """W2 between a density run and one or several particle runs at their common times.
 
     Parameters
@@ -513,23 +627,37 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
 
     register_accessor()
     runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)
-    names = [density_file] + [particle_files[k] if k < len(particle_files) and particle_files[k]
-                                           else f"particle run {k}" for k in range(len(runs))]
-    check_argument_kinds([dataset_kind(density)] + [dataset_kind(p) for p in runs], names,
-                         usage="compare(density, particles)", first="the density argument")
-    models = check_models(density, runs, density_file=density_file, particle_files=particle_files,
-                          allow_mismatch=allow_mismatch)
+    names = [density_file] + [
+        particle_files[k] if k < len(particle_files) and particle_files[k] else f"particle run {k}"
+        for k in range(len(runs))
+    ]
+    check_argument_kinds(
+        [dataset_kind(density)] + [dataset_kind(p) for p in runs],
+        names,
+        usage="compare(density, particles)",
+        first="the density argument",
+    )
+    models = check_models(
+        density,
+        runs,
+        density_file=density_file,
+        particle_files=particle_files,
+        allow_mismatch=allow_mismatch,
+    )
     if models["unchecked"]:
         warnings.warn(unchecked_notice(models["unchecked"]), SpheredensWarning, stacklevel=2)
     grid = density.sd.grid()
     domain = grid.domain.name
     for k, p in enumerate(runs):
         if p.attrs.get("domain", domain) != domain:
-            raise SchemaError(f"particle run {k} is on the {p.attrs.get('domain')}, the density on the {domain}")
+            raise SchemaError(
+                f"particle run {k} is on the {p.attrs.get('domain')}, the density on the {domain}"
+            )
         d = p["position"].shape[-1]
         if d != grid.domain.d:
-            raise SchemaError(f"particle run {k} has {d}-component positions; the {domain} needs "
-                              f"{grid.domain.d}")
+            raise SchemaError(
+                f"particle run {k} has {d}-component positions; the {domain} needs {grid.domain.d}"
+            )
     t_den = density["time"].values
     index = [common_times(t_den, p["time"].values) for p in runs]
     shared = sorted(set.intersection(*[set(i.tolist()) for i, _ in index]))
@@ -539,8 +667,10 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     partial = partial_time_notes(len(shared), [t_den.size] + [p.sizes["time"] for p in runs], names)
     sliced = "xi" in density["rho"].dims
     xi = density["xi"].values if sliced else np.zeros(0)
-    labels = [particle_slices(p, xi, name=f"particle run {k}") if sliced else None
-              for k, p in enumerate(runs)]
+    labels = [
+        particle_slices(p, xi, name=f"particle run {k}") if sliced else None
+        for k, p in enumerate(runs)
+    ]
     w2 = np.full((len(runs), len(shared)), np.nan)
     w2_slice = np.full((len(runs), len(shared), len(xi)), np.nan)
     resolution = np.zeros(len(shared))
@@ -549,15 +679,24 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
     represent = grid_atoms(grid.domain)
 
     centroids = "rho_centroid" in density  # the marginal's cell centroids (log_sl)
-    bar = progress_bar(len(shared) * len(runs), enabled=progress, delay=Progress.DELAY, desc="compare",
-                       bar_format="{desc}: {n}/{total} (snapshot, file) |{bar}| {percentage:3.0f}%  "
-                                  "{elapsed} elapsed, ~{remaining} left")
+    bar = progress_bar(
+        len(shared) * len(runs),
+        enabled=progress,
+        delay=Progress.DELAY,
+        desc="compare",
+        bar_format="{desc}: {n}/{total} (snapshot, file) |{bar}| {percentage:3.0f}%  "
+        "{elapsed} elapsed, ~{remaining} left",
+    )
     for col, i in enumerate(shared):
         centroid = np.asarray(density["rho_centroid"].values[i], dtype=float) if centroids else None
         atoms, masses, bound = represent.atoms(grid, density.sd.marginal(i), n_points, centroid)
         resolution[col] = represent.resolution(grid, density.sd.marginal(i), bound)
-        slice_atoms = [represent.atoms(grid, np.asarray(density["rho"].values[i, m], dtype=float),
-                                       n_points)[:2] for m in range(len(xi))]
+        slice_atoms = [
+            represent.atoms(grid, np.asarray(density["rho"].values[i, m], dtype=float), n_points)[
+                :2
+            ]
+            for m in range(len(xi))
+        ]
         for k, (p, (di, pj)) in enumerate(zip(runs, index)):
             j = int(pj[list(di).index(i)])
             x = np.asarray(p["position"].values[j])
@@ -575,76 +714,160 @@ def compare(density: Any, particles: Any | Sequence[Any], *, n_points: int = DEN
         bar.close()
     method = f"{represent.method}; {represent.describe(grid, n_points, centroids)}"
     ds = xr.Dataset(
-        {"w2": (("run", "time"), w2, {"long_name": "W2 density vs particles",
-                                      "units": "radian", "comment": method}),
-         "w2_mean": ("time", w2.mean(axis=0), {"long_name": "mean W2 over runs", "units": "radian",
-                                               "comment": "mean of w2 over the particle runs"}),
-         "w2_std": ("time", w2.std(axis=0, ddof=1) if len(runs) > 1 else np.full(len(shared), np.nan),
-                    {"long_name": "std of W2 over runs", "units": "radian",
-                     "comment": "standard deviation of w2 over the particle runs (ddof = 1); NaN with "
-                                "a single particle run"}),
-         "density_resolution": ("time", resolution, {
-             "long_name": "density resolution", "units": "radian",
-             "comment": "resolution of the density (circle: W2 between its piecewise-constant cells "
-                        "and their centres; sphere: W2 bound between grid and coarse atoms)"}),
-         "seed": ("run", np.array([int(p.attrs.get("seed", -1)) for p in runs]),
-                  {"long_name": "seed", "comment": "seed of each particle run (-1: unknown)"}),
-         "n_particles": ("run", np.array([p.sizes["particle"] for p in runs]),
-                         {"long_name": "number of particles", "units": "1",
-                          "comment": "number of particles of each run"})},
+        {
+            "w2": (
+                ("run", "time"),
+                w2,
+                {"long_name": "W2 density vs particles", "units": "radian", "comment": method},
+            ),
+            "w2_mean": (
+                "time",
+                w2.mean(axis=0),
+                {
+                    "long_name": "mean W2 over runs",
+                    "units": "radian",
+                    "comment": "mean of w2 over the particle runs",
+                },
+            ),
+            "w2_std": (
+                "time",
+                w2.std(axis=0, ddof=1) if len(runs) > 1 else np.full(len(shared), np.nan),
+                {
+                    "long_name": "std of W2 over runs",
+                    "units": "radian",
+                    "comment": "standard deviation of w2 over the particle runs (ddof = 1); NaN with "
+                    "a single particle run",
+                },
+            ),
+            "density_resolution": (
+                "time",
+                resolution,
+                {
+                    "long_name": "density resolution",
+                    "units": "radian",
+                    "comment": "resolution of the density (circle: W2 between its piecewise-constant cells "
+                    "and their centres; sphere: W2 bound between grid and coarse atoms)",
+                },
+            ),
+            "seed": (
+                "run",
+                np.array([int(p.attrs.get("seed", -1)) for p in runs]),
+                {"long_name": "seed", "comment": "seed of each particle run (-1: unknown)"},
+            ),
+            "n_particles": (
+                "run",
+                np.array([p.sizes["particle"] for p in runs]),
+                {
+                    "long_name": "number of particles",
+                    "units": "1",
+                    "comment": "number of particles of each run",
+                },
+            ),
+        },
         coords={"time": TIME.entry(times)},
-        attrs={"Conventions": CONVENTIONS, "spheredens_schema": COMPARE_SCHEMA,
-               "density_file": density_file, "particle_files": "\n".join(particle_files),
-               "domain": domain, "method": method,
-               "initialization": ", ".join(sorted({str(p.attrs.get("initialization", "unknown"))
-                                                   for p in runs})),
-               "model_check": models["summary"]})
+        attrs={
+            "Conventions": CONVENTIONS,
+            "spheredens_schema": COMPARE_SCHEMA,
+            "density_file": density_file,
+            "particle_files": "\n".join(particle_files),
+            "domain": domain,
+            "method": method,
+            "initialization": ", ".join(
+                sorted({str(p.attrs.get("initialization", "unknown")) for p in runs})
+            ),
+            "model_check": models["summary"],
+        },
+    )
     if models["mismatches"]:
-        ds.attrs["model_mismatch"] = "; ".join(f"{p}: {diff}" for p, diffs in models["mismatches"]
-                                               for diff in diffs)
+        ds.attrs["model_mismatch"] = "; ".join(
+            f"{p}: {diff}" for p, diffs in models["mismatches"] for diff in diffs
+        )
     if partial:  # files with snapshots that were not compared, one line each
         ds.attrs["times_not_compared"] = "\n".join(partial)
     if models["unchecked"]:
-        ds.attrs["model_not_checked"] = "; ".join(f"{p}: {', '.join(items)}"
-                                                  for p, items in models["unchecked"])
+        ds.attrs["model_not_checked"] = "; ".join(
+            f"{p}: {', '.join(items)}" for p, items in models["unchecked"]
+        )
     dep = departures(density, runs)
-    ds["density_departure_time"] = ((), dep["density"]["departure_time"], {
-        "long_name": "density departure time", "units": "1",
-        "comment": "departure time of the density from Pi_# rho_0: "
-                   f"first snapshot after the minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + "
-                   f"{DEPARTURE_OFFSET:g} (analyze-beta); NaN: not by t = {dep['density']['t_end']:g}"})
-    ds["departure_time"] = ("run", np.array([r["departure_time"] for r in dep["runs"]]), {
-        "long_name": "particle departure time", "units": "1",
-        "comment": "departure time of each particle run from Pi_# rho_0, as density_departure_time, "
-                   "on the run's own snapshot times, from the W2 of the "
-                   "particles to Pi_# of their own initial positions (particle_w2_projection); NaN: "
-                   "not by the run's last time"})
-    at_common = [[curve[int(pj[list(di).index(i)])] for i in shared] for curve, (di, pj) in zip(dep["w2"], index)]
-    ds["particle_w2_projection"] = (("run", "time"), np.array(at_common, dtype=float), {
-        "long_name": "particle W2 to own Pi_# rho_0", "units": "radian",
-        "comment": "W2 of each particle run to Pi_# of its initial particles, at the common times; "
-                   "departure_time uses every snapshot of the run"})
+    ds["density_departure_time"] = (
+        (),
+        dep["density"]["departure_time"],
+        {
+            "long_name": "density departure time",
+            "units": "1",
+            "comment": "departure time of the density from Pi_# rho_0: "
+            f"first snapshot after the minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + "
+            f"{DEPARTURE_OFFSET:g} (analyze-beta); NaN: not by t = {dep['density']['t_end']:g}",
+        },
+    )
+    ds["departure_time"] = (
+        "run",
+        np.array([r["departure_time"] for r in dep["runs"]]),
+        {
+            "long_name": "particle departure time",
+            "units": "1",
+            "comment": "departure time of each particle run from Pi_# rho_0, as density_departure_time, "
+            "on the run's own snapshot times, from the W2 of the "
+            "particles to Pi_# of their own initial positions (particle_w2_projection); NaN: "
+            "not by the run's last time",
+        },
+    )
+    at_common = [
+        [curve[int(pj[list(di).index(i)])] for i in shared]
+        for curve, (di, pj) in zip(dep["w2"], index)
+    ]
+    ds["particle_w2_projection"] = (
+        ("run", "time"),
+        np.array(at_common, dtype=float),
+        {
+            "long_name": "particle W2 to own Pi_# rho_0",
+            "units": "radian",
+            "comment": "W2 of each particle run to Pi_# of its initial particles, at the common times; "
+            "departure_time uses every snapshot of the run",
+        },
+    )
     ds.attrs["departure_verdict"] = dep["verdict"]
     if len(runs) > 1:  # the ensemble's own spread at the last common time
         last = [int(pj[list(di).index(shared[-1])]) for di, pj in index]
-        ds["w2_between_runs"] = (("run", "other_run"), w2_between_runs(runs, last), {
-            "long_name": "W2 between particle runs", "units": "radian",
-            "comment": "W2 between the particle runs at the last common time (the ensemble's "
-                       "sampling error; see spheredens.compare.ensemble_agreement)",
-            "time": float(times[-1])})
+        ds["w2_between_runs"] = (
+            ("run", "other_run"),
+            w2_between_runs(runs, last),
+            {
+                "long_name": "W2 between particle runs",
+                "units": "radian",
+                "comment": "W2 between the particle runs at the last common time (the ensemble's "
+                "sampling error; see spheredens.compare.ensemble_agreement)",
+                "time": float(times[-1]),
+            },
+        )
     if sliced:
         ds = ds.assign_coords(xi=XI.entry(xi))
-        ds["w2_slice"] = (("run", "time", "xi"), w2_slice, {
-            "long_name": "W2 slice vs its particles", "units": "radian",
-            "comment": "W2 between slice density rho_k and the particles of slice k (each normalized)"})
-        ds["w2_slice_mean"] = (("time", "xi"), w2_slice.mean(axis=0), {
-            "long_name": "mean slice W2 over runs", "units": "radian",
-            "comment": "mean of w2_slice over the particle runs"})
+        ds["w2_slice"] = (
+            ("run", "time", "xi"),
+            w2_slice,
+            {
+                "long_name": "W2 slice vs its particles",
+                "units": "radian",
+                "comment": "W2 between slice density rho_k and the particles of slice k (each normalized)",
+            },
+        )
+        ds["w2_slice_mean"] = (
+            ("time", "xi"),
+            w2_slice.mean(axis=0),
+            {
+                "long_name": "mean slice W2 over runs",
+                "units": "radian",
+                "comment": "mean of w2_slice over the particle runs",
+            },
+        )
         ds["w2"].attrs["long_name"] = "W2 marginal vs particles"
-        ds["w2"].attrs["comment"] = ("W2 distance between the marginal density sum_k r_k rho_k and "
-                                     f"all particles; {method}")
-        ds.attrs["slices"] = ("w2: marginal vs all particles; w2_slice: each slice vs its particles "
-                              "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")")
+        ds["w2"].attrs["comment"] = (
+            f"W2 distance between the marginal density sum_k r_k rho_k and all particles; {method}"
+        )
+        ds.attrs["slices"] = (
+            "w2: marginal vs all particles; w2_slice: each slice vs its particles "
+            "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")"
+        )
     return cf_encode(ds)
 
 
@@ -695,57 +918,81 @@ def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
         and ``reason`` (why no departure could be computed, else empty).
     """
     t_den = np.asarray(density["time"].values, dtype=float)
-    den_w2 = (np.asarray(density["w2_projection"].values, dtype=float) if "w2_projection" in density
-              else np.full(t_den.size, np.nan))
+    den_w2 = (
+        np.asarray(density["w2_projection"].values, dtype=float)
+        if "w2_projection" in density
+        else np.full(t_den.size, np.nan)
+    )
     dens = {**curve_summary(t_den, den_w2), "t_end": float(t_den[-1])}
     model, reason = density_model(density)
     rows, curves = [], []
     for p in runs:
         t_p = np.asarray(p["time"].values, dtype=float)
-        w, why = (np.full(t_p.size, np.nan), reason) if model is None else particle_projection_curve(model, p)
+        w, why = (
+            (np.full(t_p.size, np.nan), reason)
+            if model is None
+            else particle_projection_curve(model, p)
+        )
         reason = reason or why
         curves.append(w)
         rows.append({**curve_summary(t_p, w), "t_end": float(t_p[-1])})
     if not np.isfinite(dens["min_w2"]):
         reason = reason or "the density file has no finite w2_projection"
-    verdict = (f"departure from Pi_# rho_0 not compared: {reason}" if reason
-               else departure_verdict(dens, rows))
+    verdict = (
+        f"departure from Pi_# rho_0 not compared: {reason}"
+        if reason
+        else departure_verdict(dens, rows)
+    )
     return {"density": dens, "runs": rows, "w2": curves, "verdict": verdict, "reason": reason}
 
 
 def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]]) -> str:
     """The sentence ``compare`` prints about the departures (see :func:`departures`)."""
-    rule = (f"departure: first time after the minimum with W2 to the target > {DEPARTURE_FACTOR:g} min + "
-            f"{DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each run's initial particles")
+    rule = (
+        f"departure: first time after the minimum with W2 to the target > {DEPARTURE_FACTOR:g} min + "
+        f"{DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each run's initial particles"
+    )
     t_d = density["departure_time"]
     dep = np.array([r["departure_time"] for r in runs])
     gone = dep[np.isfinite(dep)]
     ends = np.array([r["t_end"] for r in runs])
     if gone.size:
-        spread = (f"at t = {gone.min():g}" if gone.size == 1 or gone.min() == gone.max()
-                  else f"at t = {gone.min():g} to {gone.max():g} (mean {gone.mean():.4g})")
+        spread = (
+            f"at t = {gone.min():g}"
+            if gone.size == 1 or gone.min() == gone.max()
+            else f"at t = {gone.min():g} to {gone.max():g} (mean {gone.mean():.4g})"
+        )
         parts = f"{gone.size} of {len(runs)} particle run(s) depart {spread}"
         if gone.size < len(runs):
             parts += f", the others not by t = {ends[~np.isfinite(dep)].min():g}"
     else:
         parts = f"the particles have not departed by t = {ends.min():g}"
-    dens = (f"the density departs at t = {t_d:g}" if np.isfinite(t_d)
-            else f"the density has not departed by t = {density['t_end']:g}")
+    dens = (
+        f"the density departs at t = {t_d:g}"
+        if np.isfinite(t_d)
+        else f"the density has not departed by t = {density['t_end']:g}"
+    )
     if np.isfinite(t_d) and gone.size:
         first = min(t_d, float(gone.min()))
         who = "the particles" if gone.min() < t_d else "the density"
-        tail = (f"; from t = {first:g} on they are in different phases ({who} first), so W2 between "
-                "them measures the gap between the departures, not an error of either code")
+        tail = (
+            f"; from t = {first:g} on they are in different phases ({who} first), so W2 between "
+            "them measures the gap between the departures, not an error of either code"
+        )
         if abs(t_d - gone.min()) <= 0 and abs(t_d - gone.max()) <= 0:
             tail = "; they depart together"
     elif np.isfinite(t_d):
-        tail = (f"; the density has left Pi_# rho_0 and the particles have not: after t = {t_d:g} "
-                "W2 between them measures the departure, not an error of either code")
+        tail = (
+            f"; the density has left Pi_# rho_0 and the particles have not: after t = {t_d:g} "
+            "W2 between them measures the departure, not an error of either code"
+        )
     elif gone.size:
-        tail = (f"; the particles have left Pi_# rho_0 and the density has not: after t = {gone.min():g} "
-                "W2 between them measures the departure, not an error of either code (at low "
-                "temperature n particles leave early: they carry no mass below ~1/n, "
-                "docs/particles_low_temperature.md)")
+        tail = (
+            f"; the particles have left Pi_# rho_0 and the density has not: after t = {gone.min():g} "
+            "W2 between them measures the departure, not an error of either code (at low "
+            "temperature n particles leave early: they carry no mass below ~1/n, "
+            "docs/particles_low_temperature.md)"
+        )
     else:
         tail = "; neither has departed"
     return f"{dens}; {parts}{tail} ({rule})"
@@ -805,15 +1052,23 @@ def ensemble_agreement(to_density: Array, between: Array) -> dict[str, Any]:
     between = np.asarray(between, dtype=float)
     r = len(to_density)
     if r < 2 or between.shape != (r, r):
-        raise ValueError(f"need at least 2 runs and an ({r}, {r}) matrix of distances between them, "
-                         f"got {r} runs and shape {between.shape}")
+        raise ValueError(
+            f"need at least 2 runs and an ({r}, {r}) matrix of distances between them, "
+            f"got {r} runs and shape {between.shape}"
+        )
     run_means = between.sum(axis=1) / (r - 1)
     density_mean = float(to_density.mean())
     between_mean = float(between[np.triu_indices(r, 1)].mean())
     rank = int(np.sum(run_means < density_mean))
-    return {"density_mean": density_mean, "between_mean": between_mean, "run_means": run_means,
-            "rank": rank, "quantile": rank / r, "no_farther_than_average": density_mean <= between_mean,
-            "within_spread": rank < r}
+    return {
+        "density_mean": density_mean,
+        "between_mean": between_mean,
+        "run_means": run_means,
+        "rank": rank,
+        "quantile": rank / r,
+        "no_farther_than_average": density_mean <= between_mean,
+        "within_spread": rank < r,
+    }
 
 
 def compare_output_path(density_path: str | Path, output: str | Path | None = None) -> Path:
@@ -847,12 +1102,19 @@ def comparison_summary(cmp: Any) -> dict[str, Any]:
             if np.all(np.isnan(row)):
                 slices.append({"mean": np.nan, "max": np.nan, "count": 0})
                 continue
-            slices.append({"mean": float(np.nanmean(row)), "max": float(np.nanmax(row)),
-                           "count": int(np.sum(~np.isnan(row)))})
+            slices.append(
+                {
+                    "mean": float(np.nanmean(row)),
+                    "max": float(np.nanmax(row)),
+                    "count": int(np.sum(~np.isnan(row))),
+                }
+            )
     return {"ensemble": ensemble, "slices": slices}
 
 
-def plot_comparison(cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None) -> Path:
+def plot_comparison(
+    cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None
+) -> Path:
     """W2 against time with the ensemble band (mean +- std and min to max over the runs), and the
     density with the particles of ``particles`` and the targets at a few common snapshots, in
     radians: :func:`spheredens.plot.plot_comparison_snapshots`."""

@@ -12,6 +12,7 @@ Examples
 >>> cfg.model.beta, cfg.discretization.n, cfg.time.snapshot_times()
 (10.0, 64, (0.0, 0.5, 1.0))
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,18 @@ except ImportError:  # not on Windows
 
 import numpy as np
 
-from ._validate import (MAX_DEPTH, as_bool, as_float, as_int, as_matrix, as_str, as_table, check_depth,
-                        check_keys, input_file_problem)
+from ._validate import (
+    MAX_DEPTH,
+    as_bool,
+    as_float,
+    as_int,
+    as_matrix,
+    as_str,
+    as_table,
+    check_depth,
+    check_keys,
+    input_file_problem,
+)
 from .auxiliary import auxiliary_from_params
 from .exceptions import PATH_LIMIT, ConfigError, SpheredensWarning, shown
 from .geometry import DOMAINS, Domain, get_domain
@@ -42,8 +53,16 @@ from .kernel import AttentionKernel
 from .models import MODELS, Model
 
 __all__ = [
-    "RunConfig", "ModelConfig", "DomainConfig", "InitialConfig", "DiscretizationConfig",
-    "TimeConfig", "OutputConfig", "load_config", "config_from_dict", "config_to_toml",
+    "RunConfig",
+    "ModelConfig",
+    "DomainConfig",
+    "InitialConfig",
+    "DiscretizationConfig",
+    "TimeConfig",
+    "OutputConfig",
+    "load_config",
+    "config_from_dict",
+    "config_to_toml",
 ]
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -52,6 +71,7 @@ Matrix = tuple[tuple[float, ...], ...]
 #: step falls below t_end / MAX_STEPS stops (``dt_collapse``)
 MAX_STEPS = 1e9
 MAX_STEPS_TEXT = f"{MAX_STEPS:.0e}".replace("e+0", "e").replace("e+", "e")  # "1e9", for messages
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -66,8 +86,14 @@ class ModelConfig:
 
     def build(self) -> Model:
         """The :class:`~spheredens.models.Model` these parameters describe."""
-        return Model(self.name, self.beta, np.array(self.Q), np.array(self.K), np.array(self.V),
-                     self.auxiliary)
+        return Model(
+            self.name,
+            self.beta,
+            np.array(self.Q),
+            np.array(self.K),
+            np.array(self.V),
+            self.auxiliary,
+        )
 
 
 @dataclass(frozen=True)
@@ -211,9 +237,14 @@ class RunConfig:
         disc = self.discretization
         return disc.scheme_class.resolution_problem(self.model.build(), disc.options)
 
-    def check_resolution(self, *, key: str | None = None, fix: str = "refine the grid, or set "
-                         "discretization.allow_underresolved = true to run anyway",
-                         warn: bool = True) -> None:
+    def check_resolution(
+        self,
+        *,
+        key: str | None = None,
+        fix: str = "refine the grid, or set "
+        "discretization.allow_underresolved = true to run anyway",
+        warn: bool = True,
+    ) -> None:
         """Refuse a grid that does not resolve the kernel (ConfigError naming ``key``, default
         the resolution key, and saying ``fix``) unless ``discretization.allow_underresolved``;
         then warn (when ``warn``) and go on."""
@@ -224,8 +255,11 @@ class RunConfig:
         if not self.discretization.options.get("allow_underresolved", False):
             raise ConfigError(key, f"{problem}; {fix}")
         if warn:
-            warnings.warn(f"{key}: {problem} (running anyway: allow_underresolved)",
-                          SpheredensWarning, stacklevel=3)
+            warnings.warn(
+                f"{key}: {problem} (running anyway: allow_underresolved)",
+                SpheredensWarning,
+                stacklevel=3,
+            )
 
     def output_path(self) -> Path | None:
         """``output.path`` resolved against ``base_dir`` (None when unset)."""
@@ -267,32 +301,53 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
         raise ConfigError("", f"{what} {name} {problem}")
     size = path.stat().st_size
     if size > MAX_TOML_BYTES:
-        raise ConfigError("", f"{what} {name} is {size / 2**20:.0f} MiB, more than a TOML file of "
-                          f"spheredens can be ({MAX_TOML_BYTES // 2**20} MiB); give the configuration file")
+        raise ConfigError(
+            "",
+            f"{what} {name} is {size / 2**20:.0f} MiB, more than a TOML file of "
+            f"spheredens can be ({MAX_TOML_BYTES // 2**20} MiB); give the configuration file",
+        )
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise ConfigError("", f"{name} is not valid TOML: it is not UTF-8 text (byte "
-                          f"0x{exc.object[exc.start:exc.start + 1].hex()} at position {exc.start})") from None
+        raise ConfigError(
+            "",
+            f"{name} is not valid TOML: it is not UTF-8 text (byte "
+            f"0x{exc.object[exc.start : exc.start + 1].hex()} at position {exc.start})",
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"{name} is not valid TOML: {exc}") from None
     except RecursionError:
-        raise ConfigError("", f"{name} is not a configuration: its arrays or tables are nested "
-                          f"hundreds of levels deep (a configuration needs a few; at most {MAX_DEPTH})") from None
+        raise ConfigError(
+            "",
+            f"{name} is not a configuration: its arrays or tables are nested "
+            f"hundreds of levels deep (a configuration needs a few; at most {MAX_DEPTH})",
+        ) from None
     except ValueError:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
-        raise ConfigError("", f"{name} is not a configuration: it holds an integer of more than "
-                          f"{sys.get_int_max_str_digits()} digits") from None
+        raise ConfigError(
+            "",
+            f"{name} is not a configuration: it holds an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits",
+        ) from None
     except MemoryError:
-        raise ConfigError("", f"{what} {name} ({size / 2**20:.0f} MiB) is too large to read into "
-                          "memory") from None
+        raise ConfigError(
+            "", f"{what} {name} ({size / 2**20:.0f} MiB) is too large to read into memory"
+        ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {what} {name} ({exc.strerror or exc})") from None
     check_depth(data)
     return data
 
 
-SECTIONS = ("model", "domain", "initial", "discretization", "time", "output", "particles",
-            "auxiliary")
+SECTIONS = (
+    "model",
+    "domain",
+    "initial",
+    "discretization",
+    "time",
+    "output",
+    "particles",
+    "auxiliary",
+)
 
 
 def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> RunConfig:
@@ -331,8 +386,11 @@ def estimated_memory(cfg: RunConfig) -> dict[str, float]:
     n_xi = model.auxiliary.n_slices if model.auxiliary is not None else 1
     snapshots = len(cfg.time.snapshot_times())
     particles = cfg.particles.n if cfg.particles is not None else None
-    return dict(disc.scheme_class.memory_parts(disc.options, model, n_xi=n_xi, snapshots=snapshots,
-                                               particles=particles))
+    return dict(
+        disc.scheme_class.memory_parts(
+            disc.options, model, n_xi=n_xi, snapshots=snapshots, particles=particles
+        )
+    )
 
 
 def machine_memory() -> float | None:
@@ -364,8 +422,11 @@ def check_costs(cfg: RunConfig) -> None:
     (:func:`check_memory`)."""
     p = cfg.particles
     if p is not None and cfg.time.t_end / p.dt > MAX_STEPS:
-        raise ConfigError("particles.dt", f"= {p.dt:g} would take t_end / dt = {cfg.time.t_end / p.dt:.3g} "
-                          f"steps, more than {MAX_STEPS_TEXT}; use particles.dt >= {cfg.time.t_end / MAX_STEPS:.3g}")
+        raise ConfigError(
+            "particles.dt",
+            f"= {p.dt:g} would take t_end / dt = {cfg.time.t_end / p.dt:.3g} "
+            f"steps, more than {MAX_STEPS_TEXT}; use particles.dt >= {cfg.time.t_end / MAX_STEPS:.3g}",
+        )
     check_memory(cfg)
 
 
@@ -383,9 +444,12 @@ def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
         return
     machine = f"more than {fraction:.0%} of the {total / 2**30:.1f} GiB this machine allows"
     if particles > need:
-        raise ConfigError("particles.n", f"= {cfg.particles.n}: the particle run would need about "
-                          f"{particles / 2**30:.1f} GiB of memory (positions and pairwise sums), "
-                          f"{machine}; use fewer particles")
+        raise ConfigError(
+            "particles.n",
+            f"= {cfg.particles.n}: the particle run would need about "
+            f"{particles / 2**30:.1f} GiB of memory (positions and pairwise sums), "
+            f"{machine}; use fewer particles",
+        )
     worst = max(parts, key=parts.get)
     disc = cfg.discretization
     key, fix = disc.resolution_key, f"a smaller {disc.resolution_key}"
@@ -394,25 +458,35 @@ def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
         key = "time.times" if cfg.time.times is not None else "time.snapshots"
         fix = "fewer snapshots"
     elif aux is not None and aux.n_slices > 1:
-        one = sum(disc.scheme_class.memory_parts(disc.options, cfg.model.build(), n_xi=1,
-                                                 snapshots=len(cfg.time.snapshot_times())).values())
+        one = sum(
+            disc.scheme_class.memory_parts(
+                disc.options, cfg.model.build(), n_xi=1, snapshots=len(cfg.time.snapshot_times())
+            ).values()
+        )
         each = (need - one) / (aux.n_slices - 1)
         if each * aux.n_slices > 0.5 * need:  # most of it grows with the slices
             key = "auxiliary.slices"
-            fix = (f"fewer slices ({aux.n_slices} now, about {each / 2**20:.0f} MiB each; "
-                   f"auxiliary.slices or auxiliary.xi) or {fix}")
+            fix = (
+                f"fewer slices ({aux.n_slices} now, about {each / 2**20:.0f} MiB each; "
+                f"auxiliary.slices or auxiliary.xi) or {fix}"
+            )
     elif worst == "interaction" and disc.options.get("interaction", "auto") != "auto":
         fix = f"{fix} or another discretization.interaction"
-    raise ConfigError(key, f"the run would need about {need / 2**30:.1f} GiB of memory (mostly "
-                      f"{worst}: {parts[worst] / 2**30:.1f} GiB), {machine}; use {fix}")
+    raise ConfigError(
+        key,
+        f"the run would need about {need / 2**30:.1f} GiB of memory (mostly "
+        f"{worst}: {parts[worst] / 2**30:.1f} GiB), {machine}; use {fix}",
+    )
 
 
 def _domain(t: dict[str, Any]) -> DomainConfig:
     check_keys(t, ["name"], "domain")
     name = as_str(t.get("name", "circle"), "domain.name")
     if name not in DOMAINS:
-        raise ConfigError("domain.name", f"{shown(name)} is not a domain; choose "
-                          f"{' or '.join(map(repr, DOMAINS))}")
+        raise ConfigError(
+            "domain.name",
+            f"{shown(name)} is not a domain; choose {' or '.join(map(repr, DOMAINS))}",
+        )
     return DomainConfig(name)
 
 
@@ -427,34 +501,56 @@ def _model(t: dict[str, Any], d: int) -> ModelConfig:
         if "beta" in t:
             beta = as_float(t["beta"], "model.beta", allow_inf=True)
             if beta != math.inf:
-                raise ConfigError("model.beta", f"= {shown(t['beta'])}: the zero-temperature model has "
-                                  "beta = inf; remove the key or write beta = inf")
+                raise ConfigError(
+                    "model.beta",
+                    f"= {shown(t['beta'])}: the zero-temperature model has "
+                    "beta = inf; remove the key or write beta = inf",
+                )
         beta = math.inf
         kernel = AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"]))
         if kernel.is_singular(1e-12):
-            raise ConfigError("model.K", "B = Q^T K is singular (smallest singular value "
-                              f"{kernel.singular_values[-1]:.3g}); sa_zero_temperature needs B invertible")
+            raise ConfigError(
+                "model.K",
+                "B = Q^T K is singular (smallest singular value "
+                f"{kernel.singular_values[-1]:.3g}); sa_zero_temperature needs B invertible",
+            )
     else:
-        beta = as_float(t.get("beta", 1.0), "model.beta", minimum=0.0,
-                        what=" (inverse temperature; inf only for sa_zero_temperature)")
+        beta = as_float(
+            t.get("beta", 1.0),
+            "model.beta",
+            minimum=0.0,
+            what=" (inverse temperature; inf only for sa_zero_temperature)",
+        )
         if beta > 1e4:
-            raise ConfigError("model.beta", f"= {beta:g} is too large: must be <= 1e4 "
-                              "(use sa_zero_temperature for the beta -> inf limit)")
+            raise ConfigError(
+                "model.beta",
+                f"= {beta:g} is too large: must be <= 1e4 "
+                "(use sa_zero_temperature for the beta -> inf limit)",
+            )
         if 0.0 < beta < MIN_SCALE:
-            raise ConfigError("model.beta", f"= {beta!r} is below {MIN_SCALE:g}, where float64 loses its "
-                              "precision (1 / beta overflows): write beta = 0, the same kernel to round-off")
+            raise ConfigError(
+                "model.beta",
+                f"= {beta!r} is below {MIN_SCALE:g}, where float64 loses its "
+                "precision (1 / beta overflows): write beta = 0, the same kernel to round-off",
+            )
         if name == "usa_av":
             for m in ("Q", "K", "V"):
                 if mats[m] != eye:
-                    raise ConfigError(f"model.{m}", "usa_av follows MODELS.md section 5, where "
-                                      "Q = K = V = I (the gauges G(xi) carry the geometry); remove the key")
+                    raise ConfigError(
+                        f"model.{m}",
+                        "usa_av follows MODELS.md section 5, where "
+                        "Q = K = V = I (the gauges G(xi) carry the geometry); remove the key",
+                    )
             if beta == 0.0:
                 raise ConfigError("model.beta", "usa_av needs beta > 0 (its energy has 1/(2 beta))")
         growth = beta * AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"])).sigma_max
         if name in ("usa", "usa_av") and growth > 700.0:
-            raise ConfigError("model.beta", f"= {beta:g}: unnormalized attention grows like "
-                              f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "
-                              "use beta ||Q^T K|| <= 700")
+            raise ConfigError(
+                "model.beta",
+                f"= {beta:g}: unnormalized attention grows like "
+                f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "
+                "use beta ||Q^T K|| <= 700",
+            )
     return ModelConfig(name, beta, mats["Q"], mats["K"], mats["V"])
 
 
@@ -470,32 +566,42 @@ MIN_B_NORM = 1e-100
 def _check_matrix_scale(mats: Mapping[str, Matrix]) -> None:
     """Refuse entries of Q, K, V beyond :data:`MAX_MATRIX_ENTRY` and a non-zero B = Q^T K of
     norm below :data:`MIN_B_NORM` (one line naming the entry, or model.K)."""
-    hints = {"Q": "the kernel depends on beta Q^T K only: put the scale in model.beta",
-             "K": "the kernel depends on beta Q^T K only: put the scale in model.beta",
-             "V": "the velocity is linear in V, so a larger V is the same run on a shorter time "
-                  "scale: scale time.t_end instead"}
+    hints = {
+        "Q": "the kernel depends on beta Q^T K only: put the scale in model.beta",
+        "K": "the kernel depends on beta Q^T K only: put the scale in model.beta",
+        "V": "the velocity is linear in V, so a larger V is the same run on a shorter time "
+        "scale: scale time.t_end instead",
+    }
     for m, rows in mats.items():
         for i, row in enumerate(rows):
             for j, v in enumerate(row):
                 if abs(v) > MAX_MATRIX_ENTRY:
-                    raise ConfigError(f"model.{m}[{i}][{j}]", f"= {v:g} is too large: the entries of Q, K "
-                                      f"and V must be at most {MAX_MATRIX_ENTRY:g} in absolute value; {hints[m]}")
+                    raise ConfigError(
+                        f"model.{m}[{i}][{j}]",
+                        f"= {v:g} is too large: the entries of Q, K "
+                        f"and V must be at most {MAX_MATRIX_ENTRY:g} in absolute value; {hints[m]}",
+                    )
     B = np.array(mats["Q"]).T @ np.array(mats["K"])
     norm = float(np.abs(B).max())
     if 0.0 < norm < MIN_B_NORM:
-        raise ConfigError("model.K", f"B = Q^T K has entries of at most {norm:.3g}, below {MIN_B_NORM:g}: "
-                          "the kernel is flat to round-off and its products underflow; write K = 0 "
-                          "(or beta = 0) for a flat kernel, or put the scale in model.beta")
+        raise ConfigError(
+            "model.K",
+            f"B = Q^T K has entries of at most {norm:.3g}, below {MIN_B_NORM:g}: "
+            "the kernel is flat to round-off and its products underflow; write K = 0 "
+            "(or beta = 0) for a flat kernel, or put the scale in model.beta",
+        )
 
 
 def _with_auxiliary(model: ModelConfig, table: dict[str, Any], given: bool, d: int) -> ModelConfig:
     """Attach the [auxiliary] table (slices, kernel) to usa_av; refuse it for other models."""
 
-
     if model.name != "usa_av":
         if given:
-            raise ConfigError("auxiliary", f"the [auxiliary] table is for model 'usa_av', not "
-                              f"{model.name!r}; remove it or set model.name = \"usa_av\"")
+            raise ConfigError(
+                "auxiliary",
+                f"the [auxiliary] table is for model 'usa_av', not "
+                f'{model.name!r}; remove it or set model.name = "usa_av"',
+            )
         return model
     return replace(model, auxiliary=auxiliary_from_params(table, d))
 
@@ -507,13 +613,15 @@ def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:
     return InitialConfig(name, cls.from_params(params, d, base_dir, "initial"))
 
 
-def _discretization(t: dict[str, Any], domain: DomainConfig, model: ModelConfig
-                    ) -> DiscretizationConfig:
+def _discretization(
+    t: dict[str, Any], domain: DomainConfig, model: ModelConfig
+) -> DiscretizationConfig:
     name = as_str(t.get("scheme", domain.domain.default_scheme), "discretization.scheme")
     spec = domain.domain.scheme_class(name)  # the registry, filled by spheredens.schemes
     check_keys(t, ["scheme", *spec.options], "discretization")
-    options = spec.validate_options({k: v for k, v in t.items() if k != "scheme"},
-                                    "discretization", model.build())
+    options = spec.validate_options(
+        {k: v for k, v in t.items() if k != "scheme"}, "discretization", model.build()
+    )
     return DiscretizationConfig(name, options, domain.name)
 
 
@@ -523,8 +631,13 @@ MAX_SNAPSHOTS = 100000
 
 def _time(t: dict[str, Any]) -> TimeConfig:
     check_keys(t, ["t_end", "times", "snapshots", "cfl", "max_dt"], "time")
-    t_end = as_float(t.get("t_end", 1.0), "time.t_end", minimum=0.0, strict=True,
-                     what=" (the model time to integrate to)")
+    t_end = as_float(
+        t.get("t_end", 1.0),
+        "time.t_end",
+        minimum=0.0,
+        strict=True,
+        what=" (the model time to integrate to)",
+    )
     cfl = as_float(t.get("cfl", 0.4), "time.cfl", minimum=0.0, strict=True, maximum=1.0)
     if "times" in t and "snapshots" in t:
         raise ConfigError("time.times", "give either time.times or time.snapshots, not both")
@@ -534,18 +647,34 @@ def _time(t: dict[str, Any]) -> TimeConfig:
         if not isinstance(raw, list) or not raw:
             raise ConfigError("time.times", f"must be a non-empty list of times, got {shown(raw)}")
         if len(raw) > MAX_SNAPSHOTS:  # every snapshot is kept and written: as time.snapshots
-            raise ConfigError("time.times", f"{len(raw)} times, more than {MAX_SNAPSHOTS} (the most "
-                              "snapshots a run keeps); give fewer times")
+            raise ConfigError(
+                "time.times",
+                f"{len(raw)} times, more than {MAX_SNAPSHOTS} (the most "
+                "snapshots a run keeps); give fewer times",
+            )
         times = tuple(as_float(v, f"time.times[{i}]") for i, v in enumerate(raw))
         for i, v in enumerate(times):
             if not 0.0 <= v <= t_end:
-                raise ConfigError(f"time.times[{i}]", f"= {v:g} is outside [0, t_end] = [0, {t_end:g}]")
+                raise ConfigError(
+                    f"time.times[{i}]", f"= {v:g} is outside [0, t_end] = [0, {t_end:g}]"
+                )
         if any(b <= a for a, b in zip(times, times[1:])):
             raise ConfigError("time.times", "must be strictly increasing")
     else:
-        snapshots = as_int(t.get("snapshots", 11), "time.snapshots", minimum=2, maximum=MAX_SNAPSHOTS)
-    max_dt = (as_float(t["max_dt"], "time.max_dt", minimum=0.0, strict=True,
-                       what=" (largest step allowed, in model time)") if "max_dt" in t else None)
+        snapshots = as_int(
+            t.get("snapshots", 11), "time.snapshots", minimum=2, maximum=MAX_SNAPSHOTS
+        )
+    max_dt = (
+        as_float(
+            t["max_dt"],
+            "time.max_dt",
+            minimum=0.0,
+            strict=True,
+            what=" (largest step allowed, in model time)",
+        )
+        if "max_dt" in t
+        else None
+    )
     return TimeConfig(t_end, times, snapshots, cfl, max_dt)
 
 
@@ -559,14 +688,20 @@ def _check_steps(disc: DiscretizationConfig, time: TimeConfig, model: Model) -> 
         if problem is not None:
             raise ConfigError(*problem)
     if time.max_dt is not None and time.t_end / time.max_dt > MAX_STEPS:
-        raise ConfigError("time.max_dt", f"= {time.max_dt:g} would take at least t_end / max_dt = "
-                          f"{time.t_end / time.max_dt:.3g} steps, more than {MAX_STEPS_TEXT}; use max_dt >= "
-                          f"{time.t_end / MAX_STEPS:.3g} (t_end / {MAX_STEPS_TEXT})")
+        raise ConfigError(
+            "time.max_dt",
+            f"= {time.max_dt:g} would take at least t_end / max_dt = "
+            f"{time.t_end / time.max_dt:.3g} steps, more than {MAX_STEPS_TEXT}; use max_dt >= "
+            f"{time.t_end / MAX_STEPS:.3g} (t_end / {MAX_STEPS_TEXT})",
+        )
     largest = spec.largest_step(disc.options, model, time.cfl)
     if time.t_end / largest > MAX_STEPS:
-        raise ConfigError("time.t_end", f"= {time.t_end:g} would take at least {time.t_end / largest:.3g} steps "
-                          f"(each at most cfl h / (0.1 ||V||) = {largest:.3g}), more than {MAX_STEPS_TEXT}; use "
-                          f"time.t_end <= {MAX_STEPS * largest:.3g}, or a coarser grid")
+        raise ConfigError(
+            "time.t_end",
+            f"= {time.t_end:g} would take at least {time.t_end / largest:.3g} steps "
+            f"(each at most cfl h / (0.1 ||V||) = {largest:.3g}), more than {MAX_STEPS_TEXT}; use "
+            f"time.t_end <= {MAX_STEPS * largest:.3g}, or a coarser grid",
+        )
 
 
 def _output(t: dict[str, Any]) -> OutputConfig:
@@ -584,37 +719,63 @@ MAX_PARTICLES = 100_000
 
 def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
 
-    check_keys(t, ["n", "seed", "initialization", "dt", "integrator", "path", "stop_after_departure"],
-               "particles")
+    check_keys(
+        t,
+        ["n", "seed", "initialization", "dt", "integrator", "path", "stop_after_departure"],
+        "particles",
+    )
     if isinstance(t.get("n"), int) and not isinstance(t.get("n"), bool) and t["n"] > MAX_PARTICLES:
-        raise ConfigError("particles.n", f"= {t['n']} is too large: must be <= {MAX_PARTICLES}; the pairwise "
-                          "sums cost n^2 per right-hand side (about 1 s at n = 4000 on the sphere, measured "
-                          "on one core: about 10 min at the bound)")
+        raise ConfigError(
+            "particles.n",
+            f"= {t['n']} is too large: must be <= {MAX_PARTICLES}; the pairwise "
+            "sums cost n^2 per right-hand side (about 1 s at n = 4000 on the sphere, measured "
+            "on one core: about 10 min at the bound)",
+        )
     n = as_int(t.get("n", 1000), "particles.n", minimum=1, maximum=MAX_PARTICLES)
     seed = as_int(t.get("seed", 0), "particles.seed", minimum=0)
     allowed = domain.domain.particle_initializations
     init = as_str(t.get("initialization", "iid"), "particles.initialization")
     if init not in allowed:
-        raise ConfigError("particles.initialization", f"{shown(init)} is not available on the "
-                          f"{domain.name}; choose one of {', '.join(map(repr, allowed))}")
-    dt = as_float(t.get("dt", 0.01), "particles.dt", minimum=0.0, strict=True, maximum=1.0,
-                  what=" (time step of the particle integrator)")
+        raise ConfigError(
+            "particles.initialization",
+            f"{shown(init)} is not available on the "
+            f"{domain.name}; choose one of {', '.join(map(repr, allowed))}",
+        )
+    dt = as_float(
+        t.get("dt", 0.01),
+        "particles.dt",
+        minimum=0.0,
+        strict=True,
+        maximum=1.0,
+        what=" (time step of the particle integrator)",
+    )
     integrator = as_str(t.get("integrator", "rk4"), "particles.integrator")
     INTEGRATORS.get(integrator, "particles.integrator")
     path = as_str(t["path"], "particles.path") if "path" in t else None
     if path is not None and not path.endswith(".nc"):
         raise ConfigError("particles.path", f"= {shown(path)} must end in '.nc' (a netCDF file)")
-    stop = (as_float(t["stop_after_departure"], "particles.stop_after_departure", minimum=0.0,
-                     what=" (time units to go on after the run departs from Pi_# of its initial particles)")
-            if "stop_after_departure" in t else None)
+    stop = (
+        as_float(
+            t["stop_after_departure"],
+            "particles.stop_after_departure",
+            minimum=0.0,
+            what=" (time units to go on after the run departs from Pi_# of its initial particles)",
+        )
+        if "stop_after_departure" in t
+        else None
+    )
     return ParticlesConfig(n, seed, init, dt, integrator, path, stop)
 
 
 def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
     m = cfg.model
-    model: dict[str, Any] = {"name": m.name, "beta": m.beta,
-                             "Q": [list(r) for r in m.Q], "K": [list(r) for r in m.K],
-                             "V": [list(r) for r in m.V]}
+    model: dict[str, Any] = {
+        "name": m.name,
+        "beta": m.beta,
+        "Q": [list(r) for r in m.Q],
+        "K": [list(r) for r in m.K],
+        "V": [list(r) for r in m.V],
+    }
     time: dict[str, Any] = {"t_end": cfg.time.t_end, "cfl": cfg.time.cfl}
     if cfg.time.max_dt is not None:
         time["max_dt"] = cfg.time.max_dt
@@ -637,10 +798,19 @@ def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
         out["auxiliary"] = cfg.model.auxiliary.to_params()
     if cfg.particles is not None:
         p = cfg.particles
-        out["particles"] = {"n": p.n, "seed": p.seed, "initialization": p.initialization, "dt": p.dt,
-                            "integrator": p.integrator, **({"path": p.path} if p.path else {}),
-                            **({"stop_after_departure": p.stop_after_departure}
-                               if p.stop_after_departure is not None else {})}
+        out["particles"] = {
+            "n": p.n,
+            "seed": p.seed,
+            "initialization": p.initialization,
+            "dt": p.dt,
+            "integrator": p.integrator,
+            **({"path": p.path} if p.path else {}),
+            **(
+                {"stop_after_departure": p.stop_after_departure}
+                if p.stop_after_departure is not None
+                else {}
+            ),
+        }
     return out
 
 
@@ -664,7 +834,9 @@ def _toml_value(v: Any) -> str:
 
 def config_to_toml(cfg: RunConfig) -> str:
     """TOML text of a configuration (every default written out)."""
-    lines = [f"# spheredens run configuration; relative paths are relative to {str(cfg.base_dir)!r}"]
+    lines = [
+        f"# spheredens run configuration; relative paths are relative to {str(cfg.base_dir)!r}"
+    ]
     for section, table in _config_to_dict(cfg).items():
         lines.append(f"\n[{section}]")
         lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())

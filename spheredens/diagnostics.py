@@ -3,18 +3,17 @@
 Array-level functions (used by the recorder while a run goes, so that a file written midway
 already holds them) and Dataset-level wrappers (``Dataset in, DataArray out``).
 """
+
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
-from .geometry import Domain, domain_of_dimension, NotProvided
+from . import transport  # registers W2 and the grid atoms of the domains
+from ._types import Array
+from .geometry import Domain, NotProvided, domain_of_dimension
 from .interaction import funk_hecke_multipliers
 from .models import Model
-from .targets import empirical_projection, projection_measure, AssumptionError, terminal_subspace
-from . import transport  # registers W2 and the grid atoms of the domains
-
-Array = NDArray[np.float64]
+from .targets import AssumptionError, empirical_projection, projection_measure, terminal_subspace
 
 
 def mass(rho: Array, weight: Array, xi_weight: Array) -> float:
@@ -30,7 +29,11 @@ def energy_defined(model: Model) -> str:
     if model.name != "usa":
         return f"the energy E_beta is defined for usa with Q = K = V = I, not for {model.name}"
     eye = np.eye(model.d)
-    if not (np.array_equal(model.Q, eye) and np.array_equal(model.K, eye) and np.array_equal(model.V, eye)):
+    if not (
+        np.array_equal(model.Q, eye)
+        and np.array_equal(model.K, eye)
+        and np.array_equal(model.V, eye)
+    ):
         return "the energy E_beta is defined for usa with Q = K = V = I only"
     if model.beta == 0.0:
         return "E_beta = 1/(2 beta) int int exp(beta <x, y>) is infinite at beta = 0"
@@ -46,8 +49,8 @@ def interaction_energy(rho: Array, points: Array, weight: Array, beta: float) ->
     chunk = max(1, (1 << 22) // len(a))
     total = 0.0
     for s in range(0, len(a), chunk):
-        k = np.exp(beta * (points[s:s + chunk] @ points.T - 1.0))
-        total += float(a[s:s + chunk] @ (k @ a))
+        k = np.exp(beta * (points[s : s + chunk] @ points.T - 1.0))
+        total += float(a[s : s + chunk] @ (k @ a))
     with np.errstate(over="ignore"):
         return float(np.exp(beta) / (2.0 * beta) * total)
 
@@ -89,8 +92,15 @@ class ProjectionDistance:
         The target is undefined, or not implemented on the domain of ``model``.
     """
 
-    def __init__(self, model: Model, initial, grid, *, n_points: int = transport.DENSITY_ATOMS,
-                 centroids: bool = False) -> None:
+    def __init__(
+        self,
+        model: Model,
+        initial,
+        grid,
+        *,
+        n_points: int = transport.DENSITY_ATOMS,
+        centroids: bool = False,
+    ) -> None:
         self.centroids = centroids
         self.target = projection_measure(model, initial)
         self.domain = domain_of_dimension(model.d)
@@ -107,10 +117,13 @@ class ProjectionDistance:
         return self.domain.w2(atoms, masses, self.target.points, self.masses)
 
     def comment(self) -> str:
-        return (f"{self.grid_atoms.method}; {self.grid_atoms.describe(self.grid, self.n_points, self.centroids)}; "
-                f"target Pi_# rho_0: {self.target.description}, masses "
-                + ", ".join(f"{m:.12g}" for m in self.masses[:4]) + (" ..." if self.masses.size > 4 else "")
-                + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
+        return (
+            f"{self.grid_atoms.method}; {self.grid_atoms.describe(self.grid, self.n_points, self.centroids)}; "
+            f"target Pi_# rho_0: {self.target.description}, masses "
+            + ", ".join(f"{m:.12g}" for m in self.masses[:4])
+            + (" ..." if self.masses.size > 4 else "")
+            + f"; target sampling error <= {self.target.sampling_error:.3g} rad"
+        )
 
 
 class ParticleProjectionDistance:
@@ -131,15 +144,21 @@ class ParticleProjectionDistance:
         self.domain = domain_of_dimension(model.d)
 
     def __call__(self, x: Array, weight: Array) -> float:
-        return self.domain.w2(np.asarray(x, dtype=float), np.asarray(weight, dtype=float),
-                              self.target.points, self.target.masses)
+        return self.domain.w2(
+            np.asarray(x, dtype=float),
+            np.asarray(weight, dtype=float),
+            self.target.points,
+            self.target.masses,
+        )
 
     def comment(self) -> str:
-        return (f"the particles with their weights against Pi_# of the initial particles (not of "
-                f"rho_0): {self.target.description}, masses "
-                + ", ".join(f"{m:.12g}" for m in self.target.masses[:4])
-                + (" ..." if self.target.masses.size > 4 else "")
-                + f"; target sampling error <= {self.target.sampling_error:.3g} rad")
+        return (
+            f"the particles with their weights against Pi_# of the initial particles (not of "
+            f"rho_0): {self.target.description}, masses "
+            + ", ".join(f"{m:.12g}" for m in self.target.masses[:4])
+            + (" ..." if self.target.masses.size > 4 else "")
+            + f"; target sampling error <= {self.target.sampling_error:.3g} rad"
+        )
 
 
 def particle_projection_distance(model: Model, x0: Array, weight: Array):

@@ -3,6 +3,7 @@
 Every error a user can provoke with a bad configuration, a bad file or a failed run is a
 subclass of :class:`SpheredensError`; the command line turns them into one-line messages.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,7 +62,7 @@ def shown(value: Any, limit: int = SHOWN_LIMIT) -> str:
         text = _REPR.repr(value)
     except Exception:  # a value whose repr fails: its type
         text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: a quoted word longer than PATH_LIMIT (a string value or a path echoed whole)

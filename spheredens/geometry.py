@@ -7,6 +7,7 @@ quasi-uniform points, and the registries that the upper layers fill (schemes; th
 grid atoms, Pi_# rho_0 quadratures, initial densities, file grids, figures). Modules ask
 their :class:`Domain` instead of comparing a name or a dimension.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,13 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy import special
 
 from ._registry import Registry
+from ._types import Array
 from .exceptions import ConfigError, SpheredensError
-
-Array = NDArray[np.float64]
 
 #: domain-generic defaults of the roles of :meth:`Domain.provides`, registered by the upper
 #: layers with :func:`provides_by_default` (``"w2"``: the exact EMD with geodesic cost, in
@@ -92,8 +91,11 @@ class Domain:
         if isinstance(name, str) and name not in self.schemes:
             other = [d for d in DOMAINS if name in DOMAINS.get(d).schemes]
             if other:
-                raise ConfigError(key, f"{name!r} is a scheme for the {other[0]}, not for domain "
-                                  f"{self.name!r}; choose one of {self.schemes.quoted_names()}")
+                raise ConfigError(
+                    key,
+                    f"{name!r} is a scheme for the {other[0]}, not for domain "
+                    f"{self.name!r}; choose one of {self.schemes.quoted_names()}",
+                )
         return self.schemes.get(name, key)
 
     def provides(self, role: str) -> Callable[[Any], Any]:
@@ -118,8 +120,10 @@ class Domain:
             return self.parts[role]
         if role in DEFAULT_PARTS:
             return DEFAULT_PARTS[role]
-        raise NotProvided(f"{what or repr(role)} is not implemented on the {self.name} "
-                          f"(nothing provides {role!r} there)")
+        raise NotProvided(
+            f"{what or repr(role)} is not implemented on the {self.name} "
+            f"(nothing provides {role!r} there)"
+        )
 
     def quasi_uniform(self, n: int) -> Array:
         """n nearly uniform unit vectors of R^d, shape (n, d), deterministic.
@@ -220,8 +224,10 @@ def sphere_points(lat_deg: Array, lon_deg: Array) -> Array:
     """Unit vectors (nlat, nlon, 3) of a (lat, lon) grid in degrees (DATASET.md):
     x = (cos lat cos lon, cos lat sin lon, sin lat)."""
     lat, lon = np.radians(np.asarray(lat_deg))[:, None], np.radians(np.asarray(lon_deg))[None, :]
-    return np.stack(np.broadcast_arrays(np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon),
-                                        np.sin(lat)), axis=-1)
+    return np.stack(
+        np.broadcast_arrays(np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)),
+        axis=-1,
+    )
 
 
 def sphere_points_paired(lat_deg: Array, lon_deg: Array) -> Array:
@@ -251,11 +257,29 @@ def geodesic_distance(x: Array, y: Array) -> Array:
 
 #: the domains, by name
 DOMAINS = Registry("domain")
-CIRCLE = DOMAINS.register("circle")(Domain("circle", 2, 2.0 * np.pi, "fv", ("iid", "quantile"),
-                                           circle_quasi_uniform, circle_points, envelope_points=8192))
-SPHERE = DOMAINS.register("sphere")(Domain("sphere", 3, 4.0 * np.pi, "sh_spectral",
-                                           ("iid", "quasi_uniform"), fibonacci_sphere,
-                                           envelope_points=40000))
+CIRCLE = DOMAINS.register("circle")(
+    Domain(
+        "circle",
+        2,
+        2.0 * np.pi,
+        "fv",
+        ("iid", "quantile"),
+        circle_quasi_uniform,
+        circle_points,
+        envelope_points=8192,
+    )
+)
+SPHERE = DOMAINS.register("sphere")(
+    Domain(
+        "sphere",
+        3,
+        4.0 * np.pi,
+        "sh_spectral",
+        ("iid", "quasi_uniform"),
+        fibonacci_sphere,
+        envelope_points=40000,
+    )
+)
 
 
 def get_domain(name: Any, key: str = "domain.name") -> Domain:

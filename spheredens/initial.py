@@ -4,6 +4,7 @@ Each registered class validates its own parameters (``from_params``), is called 
 shape (n, d) and returns density values with respect to the uniform measure (arc length on
 the circle, area on the sphere). ``to_params`` gives back the TOML table that rebuilt it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,19 +15,32 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy import special
 from scipy.interpolate import RegularGridInterpolator
 
 from ._lazy import xarray as xr
 from ._registry import Registry
-from ._validate import (as_float, as_float_list, as_int, as_str, as_unit_vectors, check_keys,
-                        netcdf_read_problem)
+from ._types import Array
+from ._validate import (
+    as_float,
+    as_float_list,
+    as_int,
+    as_str,
+    as_unit_vectors,
+    check_keys,
+    netcdf_read_problem,
+)
 from .exceptions import ConfigError, SpheredensWarning
-from .geometry import (circle_angle, circle_points, CIRCLE, Domain, domain_of_dimension, NotProvided,
-                       provides_by_default, sphere_area, SPHERE)
-
-Array = NDArray[np.float64]
+from .geometry import (
+    CIRCLE,
+    SPHERE,
+    Domain,
+    NotProvided,
+    circle_angle,
+    domain_of_dimension,
+    provides_by_default,
+    sphere_area,
+)
 
 INITIAL_DENSITIES = Registry("initial density")
 
@@ -43,8 +57,9 @@ class Uniform:
     d: int
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
-                    ) -> "Uniform":
+    def from_params(
+        cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
+    ) -> "Uniform":
         check_keys(params, [], key)
         return cls(d)
 
@@ -78,7 +93,9 @@ def von_mises_fisher_log_density(x: Array, mean: Array, kappa: float) -> Array:
     mean = np.asarray(mean, dtype=float)
     d = mean.shape[0]
     with np.errstate(over="ignore", divide="ignore"):
-        log_c = float(np.log(domain_of_dimension(d).part("von_mises_fisher")(np.ones(1), kappa, d)[0]))
+        log_c = float(
+            np.log(domain_of_dimension(d).part("von_mises_fisher")(np.ones(1), kappa, d)[0])
+        )
         return kappa * np.minimum(x @ mean - 1.0, 0.0) + log_c
 
 
@@ -135,17 +152,24 @@ class VonMisesFisher:
     weights: tuple[float, ...]
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
-                    ) -> "VonMisesFisher":
+    def from_params(
+        cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
+    ) -> "VonMisesFisher":
         check_keys(params, ["means", "kappas", "weights"], key)
         if "means" not in params:
-            raise ConfigError(f"{key}.means", "is required for 'von_mises_fisher' "
-                              "(a list of unit vectors, e.g. means = [[1.0, 0.0]])")
+            raise ConfigError(
+                f"{key}.means",
+                "is required for 'von_mises_fisher' "
+                "(a list of unit vectors, e.g. means = [[1.0, 0.0]])",
+            )
         means = as_unit_vectors(params["means"], f"{key}.means", d)
         m = len(means)
-        kappas = as_float_list(params.get("kappas", [1.0] * m), f"{key}.kappas", length=m, minimum=0.0)
-        weights = as_float_list(params.get("weights", [1.0] * m), f"{key}.weights", length=m,
-                                minimum=0.0, strict=True)
+        kappas = as_float_list(
+            params.get("kappas", [1.0] * m), f"{key}.kappas", length=m, minimum=0.0
+        )
+        weights = as_float_list(
+            params.get("weights", [1.0] * m), f"{key}.weights", length=m, minimum=0.0, strict=True
+        )
         largest = max(weights)  # weights near 1.8e308: their sum would overflow
         total = sum(w / largest for w in weights)
         return cls(means, kappas, tuple(w / largest / total for w in weights))
@@ -161,9 +185,14 @@ class VonMisesFisher:
         (inf for kappa = 0): :func:`sample_normalized` samples apart, in the log domain, the
         components far narrower than the grid's cells, and :func:`~spheredens.targets.projection_measure`
         sums Pi_# over them."""
-        return [(w, functools.partial(von_mises_fisher_log_density, mean=np.array(mu), kappa=kappa),
-                 math.inf if kappa == 0.0 else kappa ** -0.5)
-                for mu, kappa, w in zip(self.means, self.kappas, self.weights)]
+        return [
+            (
+                w,
+                functools.partial(von_mises_fisher_log_density, mean=np.array(mu), kappa=kappa),
+                math.inf if kappa == 0.0 else kappa**-0.5,
+            )
+            for mu, kappa, w in zip(self.means, self.kappas, self.weights)
+        ]
 
     @property
     def dimension(self) -> int:
@@ -171,8 +200,11 @@ class VonMisesFisher:
         return len(self.means[0]) - 1
 
     def to_params(self) -> dict[str, Any]:
-        return {"means": [list(m) for m in self.means], "kappas": list(self.kappas),
-                "weights": list(self.weights)}
+        return {
+            "means": [list(m) for m in self.means],
+            "kappas": list(self.kappas),
+            "weights": list(self.weights),
+        }
 
 
 #: a mixture component narrower than this fraction of the grid's largest cell (kappa h^2 above
@@ -181,8 +213,9 @@ class VonMisesFisher:
 SUBGRID_WIDTH = 1.0 / 30.0
 
 
-def _sampled_from_log(log_f: Callable[[Array], Array], sample: Callable[[Any], Array],
-                      weight: Array) -> Array:
+def _sampled_from_log(
+    log_f: Callable[[Array], Array], sample: Callable[[Any], Array], weight: Array
+) -> Array:
     """``sample`` of exp(log_f), normalized to sum(values * weight) = 1, formed in the log
     domain: the largest log value at any sample point is found first (a first pass), then
     exp(log_f - largest) is sampled, so that its largest sample is 1 and the discrete mass
@@ -199,8 +232,9 @@ def _sampled_from_log(log_f: Callable[[Array], Array], sample: Callable[[Any], A
     return values / np.sum(values * weight)
 
 
-def sample_normalized(f: Any, sample: Callable[[Any], Array], weight: Array, *,
-                      key: str = "initial") -> Array:
+def sample_normalized(
+    f: Any, sample: Callable[[Any], Array], weight: Array, *, key: str = "initial"
+) -> Array:
     """``sample(f)`` (cell averages or point values of the density f on a grid) normalized to
     unit discrete mass sum(values * weight) = 1, checked finite.
 
@@ -225,19 +259,28 @@ def sample_normalized(f: Any, sample: Callable[[Any], Array], weight: Array, *,
         cell = float(np.max(weight)) ** (1.0 / f.dimension)  # the largest cell's size, radians
         narrow = [width for _, _, width in parts if width < SUBGRID_WIDTH * cell]
         if narrow or not (math.isfinite(mass) and mass > 0.0):
-            warnings.warn(f"{key}.kappas: a component of the initial density (width 1 / sqrt(kappa) = "
-                          f"{min(width for _, _, width in parts):.3g}) is narrower than this grid resolves "
-                          f"(cells of {cell:.3g}); its weight is put on the cells or nodes nearest its mean: "
-                          "refine the grid to resolve it", SpheredensWarning, stacklevel=2)
+            warnings.warn(
+                f"{key}.kappas: a component of the initial density (width 1 / sqrt(kappa) = "
+                f"{min(width for _, _, width in parts):.3g}) is narrower than this grid resolves "
+                f"(cells of {cell:.3g}); its weight is put on the cells or nodes nearest its mean: "
+                "refine the grid to resolve it",
+                SpheredensWarning,
+                stacklevel=2,
+            )
             values = sum(w * _sampled_from_log(log_f, sample, weight) for w, log_f, _ in parts)
             with np.errstate(all="ignore"):
                 mass = float(np.sum(values * weight))
     with np.errstate(all="ignore"):
         normalized = values / mass
     if not (np.isfinite(mass) and mass > 0.0 and np.all(np.isfinite(normalized))):
-        bad = "values that are not finite" if not np.all(np.isfinite(values)) else f"mass {mass:.3g}"
-        raise ConfigError(key, f"the initial density sampled on this grid has {bad}, so no initial "
-                          "state can be formed (nothing was written); make it wider or refine the grid")
+        bad = (
+            "values that are not finite" if not np.all(np.isfinite(values)) else f"mass {mass:.3g}"
+        )
+        raise ConfigError(
+            key,
+            f"the initial density sampled on this grid has {bad}, so no initial "
+            "state can be formed (nothing was written); make it wider or refine the grid",
+        )
     return normalized
 
 
@@ -267,20 +310,25 @@ class RandomSmooth:
     amplitude: float
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
-                    ) -> "RandomSmooth":
+    def from_params(
+        cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
+    ) -> "RandomSmooth":
         check_keys(params, ["seed", "bandwidth", "amplitude"], key)
         part = _domain_part(d, "random_smooth", f"{key}.name", "random_smooth")
         seed = as_int(params.get("seed", 0), f"{key}.seed", minimum=0)
         bandwidth = as_int(params.get("bandwidth", 6), f"{key}.bandwidth", minimum=1)
         if bandwidth > part.max_bandwidth:
             top = part.max_bandwidth
-            raise ConfigError(f"{key}.bandwidth", f"= {bandwidth} is more than {top}, the largest on the "
-                              f"{domain_of_dimension(d).name}: the set-up would take about "
-                              f"{_duration(part.setup_seconds(bandwidth))} (about "
-                              f"{_duration(part.setup_seconds(top))} at {top}); use bandwidth <= {top}")
-        amplitude = as_float(params.get("amplitude", 1.0), f"{key}.amplitude", minimum=0.0,
-                             maximum=50.0)
+            raise ConfigError(
+                f"{key}.bandwidth",
+                f"= {bandwidth} is more than {top}, the largest on the "
+                f"{domain_of_dimension(d).name}: the set-up would take about "
+                f"{_duration(part.setup_seconds(bandwidth))} (about "
+                f"{_duration(part.setup_seconds(top))} at {top}); use bandwidth <= {top}",
+            )
+        amplitude = as_float(
+            params.get("amplitude", 1.0), f"{key}.amplitude", minimum=0.0, maximum=50.0
+        )
         return cls(d, seed, bandwidth, amplitude)
 
     def _coefficients(self) -> tuple[Array, Array]:
@@ -306,7 +354,9 @@ class RandomSmooth:
         for _ in range(MASS_REFINEMENTS):
             m = 2 * ((3 * m) // 4)  # 1.5 m, even
             finer = log_mass(self, m)
-            close = abs(finer[0] + math.log(finer[1]) - shift - math.log(mass)) <= 1e-14 * (1.0 + abs(shift))
+            close = abs(finer[0] + math.log(finer[1]) - shift - math.log(mass)) <= 1e-14 * (
+                1.0 + abs(shift)
+            )
             shift, mass = finer
             if close:
                 break
@@ -374,15 +424,16 @@ def _circle_field(density: RandomSmooth, x: Array) -> Array:
     a, b = density._coefficients()
     c = np.concatenate([[0.0], a - 1j * b]) * density.amplitude
     theta = np.asarray(circle_angle(x), dtype=float)
-    return _fourier_sum(c[:, None], theta.reshape(-1), np.zeros(theta.size, dtype=np.int64)
-                        ).reshape(theta.shape)
+    return _fourier_sum(
+        c[:, None], theta.reshape(-1), np.zeros(theta.size, dtype=np.int64)
+    ).reshape(theta.shape)
 
 
 def _circle_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
     """The field at m equally spaced angles by one inverse FFT, and their mean."""
     a, b = density._coefficients()
     spectrum = np.zeros(m // 2 + 1, dtype=complex)
-    spectrum[1:density.bandwidth + 1] = (a - 1j * b) * density.amplitude
+    spectrum[1 : density.bandwidth + 1] = (a - 1j * b) * density.amplitude
     fine = np.fft.irfft(spectrum, n=m) * (m / 2)
     shift = float(fine.max())
     return shift, 2.0 * np.pi * float(np.mean(np.exp(fine - shift)))
@@ -410,8 +461,8 @@ def _legendre_rows(z: Array, lmax: int, first: Array | None = None):
         np.multiply(prev[:l], z, out=new[:l])
         new[:l] *= a[:, None]
         if l >= 2:
-            b = np.sqrt(((l - 1.0) ** 2 - m[:l - 1] ** 2) / (4.0 * (l - 1.0) ** 2 - 1.0))
-            new[:l - 1] -= (a[:l - 1] * b)[:, None] * prev2[:l - 1]
+            b = np.sqrt(((l - 1.0) ** 2 - m[: l - 1] ** 2) / (4.0 * (l - 1.0) ** 2 - 1.0))
+            new[: l - 1] -= (a[: l - 1] * b)[:, None] * prev2[: l - 1]
         new[l] = math.sqrt((2.0 * l + 1.0) / (2.0 * l)) * s * prev[l - 1]
         yield l, new, start
         prev2, prev = prev, new
@@ -442,10 +493,10 @@ def _sphere_coefficients(density: RandomSmooth) -> tuple[Array, Array]:
         for l, q, start in _legendre_rows(z[cols], int(deg[-1]), first):
             lo, hi = np.searchsorted(deg, [l, l + 1])
             if hi > lo:
-                w = q[:, lo - start:hi - start] * gc[lo:hi]
+                w = q[:, lo - start : hi - start] * gc[lo:hi]
                 angle = np.multiply.outer(np.arange(l + 1.0), ph[lo:hi])
-                C[l, :l + 1] += np.sum(w * np.cos(angle), axis=1)
-                S[l, :l + 1] += np.sum(w * np.sin(angle), axis=1)
+                C[l, : l + 1] += np.sum(w * np.cos(angle), axis=1)
+                S[l, : l + 1] += np.sum(w * np.sin(angle), axis=1)
     l = np.arange(L + 1.0)
     factor = (4.0 * np.pi / (2.0 * l + 1.0))[:, None] * np.where(l > 0, 2.0, 1.0)[None, :]
     factor *= density.amplitude / math.sqrt(L)
@@ -460,10 +511,10 @@ def _ring_sums(density: RandomSmooth, z: Array) -> Array:
     L = len(C) - 1
     out = np.empty((L + 1, len(z)), dtype=complex)
     for a in range(0, len(z), _LEGENDRE_COLUMNS):
-        acc = np.zeros((L + 1, len(z[a:a + _LEGENDRE_COLUMNS])), dtype=complex)
-        for l, q, _ in _legendre_rows(z[a:a + _LEGENDRE_COLUMNS], L):
-            acc[:l + 1] += coefficients[l, :l + 1, None] * q
-        out[:, a:a + _LEGENDRE_COLUMNS] = acc
+        acc = np.zeros((L + 1, len(z[a : a + _LEGENDRE_COLUMNS])), dtype=complex)
+        for l, q, _ in _legendre_rows(z[a : a + _LEGENDRE_COLUMNS], L):
+            acc[: l + 1] += coefficients[l, : l + 1, None] * q
+        out[:, a : a + _LEGENDRE_COLUMNS] = acc
     return out
 
 
@@ -473,8 +524,9 @@ def _sphere_field(density: RandomSmooth, x: Array) -> Array:
     pts = np.asarray(x, dtype=float).reshape(-1, 3)
     rings, index = np.unique(np.clip(pts[:, 2], -1.0, 1.0), return_inverse=True)
     g = _ring_sums(density, rings)
-    return _fourier_sum(g, np.arctan2(pts[:, 1], pts[:, 0]), index.reshape(-1)
-                        ).reshape(np.shape(x)[:-1])
+    return _fourier_sum(g, np.arctan2(pts[:, 1], pts[:, 0]), index.reshape(-1)).reshape(
+        np.shape(x)[:-1]
+    )
 
 
 def _sphere_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
@@ -483,7 +535,7 @@ def _sphere_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
     nodes, wts = np.polynomial.legendre.leggauss(m // 2)
     g = _ring_sums(density, nodes)
     spectrum = np.zeros((m // 2, m // 2 + 1), dtype=complex)
-    spectrum[:, :len(g)] = g.T
+    spectrum[:, : len(g)] = g.T
     spectrum[:, 0] *= 2.0  # irfft counts the mode 0 once and the others twice
     fine = np.fft.irfft(spectrum, n=m, axis=1) * (m / 2)
     shift = float(fine.max())
@@ -497,10 +549,22 @@ def _sphere_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
 MAX_CIRCLE_BANDWIDTH = 4096
 MAX_SPHERE_BANDWIDTH = 256
 
-CIRCLE.provides("random_smooth")(RandomField(_circle_field, _circle_log_mass, MAX_CIRCLE_BANDWIDTH,
-                                             lambda bandwidth: 4e-9 * bandwidth * 65536.0))
-SPHERE.provides("random_smooth")(RandomField(_sphere_field, _sphere_log_mass, MAX_SPHERE_BANDWIDTH,
-                                             lambda bandwidth: 3.5e-9 * float(bandwidth) ** 4))
+CIRCLE.provides("random_smooth")(
+    RandomField(
+        _circle_field,
+        _circle_log_mass,
+        MAX_CIRCLE_BANDWIDTH,
+        lambda bandwidth: 4e-9 * bandwidth * 65536.0,
+    )
+)
+SPHERE.provides("random_smooth")(
+    RandomField(
+        _sphere_field,
+        _sphere_log_mass,
+        MAX_SPHERE_BANDWIDTH,
+        lambda bandwidth: 3.5e-9 * float(bandwidth) ** 4,
+    )
+)
 
 
 def _domain_part(d: int, role: str, key: str, name: str) -> Any:
@@ -559,11 +623,14 @@ class FromFile:
     values: Array
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
-                    ) -> "FromFile":
+    def from_params(
+        cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
+    ) -> "FromFile":
         check_keys(params, ["path", "variable", "time"], key)
         if "path" not in params:
-            raise ConfigError(f"{key}.path", "is required for 'file' (a netCDF file with the density)")
+            raise ConfigError(
+                f"{key}.path", "is required for 'file' (a netCDF file with the density)"
+            )
         path = as_str(params["path"], f"{key}.path")
         variable = as_str(params.get("variable", "rho"), f"{key}.variable")
         time = params.get("time")
@@ -575,7 +642,11 @@ class FromFile:
         return cls(path, variable, time, coords, values)
 
     def __call__(self, x: Array) -> Array:
-        return domain_of_dimension(x.shape[-1]).part("density_file").interpolate(self.theta, self.values, x)
+        return (
+            domain_of_dimension(x.shape[-1])
+            .part("density_file")
+            .interpolate(self.theta, self.values, x)
+        )
 
     def to_params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "variable": self.variable}
@@ -636,17 +707,32 @@ def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Arr
     return interp(np.stack([q_lat, q_lon], axis=-1))
 
 
-CIRCLE.provides("density_file")(DensityFile(
-    ("theta",), True, lambda ds: np.asarray(ds["theta"].values, dtype=float), _sort_angles,
-    lambda theta, values, x: np.interp(circle_angle(x), theta, values, period=2.0 * np.pi)))
-SPHERE.provides("density_file")(DensityFile(
-    ("lat", "lon"), False,
-    lambda ds: (np.asarray(ds["lat"].values, dtype=float), np.asarray(ds["lon"].values, dtype=float)),
-    _sort_lat_lon, _interp_lat_lon))
+CIRCLE.provides("density_file")(
+    DensityFile(
+        ("theta",),
+        True,
+        lambda ds: np.asarray(ds["theta"].values, dtype=float),
+        _sort_angles,
+        lambda theta, values, x: np.interp(circle_angle(x), theta, values, period=2.0 * np.pi),
+    )
+)
+SPHERE.provides("density_file")(
+    DensityFile(
+        ("lat", "lon"),
+        False,
+        lambda ds: (
+            np.asarray(ds["lat"].values, dtype=float),
+            np.asarray(ds["lon"].values, dtype=float),
+        ),
+        _sort_lat_lon,
+        _interp_lat_lon,
+    )
+)
 
 
-def _read_density(path: Path, variable: str, time: float | None, key: str, layout: DensityFile
-                  ) -> tuple[Any, Array]:
+def _read_density(
+    path: Path, variable: str, time: float | None, key: str, layout: DensityFile
+) -> tuple[Any, Array]:
 
     if not path.is_file():
         raise ConfigError(f"{key}.path", f"file {str(path)!r} does not exist")
@@ -656,12 +742,16 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, layou
     try:
         ds = xr.open_dataset(path)
     except Exception as exc:  # any reader failure becomes a one-line refusal
-        raise ConfigError(f"{key}.path", f"cannot read {str(path)!r} as netCDF: "
-                          f"{netcdf_read_problem(path, exc)}") from None
+        raise ConfigError(
+            f"{key}.path", f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}"
+        ) from None
     with ds:
         if variable not in ds:
-            raise ConfigError(f"{key}.variable", f"{variable!r} is not in {str(path)!r}; "
-                              f"variables there: {', '.join(map(str, ds.data_vars))}")
+            raise ConfigError(
+                f"{key}.variable",
+                f"{variable!r} is not in {str(path)!r}; "
+                f"variables there: {', '.join(map(str, ds.data_vars))}",
+            )
         rho = ds[variable]
         if "time" in rho.dims:
             if time is None:
@@ -669,40 +759,64 @@ def _read_density(path: Path, variable: str, time: float | None, key: str, layou
             else:
                 idx = int(np.argmin(np.abs(ds["time"].values - time)))
                 if abs(float(ds["time"].values[idx]) - time) > 1e-9 * max(1.0, abs(time)):
-                    raise ConfigError(f"{key}.time", f"= {time} is not a snapshot time of "
-                                      f"{str(path)!r} (it has {ds.sizes['time']} times in "
-                                      f"[{float(ds['time'].min())}, {float(ds['time'].max())}])")
+                    raise ConfigError(
+                        f"{key}.time",
+                        f"= {time} is not a snapshot time of "
+                        f"{str(path)!r} (it has {ds.sizes['time']} times in "
+                        f"[{float(ds['time'].min())}, {float(ds['time'].max())}])",
+                    )
                 rho = rho.isel(time=idx)
         dims = layout.dims
         if rho.dims != dims:
-            raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has dims {rho.dims}; "
-                              f"a density on this domain needs dims {dims} (after choosing a time)")
+            raise ConfigError(
+                f"{key}.variable",
+                f"{variable!r} in {str(path)!r} has dims {rho.dims}; "
+                f"a density on this domain needs dims {dims} (after choosing a time)",
+            )
         values = np.asarray(rho.values, dtype=float)
         if values.size < 2:
-            raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has {values.size} "
-                              "values; a density needs at least 2 points")
+            raise ConfigError(
+                f"{key}.variable",
+                f"{variable!r} in {str(path)!r} has {values.size} "
+                "values; a density needs at least 2 points",
+            )
         if "weight" in ds:
             weight = np.asarray(ds["weight"].transpose(*dims).values, dtype=float)
         elif layout.uniform_weight:
             weight = np.full(values.shape, 2.0 * np.pi / values.size)
         else:
-            raise ConfigError(f"{key}.path", f"{str(path)!r} has no 'weight' variable: the mass of a "
-                              "sphere density cannot be checked without quadrature weights")
+            raise ConfigError(
+                f"{key}.path",
+                f"{str(path)!r} has no 'weight' variable: the mass of a "
+                "sphere density cannot be checked without quadrature weights",
+            )
         coords = layout.coords(ds)
     if not np.all(np.isfinite(values)) or values.max() <= 0:
-        raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} must be finite with "
-                          "positive values on at least 2 points")
+        raise ConfigError(
+            f"{key}.variable",
+            f"{variable!r} in {str(path)!r} must be finite with "
+            "positive values on at least 2 points",
+        )
     if values.min() < -NEGATIVE_TOLERANCE * values.max():
-        raise ConfigError(f"{key}.variable", f"{variable!r} in {str(path)!r} has values down to "
-                          f"{values.min():.3g} (max {values.max():.3g}); a density must be non-negative "
-                          f"(undershoots above -{NEGATIVE_TOLERANCE:g} x max are clipped)")
+        raise ConfigError(
+            f"{key}.variable",
+            f"{variable!r} in {str(path)!r} has values down to "
+            f"{values.min():.3g} (max {values.max():.3g}); a density must be non-negative "
+            f"(undershoots above -{NEGATIVE_TOLERANCE:g} x max are clipped)",
+        )
     if weight.shape != values.shape or not np.all(np.isfinite(weight)) or np.any(weight <= 0):
-        raise ConfigError(f"{key}.path", f"the 'weight' of {str(path)!r} must be positive and finite, "
-                          f"with the shape {values.shape} of the density")
+        raise ConfigError(
+            f"{key}.path",
+            f"the 'weight' of {str(path)!r} must be positive and finite, "
+            f"with the shape {values.shape} of the density",
+        )
     with np.errstate(all="ignore"):  # huge values overflow to inf: refused just below
         mass = float(np.sum(values * weight))
     values = np.maximum(values, 0.0)
     if not abs(mass - 1.0) <= 1e-6:
-        raise ConfigError(f"{key}.path", f"the density {variable!r} in {str(path)!r} has mass "
-                          f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first")
+        raise ConfigError(
+            f"{key}.path",
+            f"the density {variable!r} in {str(path)!r} has mass "
+            f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first",
+        )
     return layout.sort(coords, values)

@@ -4,6 +4,7 @@ A new method is a table, not a class. The strong-stability-preserving (SSP) meth
 combinations of forward Euler steps, so they keep a forward-Euler positivity property under
 the same step restriction [Gottlieb, Shu, Tadmor, SIAM Rev. 43 (2001)].
 """
+
 from __future__ import annotations
 
 import math
@@ -12,11 +13,10 @@ from functools import cached_property
 from typing import Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._registry import Registry
+from ._types import Array
 
-Array = NDArray[np.float64]
 RHS = Callable[[Array, float], Array]
 
 INTEGRATORS = Registry("time integrator")
@@ -61,7 +61,7 @@ class ButcherTableau:
         |R(i s)|^2 - 1 is a polynomial in s^2; its lowest non-zero coefficient decides small
         s, its smallest positive root ends the segment."""
         r = np.polynomial.Polynomial(self.stability_polynomial)
-        squared = (r(np.polynomial.Polynomial([0.0, 1j])) * r(np.polynomial.Polynomial([0.0, -1j])))
+        squared = r(np.polynomial.Polynomial([0.0, 1j])) * r(np.polynomial.Polynomial([0.0, -1j]))
         p = np.real(squared.coef)
         p[0] -= 1.0
         p[np.abs(p) < 1e-12] = 0.0  # round-off of the tableau's sums
@@ -99,14 +99,35 @@ def _register(tableau: ButcherTableau) -> ButcherTableau:
 
 
 EULER = _register(ButcherTableau("euler", 1, ((0.0,),), (1.0,), (0.0,), "forward Euler", ssp=1.0))
-SSPRK2 = _register(ButcherTableau(
-    "ssprk2", 2, ((0.0, 0.0), (1.0, 0.0)), (0.5, 0.5), (0.0, 1.0),
-    "Heun's method, SSP with coefficient 1 [Shu & Osher, JCP 77 (1988)]", ssp=1.0))
-SSPRK3 = _register(ButcherTableau(
-    "ssprk3", 3, ((0.0, 0.0, 0.0), (1.0, 0.0, 0.0), (0.25, 0.25, 0.0)),
-    (1.0 / 6.0, 1.0 / 6.0, 2.0 / 3.0), (0.0, 1.0, 0.5),
-    "three-stage third-order SSP Runge-Kutta [Shu & Osher, JCP 77 (1988)]", ssp=1.0))
-RK4 = _register(ButcherTableau(
-    "rk4", 4, ((0.0, 0.0, 0.0, 0.0), (0.5, 0.0, 0.0, 0.0), (0.0, 0.5, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0)),
-    (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0), (0.0, 0.5, 0.5, 1.0),
-    "classical fourth-order Runge-Kutta"))
+SSPRK2 = _register(
+    ButcherTableau(
+        "ssprk2",
+        2,
+        ((0.0, 0.0), (1.0, 0.0)),
+        (0.5, 0.5),
+        (0.0, 1.0),
+        "Heun's method, SSP with coefficient 1 [Shu & Osher, JCP 77 (1988)]",
+        ssp=1.0,
+    )
+)
+SSPRK3 = _register(
+    ButcherTableau(
+        "ssprk3",
+        3,
+        ((0.0, 0.0, 0.0), (1.0, 0.0, 0.0), (0.25, 0.25, 0.0)),
+        (1.0 / 6.0, 1.0 / 6.0, 2.0 / 3.0),
+        (0.0, 1.0, 0.5),
+        "three-stage third-order SSP Runge-Kutta [Shu & Osher, JCP 77 (1988)]",
+        ssp=1.0,
+    )
+)
+RK4 = _register(
+    ButcherTableau(
+        "rk4",
+        4,
+        ((0.0, 0.0, 0.0, 0.0), (0.5, 0.0, 0.0, 0.0), (0.0, 0.5, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0)),
+        (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0),
+        (0.0, 0.5, 0.5, 1.0),
+        "classical fourth-order Runge-Kutta",
+    )
+)

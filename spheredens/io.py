@@ -3,6 +3,7 @@
 The layouts themselves (schema names, required parts, validators, builders) live in
 :mod:`spheredens.schema`; their names stay importable from here.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,15 +27,41 @@ from .exceptions import ConfigError, OutputError, SchemaError
 from .geometry import DOMAINS, get_domain
 from .models import MODELS
 from .problem import Problem
-from .schema import ANALYSIS_SCHEMA, COMPARE_SCHEMA
-from .schema import (CONVERTED_WEIGHT_LONG_NAME, PARTICLE_SCHEMA, PARTICLE_VARIABLES, REQUIRED_ATTRS, REQUIRED_VARS,
-                     SCHEMA, UNIT_TOLERANCE, VALUE_KINDS, particle_dataset, validate_particles,
-                     validate_schema)
+from .schema import (
+    ANALYSIS_SCHEMA,
+    COMPARE_SCHEMA,
+    CONVERTED_WEIGHT_LONG_NAME,
+    PARTICLE_SCHEMA,
+    PARTICLE_VARIABLES,
+    REQUIRED_ATTRS,
+    REQUIRED_VARS,
+    SCHEMA,
+    UNIT_TOLERANCE,
+    VALUE_KINDS,
+    particle_dataset,
+    validate_particles,
+    validate_schema,
+)
 from .simulate import Observer
 
-__all__ = ["FileWriter", "PARTICLE_SCHEMA", "REQUIRED_ATTRS", "REQUIRED_VARS", "SCHEMA", "UNIT_TOLERANCE",
-           "convert_particles", "open_particles", "open_run", "validate_particles", "validate_schema",
-           "write_dataset", "check_output_path", "check_output_location", "check_not_input", "read_netcdf"]
+__all__ = [
+    "FileWriter",
+    "PARTICLE_SCHEMA",
+    "REQUIRED_ATTRS",
+    "REQUIRED_VARS",
+    "SCHEMA",
+    "UNIT_TOLERANCE",
+    "convert_particles",
+    "open_particles",
+    "open_run",
+    "validate_particles",
+    "validate_schema",
+    "write_dataset",
+    "check_output_path",
+    "check_output_location",
+    "check_not_input",
+    "read_netcdf",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -128,18 +155,18 @@ def _hdf5_end(view: memoryview) -> int:
         return len(view)
     if size not in (4, 8):
         return len(view)
-    end = int.from_bytes(head[at:at + size], "little")
+    end = int.from_bytes(head[at : at + size], "little")
     return end if 64 <= end <= len(view) else len(view)
 
 
 def _write_bytes(path: Path, data: Any) -> None:
     """Write ``data`` (bytes or a memoryview) to a new file ``path`` and fsync it."""
     view = memoryview(data).cast("B")
-    view = view[:_hdf5_end(view)]
+    view = view[: _hdf5_end(view)]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -157,8 +184,14 @@ def write_failure(path: str | Path, exc: BaseException) -> str:
         free = shutil.disk_usage(Path(path).parent).free
     except OSError:
         return what
-    size = next((f"{free / 2.0 ** e:.0f} {u}" for e, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"))
-                 if free >= 2.0 ** e), f"{free} bytes")
+    size = next(
+        (
+            f"{free / 2.0**e:.0f} {u}"
+            for e, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"))
+            if free >= 2.0**e
+        ),
+        f"{free} bytes",
+    )
     return f"{what}; {size} free on its file system"
 
 
@@ -166,9 +199,15 @@ def write_failure(path: str | Path, exc: BaseException) -> str:
 OUTPUT_KINDS = {".nc": "a netCDF file", ".png": "a PNG figure"}
 
 
-def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool = False,
-                          key: str | None = None, option: str | None = None,
-                          mkdir_hint: str = "mkdir=True") -> Path:
+def check_output_location(
+    path: str | Path,
+    *,
+    suffix: str = ".nc",
+    mkdir: bool = False,
+    key: str | None = None,
+    option: str | None = None,
+    mkdir_hint: str = "mkdir=True",
+) -> Path:
     """Check, before any work, that a file can be written at ``path``.
 
     The name ends in ``suffix`` and is not a directory; the folder holding it exists (or is
@@ -210,7 +249,9 @@ def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool 
         return ConfigError(name, message)
 
     if path.suffix != suffix:
-        raise refuse(f"{str(path)!r} must end in {suffix!r} ({OUTPUT_KINDS.get(suffix, 'the output file')})")
+        raise refuse(
+            f"{str(path)!r} must end in {suffix!r} ({OUTPUT_KINDS.get(suffix, 'the output file')})"
+        )
     problem = output_file_problem(path)
     if problem:  # a name too long for the file system, a loop of symbolic links
         raise refuse(f"cannot write {str(path)!r}: it {problem}")
@@ -218,31 +259,46 @@ def check_output_location(path: str | Path, *, suffix: str = ".nc", mkdir: bool 
         raise refuse(f"{str(path)!r} is a directory; give a file name ending in {suffix!r}")
     parent = path.parent
     if not parent.is_dir():
-        blocking = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
+        blocking = next(
+            (p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None
+        )
         if blocking is not None:
-            raise refuse(f"cannot write {str(path)!r}: {str(blocking)!r} is a file, not a directory")
+            raise refuse(
+                f"cannot write {str(path)!r}: {str(blocking)!r} is a file, not a directory"
+            )
         if not mkdir:
-            raise refuse(f"the directory {str(parent)!r} does not exist; create it or pass {mkdir_hint}")
+            raise refuse(
+                f"the directory {str(parent)!r} does not exist; create it or pass {mkdir_hint}"
+            )
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise refuse(f"cannot create the directory {str(parent)!r} ({exc.strerror or exc}); "
-                         "choose a writable folder") from None
+            raise refuse(
+                f"cannot create the directory {str(parent)!r} ({exc.strerror or exc}); "
+                "choose a writable folder"
+            ) from None
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name[:200]}.probe-", dir=parent)  # <= 255 characters
+        fd, probe = tempfile.mkstemp(
+            prefix=f".{path.name[:200]}.probe-", dir=parent
+        )  # <= 255 characters
     except OSError as exc:
-        raise refuse(f"cannot write in the directory {str(parent)!r} ({exc.strerror or exc}); "
-                     "choose a writable folder") from None
+        raise refuse(
+            f"cannot write in the directory {str(parent)!r} ({exc.strerror or exc}); "
+            "choose a writable folder"
+        ) from None
     os.close(fd)
     os.unlink(probe)
     if path.is_file() and not os.access(path, os.W_OK):  # read-only, or immutable (chattr +i)
-        raise refuse(f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; "
-                     "make it writable (chmod u+w; chattr -i) or choose another path")
+        raise refuse(
+            f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; "
+            "make it writable (chmod u+w; chattr -i) or choose another path"
+        )
     return path
 
 
-def check_not_input(path: str | Path, inputs: Any, *, key: str | None = None,
-                    option: str | None = None) -> Path:
+def check_not_input(
+    path: str | Path, inputs: Any, *, key: str | None = None, option: str | None = None
+) -> Path:
     """Refuse, before any work, an output that is one of the command's own inputs.
 
     Parameters
@@ -274,20 +330,30 @@ def check_not_input(path: str | Path, inputs: Any, *, key: str | None = None,
         source = Path(source)
         try:
             same = path.resolve() == source.resolve() or (
-                path.exists() and source.exists() and os.path.samefile(path, source))
+                path.exists() and source.exists() and os.path.samefile(path, source)
+            )
         except (OSError, RuntimeError):  # a symlink loop: not a file that can be read either
             same = False
         if same:
-            raise ConfigError(key if key is not None else (option or ""),
-                              f"{str(path)!r} is {what}, an input of this command: a command never "
-                              "writes over its own input; choose another output path")
+            raise ConfigError(
+                key if key is not None else (option or ""),
+                f"{str(path)!r} is {what}, an input of this command: a command never "
+                "writes over its own input; choose another output path",
+            )
     return path
 
 
-def check_output_path(path: str | Path, *, overwrite: bool, key: str | None = None,
-                      resumable: bool = False, option: str | None = None,
-                      suffix: str | None = None, mkdir: bool = False,
-                      mkdir_hint: str = "mkdir=True") -> Path:
+def check_output_path(
+    path: str | Path,
+    *,
+    overwrite: bool,
+    key: str | None = None,
+    resumable: bool = False,
+    option: str | None = None,
+    suffix: str | None = None,
+    mkdir: bool = False,
+    mkdir_hint: str = "mkdir=True",
+) -> Path:
     """The output rule: an existing file is never replaced unless ``overwrite`` is set.
 
     Parameters
@@ -324,8 +390,9 @@ def check_output_path(path: str | Path, *, overwrite: bool, key: str | None = No
     """
     path = Path(path)
     if suffix is not None:
-        check_output_location(path, suffix=suffix, mkdir=mkdir, key=key, option=option,
-                              mkdir_hint=mkdir_hint)
+        check_output_location(
+            path, suffix=suffix, mkdir=mkdir, key=key, option=option, mkdir_hint=mkdir_hint
+        )
     if overwrite or not path.exists():
         return path
     if resumable:
@@ -353,7 +420,9 @@ class FileWriter(Observer):
     saying what the file there holds.
     """
 
-    def __init__(self, recorder: Any, path: str | Path, *, checkpoint_seconds: float = 60.0) -> None:
+    def __init__(
+        self, recorder: Any, path: str | Path, *, checkpoint_seconds: float = 60.0
+    ) -> None:
         self.recorder = recorder
         self.path = Path(path)
         self.checkpoint_seconds = float(checkpoint_seconds)
@@ -374,20 +443,27 @@ class FileWriter(Observer):
         except OutputError as exc:
             if self.error is None:  # once per run of failures: the run goes on
                 self._first_reason = str(getattr(exc, "reason", exc))
-                logger.warning("could not write %s (%s); the run goes on and will try "
-                               "again at the next snapshot", self.path, self._first_reason)
+                logger.warning(
+                    "could not write %s (%s); the run goes on and will try "
+                    "again at the next snapshot",
+                    self.path,
+                    self._first_reason,
+                )
             self.error = exc
             self.failed_writes += 1
             self._last_end = _time.perf_counter()
             return
         if self.error is not None:
-            logger.warning("wrote %s again, after %d failed attempt(s)", self.path,
-                           self.failed_writes)
+            logger.warning(
+                "wrote %s again, after %d failed attempt(s)", self.path, self.failed_writes
+            )
         self.error, self.failed_writes = None, 0
         first = self.last_written is None
         checkpoint = getattr(self.recorder, "checkpoint", None)
-        self.last_written = (len(getattr(self.recorder, "times", ())),
-                             float(checkpoint[0]) if checkpoint is not None else float("nan"))
+        self.last_written = (
+            len(getattr(self.recorder, "times", ())),
+            float(checkpoint[0]) if checkpoint is not None else float("nan"),
+        )
         self._last_end = _time.perf_counter()
         # the first write carries the netCDF library's start-up: it does not set the pace
         self._last_cost = 0.0 if first else self._last_end - t0
@@ -412,9 +488,11 @@ class FileWriter(Observer):
         if self.error is not None:
             if self.last_written is not None:
                 n, t = self.last_written
-                kept = (f"the file there holds the last good write ({n} snapshot(s), checkpoint at "
-                        f"t = {t:g}): fix the cause (disk space, permissions) and continue it "
-                        "with --resume")
+                kept = (
+                    f"the file there holds the last good write ({n} snapshot(s), checkpoint at "
+                    f"t = {t:g}): fix the cause (disk space, permissions) and continue it "
+                    "with --resume"
+                )
             else:
                 kept = "this run wrote no file there (a file from before, if any, is untouched)"
             reason = str(getattr(self.error, "reason", self.error))
@@ -440,14 +518,21 @@ def _check_kind(ds: Any, path: str | Path, expected: str) -> None:
     a comparison, sweep or analysis file to either), instead of listing what it lacks."""
     schema = label = str(ds.attrs.get("spheredens_schema", ""))
     if not schema:  # files without the attribute (older, converted by hand): by their variables
-        schema = (PARTICLE_SCHEMA if "position" in ds.variables and "rho" not in ds.variables
-                  else SCHEMA if "rho" in ds.variables and "position" not in ds.variables else "")
+        schema = (
+            PARTICLE_SCHEMA
+            if "position" in ds.variables and "rho" not in ds.variables
+            else SCHEMA
+            if "rho" in ds.variables and "position" not in ds.variables
+            else ""
+        )
         label = "no spheredens_schema attribute"
     if schema == expected or schema not in FILE_OPENERS:
         return
     what, opener = FILE_OPENERS[schema]
     wanted = FILE_OPENERS[expected][0]
-    raise SchemaError(f"{str(path)!r} is {what} ({label}), not {wanted} ({expected}); open it with {opener}")
+    raise SchemaError(
+        f"{str(path)!r} is {what} ({label}), not {wanted} ({expected}); open it with {opener}"
+    )
 
 
 def open_run(path: str | Path) -> Any:
@@ -484,7 +569,9 @@ def _open_netcdf(path: str | Path) -> Any:
     try:
         return xr.open_dataset(path)
     except Exception as exc:  # reader failures become one line
-        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}") from None
+        raise SchemaError(
+            f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}"
+        ) from None
 
 
 def read_netcdf(path: str | Path) -> Any:
@@ -511,15 +598,19 @@ def read_netcdf(path: str | Path) -> Any:
         with ds:
             return ds.load()
     except Exception as exc:  # reader failures become one line
-        raise SchemaError(f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}") from None
+        raise SchemaError(
+            f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}"
+        ) from None
 
 
 def open_particles(path: str | Path) -> Any:
     """Open and validate a particle file (schema spheredens-particles-1); uniform weights are
     added when ``particle_weight`` is absent. A file of another kind (a density run, a
     comparison, sweep or analysis file) is refused in one line naming its opener."""
-    ds = _open_checked(path, lambda d: (_check_kind(d, path, PARTICLE_SCHEMA),
-                                        validate_particles(d, name=str(path))))
+    ds = _open_checked(
+        path,
+        lambda d: (_check_kind(d, path, PARTICLE_SCHEMA), validate_particles(d, name=str(path))),
+    )
     if "particle_weight" not in ds:
         n = ds.sizes["particle"]
         ds["particle_weight"] = ("particle", np.full(n, 1.0 / n))
@@ -532,8 +623,14 @@ ANGLE_AXES = ("time", "n")
 #: how far angles may lie outside [-pi, pi] or [0, 2 pi] (a float32 pi is 8.7e-8 above pi)
 ANGLE_SLACK = UNIT_TOLERANCE
 #: how the messages of :func:`convert_particles` name its options (the command line passes its own)
-CONVERT_OPTIONS = {"times": "times=[...]", "dt": "dt=...", "degrees": "degrees=True", "axes": "axes",
-                   "angles": "angles=True", "model": "attrs['model']"}
+CONVERT_OPTIONS = {
+    "times": "times=[...]",
+    "dt": "dt=...",
+    "degrees": "degrees=True",
+    "axes": "axes",
+    "angles": "angles=True",
+    "model": "attrs['model']",
+}
 #: times t_k = k dt up to the configuration's t_end (1 + this) are within it (as compare's TIME_TOLERANCE)
 SPAN_TOLERANCE = 1e-9
 
@@ -542,8 +639,10 @@ def _real(values: Any, what: str) -> Any:
     """``values`` as a float64 array; a one-line SchemaError unless they are real numbers."""
     arr = np.asarray(values)
     if arr.dtype.kind not in "iuf":
-        raise SchemaError(f"{what} holds {VALUE_KINDS.get(arr.dtype.kind, 'non-numbers')} (dtype {arr.dtype}), "
-                          "not real numbers")
+        raise SchemaError(
+            f"{what} holds {VALUE_KINDS.get(arr.dtype.kind, 'non-numbers')} (dtype {arr.dtype}), "
+            "not real numbers"
+        )
     return arr.astype(float)
 
 
@@ -552,11 +651,18 @@ def _parse_axes(axes: Any, option: str) -> tuple[str, ...] | None:
     :data:`POSITION_AXES` (positions) or :data:`ANGLE_AXES` (angles)."""
     if axes is None:
         return None
-    names = tuple(a.strip() for a in axes.split(",")) if isinstance(axes, str) else tuple(map(str, axes))
+    names = (
+        tuple(a.strip() for a in axes.split(","))
+        if isinstance(axes, str)
+        else tuple(map(str, axes))
+    )
     if sorted(names) not in (sorted(POSITION_AXES), sorted(ANGLE_AXES)):
         shown = axes if isinstance(axes, str) else ",".join(names)
-        raise ConfigError(option, f"{shown[:100]!r} must name each axis of the array once, in the array's "
-                          "order: time, n and d for positions (e.g. n,time,d), time and n for angles (e.g. n,time)")
+        raise ConfigError(
+            option,
+            f"{shown[:100]!r} must name each axis of the array once, in the array's "
+            "order: time, n and d for positions (e.g. n,time,d), time and n for angles (e.g. n,time)",
+        )
     return names
 
 
@@ -565,23 +671,40 @@ def _layout(order: tuple[str, ...], sizes: Mapping[str, int]) -> str:
     return "(" + ", ".join(str(sizes[a]) if a in sizes else a for a in order) + ")"
 
 
-def _axes_hint(shape: tuple[int, ...], order: tuple[str, ...], sizes: Mapping[str, int], option: str,
-               at_most: Mapping[str, int] | None = None) -> str:
-    """"; if the array is (n, time, d), give --axes n,time,d" for the first other order of the
+def _axes_hint(
+    shape: tuple[int, ...],
+    order: tuple[str, ...],
+    sizes: Mapping[str, int],
+    option: str,
+    at_most: Mapping[str, int] | None = None,
+) -> str:
+    """ "; if the array is (n, time, d), give --axes n,time,d" for the first other order of the
     axes under which ``shape`` has the ``sizes`` (and axes no longer than ``at_most``), or ""
     when there is none."""
     for other in itertools.permutations(sorted(order, key=POSITION_AXES.index)):
-        if other != order and all(shape[other.index(a)] == size for a, size in sizes.items()) \
-                and all(shape[other.index(a)] <= most for a, most in (at_most or {}).items()):
+        if (
+            other != order
+            and all(shape[other.index(a)] == size for a, size in sizes.items())
+            and all(shape[other.index(a)] <= most for a, most in (at_most or {}).items())
+        ):
             return f"; if the array is ({', '.join(other)}), give {option} {','.join(other)}"
     return ""
 
 
-def convert_particles(source: str | Path, *, domain: str | None = None, times: Any = None,
-                      dt: float | None = None, angles: bool | None = None, degrees: bool = False,
-                      axes: str | Any = None, attrs: dict[str, Any] | None = None, config: Any = None,
-                      options: Mapping[str, str] | None = None,
-                      notify: Callable[[str, str], None] | None = None) -> Any:
+def convert_particles(
+    source: str | Path,
+    *,
+    domain: str | None = None,
+    times: Any = None,
+    dt: float | None = None,
+    angles: bool | None = None,
+    degrees: bool = False,
+    axes: str | Any = None,
+    attrs: dict[str, Any] | None = None,
+    config: Any = None,
+    options: Mapping[str, str] | None = None,
+    notify: Callable[[str, str], None] | None = None,
+) -> Any:
     """Read a particle run from a common array format and return a spheredens-particles-1 Dataset.
 
     Accepted: ``.npy`` holding positions (time, n, d) or angles (time, n) on the circle;
@@ -655,18 +778,26 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         MODELS.get(attrs["model"], say["model"])
     layout = _parse_axes(axes, say["axes"])
     if times is not None and dt is not None:
-        raise ConfigError(say["dt"], f"give the snapshot times ({say['times']}) or their spacing "
-                          f"({say['dt']}), not both")
+        raise ConfigError(
+            say["dt"],
+            f"give the snapshot times ({say['times']}) or their spacing ({say['dt']}), not both",
+        )
     if dt is not None:
-        if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(dt) or dt <= 0:
+        if (
+            isinstance(dt, bool)
+            or not isinstance(dt, (int, float, np.integer, np.floating))
+            or not np.isfinite(dt)
+            or dt <= 0
+        ):
             raise ConfigError(say["dt"], f"must be a finite number > 0, got {dt!r:.100}")
         dt = float(dt)
     stamp = _model_stamp(config, domain, attrs) if config is not None else None
     if stamp is not None:
         domain = stamp["domain"]
     if domain is None:
-        raise SchemaError("give the domain ('circle' or 'sphere') or the run configuration of the particles")
+        raise SchemaError(
+            "give the domain ('circle' or 'sphere') or the run configuration of the particles"
+        )
     if domain not in DOMAINS:
         raise SchemaError(f"domain must be {' or '.join(map(repr, DOMAINS))}, not {domain!r}")
     space = get_domain(domain)
@@ -683,11 +814,19 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         elif source.suffix == ".npz":
             with np.load(source, allow_pickle=False) as data:
                 keys = set(data.files)
-                pos_key = next((k for k in ("position", "positions", "x", "X", "theta", "angles")
-                                if k in keys), None)
+                pos_key = next(
+                    (
+                        k
+                        for k in ("position", "positions", "x", "X", "theta", "angles")
+                        if k in keys
+                    ),
+                    None,
+                )
                 if pos_key is None:
-                    raise SchemaError(f"{src} has none of the keys position, positions, x, X, "
-                                      f"theta, angles (it has {', '.join(sorted(keys))})")
+                    raise SchemaError(
+                        f"{src} has none of the keys position, positions, x, X, "
+                        f"theta, angles (it has {', '.join(sorted(keys))})"
+                    )
                 arr = data[pos_key]
                 what = f"{pos_key!r} of {src}"
                 if pos_key in ("theta", "angles"):
@@ -695,7 +834,9 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
                 t_key = next((k for k in ("time", "t") if k in keys), None)
                 file_times = data[t_key] if t_key else None
                 t_what = f"{t_key!r} of {src}"
-                w_key = next((k for k in ("particle_weight", "weight", "weights") if k in keys), None)
+                w_key = next(
+                    (k for k in ("particle_weight", "weight", "weights") if k in keys), None
+                )
                 weight = data[w_key] if w_key else None
                 w_what = f"{w_key!r} of {src}"
         else:
@@ -706,56 +847,75 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
         raise SchemaError(f"cannot read {src}: {exc}") from None
     arr = _real(arr, what)
     if layout is not None and len(layout) != arr.ndim:
-        raise ConfigError(say["axes"], f"{','.join(layout)} names {len(layout)} axes; {what} has {arr.ndim} "
-                          f"(shape {arr.shape})")
+        raise ConfigError(
+            say["axes"],
+            f"{','.join(layout)} names {len(layout)} axes; {what} has {arr.ndim} "
+            f"(shape {arr.shape})",
+        )
     if degrees:
         if angles is False or (angles is None and arr.ndim != 2):
-            raise SchemaError(f"{what} holds positions (shape {arr.shape}); {say['degrees']} is for angles "
-                              "(time, n) on the circle")
+            raise SchemaError(
+                f"{what} holds positions (shape {arr.shape}); {say['degrees']} is for angles "
+                "(time, n) on the circle"
+            )
         angles = True
     if angles is None:
         angles = from_angles is not None and arr.ndim == 2
     if angles:
         if from_angles is None or arr.ndim != 2:
-            raise SchemaError(f"angles must be an array (time, n) and the domain the circle; got shape "
-                              f"{arr.shape} on the {domain}")
+            raise SchemaError(
+                f"angles must be an array (time, n) and the domain the circle; got shape "
+                f"{arr.shape} on the {domain}"
+            )
     elif arr.ndim != 3:
-        raise SchemaError(f"positions must have shape (time, n, d) (or angles (time, n) on the "
-                          f"circle), got {arr.shape}")
+        raise SchemaError(
+            f"positions must have shape (time, n, d) (or angles (time, n) on the "
+            f"circle), got {arr.shape}"
+        )
     expected = ANGLE_AXES if angles else POSITION_AXES
     order = layout or expected
     shape = arr.shape  # as read, in the order ``order``
     arr = np.transpose(arr, [order.index(a) for a in expected])  # now (time, n[, d])
     read = f"{what} of shape {shape} is read as ({', '.join(order)})"
     if not angles and arr.shape[-1] != d:
-        raise SchemaError(f"positions have d = {arr.shape[-1]} components, the {domain} needs {d}: "
-                          f"{read}, expected {_layout(order, {'d': d})}"
-                          f"{_axes_hint(shape, order, {'d': d}, say['axes'])}")
+        raise SchemaError(
+            f"positions have d = {arr.shape[-1]} components, the {domain} needs {d}: "
+            f"{read}, expected {_layout(order, {'d': d})}"
+            f"{_axes_hint(shape, order, {'d': d}, say['axes'])}"
+        )
     n_t, n = arr.shape[:2]
     if n_t == 0 or n == 0:
         raise SchemaError(f"no snapshots or no particles: {read}: {n_t} times, {n} particles")
     sizes = {} if angles else {"d": d}
     if file_times is not None:
         if times is not None or dt is not None:
-            raise ConfigError(say["times"] if times is not None else say["dt"],
-                              f"{src} holds its own times ({t_what}); give no {say['times']} or {say['dt']}")
+            raise ConfigError(
+                say["times"] if times is not None else say["dt"],
+                f"{src} holds its own times ({t_what}); give no {say['times']} or {say['dt']}",
+            )
         t, given = _real(file_times, t_what).reshape(-1), t_what
     elif times is not None:
         t, given = _real(times, "the times").reshape(-1), say["times"]
     elif dt is not None:
         t, given = dt * np.arange(n_t), None  # as many times as the time axis has: nothing to check
     else:
-        raise SchemaError(f"no times: {src} has none (keys 'time', 't'); give the snapshot times with "
-                          f"{say['times']} or their spacing with {say['dt']}")
+        raise SchemaError(
+            f"no times: {src} has none (keys 'time', 't'); give the snapshot times with "
+            f"{say['times']} or their spacing with {say['dt']}"
+        )
     if given is not None and t.size != n_t:
         sizes["time"] = t.size
-        raise SchemaError(f"{t.size} times for {n_t} snapshots: {read}; with {t.size} times ({given}) "
-                          f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}")
+        raise SchemaError(
+            f"{t.size} times for {n_t} snapshots: {read}; with {t.size} times ({given}) "
+            f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}"
+        )
     w = np.full(n, 1.0 / n) if weight is None else _real(weight, w_what).reshape(-1)
     if w.size != n:
         sizes.update({"n": w.size})
-        raise SchemaError(f"{w.size} weights ({w_what}) for {n} particles: {read}; with {w.size} weights "
-                          f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}")
+        raise SchemaError(
+            f"{w.size} weights ({w_what}) for {n} particles: {read}; with {w.size} weights "
+            f"expected {_layout(order, sizes)}{_axes_hint(shape, order, sizes, say['axes'])}"
+        )
     if given is None and weight is None and layout is None:  # nothing counts the axes: --dt alone
         _check_unconfirmed_layout(t, dt, n, shape, order, sizes, read, stamp, say, notify)
     if angles:
@@ -768,14 +928,24 @@ def convert_particles(source: str | Path, *, domain: str | None = None, times: A
     if stamp is not None:
         extra["model_source"] = stamp["source"]
     extra["source_layout"] = f"shape {shape} read as ({', '.join(order)})"
-    ds = particle_dataset(t, arr, w, domain=domain, attrs={"source": str(source), **extra},
-                          weight_long_name=CONVERTED_WEIGHT_LONG_NAME,
-                          model=None if stamp is None else stamp["model"],
-                          config=None if stamp is None else stamp["config"])
-    if stamp is not None and stamp["slices"] is not None:  # usa_av: the labels and masses of the slices
+    ds = particle_dataset(
+        t,
+        arr,
+        w,
+        domain=domain,
+        attrs={"source": str(source), **extra},
+        weight_long_name=CONVERTED_WEIGHT_LONG_NAME,
+        model=None if stamp is None else stamp["model"],
+        config=None if stamp is None else stamp["config"],
+    )
+    if (
+        stamp is not None and stamp["slices"] is not None
+    ):  # usa_av: the labels and masses of the slices
         xi, xi_weight = stamp["slices"]
         ds["slice_xi"] = PARTICLE_VARIABLES["slice_xi"].entry(np.asarray(xi, dtype=float))
-        ds["slice_weight"] = PARTICLE_VARIABLES["slice_weight"].entry(np.asarray(xi_weight, dtype=float))
+        ds["slice_weight"] = PARTICLE_VARIABLES["slice_weight"].entry(
+            np.asarray(xi_weight, dtype=float)
+        )
     validate_particles(ds, name=str(source))
     return ds
 
@@ -790,16 +960,28 @@ def converted_summary(ds: Any) -> str:
     if steps.size and np.all(np.abs(steps - steps[0]) <= 1e-9 * max(abs(steps[0]), abs(t[-1]))):
         span += f", dt {steps[0]:g}"
     n = ds.sizes["particle"]
-    words = [f"{t.size} time{'s' if t.size != 1 else ''}, {span}", f"{n} particle{'s' if n != 1 else ''}",
-             f"d = {ds.sizes['component']}"]
+    words = [
+        f"{t.size} time{'s' if t.size != 1 else ''}, {span}",
+        f"{n} particle{'s' if n != 1 else ''}",
+        f"d = {ds.sizes['component']}",
+    ]
     if "source_layout" in ds.attrs:
         words.append(str(ds.attrs["source_layout"]))
     return "; ".join(words)
 
 
-def _check_unconfirmed_layout(t: Any, dt: float, n: int, shape: tuple[int, ...], order: tuple[str, ...],
-                              sizes: Mapping[str, int], read: str, stamp: dict[str, Any] | None,
-                              say: Mapping[str, str], notify: Callable[[str, str], None] | None) -> None:
+def _check_unconfirmed_layout(
+    t: Any,
+    dt: float,
+    n: int,
+    shape: tuple[int, ...],
+    order: tuple[str, ...],
+    sizes: Mapping[str, int],
+    read: str,
+    stamp: dict[str, Any] | None,
+    say: Mapping[str, str],
+    notify: Callable[[str, str], None] | None,
+) -> None:
     """The checks of an array whose axes nothing counts (times t_k = k dt from ``dt`` alone, no
     weights, no ``axes``): no guess from the shape alone.
 
@@ -817,15 +999,19 @@ def _check_unconfirmed_layout(t: Any, dt: float, n: int, shape: tuple[int, ...],
         if t[-1] > limit:
             most = int(np.floor(limit / dt)) + 1
             hint = _axes_hint(shape, order, sizes, say["axes"], at_most={"time": most})
-            raise SchemaError(f"{n_t} times of spacing {dt:g} ({say['dt']}) end at t = {t[-1]:g}, after t_end = "
-                              f"{t_end:g} of {stamp['named']}: {read}; up to t_end fit at most "
-                              f"{most} times, expected {_layout(order, {**sizes, 'time': f'<= {most}'})}{hint} "
-                              f"({say['axes']} {','.join(order)} keeps this reading)")
+            raise SchemaError(
+                f"{n_t} times of spacing {dt:g} ({say['dt']}) end at t = {t[-1]:g}, after t_end = "
+                f"{t_end:g} of {stamp['named']}: {read}; up to t_end fit at most "
+                f"{most} times, expected {_layout(order, {**sizes, 'time': f'<= {most}'})}{hint} "
+                f"({say['axes']} {','.join(order)} keeps this reading)"
+            )
     if n_t > n:
         other = ",".join("n" if a == "time" else "time" if a == "n" else a for a in order)
-        message = (f"{read}: {n_t} times x {n} particles, more times than particles ({say['dt']} gives no "
-                   f"count of times to check); give {say['axes']} if the array is another layout, e.g. "
-                   f"{say['axes']} {other}")
+        message = (
+            f"{read}: {n_t} times x {n} particles, more times than particles ({say['dt']} gives no "
+            f"count of times to check); give {say['axes']} if the array is another layout, e.g. "
+            f"{say['axes']} {other}"
+        )
         if notify is None:
             logger.info(message)
         else:
@@ -841,19 +1027,25 @@ def _check_angles(theta: Any, what: str, *, degrees: bool, option: str) -> None:
         return
     lo, hi = float(finite.min()), float(finite.max())
     if (lo >= -np.pi - ANGLE_SLACK and hi <= np.pi + ANGLE_SLACK) or (
-            lo >= -ANGLE_SLACK and hi <= 2 * np.pi + ANGLE_SLACK):
+        lo >= -ANGLE_SLACK and hi <= 2 * np.pi + ANGLE_SLACK
+    ):
         return
     if degrees:
-        raise SchemaError(f"{what}: angles range over [{np.rad2deg(lo):.6g}, {np.rad2deg(hi):.6g}] degrees, "
-                          "outside [-180, 180] and [0, 360]; wrap them into [0, 360) first")
-    raise SchemaError(f"{what}: angles range over [{lo:.6g}, {hi:.6g}], outside [-pi, pi] and [0, 2 pi]: "
-                      f"angles in degrees need {option}; unwrapped radians must be wrapped into [0, 2 pi) "
-                      "first (theta % (2 pi))")
+        raise SchemaError(
+            f"{what}: angles range over [{np.rad2deg(lo):.6g}, {np.rad2deg(hi):.6g}] degrees, "
+            "outside [-180, 180] and [0, 360]; wrap them into [0, 360) first"
+        )
+    raise SchemaError(
+        f"{what}: angles range over [{lo:.6g}, {hi:.6g}], outside [-pi, pi] and [0, 2 pi]: "
+        f"angles in degrees need {option}; unwrapped radians must be wrapped into [0, 2 pi) "
+        "first (theta % (2 pi))"
+    )
 
 
 def _check_unit_rows(x: Any, what: str, order: tuple[str, ...], *, angles: bool) -> None:
     """Refuse positions ``x`` (time, n, d) that are not finite unit vectors to
     :data:`UNIT_TOLERANCE`, naming the worst row by its index in the array as read (``order``)."""
+
     def row(k: int, i: int) -> str:
         index = {"time": k, "n": i}
         return f"[{', '.join(str(index[a]) for a in order if a != 'd')}] (time {k}, particle {i})"
@@ -861,15 +1053,19 @@ def _check_unit_rows(x: Any, what: str, order: tuple[str, ...], *, angles: bool)
     bad = ~np.all(np.isfinite(x), axis=-1)
     if bad.any():
         k, i = np.argwhere(bad)[0]
-        raise SchemaError(f"{what}: {'angles' if angles else 'positions'} hold NaN or infinite values "
-                          f"(the first at {row(k, i)})")
+        raise SchemaError(
+            f"{what}: {'angles' if angles else 'positions'} hold NaN or infinite values "
+            f"(the first at {row(k, i)})"
+        )
     with np.errstate(all="ignore"):
         norm = np.linalg.norm(x, axis=-1)
     dev = np.abs(norm - 1.0)
     k, i = np.unravel_index(int(np.argmax(dev)), dev.shape)
     if dev[k, i] > UNIT_TOLERANCE:
-        raise SchemaError(f"{what}: positions are not unit vectors to {UNIT_TOLERANCE:g}: the worst row "
-                          f"is {row(k, i)}, of norm {norm[k, i]:.9g}")
+        raise SchemaError(
+            f"{what}: positions are not unit vectors to {UNIT_TOLERANCE:g}: the worst row "
+            f"is {row(k, i)}, of norm {norm[k, i]:.9g}"
+        )
 
 
 def _model_stamp(config: Any, domain: str | None, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -883,17 +1079,32 @@ def _model_stamp(config: Any, domain: str | None, attrs: dict[str, Any]) -> dict
     model = Problem.from_config(config).model
     where = "--config" if source == "the given configuration" else source
     if domain is not None and domain != config.domain.name:
-        raise ConfigError("domain", f"{domain!r} disagrees with the configuration {where}, which is on the "
-                          f"{config.domain.name}")
+        raise ConfigError(
+            "domain",
+            f"{domain!r} disagrees with the configuration {where}, which is on the "
+            f"{config.domain.name}",
+        )
     if "model" in attrs and str(attrs["model"]) != model.name:
-        raise ConfigError("model", f"{attrs['model']!r} disagrees with the configuration {where} "
-                          f"(model {model.name!r}); give one of them")
-    if "beta" in attrs and abs(float(attrs["beta"]) - float(model.beta)) > 1e-12 * abs(float(model.beta)):
-        raise ConfigError("beta", f"{float(attrs['beta']):g} disagrees with the configuration {where} "
-                          f"(beta = {float(model.beta):g}); give one of them")
+        raise ConfigError(
+            "model",
+            f"{attrs['model']!r} disagrees with the configuration {where} "
+            f"(model {model.name!r}); give one of them",
+        )
+    if "beta" in attrs and abs(float(attrs["beta"]) - float(model.beta)) > 1e-12 * abs(
+        float(model.beta)
+    ):
+        raise ConfigError(
+            "beta",
+            f"{float(attrs['beta']):g} disagrees with the configuration {where} "
+            f"(beta = {float(model.beta):g}); give one of them",
+        )
     aux = model.auxiliary
-    return {"model": model, "config": config.to_toml(), "domain": config.domain.name,
-            "slices": None if aux is None else (aux.xi, aux.weight),
-            "source": f"stamped from {source} by convert-particles",
-            "named": source if source == "the given configuration" else f"the configuration {source}",
-            "t_end": float(config.time.t_end)}
+    return {
+        "model": model,
+        "config": config.to_toml(),
+        "domain": config.domain.name,
+        "slices": None if aux is None else (aux.xi, aux.weight),
+        "source": f"stamped from {source} by convert-particles",
+        "named": source if source == "the given configuration" else f"the configuration {source}",
+        "t_end": float(config.time.t_end),
+    }

@@ -8,15 +8,15 @@ in log-sum-exp form or rescaled by their largest term; and through its symmetry:
 positive multiple a R of an orthogonal matrix, k(x, y) = exp(kappa <R^T x, y>) with
 kappa = beta a depends on <R^T x, y> only (a zonal kernel: Fourier / Funk-Hecke multipliers).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
 
-Array = NDArray[np.float64]
+from ._types import Array
 
 
 def rotation_multiple_2d(B: Array, *, rtol: float = 1e-12) -> tuple[float, float] | None:

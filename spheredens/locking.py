@@ -18,6 +18,7 @@ naming the holder. A writer that gets the lock and finds the record of a holder 
 running (its pid gone from this host, or the lock free on a shared file system) takes it over
 with a one-line notice, and removes the temporary file the dead holder was writing, if any.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,7 +35,14 @@ import filelock
 
 from .exceptions import OutputError, OutputLocked
 
-__all__ = ["OutputLock", "output_lock", "lock_holder", "describe_holder", "lock_files", "remove_stale_record"]
+__all__ = [
+    "OutputLock",
+    "output_lock",
+    "lock_holder",
+    "describe_holder",
+    "lock_files",
+    "remove_stale_record",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +85,18 @@ def _alive(pid: int) -> bool:
 
 
 def _holder_record() -> dict[str, Any]:
-    command = " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python",
-                        *sys.argv[1:]]) if sys.argv else "python"
-    return {"host": socket.gethostname(), "pid": os.getpid(),
-            "started": _time.strftime("%Y-%m-%d %H:%M:%S UTC", _time.gmtime()),
-            "process_start": _process_start(os.getpid()),
-            "command": command if len(command) <= 120 else command[:117] + "..."}
+    command = (
+        " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]])
+        if sys.argv
+        else "python"
+    )
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": _time.strftime("%Y-%m-%d %H:%M:%S UTC", _time.gmtime()),
+        "process_start": _process_start(os.getpid()),
+        "command": command if len(command) <= 120 else command[:117] + "...",
+    }
 
 
 def _read_record(record: Path) -> dict[str, Any] | None:
@@ -151,11 +165,17 @@ class OutputLock:
         if holder and holder.get("host") == socket.gethostname() and not _running_here(holder):
             # the lock outlived the process named: a child of it holds it (it inherited the
             # lock file), or the file system has no working system locks
-            advice = (f"that process has ended, yet the lock is held (by a process it started, "
-                      f"or the file system has no working locks): end that process, or remove "
-                      f"{str(self.lock_path)!r} when nothing writes the file")
-        return OutputLocked(f"{str(self.path)!r} is being written by another process: "
-                            f"{describe_holder(holder)}; {advice}", path=self.path, holder=holder)
+            advice = (
+                f"that process has ended, yet the lock is held (by a process it started, "
+                f"or the file system has no working locks): end that process, or remove "
+                f"{str(self.lock_path)!r} when nothing writes the file"
+            )
+        return OutputLocked(
+            f"{str(self.path)!r} is being written by another process: "
+            f"{describe_holder(holder)}; {advice}",
+            path=self.path,
+            holder=holder,
+        )
 
     def acquire(self) -> "OutputLock":
         """Take the lock now or raise :class:`~spheredens.exceptions.OutputLocked`."""
@@ -167,8 +187,10 @@ class OutputLock:
         except filelock.Timeout:
             raise self._refuse(_wait_for_record(self.record_path)) from None
         except OSError as exc:  # no folder (none is created here), read-only, full
-            raise OutputError(f"cannot lock {str(self.path)!r}: cannot create "
-                              f"{str(self.lock_path)!r} ({exc.strerror or exc})") from None
+            raise OutputError(
+                f"cannot lock {str(self.path)!r}: cannot create "
+                f"{str(self.lock_path)!r} ({exc.strerror or exc})"
+            ) from None
         previous = _read_record(self.record_path)
         if previous and previous.get("pid") != os.getpid() and _running_here(previous):
             # the system lock was free, yet its holder runs: a file system without working
@@ -179,8 +201,11 @@ class OutputLock:
         if previous is not None:
             self.took_over = previous
             self._clean_up_after(previous)
-            logger.warning("took over the stale lock of %s (its holder is no longer running: %s)",
-                           self.path, describe_holder(previous))
+            logger.warning(
+                "took over the stale lock of %s (its holder is no longer running: %s)",
+                self.path,
+                describe_holder(previous),
+            )
         self._write_record()
         return self
 
@@ -291,7 +316,11 @@ def remove_stale_record(path: str | Path, *, wait: float = 0.0) -> bool:
         else:
             try:
                 record = _read_record(record_path)
-                if record and record.get("host") == socket.gethostname() and not _running_here(record):
+                if (
+                    record
+                    and record.get("host") == socket.gethostname()
+                    and not _running_here(record)
+                ):
                     with contextlib.suppress(FileNotFoundError):
                         record_path.unlink()
                     pid = record.get("pid")

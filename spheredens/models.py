@@ -15,19 +15,18 @@ differ in the velocity X:
 
 Since <Qx, Ky> = <B^T x, y> with B = Q^T K, interaction code only needs B and V.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._registry import Registry
+from ._types import Array
 from .geometry import tangent_project
 from .kernel import AttentionKernel
-
-Array = NDArray[np.float64]
 
 #: registry of model names -> description of how the velocity is formed
 MODELS = Registry("model")
@@ -57,8 +56,14 @@ MODELS.register("sa_zero_temperature")(
     ModelKind(True, False, "beta -> inf limit: linear transport by X(x) = P_x V B^T x / |B^T x|")
 )
 MODELS.register("usa")(ModelKind(False, True, "unnormalized self-attention"))
-MODELS.register("usa_av")(ModelKind(False, True, "unnormalized self-attention with auxiliary "
-                                    "variables: one density per slice xi, gauges G(xi), couplings b"))
+MODELS.register("usa_av")(
+    ModelKind(
+        False,
+        True,
+        "unnormalized self-attention with auxiliary "
+        "variables: one density per slice xi, gauges G(xi), couplings b",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -155,8 +160,9 @@ class ProjectionTarget:
 SYMMETRY_RTOL = 1e-5
 
 
-def projection_target(model: Model, *, rtol: float = 1e-9, symmetry_rtol: float = SYMMETRY_RTOL
-                      ) -> ProjectionTarget:
+def projection_target(
+    model: Model, *, rtol: float = 1e-9, symmetry_rtol: float = SYMMETRY_RTOL
+) -> ProjectionTarget:
     """Check Assumption 1 for ``model`` and describe Pi_# of MODELS.md section 3.
 
     Parameters

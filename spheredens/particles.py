@@ -14,6 +14,7 @@ log-sum-exp form, float64, O(n^2) pairs vectorized in row blocks; RK4 (default) 
 positions renormalized to |x| = 1 after every step, fixed step ``particles.dt`` shortened to
 land exactly on the snapshot times.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,14 +24,20 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from ._types import Array
 from .analysis import curve_summary
 from .config import RunConfig
 from .diagnostics import particle_projection_distance
 from .exceptions import ConfigError, SchemaError, SimulationError
 from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
 from .integrators import INTEGRATORS
-from .interaction import (circle_order, clustered_logsumexp_sums, logsumexp_sums, pruned_logsumexp_sums,
-                          sphere_order)
+from .interaction import (
+    circle_order,
+    clustered_logsumexp_sums,
+    logsumexp_sums,
+    pruned_logsumexp_sums,
+    sphere_order,
+)
 from .io import FileWriter, check_not_input, check_output_location, open_particles
 from .locking import output_lock
 from .models import Model
@@ -40,8 +47,6 @@ from .runner import Notify, input_files, resume_point, run_difference
 from .schema import particle_dataset
 from .schemes import Scheme, Tendency
 from .simulate import Observer, Progress, simulate
-
-Array = NDArray[np.float64]
 
 #: kernel entries formed at once by the labelled-particle sums (row blocks)
 _CHUNK_ENTRIES = 1 << 22
@@ -86,8 +91,13 @@ def quantile_circle(rho0: Callable[[Array], Array], n: int, *, fine: int = 1 << 
     return circle_points(theta)
 
 
-def _initial_points(rho0: Callable[[Array], Array], d: int, n: int, initialization: str,
-                    rng: Callable[[], np.random.Generator]) -> tuple[Array, Array]:
+def _initial_points(
+    rho0: Callable[[Array], Array],
+    d: int,
+    n: int,
+    initialization: str,
+    rng: Callable[[], np.random.Generator],
+) -> tuple[Array, Array]:
     """n points of one (unnormalized) density and their weights summing to 1; ``rng()`` gives
     the generator of ``iid`` (only called for it)."""
     if initialization == "iid":
@@ -98,13 +108,16 @@ def _initial_points(rho0: Callable[[Array], Array], d: int, n: int, initializati
         x = domain_of_dimension(d).quasi_uniform(n)
         w = np.clip(rho0(x), 0.0, None)
         if not w.sum() > 0.0:
-
-            raise ConfigError("particles.initialization", "rho_0 vanishes at every quasi-uniform point")
+            raise ConfigError(
+                "particles.initialization", "rho_0 vanishes at every quasi-uniform point"
+            )
         return x, w / w.sum()
     raise ValueError(f"unknown initialization {initialization!r}")
 
 
-def initial_particles(problem: Problem, n: int, initialization: str, seed: int) -> tuple[Array, Array]:
+def initial_particles(
+    problem: Problem, n: int, initialization: str, seed: int
+) -> tuple[Array, Array]:
     """Positions (n, d) and weights (n,) (summing to 1) of the initial particles.
 
     ``iid``: independent samples of rho_0 (``numpy.random.default_rng(seed)``), weights 1/n;
@@ -117,8 +130,9 @@ def initial_particles(problem: Problem, n: int, initialization: str, seed: int) 
     if problem.has_auxiliary:
         x, w, _ = initial_slice_particles(problem, n, initialization, seed)
         return x, w
-    return _initial_points(problem.initial, problem.d, n, initialization,
-                           lambda: np.random.default_rng(seed))
+    return _initial_points(
+        problem.initial, problem.d, n, initialization, lambda: np.random.default_rng(seed)
+    )
 
 
 def slice_counts(r: Array, n: int) -> NDArray[np.int64]:
@@ -139,13 +153,17 @@ def slice_counts(r: Array, n: int) -> NDArray[np.int64]:
     empty = np.flatnonzero((counts == 0) & (r > 0))
     if len(empty):
         need = int(math.ceil(1.0 / float(r[r > 0].min() / r.sum())))
-        raise ConfigError("particles.n", f"= {n} leaves slice {int(empty[0])} (weight "
-                          f"{r[empty[0]] / r.sum():.3g}) without particles; use n >= {need}")
+        raise ConfigError(
+            "particles.n",
+            f"= {n} leaves slice {int(empty[0])} (weight "
+            f"{r[empty[0]] / r.sum():.3g}) without particles; use n >= {need}",
+        )
     return counts
 
 
-def initial_slice_particles(problem: Problem, n: int, initialization: str, seed: int
-                            ) -> tuple[Array, Array, NDArray[np.int64]]:
+def initial_slice_particles(
+    problem: Problem, n: int, initialization: str, seed: int
+) -> tuple[Array, Array, NDArray[np.int64]]:
     """Positions (n, d), weights (n,) and slice indices (n,) of labelled particles (``usa_av``).
 
     Slice k gets c_k = :func:`slice_counts` (n r_k rounded) particles, consecutive in the
@@ -187,8 +205,9 @@ def particle_sums(model: Model, x: Array, log_w: Array) -> tuple[Array, Array, A
         return logsumexp_sums(q, x, log_w, vy)
     if x.shape[1] == 2:
         order = circle_order(x)
-        z, num, m, _ = clustered_logsumexp_sums(q[order], x[order], log_w[order], vy[order],
-                                                model.kernel.beta * model.kernel.sigma_max)
+        z, num, m, _ = clustered_logsumexp_sums(
+            q[order], x[order], log_w[order], vy[order], model.kernel.beta * model.kernel.sigma_max
+        )
     else:
         order = sphere_order(x)
         z, num, m, _ = pruned_logsumexp_sums(q[order], x[order], log_w[order], vy[order])
@@ -225,8 +244,13 @@ def _slice_runs(slices: NDArray[np.int64]) -> list[tuple[int, int, int]]:
     return [(int(slices[a]), int(a), int(b)) for a, b in zip(starts, stops)]
 
 
-def _coupled_sums(model: Model, z: Array, weight: Array, slices: NDArray[np.int64],
-                  values: Callable[[Array, slice], Array]) -> Array:
+def _coupled_sums(
+    model: Model,
+    z: Array,
+    weight: Array,
+    slices: NDArray[np.int64],
+    values: Callable[[Array, slice], Array],
+) -> Array:
     """sum_j w_j b_{k(i)k(j)} exp(beta (<z_i, z_j> - 1)) values(j) for every i, stacked.
 
     ``values(E, cols)`` contracts the block E (rows, len(cols)) of weighted kernel entries with
@@ -263,7 +287,9 @@ def _coupled_sums(model: Model, z: Array, weight: Array, slices: NDArray[np.int6
     return np.concatenate(out)
 
 
-def auxiliary_particle_velocity(model: Model, x: Array, weight: Array, slices: NDArray[np.int64]) -> Array:
+def auxiliary_particle_velocity(
+    model: Model, x: Array, weight: Array, slices: NDArray[np.int64]
+) -> Array:
     """Tangent velocities (n, d) of labelled particles (``usa_av``):
 
         v_i = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>) G_{k(i)}^T G_{k(j)} x_j,
@@ -285,7 +311,9 @@ def auxiliary_particle_velocity(model: Model, x: Array, weight: Array, slices: N
     return v
 
 
-def auxiliary_particle_energy(model: Model, x: Array, weight: Array, slices: NDArray[np.int64]) -> float:
+def auxiliary_particle_energy(
+    model: Model, x: Array, weight: Array, slices: NDArray[np.int64]
+) -> float:
     """E_h = 1/(2 beta) sum_ij w_i w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>), the
     energy of MODELS.md section 5 for the empirical slice measures (non-decreasing in time)."""
     slices = np.asarray(slices)
@@ -304,8 +332,15 @@ class ParticleSystem(Scheme):
     (``usa_av``) need ``slices``: the slice index k(i) of every particle (frozen).
     """
 
-    def __init__(self, problem: Problem, x0: Array, weight: Array, dt: float,
-                 integrator: str = "rk4", slices: Any = None) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        x0: Array,
+        weight: Array,
+        dt: float,
+        integrator: str = "rk4",
+        slices: Any = None,
+    ) -> None:
 
         self.problem = problem
         self.x0 = np.asarray(x0, dtype=float)
@@ -317,12 +352,19 @@ class ParticleSystem(Scheme):
         self.slices: NDArray[np.int64] | None = None
         if problem.has_auxiliary:
             if slices is None:
-                raise ConfigError("auxiliary", "usa_av particles need the slice index of every particle")
+                raise ConfigError(
+                    "auxiliary", "usa_av particles need the slice index of every particle"
+                )
             self.slices = np.asarray(slices, dtype=np.int64)
-            if self.slices.shape != (len(self.x0),) or self.slices.min() < 0 \
-                    or self.slices.max() >= problem.n_xi:
-                raise ConfigError("auxiliary", f"slice indices must be {len(self.x0)} integers in "
-                                  f"0..{problem.n_xi - 1}")
+            if (
+                self.slices.shape != (len(self.x0),)
+                or self.slices.min() < 0
+                or self.slices.max() >= problem.n_xi
+            ):
+                raise ConfigError(
+                    "auxiliary",
+                    f"slice indices must be {len(self.x0)} integers in 0..{problem.n_xi - 1}",
+                )
 
     def initial_state(self) -> Array:
         return self.x0[None].copy()
@@ -354,18 +396,26 @@ class ParticleRecorder(Observer):
     """Observer collecting positions at the snapshot times; ``dataset()`` in schema
     spheredens-particles-1."""
 
-    def __init__(self, system: ParticleSystem, config: RunConfig, *, initialization: str, seed: int):
+    def __init__(
+        self, system: ParticleSystem, config: RunConfig, *, initialization: str, seed: int
+    ):
         self.system = system
         self.config = config
         self.initialization = initialization
         self.seed = seed
         self.times: list[float] = []
         self.positions: list[Array] = []
-        self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running", "n_steps": 0}
+        self.status: dict[str, Any] = {
+            "run_status": "partial",
+            "stop_reason": "running",
+            "n_steps": 0,
+        }
         self.checkpoint: tuple[float, Array, int] | None = None
         #: W2 of the particles to Pi_# rho_0 at every snapshot (NaN, with the reason, where undefined)
         self.w2_projection: list[float] = []
-        self._w2, self._w2_reason = particle_projection_distance(system.problem.model, system.x0, system.weight)
+        self._w2, self._w2_reason = particle_projection_distance(
+            system.problem.model, system.x0, system.weight
+        )
 
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         self.checkpoint = (float(t), np.array(state), int(steps))
@@ -375,17 +425,28 @@ class ParticleRecorder(Observer):
         if "checkpoint_position" not in ds:
             raise SchemaError("the particle file has no checkpoint to resume from")
         slices = self.system.slices
-        if slices is not None and ("slice" not in ds or not np.array_equal(ds["slice"].values, slices)):
+        if slices is not None and (
+            "slice" not in ds or not np.array_equal(ds["slice"].values, slices)
+        ):
             raise SchemaError("the particle file's slice indices differ from this configuration's")
         self.times = [float(t) for t in ds["time"].values]
         self.positions = [np.array(x) for x in ds["position"].values]
-        self.w2_projection = ([float(v) for v in ds["w2_projection"].values] if "w2_projection" in ds
-                              else [self._projection(x) for x in self.positions])
+        self.w2_projection = (
+            [float(v) for v in ds["w2_projection"].values]
+            if "w2_projection" in ds
+            else [self._projection(x) for x in self.positions]
+        )
         position = np.asarray(ds["checkpoint_position"].values)
         if position.shape != self.system.x0.shape:
-            raise SchemaError(f"its checkpoint holds positions of shape {position.shape}, this "
-                              f"configuration's particles have {self.system.x0.shape}")
-        self.checkpoint = (float(ds.attrs["checkpoint_time"]), position[None], int(ds.attrs["checkpoint_steps"]))
+            raise SchemaError(
+                f"its checkpoint holds positions of shape {position.shape}, this "
+                f"configuration's particles have {self.system.x0.shape}"
+            )
+        self.checkpoint = (
+            float(ds.attrs["checkpoint_time"]),
+            position[None],
+            int(ds.attrs["checkpoint_steps"]),
+        )
         return self.checkpoint
 
     def start(self, info: dict[str, Any]) -> None:
@@ -404,18 +465,23 @@ class ParticleRecorder(Observer):
             return ""
         t_dep = curve_summary(np.array(self.times), np.array(self.w2_projection))["departure_time"]
         if np.isfinite(t_dep) and self.times[-1] >= t_dep + after - 1e-9 * max(1.0, abs(t_dep)):
-            return (f"departed from Pi_# of the initial particles at t = {t_dep:g}; stopped {after:g} later "
-                    "(particles.stop_after_departure)")
+            return (
+                f"departed from Pi_# of the initial particles at t = {t_dep:g}; stopped {after:g} later "
+                "(particles.stop_after_departure)"
+            )
         return ""
 
     def _projection(self, x: Array) -> float:
         return float("nan") if self._w2 is None else self._w2(x, self.system.weight)
 
     def finish(self, result: Any) -> None:
-        self.status = {"run_status": "complete" if result.completed else "partial",
-                       "stop_reason": result.stop_reason, "stop_message": result.message,
-                       "n_steps": int(result.n_steps),
-                       "wall_time_seconds": float(result.wall_time)}
+        self.status = {
+            "run_status": "complete" if result.completed else "partial",
+            "stop_reason": result.stop_reason,
+            "stop_message": result.message,
+            "n_steps": int(result.n_steps),
+            "wall_time_seconds": float(result.wall_time),
+        }
 
     def dataset(self) -> Any:
         """The Dataset of the snapshots so far (:func:`spheredens.schema.particle_dataset`)."""
@@ -423,15 +489,29 @@ class ParticleRecorder(Observer):
         n = len(system.weight)
         labels = None if system.slices is None else (system.slices, problem.xi, problem.xi_weight)
         ds = particle_dataset(
-            self.times, self.positions, system.weight, domain=problem.domain, model=problem.model,
+            self.times,
+            self.positions,
+            system.weight,
+            domain=problem.domain,
+            model=problem.model,
             config=self.config.to_toml(),
-            attrs={"initialization": self.initialization, "seed": int(self.seed), "n_particles": int(n),
-                   "dt": system.dt, "integrator": system.integrator.name},
+            attrs={
+                "initialization": self.initialization,
+                "seed": int(self.seed),
+                "n_particles": int(n),
+                "dt": system.dt,
+                "integrator": system.integrator.name,
+            },
             title=f"spheredens particles: {problem.model.name} on the {problem.domain}, n = {n}, "
-                  f"{self.initialization}",
-            status=self.status, labels=labels, checkpoint=self.checkpoint,
-            w2_projection=(self.w2_projection, self._w2.comment() if self._w2 is not None
-                           else f"not defined: {self._w2_reason}"))
+            f"{self.initialization}",
+            status=self.status,
+            labels=labels,
+            checkpoint=self.checkpoint,
+            w2_projection=(
+                self.w2_projection,
+                self._w2.comment() if self._w2 is not None else f"not defined: {self._w2_reason}",
+            ),
+        )
         if self.checkpoint is not None:
             ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)  # checked before a resume
         return ds
@@ -454,13 +534,21 @@ def require_particles(cfg: RunConfig, config_path: str | Path | None = None) -> 
     """
     if cfg.particles is None:
         where = "the configuration" if config_path is None else str(config_path)
-        raise ConfigError("particles", f"{where} has no [particles] table (e.g. [particles] n = 1000, "
-                          "initialization = 'iid', dt = 0.01)")
+        raise ConfigError(
+            "particles",
+            f"{where} has no [particles] table (e.g. [particles] n = 1000, "
+            "initialization = 'iid', dt = 0.01)",
+        )
 
 
-def particles_output_path(cfg: RunConfig, seed: int, *, several: bool,
-                          config_path: str | Path | None = None,
-                          output: str | Path | None = None) -> Path | None:
+def particles_output_path(
+    cfg: RunConfig,
+    seed: int,
+    *,
+    several: bool,
+    config_path: str | Path | None = None,
+    output: str | Path | None = None,
+) -> Path | None:
     """The particle file of one seed, as ``spheredens particles`` names it.
 
     Parameters
@@ -505,9 +593,17 @@ def particles_output_path(cfg: RunConfig, seed: int, *, several: bool,
     return base.with_name(f"{base.stem}_seed{seed}.nc") if several else base
 
 
-def run_particles(config: RunConfig, *, seed: int | None = None, output: str | Path | None = None,
-                  progress: bool | None = None, resume: bool = False, overwrite: bool = False,
-                  mkdir: bool = False, notify: Notify | None = None) -> Any:
+def run_particles(
+    config: RunConfig,
+    *,
+    seed: int | None = None,
+    output: str | Path | None = None,
+    progress: bool | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    mkdir: bool = False,
+    notify: Notify | None = None,
+) -> Any:
     """Integrate the particle system of ``config`` (its ``[particles]`` table) and return the
     Dataset (schema spheredens-particles-1); write it to ``output`` when given. ``usa_av``:
     labelled particles (:func:`initial_slice_particles`), with ``xi`` and ``slice`` (particle)
@@ -536,11 +632,23 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
             x0, w = initial_particles(problem, p.n, p.initialization, seed)
         system = ParticleSystem(problem, x0, w, p.dt, p.integrator, slices=slices)
         recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
-        start = resume_point(None if output is None else Path(output), recorder, open_particles,
-                             lambda ds: run_difference(ds.attrs.get("config", ""), config) or (
-                                 f"seed is {ds.attrs.get('seed', 'not set')} in the file, {seed} in this run"
-                                 if int(ds.attrs.get("seed", -1)) != seed else ""),
-                             resume=resume, overwrite=overwrite, key="particles.path", notify=notify)
+        start = resume_point(
+            None if output is None else Path(output),
+            recorder,
+            open_particles,
+            lambda ds: (
+                run_difference(ds.attrs.get("config", ""), config)
+                or (
+                    f"seed is {ds.attrs.get('seed', 'not set')} in the file, {seed} in this run"
+                    if int(ds.attrs.get("seed", -1)) != seed
+                    else ""
+                )
+            ),
+            resume=resume,
+            overwrite=overwrite,
+            key="particles.path",
+            notify=notify,
+        )
         if start.get("complete") is not None:
             return start["complete"]
         observers: list[Any] = [recorder, Progress(enabled=progress)]
@@ -552,4 +660,3 @@ def run_particles(config: RunConfig, *, seed: int | None = None, output: str | P
         if not result.completed:
             raise SimulationError(result.message, time=result.t, step=result.n_steps)
         return recorder.dataset()
-

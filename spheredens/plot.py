@@ -16,6 +16,7 @@ Conventions of every figure:
   the great circle S cap E_1 when E_1 is a plane) and the dominant eigenspace of V (the
   terminal phase), when the file's model defines them.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,9 +27,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ._lazy import animation, colors, patches, pyplot as plt
+from ._lazy import animation, colors, patches
+from ._lazy import pyplot as plt
+from ._types import Array
 from .accessor import file_domain, register_accessor
 from .exceptions import ConfigError, SchemaError, SpheredensWarning
 from .geometry import CIRCLE, SPHERE, circle_angle
@@ -36,8 +38,6 @@ from .io import check_output_location, read_netcdf
 from .models import Model, projection_target
 from .schema import COMPARE_SCHEMA, PARTICLE_SCHEMA, SCHEMA, validate_particles, validate_schema
 from .targets import terminal_subspace
-
-Array = NDArray[np.float64]
 
 #: frames per second of an animation (``spheredens animate --fps``)
 DEFAULT_FPS = 8
@@ -120,12 +120,20 @@ def open_figure_file(path: str | Path) -> Any:
     elif kind == "comparison":
         missing = [name for name in ("w2", "w2_mean", "w2_std") if name not in ds]
         if missing or "time" not in ds.coords:
-            raise SchemaError(f"{str(path)!r} is a comparison file without {', '.join(missing) or 'time'}")
+            raise SchemaError(
+                f"{str(path)!r} is a comparison file without {', '.join(missing) or 'time'}"
+            )
     else:
         schema = ds.attrs.get("spheredens_schema")
-        what = f"a {schema} file" if schema else "not a file of spheredens (no spheredens_schema attribute)"
-        raise SchemaError(f"{str(path)!r} is {what}; plot and animate draw density, particle and "
-                          "comparison files (a sweep's combined file: spheredens analyze-beta)")
+        what = (
+            f"a {schema} file"
+            if schema
+            else "not a file of spheredens (no spheredens_schema attribute)"
+        )
+        raise SchemaError(
+            f"{str(path)!r} is {what}; plot and animate draw density, particle and "
+            "comparison files (a sweep's combined file: spheredens analyze-beta)"
+        )
     ds.encoding.setdefault("source", str(path))
     return ds
 
@@ -176,9 +184,11 @@ class Target:
 
 
 #: how each target is drawn (on light and dark backgrounds alike)
-TARGET_STYLE = {"projection": {"color": "#00b7ff", "ls": "--", "marker": "X"},
-                "terminal": {"color": "#3cd23c", "ls": ":", "marker": "P"},
-                "both": {"color": "#00b7ff", "ls": "-.", "marker": "X"}}
+TARGET_STYLE = {
+    "projection": {"color": "#00b7ff", "ls": "--", "marker": "X"},
+    "terminal": {"color": "#3cd23c", "ls": ":", "marker": "P"},
+    "both": {"color": "#00b7ff", "ls": "-.", "marker": "X"},
+}
 
 
 def _matrix(ds: Any, name: str) -> Array | None:
@@ -190,7 +200,9 @@ def _matrix(ds: Any, name: str) -> Array | None:
 
 
 def _all_nan(ds: Any, name: str) -> bool:
-    return name in ds.variables and not np.any(np.isfinite(np.asarray(ds[name].values, dtype=float)))
+    return name in ds.variables and not np.any(
+        np.isfinite(np.asarray(ds[name].values, dtype=float))
+    )
 
 
 def _same_subspace(a: Array, b: Array) -> bool:
@@ -215,7 +227,14 @@ def file_targets(ds: Any) -> list[Target]:
         One entry when the two coincide (role ``"both"``), none when neither is defined.
     """
     Q, K, V = (_matrix(ds, name) for name in ("Q", "K", "V"))
-    if Q is None or K is None or V is None or Q.ndim != 2 or Q.shape != K.shape or Q.shape != V.shape:
+    if (
+        Q is None
+        or K is None
+        or V is None
+        or Q.ndim != 2
+        or Q.shape != K.shape
+        or Q.shape != V.shape
+    ):
         return []
     model = Model("sa", 1.0, Q, K, V)  # the targets depend on Q, K, V only
     d = model.d
@@ -223,18 +242,38 @@ def file_targets(ds: Any) -> list[Target]:
     target = projection_target(model)
     if target.holds and target.basis.shape[0] < d and not _all_nan(ds, "w2_projection"):
         k = target.basis.shape[0]
-        out.append(Target("projection", target.basis, "support of Pi_# rho_0: " +
-                          ("the atoms +-u" if k == 1 else "the great circle S cap E_1")))
+        out.append(
+            Target(
+                "projection",
+                target.basis,
+                "support of Pi_# rho_0: "
+                + ("the atoms +-u" if k == 1 else "the great circle S cap E_1"),
+            )
+        )
     terminal = terminal_subspace(model)
-    if terminal.basis is not None and terminal.basis.shape[0] < d and not _all_nan(ds, "w2_terminal"):
+    if (
+        terminal.basis is not None
+        and terminal.basis.shape[0] < d
+        and not _all_nan(ds, "w2_terminal")
+    ):
         basis = terminal.basis
         if out and _same_subspace(out[0].basis, basis):
             k = basis.shape[0]
-            out[0] = Target("both", out[0].basis, ("the atoms +-u" if k == 1 else "the great circle S cap E_1")
-                            + " = the top eigenspace of V")
+            out[0] = Target(
+                "both",
+                out[0].basis,
+                ("the atoms +-u" if k == 1 else "the great circle S cap E_1")
+                + " = the top eigenspace of V",
+            )
         else:
-            out.append(Target("terminal", basis, "top eigenspace of V: " +
-                              ("+-e_1" if basis.shape[0] == 1 else "a great circle")))
+            out.append(
+                Target(
+                    "terminal",
+                    basis,
+                    "top eigenspace of V: "
+                    + ("+-e_1" if basis.shape[0] == 1 else "a great circle"),
+                )
+            )
     return out
 
 
@@ -244,10 +283,21 @@ def _target_handles(targets: Sequence[Target]) -> list[Any]:
     for target in targets:
         style = TARGET_STYLE[target.role]
         if target.basis.shape[0] == 1:
-            handles.append(plt.Line2D([], [], color=style["color"], ls=style["ls"], marker=style["marker"],
-                                        markeredgecolor="k", label=target.label))
+            handles.append(
+                plt.Line2D(
+                    [],
+                    [],
+                    color=style["color"],
+                    ls=style["ls"],
+                    marker=style["marker"],
+                    markeredgecolor="k",
+                    label=target.label,
+                )
+            )
         else:
-            handles.append(plt.Line2D([], [], color=style["color"], ls=style["ls"], lw=1.5, label=target.label))
+            handles.append(
+                plt.Line2D([], [], color=style["color"], ls=style["ls"], lw=1.5, label=target.label)
+            )
     return handles
 
 
@@ -295,10 +345,14 @@ def _w2_axes(ax: Any, ds: Any) -> bool:
     when the file has neither."""
     t = ds["time"].values
     drawn = False
-    for name, label, style in (("w2_projection", "W2(rho_t, Pi_# rho_0)", {"color": "C3"}),
-                               ("w2_terminal", "W2 to the top eigenspace of V", {"color": "C0", "ls": "--"})):
+    for name, label, style in (
+        ("w2_projection", "W2(rho_t, Pi_# rho_0)", {"color": "C3"}),
+        ("w2_terminal", "W2 to the top eigenspace of V", {"color": "C0", "ls": "--"}),
+    ):
         if name in ds and _finite(ds[name].values):
-            ax.semilogy(t, np.where(ds[name].values > 0, ds[name].values, np.nan), label=label, **style)
+            ax.semilogy(
+                t, np.where(ds[name].values > 0, ds[name].values, np.nan), label=label, **style
+            )
             drawn = True
     if drawn:
         ax.set_ylabel(W2_LABEL)
@@ -318,14 +372,30 @@ def compare_w2_axes(ax: Any, cmp: Any) -> None:
     runs = w2.shape[0]
     floor = 1e-16
     if runs > 1:
-        ax.fill_between(t, np.maximum(np.nanmin(w2, axis=0), floor), np.nanmax(w2, axis=0), color="C3",
-                        alpha=0.12, lw=0, label="min to max over runs")
-        ax.fill_between(t, np.maximum(mean - std, floor), mean + std, color="C3", alpha=0.3, lw=0,
-                        label="mean +- std")
+        ax.fill_between(
+            t,
+            np.maximum(np.nanmin(w2, axis=0), floor),
+            np.nanmax(w2, axis=0),
+            color="C3",
+            alpha=0.12,
+            lw=0,
+            label="min to max over runs",
+        )
+        ax.fill_between(
+            t,
+            np.maximum(mean - std, floor),
+            mean + std,
+            color="C3",
+            alpha=0.3,
+            lw=0,
+            label="mean +- std",
+        )
         if runs <= 40:
             for row in w2:
                 ax.plot(t, row, "-", color="C3", lw=0.5, alpha=0.5)
-    ax.semilogy(t, mean, "o-", color="C3", ms=3, label=f"mean of {runs} run(s)" if runs > 1 else "W2")
+    ax.semilogy(
+        t, mean, "o-", color="C3", ms=3, label=f"mean of {runs} run(s)" if runs > 1 else "W2"
+    )
     if "density_resolution" in cmp and _finite(cmp["density_resolution"].values):
         ax.semilogy(t, cmp["density_resolution"].values, ":", color="k", label="density resolution")
     ax.set_xlabel("t")
@@ -356,8 +426,11 @@ def _cursor(ax: Any, t0: float) -> Callable[[float], None]:
 
 # -- the sphere: views ---------------------------------------------------------------------------
 #: the views of the sphere in every figure: two orthographic views and a Mollweide map
-SPHERE_VIEWS = (("ortho", (0.0, 0.0, 1.0), "from +z"), ("ortho", (1.0, 0.0, 0.0), "from +x"),
-                ("mollweide", None, "Mollweide"))
+SPHERE_VIEWS = (
+    ("ortho", (0.0, 0.0, 1.0), "from +z"),
+    ("ortho", (1.0, 0.0, 0.0), "from +x"),
+    ("mollweide", None, "Mollweide"),
+)
 
 
 def _edges(centres: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -403,7 +476,9 @@ def _sphere_view_axes(fig: Any, cells: Sequence[Any]) -> list[Any]:
     return axes
 
 
-def _sphere_targets(axes: Sequence[Any], targets: Sequence[Target], views: Sequence[Any] = SPHERE_VIEWS) -> None:
+def _sphere_targets(
+    axes: Sequence[Any], targets: Sequence[Target], views: Sequence[Any] = SPHERE_VIEWS
+) -> None:
     """The targets on the views: points as markers (front side only), great circles as lines."""
     for ax, (kind, view, _) in zip(axes, views):
         for target in targets:
@@ -413,18 +488,40 @@ def _sphere_targets(axes: Sequence[Any], targets: Sequence[Target], views: Seque
                 v, right, up = _view_frame(view)
                 if len(pts):
                     front = pts @ v > 0
-                    ax.plot(pts[front] @ right, pts[front] @ up, ls="none", marker=style["marker"], ms=9,
-                            color=style["color"], markeredgecolor="k", zorder=6)
+                    ax.plot(
+                        pts[front] @ right,
+                        pts[front] @ up,
+                        ls="none",
+                        marker=style["marker"],
+                        ms=9,
+                        color=style["color"],
+                        markeredgecolor="k",
+                        zorder=6,
+                    )
                 if len(curve):
                     xs, ys = curve @ right, curve @ up
                     hidden = curve @ v < -1e-9  # a great circle through the rim is drawn
-                    ax.plot(np.where(hidden, np.nan, xs), np.where(hidden, np.nan, ys), ls=style["ls"],
-                            color=style["color"], lw=1.5, zorder=6)
+                    ax.plot(
+                        np.where(hidden, np.nan, xs),
+                        np.where(hidden, np.nan, ys),
+                        ls=style["ls"],
+                        color=style["color"],
+                        lw=1.5,
+                        zorder=6,
+                    )
             else:
                 if len(pts):
                     lon, lat = _lon_lat(pts)
-                    ax.plot(lon, lat, ls="none", marker=style["marker"], ms=9, color=style["color"],
-                            markeredgecolor="k", zorder=6)
+                    ax.plot(
+                        lon,
+                        lat,
+                        ls="none",
+                        marker=style["marker"],
+                        ms=9,
+                        color=style["color"],
+                        markeredgecolor="k",
+                        zorder=6,
+                    )
                 if len(curve):
                     lon, lat = _lon_lat(curve)
                     jump = np.concatenate([[False], np.abs(np.diff(lon)) > np.pi])
@@ -436,11 +533,20 @@ class _SphereDensity:
     """rho of a sphere file (the marginal with slices; fv cells sampled on a regular grid) on
     the three views; :meth:`draw` puts snapshot ``i`` there, coloured from 0 to its maximum."""
 
-    def __init__(self, ds: Any, axes: Sequence[Any], *, cmap: str = "magma",
-                 views: Sequence[Any] = SPHERE_VIEWS, view: tuple[Array, Array, Array] | None = None) -> None:
+    def __init__(
+        self,
+        ds: Any,
+        axes: Sequence[Any],
+        *,
+        cmap: str = "magma",
+        views: Sequence[Any] = SPHERE_VIEWS,
+        view: tuple[Array, Array, Array] | None = None,
+    ) -> None:
         register_accessor()
         # with slices the marginal; on the finite-volume mesh its cells on a regular grid
-        lat, lon, rho_all = view if view is not None else ds.sd.grid().regular_view(ds.sd.marginal())
+        lat, lon, rho_all = (
+            view if view is not None else ds.sd.grid().regular_view(ds.sd.marginal())
+        )
         self.order = np.argsort(lat)
         self.rho = np.asarray(rho_all, dtype=float)[:, self.order]
         lat_e = _edges(lat[self.order], -90.0, 90.0)
@@ -453,18 +559,36 @@ class _SphereDensity:
         first = self.rho[0]
         self.meshes: list[tuple[Any, Any]] = []
         lat_r, lon_r = np.radians(lat_e)[:, None], np.radians(lon_e)[None, :]
-        x = np.stack(np.broadcast_arrays(np.cos(lat_r) * np.cos(lon_r), np.cos(lat_r) * np.sin(lon_r),
-                                         np.sin(lat_r)), axis=-1)
+        x = np.stack(
+            np.broadcast_arrays(
+                np.cos(lat_r) * np.cos(lon_r), np.cos(lat_r) * np.sin(lon_r), np.sin(lat_r)
+            ),
+            axis=-1,
+        )
         for ax, (kind, view, _) in zip(axes, views):
             if kind == "ortho":
                 v, right, up = _view_frame(view)
                 hidden = 0.25 * (x[:-1, :-1] + x[1:, :-1] + x[:-1, 1:] + x[1:, 1:]) @ v <= 0.0
-                mesh = ax.pcolormesh(x @ right, x @ up, np.ma.masked_where(hidden, first), norm=self.norm,
-                                     cmap=cmap, shading="flat")
-                self.meshes.append((mesh, lambda rho, hidden=hidden: np.ma.masked_where(hidden, rho)))
+                mesh = ax.pcolormesh(
+                    x @ right,
+                    x @ up,
+                    np.ma.masked_where(hidden, first),
+                    norm=self.norm,
+                    cmap=cmap,
+                    shading="flat",
+                )
+                self.meshes.append(
+                    (mesh, lambda rho, hidden=hidden: np.ma.masked_where(hidden, rho))
+                )
             else:
-                mesh = ax.pcolormesh(np.radians(moll_lon_e), np.radians(lat_e), first[:, self.moll_order],
-                                     norm=self.norm, cmap=cmap, shading="flat")
+                mesh = ax.pcolormesh(
+                    np.radians(moll_lon_e),
+                    np.radians(lat_e),
+                    first[:, self.moll_order],
+                    norm=self.norm,
+                    cmap=cmap,
+                    shading="flat",
+                )
                 self.meshes.append((mesh, lambda rho: rho[:, self.moll_order]))
         self.mappable = self.meshes[-1][0]
 
@@ -494,8 +618,14 @@ class _SphereParticles:
     """Particles of a sphere file as points on the three views; :meth:`draw` puts the
     snapshot nearest to time ``t``."""
 
-    def __init__(self, run: Any, axes: Sequence[Any], *, size: float = 4.0,
-                 views: Sequence[Any] = SPHERE_VIEWS) -> None:
+    def __init__(
+        self,
+        run: Any,
+        axes: Sequence[Any],
+        *,
+        size: float = 4.0,
+        views: Sequence[Any] = SPHERE_VIEWS,
+    ) -> None:
         keep = _drawn_particles(run.sizes["particle"])
         self.t = np.asarray(run["time"].values, dtype=float)
         self.x = np.asarray(run["position"].values, dtype=float)[:, keep]
@@ -530,13 +660,16 @@ class _CircleDensity:
     """rho(theta) of a circle file as a line (log scale with ``log``), with the slices rho_k of
     usa_av as thin lines coloured by xi; :meth:`draw` puts the snapshot nearest to time ``t``."""
 
-    def __init__(self, ds: Any, ax: Any, *, log: bool = True, label: str = "rho", slices: bool = True) -> None:
+    def __init__(
+        self, ds: Any, ax: Any, *, log: bool = True, label: str = "rho", slices: bool = True
+    ) -> None:
         register_accessor()
         self.t = np.asarray(ds["time"].values, dtype=float)
         self.theta = np.asarray(ds["theta"].values, dtype=float)
         self.rho = np.asarray(ds.sd.marginal(), dtype=float)
-        self.slices = (np.asarray(ds["rho"].values, dtype=float) if slices and "xi" in ds["rho"].dims
-                       else None)
+        self.slices = (
+            np.asarray(ds["rho"].values, dtype=float) if slices and "xi" in ds["rho"].dims else None
+        )
         self.ax, self.log = ax, log
         self.slice_lines = []
         if self.slices is not None:
@@ -544,13 +677,22 @@ class _CircleDensity:
             span = max(float(xi.max() - xi.min()), 1e-300)
             cmap = plt.get_cmap("viridis")
             for k in range(self.slices.shape[1]):
-                (line,) = ax.plot(self.theta, self.slices[0, k], lw=0.7, alpha=0.8,
-                                  color=cmap((xi[k] - xi.min()) / span),
-                                  label="slices rho_k (colour: xi)" if k == 0 else None)
+                (line,) = ax.plot(
+                    self.theta,
+                    self.slices[0, k],
+                    lw=0.7,
+                    alpha=0.8,
+                    color=cmap((xi[k] - xi.min()) / span),
+                    label="slices rho_k (colour: xi)" if k == 0 else None,
+                )
                 self.slice_lines.append(line)
             label = "marginal sum_k r_k rho_k"
         (self.line,) = ax.plot(self.theta, self.rho[0], color="k", lw=1.4, label=label)
-        both = self.rho if self.slices is None else np.concatenate([self.rho.ravel(), self.slices.ravel()])
+        both = (
+            self.rho
+            if self.slices is None
+            else np.concatenate([self.rho.ravel(), self.slices.ravel()])
+        )
         if log:
             floor, top = _log_floor(both)
             ax.set_yscale("log")
@@ -574,8 +716,15 @@ class _CircleParticles:
     histogram of their angles per radian (``hist`` axes); :meth:`draw` puts the snapshot
     nearest to time ``t``."""
 
-    def __init__(self, run: Any, *, ring: Any = None, hist: Any = None, targets: Sequence[Target] = (),
-                 ymax: float | None = None) -> None:
+    def __init__(
+        self,
+        run: Any,
+        *,
+        ring: Any = None,
+        hist: Any = None,
+        targets: Sequence[Target] = (),
+        ymax: float | None = None,
+    ) -> None:
         self.t = np.asarray(run["time"].values, dtype=float)
         x = np.asarray(run["position"].values, dtype=float)
         self.angle = circle_angle(x)
@@ -591,8 +740,15 @@ class _CircleParticles:
             for target in targets:
                 style = TARGET_STYLE[target.role]
                 pts = target.points
-                ring.plot(1.12 * pts[:, 0], 1.12 * pts[:, 1], ls="none", marker=style["marker"], ms=9,
-                          color=style["color"], markeredgecolor="k")
+                ring.plot(
+                    1.12 * pts[:, 0],
+                    1.12 * pts[:, 1],
+                    ls="none",
+                    marker=style["marker"],
+                    ms=9,
+                    color=style["color"],
+                    markeredgecolor="k",
+                )
             ring.set_xlim(-1.25, 1.25)
             ring.set_ylim(-1.25, 1.25)
             ring.set_aspect("equal")
@@ -600,8 +756,14 @@ class _CircleParticles:
             self.ring = ring.scatter([], [], s=8, lw=0, zorder=4)
         if hist is not None:
             heights = [self._histogram(i) for i in range(self.t.size)]
-            self.hist = hist.stairs(heights[0], self.bins, color="C1", fill=True, alpha=0.45,
-                                    label="particles (histogram)")
+            self.hist = hist.stairs(
+                heights[0],
+                self.bins,
+                color="C1",
+                fill=True,
+                alpha=0.45,
+                label="particles (histogram)",
+            )
             hist.set_ylim(0.0, 1.05 * max(float(np.max(heights)), ymax or 0.0))
             _theta_axis(hist, "x")
             hist.set_ylabel("density (per radian)")
@@ -623,8 +785,15 @@ class _CircleParticles:
 # -- figures of density runs -----------------------------------------------------------------------
 def _run_title(ds: Any, where: str) -> str:
     scheme = ds.attrs.get("scheme")
-    size = (f"n = {ds.attrs['n']}" if "n" in ds.attrs else f"lmax = {ds.attrs['lmax']}" if "lmax" in ds.attrs
-            else f"nlat = {ds.attrs['nlat']} rings" if "nlat" in ds.attrs else "")
+    size = (
+        f"n = {ds.attrs['n']}"
+        if "n" in ds.attrs
+        else f"lmax = {ds.attrs['lmax']}"
+        if "lmax" in ds.attrs
+        else f"nlat = {ds.attrs['nlat']} rings"
+        if "nlat" in ds.attrs
+        else ""
+    )
     return f"{ds.attrs.get('model')} on the {where}, beta = {ds.attrs.get('beta')}, {scheme} {size}".strip()
 
 
@@ -646,8 +815,14 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
     targets = file_targets(ds)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
     floor, top = _log_floor(rho)
-    mesh = ax0.pcolormesh(t, theta, np.clip(rho, floor, None).T, shading="nearest",
-                          norm=colors.LogNorm(vmin=floor, vmax=top), cmap="viridis")
+    mesh = ax0.pcolormesh(
+        t,
+        theta,
+        np.clip(rho, floor, None).T,
+        shading="nearest",
+        norm=colors.LogNorm(vmin=floor, vmax=top),
+        cmap="viridis",
+    )
     fig.colorbar(mesh, ax=ax0, label="rho (per radian)")
     _circle_target_lines(ax0, targets, vertical=False)
     if targets:
@@ -691,7 +866,9 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     targets = file_targets(ds)
     rows = len(idx)
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.8))
-    grid = fig.add_gridspec(rows + 1, 3, height_ratios=[3.0] * rows + [2.3], width_ratios=[1, 1, 1.9])
+    grid = fig.add_gridspec(
+        rows + 1, 3, height_ratios=[3.0] * rows + [2.3], width_ratios=[1, 1, 1.9]
+    )
     density = None
     register_accessor()
     view = ds.sd.grid().regular_view(ds.sd.marginal())  # computed once for every row
@@ -702,14 +879,25 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
         _sphere_targets(axes, targets)
         rho = density.rho[i]
         for ax, (_, _, label) in zip(axes, SPHERE_VIEWS):
-            ax.set_title(f"t = {t_all[i]:g}, {label}" + (f"; min rho = {float(rho.min()):.3g}"
-                                                        if label == "Mollweide" else ""), fontsize=8)
+            ax.set_title(
+                f"t = {t_all[i]:g}, {label}"
+                + (f"; min rho = {float(rho.min()):.3g}" if label == "Mollweide" else ""),
+                fontsize=8,
+            )
         fig.colorbar(density.mappable, ax=axes[2], shrink=0.8, label="rho (per steradian)")
     bottom = grid[rows, :].subgridspec(1, 3, wspace=0.35)
     ax = fig.add_subplot(bottom[0, 0])
     if not _w2_axes(ax, ds):
-        ax.text(0.5, 0.5, "no W2 to a target:\n" + ds["w2_projection"].attrs.get("comment", "")[:60],
-                ha="center", va="center", fontsize=7, transform=ax.transAxes, wrap=True)
+        ax.text(
+            0.5,
+            0.5,
+            "no W2 to a target:\n" + ds["w2_projection"].attrs.get("comment", "")[:60],
+            ha="center",
+            va="center",
+            fontsize=7,
+            transform=ax.transAxes,
+            wrap=True,
+        )
     ax.set_title("distances to the targets", fontsize=8)
     assert density is not None
     top = np.maximum(density.rho.reshape(density.rho.shape[0], -1).max(axis=1), 1e-300)
@@ -724,8 +912,15 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     if np.any(negative > 0):
         ax.semilogy(t_all, np.where(negative > 0, negative, np.nan), "o-", ms=3, color="C0")
     else:
-        ax.text(0.5, 0.5, "min rho >= 0 at every snapshot", ha="center", va="center", fontsize=8,
-                transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "min rho >= 0 at every snapshot",
+            ha="center",
+            va="center",
+            fontsize=8,
+            transform=ax.transAxes,
+        )
         ax.set_xlim(float(t_all[0]), float(t_all[-1]))
         ax.set_yticks([])
     ax.set_xlabel("t")
@@ -770,7 +965,9 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
             value = np.arcsin(np.clip(modes[:, 2], -1, 1)) if comp == 0 else _angle(modes)
             ax.plot(xi, value, "o", color=color, label=f"mode {name}")
             if fine_orbit is not None:
-                orbit = np.arcsin(np.clip(fine_orbit[:, 2], -1, 1)) if comp == 0 else _angle(fine_orbit)
+                orbit = (
+                    np.arcsin(np.clip(fine_orbit[:, 2], -1, 1)) if comp == 0 else _angle(fine_orbit)
+                )
                 ax.plot(xi, orbit, "-", color=color, lw=0.8)
         ax.set_ylabel("latitude, longitude (radians; lines: orbit G(xi)^T z)", fontsize=8)
     ax.set_xlabel("xi")
@@ -785,7 +982,12 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
     ax.set_title("energy (never decreases)", fontsize=9)
     ax.legend(fontsize=7)
     ax = axes[2]
-    ax.semilogy(t, np.maximum(ds["marginal_w2_dirac"].values, 1e-6), "-", label="W2(marginal, nearest Dirac)")
+    ax.semilogy(
+        t,
+        np.maximum(ds["marginal_w2_dirac"].values, 1e-6),
+        "-",
+        label="W2(marginal, nearest Dirac)",
+    )
     if np.any(np.isfinite(ds["orbit_distance"].values)):
         ax.semilogy(t, np.maximum(ds["orbit_distance"].values, 1e-6), "-", label="orbit distance")
     ax.semilogy(t, ds["slice_spread"].values.max(axis=1), ":", label="largest slice spread")
@@ -793,8 +995,11 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
     ax.set_ylabel("distance (radians)")
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle(f"usa_av, kernel {ds.attrs.get('auxiliary_kernel', '')}, beta = {ds.attrs.get('beta')}, "
-                 f"{xi.size} slices, {ds.attrs.get('domain')}", fontsize=10)
+    fig.suptitle(
+        f"usa_av, kernel {ds.attrs.get('auxiliary_kernel', '')}, beta = {ds.attrs.get('beta')}, "
+        f"{xi.size} slices, {ds.attrs.get('domain')}",
+        fontsize=10,
+    )
     return save_figure(fig, path, dpi=100)
 
 
@@ -802,7 +1007,9 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
 def _particles_title(run: Any) -> str:
     n = run.sizes["particle"]
     model = run.attrs.get("model")
-    head = f"{n} particles" + (f", {model}, beta = {run.attrs.get('beta')}" if model else " (no model recorded)")
+    head = f"{n} particles" + (
+        f", {model}, beta = {run.attrs.get('beta')}" if model else " (no model recorded)"
+    )
     extra = [f"{key} {run.attrs[key]}" for key in ("initialization", "seed") if key in run.attrs]
     return head + (f" ({', '.join(extra)})" if extra else "") + f" on the {run.attrs.get('domain')}"
 
@@ -811,8 +1018,13 @@ def _particle_w2_axes(ax: Any, run: Any) -> bool:
     if "w2_projection" not in run or not _finite(run["w2_projection"].values):
         return False
     w2 = np.asarray(run["w2_projection"].values, dtype=float)
-    ax.semilogy(run["time"].values, np.where(w2 > 0, w2, np.nan), "-", color="C3",
-                label="W2(particles, Pi_# of their start)")
+    ax.semilogy(
+        run["time"].values,
+        np.where(w2 > 0, w2, np.nan),
+        "-",
+        color="C3",
+        label="W2(particles, Pi_# of their start)",
+    )
     ax.set_xlabel("t")
     ax.set_ylabel(W2_LABEL)
     ax.legend(fontsize=7)
@@ -850,18 +1062,33 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
         keep = _drawn_particles(run.sizes["particle"])[: max(1, 200_000 // max(t_all.size, 1))]
         angles = circle_angle(np.asarray(run["position"].values, dtype=float)[:, keep])
         rgba = _particle_colours(run)[keep]
-        ax.scatter(np.repeat(t_all, keep.size), angles.ravel(), s=1.5, lw=0,
-                   c=np.tile(rgba, (t_all.size, 1)), rasterized=True)
+        ax.scatter(
+            np.repeat(t_all, keep.size),
+            angles.ravel(),
+            s=1.5,
+            lw=0,
+            c=np.tile(rgba, (t_all.size, 1)),
+            rasterized=True,
+        )
         _circle_target_lines(ax, targets, vertical=False)
         if targets:
-            ax.legend(handles=_target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85)
+            ax.legend(
+                handles=_target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85
+            )
         ax.set_xlabel("t")
         _theta_axis(ax, "y")
         ax.set_title(_particles_title(run), fontsize=9)
         ax = fig.add_subplot(top[0, 1])
         if not _particle_w2_axes(ax, run):
             ax.axis("off")
-            ax.text(0.5, 0.5, "no W2 to a target recorded", ha="center", va="center", transform=ax.transAxes)
+            ax.text(
+                0.5,
+                0.5,
+                "no W2 to a target recorded",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
         for c, i in enumerate(idx):
             ring, hist = fig.add_subplot(grid[1, c]), fig.add_subplot(grid[2, c])
             layer = _CircleParticles(run, ring=ring, hist=hist, targets=targets)
@@ -871,7 +1098,9 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
         return save_figure(fig, path, dpi=100)
     rows = len(idx)
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.6))
-    grid = fig.add_gridspec(rows + 1, 3, height_ratios=[3.0] * rows + [2.2], width_ratios=[1, 1, 1.9])
+    grid = fig.add_gridspec(
+        rows + 1, 3, height_ratios=[3.0] * rows + [2.2], width_ratios=[1, 1, 1.9]
+    )
     for r, i in enumerate(idx):
         axes = _sphere_view_axes(fig, [grid[r, 0], grid[r, 1], grid[r, 2]])
         _SphereParticles(run, axes).draw(t_all[i])
@@ -881,7 +1110,9 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
     ax = fig.add_subplot(grid[rows, :])
     if not _particle_w2_axes(ax, run):
         ax.axis("off")
-        ax.text(0.5, 0.5, "no W2 to a target recorded", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, "no W2 to a target recorded", ha="center", va="center", transform=ax.transAxes
+        )
     fig.suptitle(_particles_title(run), fontsize=10)
     _targets_legend(fig, targets)
     return save_figure(fig, path)
@@ -914,15 +1145,29 @@ def plot_compare_file(cmp: Any, path: str | Path) -> Path:
         ax = axes[panels.index("departure")]
         w2 = np.asarray(cmp["particle_w2_projection"].values, dtype=float)
         for k, row in enumerate(w2):
-            ax.semilogy(t, np.where(row > 0, row, np.nan), "-", lw=0.8, color="C0",
-                        label="each run" if k == 0 else None)
+            ax.semilogy(
+                t,
+                np.where(row > 0, row, np.nan),
+                "-",
+                lw=0.8,
+                color="C0",
+                label="each run" if k == 0 else None,
+            )
         if "departure_time" in cmp:
             for k, dep in enumerate(np.atleast_1d(cmp["departure_time"].values)):
                 if np.isfinite(dep):
-                    ax.axvline(dep, color="C0", ls=":", lw=0.8, label="run departs" if k == 0 else None)
-        if "density_departure_time" in cmp and np.isfinite(float(cmp["density_departure_time"].values)):
-            ax.axvline(float(cmp["density_departure_time"].values), color="C3", ls="--",
-                       label="density departs")
+                    ax.axvline(
+                        dep, color="C0", ls=":", lw=0.8, label="run departs" if k == 0 else None
+                    )
+        if "density_departure_time" in cmp and np.isfinite(
+            float(cmp["density_departure_time"].values)
+        ):
+            ax.axvline(
+                float(cmp["density_departure_time"].values),
+                color="C3",
+                ls="--",
+                label="density departs",
+            )
         ax.set_xlabel("t")
         ax.set_ylabel("W2 particles vs Pi_# of their start (radians)", fontsize=8)
         ax.legend(fontsize=7)
@@ -930,7 +1175,9 @@ def plot_compare_file(cmp: Any, path: str | Path) -> Path:
         ax.set_title("departures from the zero-temperature target", fontsize=9)
     if "slices" in panels:
         ax = axes[panels.index("slices")]
-        per_slice = np.nanmean(np.asarray(cmp["w2_slice"].values, dtype=float), axis=0)  # (time, xi)
+        per_slice = np.nanmean(
+            np.asarray(cmp["w2_slice"].values, dtype=float), axis=0
+        )  # (time, xi)
         cmap = plt.get_cmap("viridis")
         count = per_slice.shape[1]
         for m in range(count):
@@ -945,8 +1192,9 @@ def plot_compare_file(cmp: Any, path: str | Path) -> Path:
     return save_figure(fig, path)
 
 
-def plot_comparison_snapshots(cmp: Any, density: Any, particles: Any, path: str | Path, *,
-                              times: Any = None) -> Path:
+def plot_comparison_snapshots(
+    cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None
+) -> Path:
     """The figure of ``spheredens compare``: W2 against t with the ensemble band
     (:func:`compare_w2_axes`), and at a few common snapshots the density with the particles of
     one run and the targets: on the circle rho and the histogram of the angles (per radian), on
@@ -977,15 +1225,23 @@ def plot_comparison_snapshots(cmp: Any, density: Any, particles: Any, path: str 
         ti = t[i]
         if circle:
             ax = fig.add_subplot(1, len(idx) + 1, c + 2)
-            layer = _CircleDensity(density, ax, log=False, slices=False,
-                                   label="rho (marginal)" if "xi" in density["rho"].dims else "rho")
+            layer = _CircleDensity(
+                density,
+                ax,
+                log=False,
+                slices=False,
+                label="rho (marginal)" if "xi" in density["rho"].dims else "rho",
+            )
             hist = _CircleParticles(particles, hist=ax, ymax=ax.get_ylim()[1])
             layer.draw(ti)
             hist.draw(ti)
             ax.set_ylabel("density (per radian)")
             _circle_target_lines(ax, targets, vertical=True)
-            ax.legend(handles=ax.get_legend_handles_labels()[0] + (_target_handles(targets) if c == 0 else []),
-                      fontsize=7)
+            ax.legend(
+                handles=ax.get_legend_handles_labels()[0]
+                + (_target_handles(targets) if c == 0 else []),
+                fontsize=7,
+            )
         else:
             ax = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
             _mollweide_frame(ax)
@@ -1055,15 +1311,23 @@ def animation_output_path(source: str | Path | None, output: str | Path | None =
     """
     if output is None:
         if source is None:
-            raise ConfigError("output", "the Dataset was not read from a file: give the animation file "
-                              "to write (output='run.gif' or 'run.mp4')")
+            raise ConfigError(
+                "output",
+                "the Dataset was not read from a file: give the animation file "
+                "to write (output='run.gif' or 'run.mp4')",
+            )
         return Path(source).with_suffix(".mp4" if ffmpeg_available() else ".gif")
     output = Path(output)
     if output.suffix not in ANIMATION_WRITERS:
-        raise ConfigError("--output", f"{str(output)!r} must end in '.mp4' (ffmpeg) or '.gif' (Pillow)")
+        raise ConfigError(
+            "--output", f"{str(output)!r} must end in '.mp4' (ffmpeg) or '.gif' (Pillow)"
+        )
     if output.suffix == ".mp4" and not ffmpeg_available():
-        raise ConfigError("--output", f"cannot write {str(output)!r}: ffmpeg is not installed (matplotlib "
-                          "finds no ffmpeg on the PATH); install it or write a '.gif' instead")
+        raise ConfigError(
+            "--output",
+            f"cannot write {str(output)!r}: ffmpeg is not installed (matplotlib "
+            "finds no ffmpeg on the PATH); install it or write a '.gif' instead",
+        )
     return output
 
 
@@ -1085,9 +1349,12 @@ def frame_indices(n_snapshots: int, frames: int | None = None) -> Array:
     else:
         count = min(int(frames), n_snapshots)
         if frames > n_snapshots:
-            warnings.warn(f"the file has {n_snapshots} snapshot(s): drawing {n_snapshots} frame(s), not "
-                          f"{frames} (frames are snapshots, never interpolated in time)", SpheredensWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"the file has {n_snapshots} snapshot(s): drawing {n_snapshots} frame(s), not "
+                f"{frames} (frames are snapshots, never interpolated in time)",
+                SpheredensWarning,
+                stacklevel=3,
+            )
     return np.unique(np.floor(np.linspace(0, n_snapshots - 1, count) + 0.5).astype(int))
 
 
@@ -1100,11 +1367,17 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
     targets = file_targets(ds)
     t = np.asarray(ds["time"].values, dtype=float)
     if _on_circle(ds):
-        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.5, 1]})
+        fig, (ax0, ax1) = plt.subplots(
+            1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.5, 1]}
+        )
         density = _CircleDensity(ds, ax0)
         _circle_target_lines(ax0, targets, vertical=True)
-        ax0.legend(handles=ax0.get_legend_handles_labels()[0] + _target_handles(targets), fontsize=7,
-                   loc="lower left", framealpha=0.85)
+        ax0.legend(
+            handles=ax0.get_legend_handles_labels()[0] + _target_handles(targets),
+            fontsize=7,
+            loc="lower left",
+            framealpha=0.85,
+        )
         drawers = [density.draw]
         if _w2_axes(ax1, ds):
             ax1.set_title("distances to the targets", fontsize=9)
@@ -1121,17 +1394,28 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
         for ax, (_, _, label) in zip(axes, SPHERE_VIEWS):
             ax.set_title(label, fontsize=8)
         fig.colorbar(density.mappable, ax=axes[2], shrink=0.8, label="rho (per steradian)")
-        drawers: list[Callable[[float], None]] = [lambda s: density.draw(int(np.argmin(np.abs(t - s))))]
+        drawers: list[Callable[[float], None]] = [
+            lambda s: density.draw(int(np.argmin(np.abs(t - s))))
+        ]
         if "slice_mode" in ds:  # usa_av: where each slice concentrates
             modes = np.asarray(ds["slice_mode"].values, dtype=float)
             xi = np.asarray(ds["xi"].values, dtype=float)
-            rgba = plt.get_cmap("viridis")((xi - xi.min()) / max(float(xi.max() - xi.min()), 1e-300))
+            rgba = plt.get_cmap("viridis")(
+                (xi - xi.min()) / max(float(xi.max() - xi.min()), 1e-300)
+            )
             layers = []
             for ax, (kind, view, _) in zip(axes, SPHERE_VIEWS):
                 dots = ax.scatter([], [], s=30, marker="o", edgecolors="w", lw=0.6, zorder=7)
                 layers.append((dots, kind, None if view is None else _view_frame(view)))
-            entry = plt.Line2D([], [], ls="none", marker="o", color="C4", markeredgecolor="w",
-                               label="slice modes (colour: xi)")
+            entry = plt.Line2D(
+                [],
+                [],
+                ls="none",
+                marker="o",
+                color="C4",
+                markeredgecolor="w",
+                label="slice modes (colour: xi)",
+            )
             axes[2].legend(handles=[entry], fontsize=7, loc="lower right")
 
             def draw_modes(s: float) -> None:
@@ -1149,7 +1433,9 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
             drawers.append(draw_modes)
         ax = fig.add_subplot(grid[1, :])
         if not _w2_axes(ax, ds):
-            _other_curve(ax, ds, density.rho.reshape(t.size, -1).max(axis=1), "max rho (per steradian)")
+            _other_curve(
+                ax, ds, density.rho.reshape(t.size, -1).max(axis=1), "max rho (per steradian)"
+            )
         drawers.append(_cursor(ax, t[0]))
         title = fig.suptitle(_run_title(ds, "sphere"), fontsize=10)
         _targets_legend(fig, targets)
@@ -1172,8 +1458,12 @@ def _particle_animation(run: Any) -> tuple[Any, Callable[[float], None], Any]:
             drawers.append(_cursor(axes[2], t[0]))
     else:
         fig = plt.figure(figsize=(11, 5.8 if has_w2 else 4.2))
-        grid = fig.add_gridspec(2 if has_w2 else 1, 3, height_ratios=[3.0, 1.6] if has_w2 else [1.0],
-                                width_ratios=[1, 1, 1.9])
+        grid = fig.add_gridspec(
+            2 if has_w2 else 1,
+            3,
+            height_ratios=[3.0, 1.6] if has_w2 else [1.0],
+            width_ratios=[1, 1, 1.9],
+        )
         axes = _sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
         layer = _SphereParticles(run, axes, size=6.0)
         _sphere_targets(axes, targets)
@@ -1192,8 +1482,12 @@ def _particle_animation(run: Any) -> tuple[Any, Callable[[float], None], Any]:
 def _compare_inputs(cmp: Any, base: Path | None) -> tuple[Any, Any]:
     """The density and first particle run a comparison file names, when they can be read
     (as written, or beside the comparison file); (None, None) otherwise."""
+
     def find(name: str) -> Path | None:
-        for candidate in (Path(name), *((base.parent / Path(name).name,) if base is not None else ())):
+        for candidate in (
+            Path(name),
+            *((base.parent / Path(name).name,) if base is not None else ()),
+        ):
             if name and candidate.is_file():
                 return candidate
         return None
@@ -1225,15 +1519,24 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
         drawers.append(_cursor(ax, t[0]))
     elif _on_circle(density):
         targets = file_targets(density)
-        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.4]})
+        fig, (ax0, ax1) = plt.subplots(
+            1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.4]}
+        )
         compare_w2_axes(ax0, cmp)
         drawers.append(_cursor(ax0, t[0]))
-        layer = _CircleDensity(density, ax1, log=False, slices=False,
-                               label="rho (marginal)" if "xi" in density["rho"].dims else "rho")
+        layer = _CircleDensity(
+            density,
+            ax1,
+            log=False,
+            slices=False,
+            label="rho (marginal)" if "xi" in density["rho"].dims else "rho",
+        )
         particles = _CircleParticles(run, hist=ax1, ymax=ax1.get_ylim()[1])
         ax1.set_ylabel("density (per radian)")
         _circle_target_lines(ax1, targets, vertical=True)
-        ax1.legend(handles=ax1.get_legend_handles_labels()[0] + _target_handles(targets), fontsize=7)
+        ax1.legend(
+            handles=ax1.get_legend_handles_labels()[0] + _target_handles(targets), fontsize=7
+        )
         drawers += [layer.draw, particles.draw]
     else:
         targets = file_targets(density)
@@ -1247,7 +1550,11 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
         fig.colorbar(layer.mappable, ax=axes[2], shrink=0.8, label="rho (per steradian)")
         ax = fig.add_subplot(grid[1, :])
         compare_w2_axes(ax, cmp)
-        drawers += [lambda s: layer.draw(int(np.argmin(np.abs(td - s)))), particles.draw, _cursor(ax, t[0])]
+        drawers += [
+            lambda s: layer.draw(int(np.argmin(np.abs(td - s)))),
+            particles.draw,
+            _cursor(ax, t[0]),
+        ]
         _targets_legend(fig, targets)
     title = fig.suptitle("density vs particles", fontsize=10)
     return fig, lambda s: [draw(s) for draw in drawers], title
@@ -1278,11 +1585,15 @@ def make_animation(source: Any, *, fps: float = DEFAULT_FPS, frames: int | None 
 
 
 def _check_fps(fps: Any) -> None:
-    if isinstance(fps, bool) or not (isinstance(fps, (int, float)) and np.isfinite(fps) and fps > 0):
+    if isinstance(fps, bool) or not (
+        isinstance(fps, (int, float)) and np.isfinite(fps) and fps > 0
+    ):
         raise ConfigError("--fps", f"must be a finite number > 0, got {fps!r}")
 
 
-def _animation(ds: Any, source_path: Path | None, *, fps: float, frames: int | None) -> tuple[Any, Any]:
+def _animation(
+    ds: Any, source_path: Path | None, *, fps: float, frames: int | None
+) -> tuple[Any, Any]:
     """(FuncAnimation, its figure) of a file (see :func:`animate_run`)."""
     _check_fps(fps)
     kind = file_kind(ds)
@@ -1308,12 +1619,26 @@ def _animation(ds: Any, source_path: Path | None, *, fps: float, frames: int | N
 
     update(0)
     fig.tight_layout()
-    return animation.FuncAnimation(fig, update, frames=len(idx), interval=1000.0 / fps, blit=False,
-                                   repeat=False, cache_frame_data=False), fig
+    return animation.FuncAnimation(
+        fig,
+        update,
+        frames=len(idx),
+        interval=1000.0 / fps,
+        blit=False,
+        repeat=False,
+        cache_frame_data=False,
+    ), fig
 
 
-def animate_run(source: Any, output: str | Path | None = None, *, fps: float = DEFAULT_FPS,
-                frames: int | None = None, mkdir: bool = False, dpi: int = 80) -> Path:
+def animate_run(
+    source: Any,
+    output: str | Path | None = None,
+    *,
+    fps: float = DEFAULT_FPS,
+    frames: int | None = None,
+    mkdir: bool = False,
+    dpi: int = 80,
+) -> Path:
     """Animate a spheredens file: MP4 where ffmpeg exists, GIF through Pillow otherwise
     (``spheredens animate``).
 
@@ -1373,8 +1698,11 @@ def animate_run(source: Any, output: str | Path | None = None, *, fps: float = D
     out = animation_output_path(source_path, output)
     out = check_output_location(out, suffix=out.suffix, mkdir=mkdir)
     anim, fig = _animation(ds, source_path, fps=fps, frames=frames)
-    writer = (animation.FFMpegWriter(fps=fps) if ANIMATION_WRITERS[out.suffix] == "ffmpeg"
-              else animation.PillowWriter(fps=fps))
+    writer = (
+        animation.FFMpegWriter(fps=fps)
+        if ANIMATION_WRITERS[out.suffix] == "ffmpeg"
+        else animation.PillowWriter(fps=fps)
+    )
     # the writer creates the temporary file itself (so it gets the umask's permissions, as any
     # file the user writes); the suffix stays last: it tells the writer the format
     temporary = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")

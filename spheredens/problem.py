@@ -1,17 +1,16 @@
 """Problem = model + domain + initial density + auxiliary slices: the physics, no grid."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
+from ._types import Array
 from .config import RunConfig
 from .initial import sample_normalized
 from .models import Model
-
-Array = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,11 @@ class Problem:
     def from_config(cls, cfg: RunConfig) -> "Problem":
         model = cfg.model.build()
         if model.auxiliary is not None:
-            return cls(model, cfg.domain.name, cfg.initial.density, model.auxiliary.xi,
-                       model.auxiliary.weight)
+            return cls(
+                model,
+                cfg.domain.name,
+                cfg.initial.density,
+                model.auxiliary.xi,
+                model.auxiliary.weight,
+            )
         return cls(model, cfg.domain.name, cfg.initial.density, np.zeros(1), np.ones(1))

@@ -1,5 +1,6 @@
 """Snapshots -> xarray.Dataset in schema ``spheredens-1`` (DATASET.md; the layout itself is
 built by :func:`spheredens.schema.density_dataset`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,24 +11,36 @@ import time as _time
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.special import logsumexp
 
 from . import slices
+from ._types import Array
 from .config import RunConfig
-from .diagnostics import (energy_defined, interaction_energy, interaction_energy_spectral, mass,
-                          projection_distance, TerminalDistance)
+from .diagnostics import (
+    TerminalDistance,
+    energy_defined,
+    interaction_energy,
+    interaction_energy_spectral,
+    mass,
+    projection_distance,
+)
 from .exceptions import SchemaError
 from .geometry import get_domain
 from .problem import Problem
 from .schema import SCHEMA, SLICE_VARIABLES, UNFAITHFUL_ATTRS, UNIT_TOLERANCE, density_dataset
 from .simulate import Observer
 
-Array = NDArray[np.float64]
 logger = logging.getLogger(__name__)
 
-__all__ = ["Recorder", "SCHEMA", "SLICE_VARIABLES", "UNDERSHOOT", "checkpoint_digest", "checkpoint_problem",
-           "positive_alternatives"]
+__all__ = [
+    "Recorder",
+    "SCHEMA",
+    "SLICE_VARIABLES",
+    "UNDERSHOOT",
+    "checkpoint_digest",
+    "checkpoint_problem",
+    "positive_alternatives",
+]
 
 #: a scheme that does not keep rho >= 0 (``fourier``, ``sh_spectral``) is no longer faithful to
 #: the equation from the first step with min rho < -UNDERSHOOT max rho: its density then rings
@@ -43,8 +56,13 @@ UNDERSHOOT = 1e-3
 MASS_TOLERANCE = 1e-6
 
 #: the checkpoint attributes a resume reads, covered by the checksum ``checkpoint_sha256``
-CHECKPOINT_ATTRS = ("checkpoint_time", "checkpoint_steps", "checkpoint_shape", "checkpoint_complex",
-                    "checkpoint_controller")
+CHECKPOINT_ATTRS = (
+    "checkpoint_time",
+    "checkpoint_steps",
+    "checkpoint_shape",
+    "checkpoint_complex",
+    "checkpoint_controller",
+)
 
 
 def _attr_text(value: Any) -> str:
@@ -66,8 +84,11 @@ def checkpoint_digest(ds: Any) -> str:
     for name in CHECKPOINT_ATTRS:
         if name in ds.attrs:
             digest.update(f"{name}={_attr_text(ds.attrs[name])};".encode())
-    names = sorted(str(n) for n, v in ds.variables.items()
-                   if str(n).startswith("checkpoint_") or "time" in v.dims)
+    names = sorted(
+        str(n)
+        for n, v in ds.variables.items()
+        if str(n).startswith("checkpoint_") or "time" in v.dims
+    )
     for name in names:
         values = np.asarray(ds.variables[name].values)
         if values.dtype.kind not in "fiub":
@@ -83,7 +104,9 @@ def positive_alternatives(domain: str) -> str:
     """The schemes registered on ``domain`` that keep rho >= 0, in words, the general one first:
     ``"fv (or log_sl at low temperature)"``, ``"fv"``; "" when there is none."""
     schemes = get_domain(domain).schemes
-    classes = [schemes.get(n) for n in schemes.names() if getattr(schemes.get(n), "positive", False)]
+    classes = [
+        schemes.get(n) for n in schemes.names() if getattr(schemes.get(n), "positive", False)
+    ]
     general = [c.name for c in classes if not getattr(c, "suited_to", "")]
     special = [f"{c.name} {c.suited_to}" for c in classes if getattr(c, "suited_to", "")]
     if not general:
@@ -100,20 +123,27 @@ def unfaithful_message(scheme: Any, t: float, low: float, high: float) -> str:
     grid = f" ({resolution} = {value})" if value is not None else ""
     finer = f"a larger discretization.{resolution}" if resolution else "a finer grid"
     alternatives = positive_alternatives(scheme.domain)
-    instead = (f"use scheme {alternatives}, which keeps rho >= 0, or {finer}" if alternatives
-               else f"use {finer}")
-    return (f"{scheme.name} is no longer faithful from t = {t:.6g}: min rho = {low:.3g} < -{UNDERSHOOT:g} "
-            f"max rho (max rho = {high:.4g}); the density rings below the grid's resolution{grid}, and "
-            f"what follows is not the solution (the file records unfaithful_from_t); {instead}")
+    instead = (
+        f"use scheme {alternatives}, which keeps rho >= 0, or {finer}"
+        if alternatives
+        else f"use {finer}"
+    )
+    return (
+        f"{scheme.name} is no longer faithful from t = {t:.6g}: min rho = {low:.3g} < -{UNDERSHOOT:g} "
+        f"max rho (max rho = {high:.4g}); the density rings below the grid's resolution{grid}, and "
+        f"what follows is not the solution (the file records unfaithful_from_t); {instead}"
+    )
 
 
 def _first_bad_time(ds: Any, name: str, bad: Any) -> str:
-    """" at t = ..." for the first snapshot where the boolean array ``bad`` (the shape of
+    """ " at t = ..." for the first snapshot where the boolean array ``bad`` (the shape of
     ``ds[name]``) holds, "" when ``name`` has no time axis."""
     dims = ds[name].dims
     if "time" not in dims or "time" not in ds:
         return ""
-    per_time = np.any(np.moveaxis(np.asarray(bad), dims.index("time"), 0).reshape(ds.sizes["time"], -1), axis=1)
+    per_time = np.any(
+        np.moveaxis(np.asarray(bad), dims.index("time"), 0).reshape(ds.sizes["time"], -1), axis=1
+    )
     return f" at t = {float(ds['time'].values[np.argmax(per_time)]):g}"
 
 
@@ -132,8 +162,10 @@ def checkpoint_problem(ds: Any) -> str:
     """
     stored = ds.attrs.get("checkpoint_sha256")
     if stored is not None and str(stored) != checkpoint_digest(ds):
-        return ("its checksum (checkpoint_sha256) does not match its checkpoint and snapshots: the file "
-                "was changed after spheredens wrote it")
+        return (
+            "its checksum (checkpoint_sha256) does not match its checkpoint and snapshots: the file "
+            "was changed after spheredens wrote it"
+        )
     state = next((n for n in ("checkpoint_state", "checkpoint_position") if n in ds), None)
     if state is None:
         return "it has no checkpoint to resume from"
@@ -178,8 +210,10 @@ def checkpoint_problem(ds: Any) -> str:
         norms = np.linalg.norm(np.asarray(ds[state].values, dtype=float), axis=-1)
         deviation = np.abs(norms - 1.0).reshape(-1)
         if deviation.size and not deviation.max() <= UNIT_TOLERANCE:
-            return (f"checkpoint_position holds a row of norm {norms.reshape(-1)[np.argmax(deviation)]:.15g}, "
-                    "not unit vectors")
+            return (
+                f"checkpoint_position holds a row of norm {norms.reshape(-1)[np.argmax(deviation)]:.15g}, "
+                "not unit vectors"
+            )
     return ""
 
 
@@ -204,13 +238,23 @@ class Recorder(Observer):
         self.grid = scheme.grid
         self.times: list[float] = []
         self.rho: list[Array] = []
-        self.diagnostics: dict[str, list[float]] = {"mass": [], "min_rho": [], "energy": [],
-                                                    "w2_projection": [], "w2_terminal": []}
+        self.diagnostics: dict[str, list[float]] = {
+            "mass": [],
+            "min_rho": [],
+            "energy": [],
+            "w2_projection": [],
+            "w2_terminal": [],
+        }
         for name in scheme.diagnostics:  # e.g. filter_effect
             self.diagnostics[name] = []
         self._stepper: Any = None  # the loop's Stepper (retried steps), from start()
-        self.status: dict[str, Any] = {"run_status": "partial", "stop_reason": "running",
-                                       "stop_message": "", "n_steps": 0, "wall_time_seconds": 0.0}
+        self.status: dict[str, Any] = {
+            "run_status": "partial",
+            "stop_reason": "running",
+            "stop_message": "",
+            "n_steps": 0,
+            "wall_time_seconds": 0.0,
+        }
         self._energy_reason = energy_defined(problem.model)
         self._centroids = bool(scheme.carries_centroids)
         self._terminal = TerminalDistance(problem.model, self.grid, centroids=self._centroids)
@@ -230,18 +274,22 @@ class Recorder(Observer):
         self._checkpoint_wall = 0.0
         #: per-snapshot arrays of the slice diagnostics (usa_av), name -> list of arrays
         self.slice_diagnostics: dict[str, list[Array]] = (
-            {name: [] for name in SLICE_VARIABLES} if problem.has_auxiliary else {})
+            {name: [] for name in SLICE_VARIABLES} if problem.has_auxiliary else {}
+        )
         #: (t, min rho, max rho) at the first step where a scheme that is not positive had
         #: min rho < -UNDERSHOOT max rho; None before (and for positive schemes)
         self.unfaithful: tuple[float, float, float] | None = None
-        self._check_faithful = not getattr(scheme, "positive", False) and hasattr(scheme, "extremes")
+        self._check_faithful = not getattr(scheme, "positive", False) and hasattr(
+            scheme, "extremes"
+        )
 
     def set_checkpoint(self, t: float, state: Array, steps: int) -> None:
         """Remember the full solver state at a step boundary; written with the next file."""
         self.checkpoint = (float(t), np.array(state), int(steps))
         self.checkpoint_controller = dict(self.scheme.controller_state())
         self._checkpoint_wall = self._wall_before + (
-            _time.perf_counter() - self._clock if self._clock is not None else 0.0)
+            _time.perf_counter() - self._clock if self._clock is not None else 0.0
+        )
 
     def restore(self, ds: Any) -> tuple[float, Array, int]:
         """Take over the snapshots of a partial run file and return its checkpoint
@@ -262,11 +310,17 @@ class Recorder(Observer):
         for name in self.slice_diagnostics:
             self.slice_diagnostics[name] = [np.asarray(v) for v in ds[name].values]
         state = self._checkpoint_state(ds)
-        self.checkpoint = (float(ds.attrs["checkpoint_time"]), state, int(ds.attrs["checkpoint_steps"]))
+        self.checkpoint = (
+            float(ds.attrs["checkpoint_time"]),
+            state,
+            int(ds.attrs["checkpoint_steps"]),
+        )
         self.checkpoint_controller = json.loads(str(ds.attrs.get("checkpoint_controller", "{}")))
         self.scheme.restore_controller(self.checkpoint_controller)
         # files written before this attribute existed count from 0
-        self._wall_before = self._checkpoint_wall = float(ds.attrs.get("checkpoint_wall_seconds", 0.0))
+        self._wall_before = self._checkpoint_wall = float(
+            ds.attrs.get("checkpoint_wall_seconds", 0.0)
+        )
         self.unfaithful = self._recorded_unfaithful(ds)
         return self.checkpoint
 
@@ -277,7 +331,11 @@ class Recorder(Observer):
             values = tuple(float(ds.attrs.get(name, math.nan)) for name in UNFAITHFUL_ATTRS)
         except (TypeError, ValueError):
             return None
-        if not (math.isfinite(values[0]) and self.checkpoint is not None and values[0] <= self.checkpoint[0]):
+        if not (
+            math.isfinite(values[0])
+            and self.checkpoint is not None
+            and values[0] <= self.checkpoint[0]
+        ):
             return None
         return values  # type: ignore[return-value]
 
@@ -303,19 +361,31 @@ class Recorder(Observer):
             shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
             complex_ = bool(int(ds.attrs["checkpoint_complex"]))
         except (KeyError, TypeError, ValueError):
-            raise SchemaError("its checkpoint_shape or checkpoint_complex attribute is missing or "
-                              "not a number") from None
+            raise SchemaError(
+                "its checkpoint_shape or checkpoint_complex attribute is missing or not a number"
+            ) from None
         raw = np.asarray(ds["checkpoint_state"].values)
-        if shape != expected.shape or complex_ != (kind == "complex") or raw.shape != (
-                1 + complex_, int(np.prod(shape))):
-            raise SchemaError(f"its checkpoint holds a {'complex' if complex_ else 'real'} state of shape "
-                              f"{shape} ({raw.shape[0]} x {raw.shape[-1]} values), this scheme's is {kind} "
-                              f"of shape {expected.shape}")
+        if (
+            shape != expected.shape
+            or complex_ != (kind == "complex")
+            or raw.shape != (1 + complex_, int(np.prod(shape)))
+        ):
+            raise SchemaError(
+                f"its checkpoint holds a {'complex' if complex_ else 'real'} state of shape "
+                f"{shape} ({raw.shape[0]} x {raw.shape[-1]} values), this scheme's is {kind} "
+                f"of shape {expected.shape}"
+            )
         state = ((raw[0] + 1j * raw[1]) if complex_ else raw[0]).reshape(shape)
-        m = mass(np.asarray(self.scheme.density(state), dtype=float), self.grid.weight, self.problem.xi_weight)
+        m = mass(
+            np.asarray(self.scheme.density(state), dtype=float),
+            self.grid.weight,
+            self.problem.xi_weight,
+        )
         if not abs(m - 1.0) <= MASS_TOLERANCE:
-            raise SchemaError(f"the mass of its checkpoint (t = {float(ds.attrs['checkpoint_time']):g}) is "
-                              f"{m:.15g}, not 1 (to {MASS_TOLERANCE:g})")
+            raise SchemaError(
+                f"the mass of its checkpoint (t = {float(ds.attrs['checkpoint_time']):g}) is "
+                f"{m:.15g}, not 1 (to {MASS_TOLERANCE:g})"
+            )
         return state
 
     def start(self, info: dict[str, Any]) -> None:
@@ -325,8 +395,13 @@ class Recorder(Observer):
         rho0 = self.scheme.density(self.scheme.initial_state())
         # the projection target is built from rho_0 (marginal over slices)
         marginal0 = slices.marginal(rho0, self.problem.xi_weight)
-        self._w2, self._w2_reason = projection_distance(self.problem.model, self.grid, marginal0,
-                                                        self.problem.initial, centroids=self._centroids)
+        self._w2, self._w2_reason = projection_distance(
+            self.problem.model,
+            self.grid,
+            marginal0,
+            self.problem.initial,
+            centroids=self._centroids,
+        )
         if self._check_faithful and self.unfaithful is None:
             self._check_faithfulness(float(info["t_start"]), info["initial_state"])
 
@@ -349,7 +424,9 @@ class Recorder(Observer):
         elif self.scheme.evaluator_inputs == "coefficients":  # exact for the band-limited density
             d["energy"].append(interaction_energy_spectral(marginal, self.grid, beta))
         else:
-            d["energy"].append(interaction_energy(marginal, self.grid.points, self.grid.weight, beta))
+            d["energy"].append(
+                interaction_energy(marginal, self.grid.points, self.grid.weight, beta)
+            )
         for name in self.scheme.diagnostics:
             d[name].append(self.scheme.diagnostic(name, state))
         centroid = None
@@ -359,8 +436,13 @@ class Recorder(Observer):
                 centroid = np.nan_to_num(slices.marginal(rho * c, xi_w) / marginal)
             self.centroids.append(centroid)
         if self.scheme.carries_log_density:  # log of the marginal sum_k r_k rho_k, from the logs
-            self.log_rho.append(logsumexp(np.asarray(self.scheme.log_density(state), dtype=float),
-                                          axis=0, b=np.reshape(xi_w, (-1,) + (1,) * (rho.ndim - 1))))
+            self.log_rho.append(
+                logsumexp(
+                    np.asarray(self.scheme.log_density(state), dtype=float),
+                    axis=0,
+                    b=np.reshape(xi_w, (-1,) + (1,) * (rho.ndim - 1)),
+                )
+            )
         d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal, centroid))
         d["w2_terminal"].append(self._terminal(marginal, centroid))
 
@@ -372,22 +454,32 @@ class Recorder(Observer):
         z, dist = slices.fit_orbit(modes, kernel.gauges, kernel.weight)
         gauge = kernel.uniform_coupling
         # in the grid's shape, as restore() reads it back from a file (resume)
-        out = {"rho_marginal": marginal.reshape(self.grid.shape), "slice_mode": modes,
-               "slice_spread": slices.slice_spread(rho, pts, w, modes),
-               "marginal_mean_norm": np.array(slices.mean_norm(marginal, pts, w)),
-               "marginal_w2_dirac": np.array(slices.w2_to_nearest_dirac(marginal, pts, w)),
-               "orbit_z": z if gauge else np.full(len(z), np.nan),
-               "orbit_distance": (np.array(float(np.sqrt(np.sum(kernel.weight * dist**2)))) if gauge
-                                  else np.array(np.nan))}
+        out = {
+            "rho_marginal": marginal.reshape(self.grid.shape),
+            "slice_mode": modes,
+            "slice_spread": slices.slice_spread(rho, pts, w, modes),
+            "marginal_mean_norm": np.array(slices.mean_norm(marginal, pts, w)),
+            "marginal_w2_dirac": np.array(slices.w2_to_nearest_dirac(marginal, pts, w)),
+            "orbit_z": z if gauge else np.full(len(z), np.nan),
+            "orbit_distance": (
+                np.array(float(np.sqrt(np.sum(kernel.weight * dist**2))))
+                if gauge
+                else np.array(np.nan)
+            ),
+        }
         for name, value in out.items():
             self.slice_diagnostics[name].append(np.asarray(value, dtype=float))
 
     def finish(self, result: Any) -> None:
         self._drop_partial_snapshot()
-        self.status = {"run_status": "complete" if result.completed else "partial",
-                       "stop_reason": result.stop_reason, "stop_message": result.message,
-                       "n_steps": int(result.n_steps), "wall_time_seconds": float(result.wall_time),
-                       "wall_time_total_seconds": self._wall_before + float(result.wall_time)}
+        self.status = {
+            "run_status": "complete" if result.completed else "partial",
+            "stop_reason": result.stop_reason,
+            "stop_message": result.message,
+            "n_steps": int(result.n_steps),
+            "wall_time_seconds": float(result.wall_time),
+            "wall_time_total_seconds": self._wall_before + float(result.wall_time),
+        }
 
     def _drop_partial_snapshot(self) -> None:
         """After an exception inside :meth:`observe` (a run ended by ``error``), the snapshot
@@ -404,21 +496,35 @@ class Recorder(Observer):
 
     def dataset(self) -> Any:
         """The Dataset of the snapshots recorded so far (:func:`spheredens.schema.density_dataset`)."""
-        comments = {"w2_projection": (self._w2.comment() if self._w2 is not None
-                                      else f"not defined: {self._w2_reason}"),
-                    "w2_terminal": self._terminal.comment()}
+        comments = {
+            "w2_projection": (
+                self._w2.comment() if self._w2 is not None else f"not defined: {self._w2_reason}"
+            ),
+            "w2_terminal": self._terminal.comment(),
+        }
         if self._energy_reason:
             comments["energy"] = f"not defined: {self._energy_reason}"
         scheme_attrs = self.scheme.attributes()
         if self.scheme.positive:  # steps refused for a negative density and retried with dt / 2
-            scheme_attrs["retried_steps"] = self._stepper.retried_steps if self._stepper is not None else 0
-        ds = density_dataset(self.problem, self.grid, self.config, times=self.times, rho=self.rho,
-                               diagnostics=self.diagnostics, comments=comments,
-                               slice_values=self.slice_diagnostics, scheme_attrs=scheme_attrs,
-                               status=self.status, checkpoint=self.checkpoint,
-                               centroids=self.centroids if self._centroids else None,
-                               log_rho=self.log_rho if self.scheme.carries_log_density else None,
-                               unfaithful=self.unfaithful)
+            scheme_attrs["retried_steps"] = (
+                self._stepper.retried_steps if self._stepper is not None else 0
+            )
+        ds = density_dataset(
+            self.problem,
+            self.grid,
+            self.config,
+            times=self.times,
+            rho=self.rho,
+            diagnostics=self.diagnostics,
+            comments=comments,
+            slice_values=self.slice_diagnostics,
+            scheme_attrs=scheme_attrs,
+            status=self.status,
+            checkpoint=self.checkpoint,
+            centroids=self.centroids if self._centroids else None,
+            log_rho=self.log_rho if self.scheme.carries_log_density else None,
+            unfaithful=self.unfaithful,
+        )
         if self.checkpoint is not None and self.checkpoint_controller:  # floats as repr: exact
             ds.attrs["checkpoint_controller"] = json.dumps(self.checkpoint_controller)
         if self.checkpoint is not None:

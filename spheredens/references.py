@@ -36,18 +36,17 @@ Three families of exact solutions, used by the tests and by ``spheredens verify`
 
   (div_S P_x w = -2 <w, x> on S^2); for B = I the growth rate of the mode is 2 L(beta) / beta.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.integrate import solve_ivp
 from scipy.special import ive
 
+from ._types import Array
 from .geometry import CIRCLE, domain_of_dimension
-
-Array = NDArray[np.float64]
 
 
 # -- beta = 0 ------------------------------------------------------------------------------------
@@ -62,8 +61,9 @@ def wrapped_cauchy_radius(t: float, r0: float) -> float:
     return float(r0 * np.exp(t / 2) / np.sqrt(1 - r0**2 + r0**2 * np.exp(t)))
 
 
-def mean_field_velocity(points: Array, weights: Array, rho: Array, V: Array,
-                        targets: Array | None = None) -> Array:
+def mean_field_velocity(
+    points: Array, weights: Array, rho: Array, V: Array, targets: Array | None = None
+) -> Array:
     """X = P_x V m / mass at ``targets`` (..., d; default: ``points``), m = sum rho w x: the
     beta = 0 velocity of the discrete density ``rho`` with quadrature ``weights`` at ``points``."""
     targets = points if targets is None else targets
@@ -115,14 +115,22 @@ def smooth_functions(x: Array) -> Array:
     return np.stack([np.exp(x @ a), (x @ b) ** 2, np.cos(2 * x[:, 0]) * x[:, 1]])
 
 
-def exact_zero_temperature_weak_form(B: Array, V: Array, mean: Array, kappa: float, T: float) -> Array:
+def exact_zero_temperature_weak_form(
+    B: Array, V: Array, mean: Array, kappa: float, T: float
+) -> Array:
     """int phi_k rho_T = int phi_k(Phi_T(y)) rho_0(y) dy for :func:`smooth_functions`, rho_0 the
     von Mises-Fisher density (mean, kappa) and Phi the flow of :func:`zero_temperature_field`."""
     d = len(mean)
     y, w = reference_quadrature(d)
     n = len(y)
-    sol = solve_ivp(lambda s, z: zero_temperature_field(z.reshape(n, d), B, V).reshape(-1), (0.0, T),
-                    y.reshape(-1), method="DOP853", rtol=1e-12, atol=1e-12)
+    sol = solve_ivp(
+        lambda s, z: zero_temperature_field(z.reshape(n, d), B, V).reshape(-1),
+        (0.0, T),
+        y.reshape(-1),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+    )
     x = sol.y[:, -1].reshape(n, d)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     return smooth_functions(x) @ (von_mises_fisher(y, np.asarray(mean), kappa) * w)

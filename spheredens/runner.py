@@ -1,4 +1,5 @@
 """``run(config)``: configuration -> problem -> scheme -> simulate -> Dataset (and file)."""
+
 from __future__ import annotations
 
 import logging
@@ -33,9 +34,17 @@ def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
 Notify = Callable[[str, str], None]
 
 
-def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Path | None = None,
-        progress: bool | None = None, resume: bool = False, overwrite: bool = False,
-        checkpoint_seconds: float = 60.0, mkdir: bool = False, notify: Notify | None = None) -> Any:
+def run(
+    config: RunConfig | Mapping[str, Any] | str | Path,
+    *,
+    output: str | Path | None = None,
+    progress: bool | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    checkpoint_seconds: float = 60.0,
+    mkdir: bool = False,
+    notify: Notify | None = None,
+) -> Any:
     """Run a configuration and return its ``xarray.Dataset`` (schema ``spheredens-1``).
 
     Parameters
@@ -105,13 +114,22 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         check_output_location(path, mkdir=mkdir, key="output.path")
         check_not_input(path, input_files(cfg), key="output.path")
     if not checkpoint_seconds > 0:
-        raise ConfigError("checkpoint_seconds", f"must be a number of seconds > 0, got {checkpoint_seconds!r}")
+        raise ConfigError(
+            "checkpoint_seconds", f"must be a number of seconds > 0, got {checkpoint_seconds!r}"
+        )
     # one writer per output file, from before any work until the end (every exit path)
     with output_lock(path):
         # the file is read and checked before the set-up: a refused resume costs nothing
-        plan = resume_plan(path, open_run, lambda ds: run_difference(ds.attrs.get("config", ""), cfg, ds),
-                           resume=resume, overwrite=overwrite, key="output.path",
-                           snapshot_times=cfg.time.snapshot_times(), notify=notify)
+        plan = resume_plan(
+            path,
+            open_run,
+            lambda ds: run_difference(ds.attrs.get("config", ""), cfg, ds),
+            resume=resume,
+            overwrite=overwrite,
+            key="output.path",
+            snapshot_times=cfg.time.snapshot_times(),
+            notify=notify,
+        )
         if plan.get("complete") is not None:
             return plan["complete"]
         problem = Problem.from_config(cfg)
@@ -131,8 +149,9 @@ def run(config: RunConfig | Mapping[str, Any] | str | Path, *, output: str | Pat
         return ds
 
 
-def run_output(cfg: RunConfig, config_path: str | Path | None = None,
-               output: str | Path | None = None) -> Path | None:
+def run_output(
+    cfg: RunConfig, config_path: str | Path | None = None, output: str | Path | None = None
+) -> Path | None:
     """The ``output`` argument of :func:`run` for which the run is written where
     ``spheredens run CONFIG [--output OUTPUT]`` writes it.
 
@@ -171,8 +190,12 @@ def input_files(cfg: RunConfig) -> list[tuple[str, Path]]:
         if isinstance(value, Mapping):
             if value.get("name") == "file" and isinstance(value.get("path"), str):
                 file = Path(value["path"])
-                found.append((f"the initial density file ({key}.path)",
-                              file if file.is_absolute() else cfg.base_dir / file))
+                found.append(
+                    (
+                        f"the initial density file ({key}.path)",
+                        file if file.is_absolute() else cfg.base_dir / file,
+                    )
+                )
             for name, item in value.items():
                 walk(item, f"{key}.{name}")
         elif isinstance(value, (list, tuple)):
@@ -193,9 +216,17 @@ def _difference_text(difference: Any) -> str:
     return str(difference)
 
 
-def resume_plan(path: Path | None, opener: Any, differ: Any, *, resume: bool, overwrite: bool, key: str,
-                snapshot_times: tuple[float, ...] | None = None,
-                notify: Notify | None = None) -> dict[str, Any]:
+def resume_plan(
+    path: Path | None,
+    opener: Any,
+    differ: Any,
+    *,
+    resume: bool,
+    overwrite: bool,
+    key: str,
+    snapshot_times: tuple[float, ...] | None = None,
+    notify: Notify | None = None,
+) -> dict[str, Any]:
     """What an existing output file means for a run about to start, decided before any set-up.
 
     Returns ``{}`` (start from the beginning: no file, or ``overwrite``), ``{"complete": ds}``
@@ -236,23 +267,30 @@ def resume_plan(path: Path | None, opener: Any, differ: Any, *, resume: bool, ov
     previous = opener(path)
     difference = _difference_text(differ(previous))
     if difference:
-        raise SchemaError(f"{str(path)!r} was written by a different configuration: {difference}; resume "
-                          "needs the same one (only the horizon, time.t_end, time.snapshots or "
-                          "time.times, may change, keeping the snapshots already written and ending "
-                          "after the checkpoint): choose another output path, or start again with "
-                          "--overwrite")
+        raise SchemaError(
+            f"{str(path)!r} was written by a different configuration: {difference}; resume "
+            "needs the same one (only the horizon, time.t_end, time.snapshots or "
+            "time.times, may change, keeping the snapshots already written and ending "
+            "after the checkpoint): choose another output path, or start again with "
+            "--overwrite"
+        )
     recorded = tuple(float(t) for t in previous["time"].values) if "time" in previous else ()
     complete = previous.attrs.get("run_status") == "complete" and (
-        snapshot_times is None or recorded == tuple(snapshot_times))
+        snapshot_times is None or recorded == tuple(snapshot_times)
+    )
     has_checkpoint = any(name in previous for name in ("checkpoint_state", "checkpoint_position"))
     problem = checkpoint_problem(previous) if has_checkpoint or not complete else ""
     if problem:
-        raise SchemaError(f"cannot resume {str(path)!r}: {problem}; the file is left as it is: start "
-                          "again with --overwrite, or choose another output path")
+        raise SchemaError(
+            f"cannot resume {str(path)!r}: {problem}; the file is left as it is: start "
+            "again with --overwrite, or choose another output path"
+        )
     if complete:
         t_last = f"t = {recorded[-1]:g}, " if recorded else ""
-        message = (f"{str(path)!r} is already complete ({t_last}{int(previous.attrs.get('n_steps', 0))} "
-                   "steps): nothing was run; pass --overwrite to run it again")
+        message = (
+            f"{str(path)!r} is already complete ({t_last}{int(previous.attrs.get('n_steps', 0))} "
+            "steps): nothing was run; pass --overwrite to run it again"
+        )
         logger.info("%s", message)
         if notify is not None:
             notify("complete", message)
@@ -271,24 +309,46 @@ def resume_from(plan: dict[str, Any], recorder: Any, path: Path | None) -> dict[
     try:
         t0, state, steps = recorder.restore(previous)
     except SchemaError as exc:
-        raise SchemaError(f"cannot resume {str(path)!r}: {exc}; the file is left as it is: start again "
-                          "with --overwrite, or choose another output path") from None
+        raise SchemaError(
+            f"cannot resume {str(path)!r}: {exc}; the file is left as it is: start again "
+            "with --overwrite, or choose another output path"
+        ) from None
     # a checkpoint taken on a snapshot time just before its snapshot was recorded
-    return {"state": state, "t_start": t0, "steps_done": steps,
-            "observe_start": t0 not in recorder.times}
+    return {
+        "state": state,
+        "t_start": t0,
+        "steps_done": steps,
+        "observe_start": t0 not in recorder.times,
+    }
 
 
-def resume_point(path: Path | None, recorder: Any, opener: Any, same: Any, *, resume: bool,
-                 overwrite: bool, key: str,
-                 snapshot_times: tuple[float, ...] | None = None,
-                 notify: Notify | None = None) -> dict[str, Any]:
+def resume_point(
+    path: Path | None,
+    recorder: Any,
+    opener: Any,
+    same: Any,
+    *,
+    resume: bool,
+    overwrite: bool,
+    key: str,
+    snapshot_times: tuple[float, ...] | None = None,
+    notify: Notify | None = None,
+) -> dict[str, Any]:
     """How a run starts given an existing output file: keyword arguments for
     :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
     when the file already holds the finished run: :func:`resume_plan` then
     :func:`resume_from`, for a ``recorder`` built beforehand. ``same(ds)`` returns the first
     difference in words ("" for the same run; a bool is accepted)."""
-    plan = resume_plan(path, opener, same, resume=resume, overwrite=overwrite, key=key,
-                       snapshot_times=snapshot_times, notify=notify)
+    plan = resume_plan(
+        path,
+        opener,
+        same,
+        resume=resume,
+        overwrite=overwrite,
+        key=key,
+        snapshot_times=snapshot_times,
+        notify=notify,
+    )
     if plan.get("complete") is not None:
         return plan
     return resume_from(plan, recorder, path)
@@ -344,7 +404,7 @@ def _shown(value: Any) -> str:
         text = '"' + value + '"'
     else:
         text = str(value)
-    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS - 3] + "..."
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 3] + "..."
 
 
 def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
@@ -359,9 +419,16 @@ def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
     except tomllib.TOMLDecodeError:
         return "the configuration stored in the file (attribute config) is not valid TOML"
     current = _flat(cfg.to_dict())
-    keys = [k for k in dict.fromkeys([*current, *stored]) if k != "output" and not k.startswith("output.")]
-    diffs = [(k, stored.get(k, _UNSET), current.get(k, _UNSET)) for k in keys
-             if stored.get(k, _UNSET) != current.get(k, _UNSET)]
+    keys = [
+        k
+        for k in dict.fromkeys([*current, *stored])
+        if k != "output" and not k.startswith("output.")
+    ]
+    diffs = [
+        (k, stored.get(k, _UNSET), current.get(k, _UNSET))
+        for k in keys
+        if stored.get(k, _UNSET) != current.get(k, _UNSET)
+    ]
     if not diffs:
         return ""
 
@@ -377,19 +444,26 @@ def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
         return first
     t_c = float(ds.attrs["checkpoint_time"])
     if not t_c < cfg.time.t_end:
-        return (f"{first}, and the file's checkpoint at t = {t_c:g} is not before the new "
-                f"t_end = {cfg.time.t_end:g}")
+        return (
+            f"{first}, and the file's checkpoint at t = {t_c:g} is not before the new "
+            f"t_end = {cfg.time.t_end:g}"
+        )
     recorded = [float(t) for t in ds["time"].values]
     wanted = [t for t in cfg.time.snapshot_times() if t <= t_c]
     # a checkpoint taken on a snapshot time can precede the recording of that snapshot
     if recorded == wanted or (recorded == wanted[:-1] and wanted[-1] == t_c):
         return ""
-    k = next((i for i, (a, b) in enumerate(zip(recorded, wanted)) if a != b), min(len(recorded), len(wanted)))
+    k = next(
+        (i for i, (a, b) in enumerate(zip(recorded, wanted)) if a != b),
+        min(len(recorded), len(wanted)),
+    )
     if k < len(recorded) and k < len(wanted):
         where = f"snapshot {k} is at t = {recorded[k]:g} in the file, t = {wanted[k]:g} in the configuration"
     elif k < len(recorded):
         where = f"the file has a snapshot at t = {recorded[k]:g} that the configuration does not"
     else:
-        where = (f"the configuration has a snapshot at t = {wanted[k]:g}, before the file's checkpoint "
-                 f"at t = {t_c:g}, that the file lacks")
+        where = (
+            f"the configuration has a snapshot at t = {wanted[k]:g}, before the file's checkpoint "
+            f"at t = {t_c:g}, that the file lacks"
+        )
     return f"{first}, which moves the snapshots already written ({where})"

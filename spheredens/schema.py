@@ -12,6 +12,7 @@ The recorders (:class:`spheredens.recorder.Recorder`,
 only gather the arrays; what the file looks like is decided here. xarray is imported inside
 the builders only, so that ``import spheredens`` stays light.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -22,12 +23,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._lazy import xarray as xr
+from ._types import Array
 from ._version import __version__
 from .accessor import register_accessor
 from .exceptions import SchemaError
 from .geometry import DOMAINS, get_domain
-
-Array = NDArray[np.float64]
 
 #: schema of density runs (``spheredens_schema`` attribute)
 SCHEMA = "spheredens-1"
@@ -38,8 +38,18 @@ COMPARE_SCHEMA = "spheredens-compare-1"
 #: CF conventions followed by every file
 CONVENTIONS = "CF-1.10"
 
-REQUIRED_ATTRS = ("Conventions", "spheredens_schema", "spheredens_version", "model", "domain",
-                  "scheme", "beta", "config", "history", "title")
+REQUIRED_ATTRS = (
+    "Conventions",
+    "spheredens_schema",
+    "spheredens_version",
+    "model",
+    "domain",
+    "scheme",
+    "beta",
+    "config",
+    "history",
+    "title",
+)
 REQUIRED_VARS = ("rho", "weight", "Q", "K", "V", "mass", "energy", "w2_projection")
 #: coordinates a density file needs on a domain, beyond ``time``
 REQUIRED_COORDS = {"circle": ("theta",)}
@@ -70,7 +80,9 @@ class Variable:
     units: str | None = "1"
     comment: str | None = None
 
-    def entry(self, data: Any, grid: Any = None, **extra: str) -> tuple[tuple[str, ...], Any, dict[str, Any]]:
+    def entry(
+        self, data: Any, grid: Any = None, **extra: str
+    ) -> tuple[tuple[str, ...], Any, dict[str, Any]]:
         """(dims, data, attrs) for ``xarray.Dataset``; ``extra`` attributes come after the long
         name and units. An extra ``comment`` (e.g. how the values were computed, or why they
         are not defined) comes first in the comment, the variable's own detail after it."""
@@ -110,46 +122,87 @@ ATTENTION = {name: Variable(("row", "col"), f"attention matrix {name}") for name
 #: variables of density files besides rho, weight and the grid's own (in file order)
 DENSITY_VARIABLES = {
     "xi_weight": Variable(("xi",), "slice mass r_k", "1", "mass of each slice (sums to 1)"),
-    "mass": Variable(("time",), "total mass", "1", "sum(rho * weight) (times xi_weight where slices exist)"),
+    "mass": Variable(
+        ("time",), "total mass", "1", "sum(rho * weight) (times xi_weight where slices exist)"
+    ),
     "min_rho": Variable(("time",), "minimum of rho", RHO_UNITS, "minimum of rho over the grid"),
-    "filter_effect": Variable(("time",), "spectral filter share", "1",
-                              "share of d rho/dt removed by the spectral filter: "
-                              "||(1 - sigma) d rho/dt|| / ||d rho/dt||"),
+    "filter_effect": Variable(
+        ("time",),
+        "spectral filter share",
+        "1",
+        "share of d rho/dt removed by the spectral filter: ||(1 - sigma) d rho/dt|| / ||d rho/dt||",
+    ),
     "energy": Variable(("time",), "interaction energy E_beta", "1", "MODELS.md section 4"),
-    "w2_projection": Variable(("time",), "W2 to Pi_# rho_0", "radian",
-                              "Wasserstein-2 distance (geodesic cost) of rho_t to the zero-temperature "
-                              "target Pi_# rho_0"),
-    "w2_terminal": Variable(("time",), "W2 to the eigenspace of V", "radian",
-                            "W2 to the measures supported on the dominant eigenspace of V: "
-                            "sqrt(int d(x, S cap E_V)^2 rho)"),
-    "rho_centroid": Variable(("time", SPACE), "cell mass centroid offset", "1",
-                             "offset of the centroid of each cell's mass from the cell centre, in cell "
-                             "widths (schemes that carry it: log_sl)"),
-    "log_rho": Variable(("time", SPACE), "log of density", "1",
-                        "natural logarithm of rho (keeps what rho shows as 0 below the smallest "
-                        "float64 number; schemes that carry it: log_sl)"),
-    "checkpoint_state": Variable(("checkpoint_part", "checkpoint_value"), "checkpoint solver state", None,
-                                 "full solver state at checkpoint_time (real and imaginary parts for "
-                                 "spectral coefficients), for --resume"),
+    "w2_projection": Variable(
+        ("time",),
+        "W2 to Pi_# rho_0",
+        "radian",
+        "Wasserstein-2 distance (geodesic cost) of rho_t to the zero-temperature target Pi_# rho_0",
+    ),
+    "w2_terminal": Variable(
+        ("time",),
+        "W2 to the eigenspace of V",
+        "radian",
+        "W2 to the measures supported on the dominant eigenspace of V: "
+        "sqrt(int d(x, S cap E_V)^2 rho)",
+    ),
+    "rho_centroid": Variable(
+        ("time", SPACE),
+        "cell mass centroid offset",
+        "1",
+        "offset of the centroid of each cell's mass from the cell centre, in cell "
+        "widths (schemes that carry it: log_sl)",
+    ),
+    "log_rho": Variable(
+        ("time", SPACE),
+        "log of density",
+        "1",
+        "natural logarithm of rho (keeps what rho shows as 0 below the smallest "
+        "float64 number; schemes that carry it: log_sl)",
+    ),
+    "checkpoint_state": Variable(
+        ("checkpoint_part", "checkpoint_value"),
+        "checkpoint solver state",
+        None,
+        "full solver state at checkpoint_time (real and imaginary parts for "
+        "spectral coefficients), for --resume",
+    ),
 }
 #: the time series of a density run, in file order
 DIAGNOSTICS = ("mass", "min_rho", "filter_effect", "energy", "w2_projection", "w2_terminal")
 
 #: slice diagnostics of usa_av (recorded per snapshot)
 SLICE_VARIABLES = {
-    "rho_marginal": Variable(("time", SPACE), "marginal density", RHO_UNITS,
-                             "marginal density sum_k r_k rho_k"),
-    "slice_mode": Variable(("time", "xi", "component"), "slice mode", "1",
-                           "mode of each slice (unit vector)"),
-    "slice_spread": Variable(("time", "xi"), "slice spread", "radian",
-                             "W2 of each normalized slice to the Dirac mass at its mode"),
-    "marginal_mean_norm": Variable(("time",), "norm of the marginal mean", "1",
-                                   "|int x rho_marginal| (1 for a Dirac mass)"),
-    "marginal_w2_dirac": Variable(("time",), "W2 of the marginal to a Dirac", "radian",
-                                  "W2 of the marginal to the nearest Dirac mass (collapse measure)"),
-    "orbit_z": Variable(("time", "component"), "orbit z", "1", "z of the fitted orbit x*(xi) = G(xi)^T z"),
-    "orbit_distance": Variable(("time",), "distance to the orbit", "radian",
-                               "rms over slices (weights r_k) of d(slice mode, G(xi_k)^T z)"),
+    "rho_marginal": Variable(
+        ("time", SPACE), "marginal density", RHO_UNITS, "marginal density sum_k r_k rho_k"
+    ),
+    "slice_mode": Variable(
+        ("time", "xi", "component"), "slice mode", "1", "mode of each slice (unit vector)"
+    ),
+    "slice_spread": Variable(
+        ("time", "xi"),
+        "slice spread",
+        "radian",
+        "W2 of each normalized slice to the Dirac mass at its mode",
+    ),
+    "marginal_mean_norm": Variable(
+        ("time",), "norm of the marginal mean", "1", "|int x rho_marginal| (1 for a Dirac mass)"
+    ),
+    "marginal_w2_dirac": Variable(
+        ("time",),
+        "W2 of the marginal to a Dirac",
+        "radian",
+        "W2 of the marginal to the nearest Dirac mass (collapse measure)",
+    ),
+    "orbit_z": Variable(
+        ("time", "component"), "orbit z", "1", "z of the fitted orbit x*(xi) = G(xi)^T z"
+    ),
+    "orbit_distance": Variable(
+        ("time",),
+        "distance to the orbit",
+        "radian",
+        "rms over slices (weights r_k) of d(slice mode, G(xi_k)^T z)",
+    ),
 }
 #: the auxiliary kernel of usa_av
 KERNEL_VARIABLES = {
@@ -159,24 +212,49 @@ KERNEL_VARIABLES = {
 
 #: variables of particle files (in file order)
 PARTICLE_VARIABLES = {
-    "position": Variable(("time", "particle", "component"), "particle position", "1",
-                         "unit vector in R^d"),
+    "position": Variable(
+        ("time", "particle", "component"), "particle position", "1", "unit vector in R^d"
+    ),
     "particle_weight": Variable(("particle",), "particle weight", "1", "the weights sum to 1"),
-    "xi": Variable(("particle",), "auxiliary label xi", "1", "auxiliary label of each particle (frozen)"),
-    "slice": Variable(("particle",), "slice index k", None, "slice of each particle: xi = slice_xi[k]"),
+    "xi": Variable(
+        ("particle",), "auxiliary label xi", "1", "auxiliary label of each particle (frozen)"
+    ),
+    "slice": Variable(
+        ("particle",), "slice index k", None, "slice of each particle: xi = slice_xi[k]"
+    ),
     "slice_xi": Variable(("slice_index",), "slice label xi_k", "1", "label xi_k of slice k"),
-    "slice_weight": Variable(("slice_index",), "slice mass r_k", "1",
-                             "model slice mass r_k (the particle weights of slice k sum to it)"),
-    "w2_projection": Variable(("time",), "W2 to Pi_# rho_0", "radian",
-                              "Wasserstein-2 distance (geodesic cost) of the particles to the "
-                              "zero-temperature target Pi_# rho_0"),
-    "checkpoint_position": Variable(("particle", "component"), "checkpoint positions", None,
-                                    "positions at checkpoint_time, for --resume"),
+    "slice_weight": Variable(
+        ("slice_index",),
+        "slice mass r_k",
+        "1",
+        "model slice mass r_k (the particle weights of slice k sum to it)",
+    ),
+    "w2_projection": Variable(
+        ("time",),
+        "W2 to Pi_# rho_0",
+        "radian",
+        "Wasserstein-2 distance (geodesic cost) of the particles to the "
+        "zero-temperature target Pi_# rho_0",
+    ),
+    "checkpoint_position": Variable(
+        ("particle", "component"),
+        "checkpoint positions",
+        None,
+        "positions at checkpoint_time, for --resume",
+    ),
 }
 #: what an array of each numpy dtype kind other than numbers holds, for messages (a complex
 #: variable of netCDF reads as records)
-VALUE_KINDS = {"c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects",
-               "b": "booleans", "V": "records", "M": "dates", "m": "time intervals"}
+VALUE_KINDS = {
+    "c": "complex numbers",
+    "U": "strings",
+    "S": "bytes",
+    "O": "Python objects",
+    "b": "booleans",
+    "V": "records",
+    "M": "dates",
+    "m": "time intervals",
+}
 #: long name of ``particle_weight`` in files converted from other codes
 CONVERTED_WEIGHT_LONG_NAME = "particle weight"
 
@@ -187,12 +265,17 @@ def validate_schema(ds: Any) -> None:
     problems = [f"attribute {a!r} missing" for a in REQUIRED_ATTRS if a not in ds.attrs]
     problems += [f"variable {v!r} missing" for v in REQUIRED_VARS if v not in ds.variables]
     if ds.attrs.get("spheredens_schema", SCHEMA) != SCHEMA:
-        problems.append(f"spheredens_schema is {ds.attrs['spheredens_schema']!r}, expected {SCHEMA!r}")
+        problems.append(
+            f"spheredens_schema is {ds.attrs['spheredens_schema']!r}, expected {SCHEMA!r}"
+        )
     if "time" not in ds.coords:
         problems.append("coordinate 'time' missing")
     domain = ds.attrs.get("domain")
-    problems += [f"coordinate {c!r} missing (domain is {domain})"
-                 for c in REQUIRED_COORDS.get(domain, ()) if c not in ds.coords]
+    problems += [
+        f"coordinate {c!r} missing (domain is {domain})"
+        for c in REQUIRED_COORDS.get(domain, ())
+        if c not in ds.coords
+    ]
     if problems:
         raise SchemaError(f"not a {SCHEMA} file: " + "; ".join(problems))
 
@@ -210,20 +293,30 @@ def validate_particles(ds: Any, *, name: str = "particle file") -> None:
         raise SchemaError(f"{name}: variable 'position' (time, particle, component) missing")
     pos = ds["position"]
     if pos.dims != PARTICLE_VARIABLES["position"].dims:
-        raise SchemaError(f"{name}: 'position' has dims {pos.dims}, expected ('time', 'particle', 'component')")
+        raise SchemaError(
+            f"{name}: 'position' has dims {pos.dims}, expected ('time', 'particle', 'component')"
+        )
     if "time" not in ds.coords and "time" not in ds:
         raise SchemaError(f"{name}: coordinate 'time' missing")
-    for var in ("position", "time", "particle_weight"):  # complex, strings, dates: one line, not a traceback
+    for var in (
+        "position",
+        "time",
+        "particle_weight",
+    ):  # complex, strings, dates: one line, not a traceback
         dtype = ds[var].dtype if var in ds.variables else np.dtype(float)
         if dtype.kind not in "iuf":
-            raise SchemaError(f"{name}: {var!r} holds {VALUE_KINDS.get(dtype.kind, 'non-numbers')} (dtype "
-                              f"{dtype.str}), not real numbers")
+            raise SchemaError(
+                f"{name}: {var!r} holds {VALUE_KINDS.get(dtype.kind, 'non-numbers')} (dtype "
+                f"{dtype.str}), not real numbers"
+            )
     d = pos.shape[-1]
     domain = ds.attrs.get("domain")
     expected = get_domain(domain).d if domain in DOMAINS else None
     if d not in _dimensions() or (expected is not None and d != expected):
-        raise SchemaError(f"{name}: positions have {d} components; the {domain or 'circle/sphere'} "
-                          f"needs {expected or ' or '.join(map(str, _dimensions()))}")
+        raise SchemaError(
+            f"{name}: positions have {d} components; the {domain or 'circle/sphere'} "
+            f"needs {expected or ' or '.join(map(str, _dimensions()))}"
+        )
     x = np.asarray(pos.values, dtype=float)
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise SchemaError(f"{name}: no snapshots or no particles (position has shape {x.shape})")
@@ -234,18 +327,26 @@ def validate_particles(ds: Any, *, name: str = "particle file") -> None:
     k, i = np.unravel_index(int(np.argmax(np.abs(norm - 1.0))), norm.shape)
     dev = abs(float(norm[k, i]) - 1.0)
     if dev > UNIT_TOLERANCE:
-        raise SchemaError(f"{name}: positions are not unit vectors (| |x| - 1 | up to {dev:.3g}, "
-                          f"tolerance {UNIT_TOLERANCE:g}; the worst row: time {k}, particle {i}, norm "
-                          f"{float(norm[k, i]):.9g})")
+        raise SchemaError(
+            f"{name}: positions are not unit vectors (| |x| - 1 | up to {dev:.3g}, "
+            f"tolerance {UNIT_TOLERANCE:g}; the worst row: time {k}, particle {i}, norm "
+            f"{float(norm[k, i]):.9g})"
+        )
     t = np.asarray(ds["time"].values, dtype=float)
     if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
         raise SchemaError(f"{name}: 'time' must be finite and strictly increasing")
     if "particle_weight" in ds:
         w = np.asarray(ds["particle_weight"].values, dtype=float)
-        if w.shape != (pos.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0) \
-                or abs(float(w.sum()) - 1.0) > 1e-9:
-            raise SchemaError(f"{name}: 'particle_weight' must be {pos.shape[1]} non-negative numbers "
-                              "summing to 1")
+        if (
+            w.shape != (pos.shape[1],)
+            or not np.all(np.isfinite(w))
+            or np.any(w < 0)
+            or abs(float(w.sum()) - 1.0) > 1e-9
+        ):
+            raise SchemaError(
+                f"{name}: 'particle_weight' must be {pos.shape[1]} non-negative numbers "
+                "summing to 1"
+            )
 
 
 # -- builders -----------------------------------------------------------------------------
@@ -283,8 +384,11 @@ def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
         combined["time"].attrs = TIME.entry(None)[2]
     if "rho" in combined:
         space = [d for d in first["rho"].dims if d != "time"]
-        extra = {name: first[name] for name in first.coords
-                 if name not in combined.coords and set(first[name].dims) <= set(space)}
+        extra = {
+            name: first[name]
+            for name in first.coords
+            if name not in combined.coords and set(first[name].dims) <= set(space)
+        }
         parents = [*extra.values(), *(first[d] for d in space if d in first.coords)]
         named = [str(v.attrs.get("bounds", "")) for v in parents]
         named += str(first["rho"].attrs.get("cell_measures", "")).split()[1::2]
@@ -299,21 +403,35 @@ def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
 ANALYSIS_SCHEMA = "spheredens-beta-analysis-1"
 #: variables of analysis files (dims come from the combined sweep)
 ANALYSIS_VARIABLES = {
-    "min_w2": Variable((), "minimum over t of W2", "radian",
-                       "minimum over the snapshots of w2_projection (W2 to Pi_# rho_0)"),
+    "min_w2": Variable(
+        (),
+        "minimum over t of W2",
+        "radian",
+        "minimum over the snapshots of w2_projection (W2 to Pi_# rho_0)",
+    ),
     "t_min": Variable((), "time of the minimum of W2", "1", "model time of min_w2"),
     "departure_time": Variable((), "departure time", "1"),
     "early_rate": Variable((), "early rate", "1", "exponential rate of the approach to Pi_# rho_0"),
-    "rate_over_gap": Variable((), "early rate / spectral gap", "1",
-                              "early_rate divided by the spectral gap mu_1 - mu_2 of V B^T"),
+    "rate_over_gap": Variable(
+        (),
+        "early rate / spectral gap",
+        "1",
+        "early_rate divided by the spectral gap mu_1 - mu_2 of V B^T",
+    ),
     "bound": Variable((), "concentration bound", "1", "sqrt(log(beta + 1) / beta)"),
-    "min_w2_over_bound": Variable((), "min_w2 / bound", "radian",
-                                  "min_w2 divided by sqrt(log(beta + 1) / beta)"),
-    "min_w2_slope": Variable((), "slope of log min_w2", "1",
-                             "least-squares slope of log min_w2 against log beta"),
+    "min_w2_over_bound": Variable(
+        (), "min_w2 / bound", "radian", "min_w2 divided by sqrt(log(beta + 1) / beta)"
+    ),
+    "min_w2_slope": Variable(
+        (), "slope of log min_w2", "1", "least-squares slope of log min_w2 against log beta"
+    ),
     "t_last": Variable((), "last time with a finite W2", "1"),
-    "min_at_end": Variable((), "minimum at the last time", "1",
-                           "1: the minimum of W2 is at t_last (W2 still falling), 0: before it"),
+    "min_at_end": Variable(
+        (),
+        "minimum at the last time",
+        "1",
+        "1: the minimum of W2 is at t_last (W2 still falling), 0: before it",
+    ),
 }
 
 
@@ -322,24 +440,35 @@ def analysis_attrs(analysis: Any, combined: Any) -> Any:
     place, and the dataset returned: conventions and schema, the coordinates described as in
     the combined sweep, a short ``long_name`` and ``units`` on every variable (detail moved to
     ``comment``)."""
-    analysis.attrs = {"Conventions": CONVENTIONS, "spheredens_schema": ANALYSIS_SCHEMA,
-                      "title": "spheredens analyze-beta: concentration in beta", "history": history(),
-                      **{k: combined.attrs[k] for k in ("domain", "model") if k in combined.attrs},
-                      **analysis.attrs}
+    analysis.attrs = {
+        "Conventions": CONVENTIONS,
+        "spheredens_schema": ANALYSIS_SCHEMA,
+        "title": "spheredens analyze-beta: concentration in beta",
+        "history": history(),
+        **{k: combined.attrs[k] for k in ("domain", "model") if k in combined.attrs},
+        **analysis.attrs,
+    }
     for name in analysis.coords:
         if name in combined.coords:
             analysis[name].attrs = {**combined[name].attrs, **analysis[name].attrs}
-    definitions = {"departure_time": analysis.attrs.get("departure_definition"),
-                   "early_rate": analysis.attrs.get("early_rate_definition")}
+    definitions = {
+        "departure_time": analysis.attrs.get("departure_definition"),
+        "early_rate": analysis.attrs.get("early_rate_definition"),
+    }
     for name, var in analysis.data_vars.items():
         known = ANALYSIS_VARIABLES.get(str(name))
         old = dict(var.attrs)
         if known is None and str(name).endswith("_resolution_change"):
-            known = Variable((), f"relative change of {str(name)[:-len('_resolution_change')]}", "1")
+            known = Variable(
+                (), f"relative change of {str(name)[: -len('_resolution_change')]}", "1"
+            )
         if known is None:  # a variable added later: its own long name where it is short
             label = old.get("long_name") or str(name).replace("_", " ")
-            known = Variable((), label if len(label) <= MAX_LONG_NAME else str(name).replace("_", " "),
-                             old.get("units", "1"))
+            known = Variable(
+                (),
+                label if len(label) <= MAX_LONG_NAME else str(name).replace("_", " "),
+                old.get("units", "1"),
+            )
         attrs = known.entry(None, comment=definitions.get(str(name)) or None)[2]
         renamed = old.get("long_name") if old.get("long_name") != attrs["long_name"] else None
         earlier = [old.get("comment"), renamed]
@@ -374,14 +503,16 @@ def _time_coord(times: Sequence[float], **extra: str) -> dict[str, Any]:
     return {"time": TIME.entry(np.array(times, dtype=float), **extra)}
 
 
-def _slice_variables(values: Mapping[str, Sequence[Array]], n_times: int, grid: Any,
-                     kernel: Any) -> dict[str, Any]:
+def _slice_variables(
+    values: Mapping[str, Sequence[Array]], n_times: int, grid: Any, kernel: Any
+) -> dict[str, Any]:
     """The slice diagnostics recorded per snapshot (usa_av) and the kernel's gauges and coupling."""
     out = {}
     for name, var in SLICE_VARIABLES.items():
         recorded = values[name]
-        shape = (n_times,) + (grid.shape if name == "rho_marginal" else
-                              np.shape(recorded[0]) if recorded else ())
+        shape = (n_times,) + (
+            grid.shape if name == "rho_marginal" else np.shape(recorded[0]) if recorded else ()
+        )
         data = np.array(recorded).reshape(shape) if recorded else np.zeros((0,) + shape[1:])
         comment = {}
         if name.startswith("orbit") and not kernel.uniform_coupling:
@@ -392,26 +523,43 @@ def _slice_variables(values: Mapping[str, Sequence[Array]], n_times: int, grid: 
     return out
 
 
-def _density_checkpoint(checkpoint: tuple[float, Array, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _density_checkpoint(
+    checkpoint: tuple[float, Array, int],
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The variable ``checkpoint_state`` and the checkpoint attributes of a density file."""
     t_c, state, steps = checkpoint
     parts = np.stack([state.real, state.imag]) if np.iscomplexobj(state) else state.real[None]
-    data = {"checkpoint_state": DENSITY_VARIABLES["checkpoint_state"].entry(parts.reshape(len(parts), -1))}
-    attrs = {"checkpoint_time": t_c, "checkpoint_steps": steps,
-             "checkpoint_shape": ",".join(map(str, state.shape)),
-             "checkpoint_complex": int(np.iscomplexobj(state))}
+    data = {
+        "checkpoint_state": DENSITY_VARIABLES["checkpoint_state"].entry(
+            parts.reshape(len(parts), -1)
+        )
+    }
+    attrs = {
+        "checkpoint_time": t_c,
+        "checkpoint_steps": steps,
+        "checkpoint_shape": ",".join(map(str, state.shape)),
+        "checkpoint_complex": int(np.iscomplexobj(state)),
+    }
     return data, attrs
 
 
-def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[float],
-                    rho: Sequence[Array], diagnostics: Mapping[str, Sequence[float]],
-                    comments: Mapping[str, str] | None = None,
-                    slice_values: Mapping[str, Sequence[Array]] | None = None,
-                    scheme_attrs: Mapping[str, Any] | None = None, status: Mapping[str, Any] | None = None,
-                    checkpoint: tuple[float, Array, int] | None = None,
-                    centroids: Sequence[Array] | None = None,
-                    log_rho: Sequence[Array] | None = None,
-                    unfaithful: tuple[float, float, float] | None = None) -> Any:
+def density_dataset(
+    problem: Any,
+    grid: Any,
+    config: Any,
+    *,
+    times: Sequence[float],
+    rho: Sequence[Array],
+    diagnostics: Mapping[str, Sequence[float]],
+    comments: Mapping[str, str] | None = None,
+    slice_values: Mapping[str, Sequence[Array]] | None = None,
+    scheme_attrs: Mapping[str, Any] | None = None,
+    status: Mapping[str, Any] | None = None,
+    checkpoint: tuple[float, Array, int] | None = None,
+    centroids: Sequence[Array] | None = None,
+    log_rho: Sequence[Array] | None = None,
+    unfaithful: tuple[float, float, float] | None = None,
+) -> Any:
     """The Dataset (schema spheredens-1) of the snapshots of a density run.
 
     Parameters
@@ -467,25 +615,31 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
     for name in DIAGNOSTICS:
         if name in diagnostics:
             comment = {"comment": comments[name]} if name in comments else {}
-            data_vars[name] = DENSITY_VARIABLES[name].entry(np.array(diagnostics[name]), grid, **comment)
+            data_vars[name] = DENSITY_VARIABLES[name].entry(
+                np.array(diagnostics[name]), grid, **comment
+            )
     if centroids is not None:
         data_vars["rho_centroid"] = DENSITY_VARIABLES["rho_centroid"].entry(
-            np.array(centroids).reshape((len(times),) + grid.shape), grid)
+            np.array(centroids).reshape((len(times),) + grid.shape), grid
+        )
     if log_rho is not None:
         data_vars["log_rho"] = DENSITY_VARIABLES["log_rho"].entry(
-            np.array(log_rho).reshape((len(times),) + grid.shape), grid)
+            np.array(log_rho).reshape((len(times),) + grid.shape), grid
+        )
     if slice_values:
         data_vars.update(_slice_variables(slice_values, len(times), grid, model.auxiliary))
     attrs = _header(SCHEMA, problem.domain, model)
-    attrs.update({
-        "scheme": config.discretization.scheme,
-        "beta": float(model.beta),
-        "config": config.to_toml(),
-        "title": f"spheredens {model.name} on the {problem.domain}, beta = {model.beta:g}",
-        "history": history(),
-        "cfl": float(config.time.cfl),
-        "t_end": float(config.time.t_end),
-    })
+    attrs.update(
+        {
+            "scheme": config.discretization.scheme,
+            "beta": float(model.beta),
+            "config": config.to_toml(),
+            "title": f"spheredens {model.name} on the {problem.domain}, beta = {model.beta:g}",
+            "history": history(),
+            "cfl": float(config.time.cfl),
+            "t_end": float(config.time.t_end),
+        }
+    )
     attrs.update(scheme_attrs or {})
     if model.auxiliary is not None:
         attrs["auxiliary_kernel"] = model.auxiliary.name
@@ -499,13 +653,22 @@ def density_dataset(problem: Any, grid: Any, config: Any, *, times: Sequence[flo
     return cf_encode(xr.Dataset(data_vars, coords=coords, attrs=attrs))
 
 
-def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, domain: str,
-                     model: Any = None, config: str | None = None, attrs: Mapping[str, Any] | None = None,
-                     title: str | None = None, status: Mapping[str, Any] | None = None,
-                     labels: tuple[NDArray[np.int64], Array, Array] | None = None,
-                     checkpoint: tuple[float, Array, int] | None = None,
-                     weight_long_name: str | None = None,
-                     w2_projection: tuple[Sequence[float], str] | None = None) -> Any:
+def particle_dataset(
+    times: Sequence[float],
+    positions: Any,
+    weight: Array,
+    *,
+    domain: str,
+    model: Any = None,
+    config: str | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    status: Mapping[str, Any] | None = None,
+    labels: tuple[NDArray[np.int64], Array, Array] | None = None,
+    checkpoint: tuple[float, Array, int] | None = None,
+    weight_long_name: str | None = None,
+    w2_projection: tuple[Sequence[float], str] | None = None,
+) -> Any:
     """The Dataset (schema spheredens-particles-1) of a particle run.
 
     Parameters
@@ -543,7 +706,8 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
     var = PARTICLE_VARIABLES
     data = {"position": var["position"].entry(np.asarray(positions))}
     data["particle_weight"] = var["particle_weight"].entry(
-        weight, **({} if weight_long_name is None else {"long_name": weight_long_name}))
+        weight, **({} if weight_long_name is None else {"long_name": weight_long_name})
+    )
     header = _header(PARTICLE_SCHEMA, domain, model)
     if model is not None:
         data.update(_attention(model))
@@ -560,7 +724,9 @@ def particle_dataset(times: Sequence[float], positions: Any, weight: Array, *, d
     header.update(status or {})
     if w2_projection is not None:
         values, comment = w2_projection
-        data["w2_projection"] = var["w2_projection"].entry(np.asarray(values, dtype=float), comment=comment)
+        data["w2_projection"] = var["w2_projection"].entry(
+            np.asarray(values, dtype=float), comment=comment
+        )
     if checkpoint is not None:
         data["checkpoint_position"] = var["checkpoint_position"].entry(checkpoint[1][0])
         header.update({"checkpoint_time": checkpoint[0], "checkpoint_steps": checkpoint[2]})

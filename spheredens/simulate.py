@@ -1,4 +1,5 @@
 """The time loop: an integrator driven by a scheme, landing exactly on snapshot times."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,12 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._lazy import tqdm_auto
+from ._types import Array
 from .config import MAX_STEPS, MAX_STEPS_TEXT, TimeConfig
 
-Array = NDArray[np.float64]
 logger = logging.getLogger(__name__)
 
 _stop_request: dict[str, str | None] = {"reason": None}
@@ -173,19 +173,27 @@ class Invariants:
         if not np.all(off <= MASS_TOLERANCE):
             k = int(np.argmax(off))
             slice_ = f" of slice {k}" if masses.size > 1 else ""
-            self.fail(f"{where} changed the mass{slice_} to {masses[k]:.12g}, not 1 (to {MASS_TOLERANCE:g}), "
-                      "though the scheme conserves it")
+            self.fail(
+                f"{where} changed the mass{slice_} to {masses[k]:.12g}, not 1 (to {MASS_TOLERANCE:g}), "
+                "though the scheme conserves it"
+            )
         top, low = scheme.extremes(y)
         if self.positivity and low < 0.0:
-            self.fail(f"{where} made rho negative (min rho = {low:.3g}), though scheme {scheme.name!r} keeps "
-                      f"rho >= 0 with integrator {scheme.integrator.name!r} at time.cfl = {self.cfl:g}")
+            self.fail(
+                f"{where} made rho negative (min rho = {low:.3g}), though scheme {scheme.name!r} keeps "
+                f"rho >= 0 with integrator {scheme.integrator.name!r} at time.cfl = {self.cfl:g}"
+            )
         previous = self._top
         if np.isfinite(compression):
-            limit = min(self.envelope, self.slack * previous) * math.exp(GROWTH_FACTOR * dt * compression)
+            limit = min(self.envelope, self.slack * previous) * math.exp(
+                GROWTH_FACTOR * dt * compression
+            )
             if top > limit * (1.0 + 1e-12):
-                self.fail(f"{where} took max |rho| from {previous:.4g} to {top:.4g}, more than the velocity's "
-                          f"compression allows (max(-div X) = {compression:.3g}: at most {limit:.4g} with the "
-                          "safety factors)")
+                self.fail(
+                    f"{where} took max |rho| from {previous:.4g} to {top:.4g}, more than the velocity's "
+                    f"compression allows (max(-div X) = {compression:.3g}: at most {limit:.4g} with the "
+                    "safety factors)"
+                )
             self.envelope = limit
         else:  # not measured: nothing to compare with, start again from here
             self.envelope = self.slack * top
@@ -236,12 +244,22 @@ class Stepper:
         tendency = scheme.rhs(y, t)
         speed = max(tendency.max_speed, scheme.speed_floor)
         if not (np.isfinite(speed) and np.all(np.isfinite(tendency.rate))):
-            raise _Stop("nan", "d rho/dt is not finite: the resolution is too coarse for this beta, "
-                        "or the state is corrupted")
+            raise _Stop(
+                "nan",
+                "d rho/dt is not finite: the resolution is too coarse for this beta, "
+                "or the state is corrupted",
+            )
         if speed > scheme.speed_bound * (1.0 + 1e-9):
-            raise _Stop("speed_bound", f"the speed {speed:.6g} exceeds ||V|| = {scheme.speed_bound:.6g}, "
-                        "impossible for softmax attention: the state is corrupted")
-        dt = scheme.stable_dt(self.cfl, tendency._replace(max_speed=speed)) if speed > 0.0 else target - t
+            raise _Stop(
+                "speed_bound",
+                f"the speed {speed:.6g} exceeds ||V|| = {scheme.speed_bound:.6g}, "
+                "impossible for softmax attention: the state is corrupted",
+            )
+        dt = (
+            scheme.stable_dt(self.cfl, tendency._replace(max_speed=speed))
+            if speed > 0.0
+            else target - t
+        )
         if self.max_dt is not None:
             dt = min(dt, self.max_dt)
         first = self._first_dt
@@ -250,15 +268,23 @@ class Stepper:
         if dt < self.dt_floor:
             # a speed the model's V gives (||V||), and a step that has not shrunk: the horizon
             # asks for too many steps, nothing blew up
-            natural = speed <= max(10.0 * scheme.speed_floor,
-                                   scheme.speed_bound if math.isfinite(scheme.speed_bound) else 0.0)
+            natural = speed <= max(
+                10.0 * scheme.speed_floor,
+                scheme.speed_bound if math.isfinite(scheme.speed_bound) else 0.0,
+            )
             if natural and dt >= 0.5 * first:
-                raise _Stop("dt_collapse", f"the step {dt:.3g} (max speed {speed:.3g}) is below t_end / "
-                            f"{MAX_STEPS_TEXT} = {self.dt_floor:.3g}: time.t_end = {self.t_end:g} would take "
-                            f"more than {MAX_STEPS_TEXT} steps; use a smaller time.t_end")
-            raise _Stop("dt_collapse", f"the CFL step {dt:.3g} fell below t_end / {MAX_STEPS_TEXT} = "
-                        f"{self.dt_floor:.3g} (max speed {speed:.3g}; the first step was {first:.3g}): the "
-                        "velocity blew up; use a finer grid or a smaller beta")
+                raise _Stop(
+                    "dt_collapse",
+                    f"the step {dt:.3g} (max speed {speed:.3g}) is below t_end / "
+                    f"{MAX_STEPS_TEXT} = {self.dt_floor:.3g}: time.t_end = {self.t_end:g} would take "
+                    f"more than {MAX_STEPS_TEXT} steps; use a smaller time.t_end",
+                )
+            raise _Stop(
+                "dt_collapse",
+                f"the CFL step {dt:.3g} fell below t_end / {MAX_STEPS_TEXT} = "
+                f"{self.dt_floor:.3g} (max speed {speed:.3g}; the first step was {first:.3g}): the "
+                "velocity blew up; use a finer grid or a smaller beta",
+            )
         self._compression = float(getattr(tendency, "max_compression", math.nan))
         return dt, tendency.rate
 
@@ -279,16 +305,26 @@ class Stepper:
             dt *= 0.5
             self.retried_steps += 1
         if not np.all(np.isfinite(y_new)):
-            raise _Stop("nan", f"rho became non-finite in a step of dt = {dt:.3g}: the resolution "
-                        "is too coarse for this beta, or the step too large")
+            raise _Stop(
+                "nan",
+                f"rho became non-finite in a step of dt = {dt:.3g}: the resolution "
+                "is too coarse for this beta, or the step too large",
+            )
         if self.invariants is not None:
             self.invariants.check(y_new, dt, self._compression, self.step_number, t)
         return y_new, (target if land else t + dt), dt
 
 
-def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), *,
-             state: Array | None = None, t_start: float = 0.0, steps_done: int = 0,
-             observe_start: bool | None = None) -> SimulationResult:
+def simulate(
+    scheme: Any,
+    time: TimeConfig,
+    observers: Sequence[Observer] = (),
+    *,
+    state: Array | None = None,
+    t_start: float = 0.0,
+    steps_done: int = 0,
+    observe_start: bool | None = None,
+) -> SimulationResult:
     """Integrate ``scheme`` from ``t_start`` to ``time.t_end``, landing exactly on every
     snapshot time of ``time`` (the controller around a :class:`Stepper`).
 
@@ -325,8 +361,14 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
     snapshot_set = set(snapshots)
     stepper = Stepper(scheme, time)
     clock = _time.perf_counter()
-    info = {"t_start": t, "t_end": t_end, "initial_state": y.copy(), "scheme": scheme,
-            "steps_done": steps_done, "stepper": stepper}
+    info = {
+        "t_start": t,
+        "t_end": t_end,
+        "initial_state": y.copy(),
+        "scheme": scheme,
+        "steps_done": steps_done,
+        "stepper": stepper,
+    }
     for obs in observers:
         obs.start(info)
     if observe_start is None:
@@ -351,7 +393,9 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
             if target in snapshot_set:
                 for obs in observers:
                     obs.observe(target, y)
-                done = [m for m in (getattr(obs, "stop_requested", str)() for obs in observers) if m]
+                done = [
+                    m for m in (getattr(obs, "stop_requested", str)() for obs in observers) if m
+                ]
                 if done:
                     raise _Stop("done", done[0])
     except _Stop as stop:
@@ -367,29 +411,42 @@ def simulate(scheme: Any, time: TimeConfig, observers: Sequence[Observer] = (), 
         # goes on to the caller (the command line prints it)
         _stop_request["reason"] = None
         text = " ".join(str(exc).split()) or type(exc).__name__
-        result = SimulationResult("error", f"{type(exc).__name__} at t = {t:g} (step {steps + 1}): {text}"[:500],
-                                  t, y, steps, _time.perf_counter() - clock, stepper.retried_steps)
+        result = SimulationResult(
+            "error",
+            f"{type(exc).__name__} at t = {t:g} (step {steps + 1}): {text}"[:500],
+            t,
+            y,
+            steps,
+            _time.perf_counter() - clock,
+            stepper.retried_steps,
+        )
         for obs in observers:
             try:
                 obs.finish(result)
             except Exception as again:  # noqa: BLE001 - the first exception is the one to report
-                logger.warning("could not record the end of the run (%s: %s)", type(again).__name__, again)
+                logger.warning(
+                    "could not record the end of the run (%s: %s)", type(again).__name__, again
+                )
         raise
     _stop_request["reason"] = None
-    result = SimulationResult(reason, message, t, y, steps, _time.perf_counter() - clock,
-                              stepper.retried_steps)
+    result = SimulationResult(
+        reason, message, t, y, steps, _time.perf_counter() - clock, stepper.retried_steps
+    )
     for obs in observers:
         obs.finish(result)
     return result
 
 
 #: the listener of the :class:`Progress` observers made in this context (:func:`progress_listener`)
-_listener: contextvars.ContextVar[tuple[Callable[[dict[str, Any]], None], float] | None] = \
+_listener: contextvars.ContextVar[tuple[Callable[[dict[str, Any]], None], float] | None] = (
     contextvars.ContextVar("spheredens_progress_listener", default=None)
+)
 
 
 @contextlib.contextmanager
-def progress_listener(listener: Callable[[dict[str, Any]], None], *, interval: float = 5.0) -> Iterator[None]:
+def progress_listener(
+    listener: Callable[[dict[str, Any]], None], *, interval: float = 5.0
+) -> Iterator[None]:
     """While the block runs, every :class:`Progress` observer made in it (so every run of
     :func:`spheredens.run` and :func:`~spheredens.particles.run_particles`, whether it shows a
     bar or not) reports to ``listener``: a sweep's case tells its client how far it has got.
@@ -440,17 +497,33 @@ def progress_wanted(enabled: bool | None, stream: Any = None) -> bool:
     return stream is None and in_notebook()
 
 
-def progress_bar(total: float, *, enabled: bool | None = None, stream: Any = None, initial: float = 0,
-                 delay: float = 0.0, desc: str = "", bar_format: str | None = None) -> Any:
+def progress_bar(
+    total: float,
+    *,
+    enabled: bool | None = None,
+    stream: Any = None,
+    initial: float = 0,
+    delay: float = 0.0,
+    desc: str = "",
+    bar_format: str | None = None,
+) -> Any:
     """A tqdm bar (``tqdm.auto``: a widget in a notebook that has ipywidgets, text elsewhere)
     counting up to ``total``, or None when :func:`progress_wanted` says no or there is nothing
     to count. ``delay``: seconds before it appears (short tasks show none); it redraws at most
     5 times a second. Update it with ``bar.update(dn)``, end it with ``bar.close()``."""
     if not progress_wanted(enabled, stream) or not total > 0:
         return None
-    return tqdm_auto.tqdm(total=total, initial=initial, file=stream if stream is not None else sys.stderr,
-                          delay=delay, mininterval=0.2, desc=desc or None, bar_format=bar_format,
-                          leave=True, dynamic_ncols=True)
+    return tqdm_auto.tqdm(
+        total=total,
+        initial=initial,
+        file=stream if stream is not None else sys.stderr,
+        delay=delay,
+        mininterval=0.2,
+        desc=desc or None,
+        bar_format=bar_format,
+        leave=True,
+        dynamic_ncols=True,
+    )
 
 
 class Progress(Observer):
@@ -480,8 +553,14 @@ class Progress(Observer):
     #: seconds before a bar appears, unless ``delay`` is given
     DELAY = 2.0
 
-    def __init__(self, stream: Any = None, *, delay: float | None = None, enabled: bool | None = None,
-                 desc: str = "") -> None:
+    def __init__(
+        self,
+        stream: Any = None,
+        *,
+        delay: float | None = None,
+        enabled: bool | None = None,
+        desc: str = "",
+    ) -> None:
         self.stream = stream
         self.enabled = progress_wanted(enabled, stream)
         self.delay, self.desc = self.DELAY if delay is None else float(delay), desc
@@ -494,9 +573,15 @@ class Progress(Observer):
         self._steps = int(info.get("steps_done", 0))
         self._last_report = self._t0
         if self.enabled:
-            self._bar = progress_bar(self._t_end, enabled=True, stream=self.stream, initial=self._t_start,
-                                     delay=self.delay, desc=f"{self.desc}: " if self.desc else "",
-                                     bar_format=self.BAR_FORMAT)
+            self._bar = progress_bar(
+                self._t_end,
+                enabled=True,
+                stream=self.stream,
+                initial=self._t_start,
+                delay=self.delay,
+                desc=f"{self.desc}: " if self.desc else "",
+                bar_format=self.BAR_FORMAT,
+            )
         self._report("start", self._t_start)
 
     def observe(self, t: float, state: Array) -> None:
@@ -523,8 +608,16 @@ class Progress(Observer):
         if self._listener is None:
             return
         try:
-            self._listener[0]({"event": event, "t": float(t), "t_start": float(self._t_start),
-                               "t_end": float(self._t_end), "wall": _time.perf_counter() - self._t0,
-                               "steps": self._steps, **extra})
+            self._listener[0](
+                {
+                    "event": event,
+                    "t": float(t),
+                    "t_start": float(self._t_start),
+                    "t_end": float(self._t_end),
+                    "wall": _time.perf_counter() - self._t0,
+                    "steps": self._steps,
+                    **extra,
+                }
+            )
         except Exception as exc:  # reporting never stops a run
             logger.warning("progress listener failed: %s", exc)

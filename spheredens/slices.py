@@ -3,12 +3,12 @@ concentrates, whether the marginal collapses, and how far the slice modes are fr
 x*(xi) = G(xi)^T z predicted for gauge kernels. Array-level functions of points and weights;
 no grid, no files.
 """
+
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
-Array = NDArray[np.float64]
+from ._types import Array
 
 #: candidate centres tried for the W2 distance to the nearest Dirac mass (a subsample of points)
 MAX_DIRAC_CANDIDATES = 4096
@@ -69,7 +69,7 @@ def w2_to_nearest_dirac(density: Array, points: Array, weight: Array) -> float:
     candidates = points[::step]
     best = np.inf
     for s in range(0, len(candidates), 256):
-        cost = (_dist(candidates[s:s + 256], points) ** 2) @ a
+        cost = (_dist(candidates[s : s + 256], points) ** 2) @ a
         best = min(best, float(cost.min()))
     return float(np.sqrt(best))
 

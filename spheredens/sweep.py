@@ -27,6 +27,7 @@ Refused before any case runs, in one line: values repeated (also when equal as n
 written differently: ``2`` and ``2.0``, ``0.0`` and ``-0.0``), cases with other snapshot times,
 a dimension named like a part of the combined dataset, and ``output.*`` keys (set by the sweep).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,7 +52,8 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from ._lazy import dask, distributed, xarray as xr
+from ._lazy import dask, distributed
+from ._lazy import xarray as xr
 from ._validate import as_str, as_table, check_keys
 from .config import RunConfig, config_from_dict, load_config, read_toml
 from .exceptions import ConfigError, OutputLocked, SpheredensError, SpheredensWarning
@@ -139,7 +141,7 @@ def _label(value: Any) -> str:
 def _shown(value: Any) -> str:
     """:func:`_label`, cut to :data:`SHOWN_VALUE_CHARS` characters for a message."""
     text = _label(value)
-    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS - 3] + "..."
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 3] + "..."
 
 
 def _value_array(values: tuple[Any, ...]) -> Any:
@@ -180,7 +182,9 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
     if "base" not in data:
         raise ConfigError("sweep.base", "is required: the base configuration file, or a table")
     if isinstance(data["base"], str):
-        base_path = Path(data["base"]) if Path(data["base"]).is_absolute() else base_dir / data["base"]
+        base_path = (
+            Path(data["base"]) if Path(data["base"]).is_absolute() else base_dir / data["base"]
+        )
         load_config(base_path)  # validated as it is, then varied from its own tables
         base = read_toml(base_path, "base configuration")
         base_cfg_dir = base_path.resolve().parent
@@ -190,19 +194,30 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
     output_dir = base_dir / as_str(data.get("output_dir", "cases"), "sweep.output_dir")
     combined = output_dir / as_str(data.get("combined", "combined.nc"), "sweep.combined")
     if combined.suffix != ".nc":
-        raise ConfigError("sweep.combined", f"= {combined.name!r} must end in '.nc' (a netCDF file)")
+        raise ConfigError(
+            "sweep.combined", f"= {combined.name!r} must end in '.nc' (a netCDF file)"
+        )
     vary = as_table(data.get("vary", {}), "sweep.vary")
     if not vary:
-        raise ConfigError("sweep.vary", "give at least one key to vary, e.g. \"model.beta\" = [10.0, 30.0]")
+        raise ConfigError(
+            "sweep.vary", 'give at least one key to vary, e.g. "model.beta" = [10.0, 30.0]'
+        )
     keys, levels = [], []
     for key, values in vary.items():
         if "." not in key:
-            raise ConfigError(f"sweep.vary.{key}", "use a dotted key 'section.key', e.g. \"model.beta\"")
+            raise ConfigError(
+                f"sweep.vary.{key}", "use a dotted key 'section.key', e.g. \"model.beta\""
+            )
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"sweep.vary.{key}", f"must be a non-empty list of values, got {_shown(values)}")
+            raise ConfigError(
+                f"sweep.vary.{key}", f"must be a non-empty list of values, got {_shown(values)}"
+            )
         if key.partition(".")[0] == "output":
-            raise ConfigError(f"sweep.vary.{key}", "is set by the sweep itself (each case writes "
-                              "output_dir/<case>.nc, without a figure): vary other keys")
+            raise ConfigError(
+                f"sweep.vary.{key}",
+                "is set by the sweep itself (each case writes "
+                "output_dir/<case>.nc, without a figure): vary other keys",
+            )
         seen: dict[Any, Any] = {}
         for value in values:
             normal = _normal(value)
@@ -212,23 +227,39 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
                 normal = _label(value)
                 earlier = seen.get(normal, seen)
             if earlier is not seen:
-                same = "the same value twice" if _label(earlier) == _label(value) else "equal as numbers"
-                raise ConfigError(f"sweep.vary.{key}", f"repeats a value: {_shown(earlier)} and "
-                                  f"{_shown(value)} are {same}; list each value once")
+                same = (
+                    "the same value twice"
+                    if _label(earlier) == _label(value)
+                    else "equal as numbers"
+                )
+                raise ConfigError(
+                    f"sweep.vary.{key}",
+                    f"repeats a value: {_shown(earlier)} and "
+                    f"{_shown(value)} are {same}; list each value once",
+                )
             seen[normal] = value
         dim = _dim_name(key)
         if dim in RESERVED_NAMES:
-            raise ConfigError(f"sweep.vary.{key}", f"would name a dimension {dim!r} of the combined "
-                              f"dataset, which has a {dim!r} of its own; run one sweep per value of it")
+            raise ConfigError(
+                f"sweep.vary.{key}",
+                f"would name a dimension {dim!r} of the combined "
+                f"dataset, which has a {dim!r} of its own; run one sweep per value of it",
+            )
         keys.append(key)
         levels.append(tuple(values))
     if len({_dim_name(k) for k in keys}) != len(keys):
-        raise ConfigError("sweep.vary", "two varied keys end in the same name; the combined dataset "
-                          "names its dimensions after the last component of each key")
+        raise ConfigError(
+            "sweep.vary",
+            "two varied keys end in the same name; the combined dataset "
+            "names its dimensions after the last component of each key",
+        )
     count = math.prod(len(v) for v in levels)
     if count > MAX_SWEEP_CASES:  # each case is a run and a file, validated before any runs
-        raise ConfigError("sweep.vary", f"{count} cases ({' x '.join(str(len(v)) for v in levels)}), more "
-                          f"than {MAX_SWEEP_CASES} (each a run and its file); vary fewer values, or split the sweep")
+        raise ConfigError(
+            "sweep.vary",
+            f"{count} cases ({' x '.join(str(len(v)) for v in levels)}), more "
+            f"than {MAX_SWEEP_CASES} (each a run and its file); vary fewer values, or split the sweep",
+        )
     cases = []
     for combo in itertools.product(*levels):
         values = tuple(zip(keys, combo))
@@ -243,8 +274,11 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
             cfg = config_from_dict(table, base_dir=base_cfg_dir)
         except ConfigError as exc:
             raise ConfigError(f"sweep case {name}", str(exc)) from None
-        cfg.check_resolution(key=f"sweep case {name}", warn=False, fix="refine the grid or set "
-                             "discretization.allow_underresolved = true in the base")
+        cfg.check_resolution(
+            key=f"sweep case {name}",
+            warn=False,
+            fix="refine the grid or set discretization.allow_underresolved = true in the base",
+        )
         cases.append(SweepCase(name, values, cfg))
     _check_combinable(cases, keys)
     owner: dict[Path, Any] = {combined.resolve(): "the combined file"}
@@ -252,9 +286,12 @@ def sweep_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> S
         other = owner.setdefault(case.path, case)
         if other is not case:
             other = other if isinstance(other, str) else f"case {other.name} ({dict(other.values)})"
-            raise ConfigError(f"sweep case {case.name}", f"writes {str(case.path)!r}, as {other} "
-                              "does (their names coincide once made file names); vary other values "
-                              "or rename the combined file")
+            raise ConfigError(
+                f"sweep case {case.name}",
+                f"writes {str(case.path)!r}, as {other} "
+                "does (their names coincide once made file names); vary other values "
+                "or rename the combined file",
+            )
     return Sweep(tuple(cases), tuple(keys), tuple(levels), output_dir, combined)
 
 
@@ -273,10 +310,13 @@ def _check_combinable(cases: list[SweepCase], keys: list[str]) -> None:
         other = case.config.time.snapshot_times()
         if other != times:
             key = _differing_key(cases[0], case, keys, prefer="time.")
-            raise ConfigError(f"sweep.vary.{key}", f"changes the snapshot times (case {cases[0].name}: "
-                              f"{len(times)} to t = {times[-1]:g}; case {case.name}: {len(other)} to "
-                              f"t = {other[-1]:g}); combined.nc needs the same times in every case: "
-                              "run one sweep per value of it")
+            raise ConfigError(
+                f"sweep.vary.{key}",
+                f"changes the snapshot times (case {cases[0].name}: "
+                f"{len(times)} to t = {times[-1]:g}; case {case.name}: {len(other)} to "
+                f"t = {other[-1]:g}); combined.nc needs the same times in every case: "
+                "run one sweep per value of it",
+            )
     seen: dict[str, SweepCase] = {}
     for case in cases:
         table = case.config.to_dict()
@@ -286,9 +326,12 @@ def _check_combinable(cases: list[SweepCase], keys: list[str]) -> None:
             first = seen[text]
             key = _differing_key(first, case, keys)
             va, vb = dict(first.values)[key], dict(case.values)[key]
-            raise ConfigError(f"sweep.vary.{key}", f"{_shown(va)} and {_shown(vb)} give the same run "
-                              f"(cases {first.name} and {case.name} have one configuration once "
-                              "validated); list each value once")
+            raise ConfigError(
+                f"sweep.vary.{key}",
+                f"{_shown(va)} and {_shown(vb)} give the same run "
+                f"(cases {first.name} and {case.name} have one configuration once "
+                "validated); list each value once",
+            )
         seen[text] = case
 
 
@@ -301,8 +344,10 @@ def case_status(case: SweepCase) -> str:
     except SpheredensError:
         return "partial"
     if not same_run(ds.attrs.get("config", ""), case.config):
-        raise ConfigError(f"sweep case {case.name}", f"{str(case.path)!r} holds a different run; "
-                          "move it away or choose another output_dir")
+        raise ConfigError(
+            f"sweep case {case.name}",
+            f"{str(case.path)!r} holds a different run; move it away or choose another output_dir",
+        )
     return "done" if ds.attrs.get("run_status") == "complete" else "partial"
 
 
@@ -332,8 +377,13 @@ class _WorkerLines(logging.Handler):
             self.handleError(record)
 
 
-def _worker_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                    line: str | None = None) -> str:
+def _worker_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
     """``warnings.formatwarning`` on a worker: one line ``spheredens: warning: sweep case NAME:
     ...``, as the command line prints its own warnings (others named by their category)."""
     text = " ".join(str(message).split())
@@ -363,8 +413,13 @@ def _one_line_messages_on_worker() -> None:
         _worker_ready = True
 
 
-def _run_case(config_dict: dict, base_dir: str, name: str = "", topic: str | None = None,
-              interval: float = 5.0) -> dict:
+def _run_case(
+    config_dict: dict,
+    base_dir: str,
+    name: str = "",
+    topic: str | None = None,
+    interval: float = 5.0,
+) -> dict:
     """Task body (runs on a worker): run or resume one case; never raises. With a ``topic``
     the run's progress goes to the client as Dask events (:func:`_publisher`); ``wall`` is the
     task's wall time in seconds. Its warnings print as one line each, naming the case
@@ -374,15 +429,26 @@ def _run_case(config_dict: dict, base_dir: str, name: str = "", topic: str | Non
     _RUNNING.case = name
     try:
         cfg = config_from_dict(config_dict, base_dir=base_dir)
-        with progress_listener(_publisher(topic, name), interval=interval) if topic else contextlib.nullcontext():
+        with (
+            progress_listener(_publisher(topic, name), interval=interval)
+            if topic
+            else contextlib.nullcontext()
+        ):
             ds = run(cfg, progress=False, resume=True)
-        return {"ok": True, "n_steps": int(ds.attrs.get("n_steps", 0)), "wall": time.perf_counter() - clock}
+        return {
+            "ok": True,
+            "n_steps": int(ds.attrs.get("n_steps", 0)),
+            "wall": time.perf_counter() - clock,
+        }
     except SpheredensError as exc:
         return {"ok": False, "error": str(exc), "wall": time.perf_counter() - clock}
     except Exception as exc:  # a bug: report it with its traceback's last line, keep going
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc} "
-                                      f"({traceback.format_exc().strip().splitlines()[-2].strip()})",
-                "wall": time.perf_counter() - clock}
+        return {
+            "ok": False,
+            "error": f"{type(exc).__name__}: {exc} "
+            f"({traceback.format_exc().strip().splitlines()[-2].strip()})",
+            "wall": time.perf_counter() - clock,
+        }
     finally:
         _RUNNING.case = ""
 
@@ -481,7 +547,11 @@ class SweepReporter:
             logger.info("counting the worker threads: %s", exc)
         client.subscribe_topic(self.topic, self.event)
         why = _dashboard_missing(link)
-        self.line(f"sweep: Dask dashboard at {link}" if why is None else f"sweep: no Dask dashboard ({why})")
+        self.line(
+            f"sweep: Dask dashboard at {link}"
+            if why is None
+            else f"sweep: no Dask dashboard ({why})"
+        )
         earlier = f" ({done_earlier} done earlier)" if done_earlier else ""
         self.line(f"sweep: {self.n_cases} case(s) to run on {self.slots} worker thread(s){earlier}")
 
@@ -518,11 +588,13 @@ class SweepReporter:
                 resume = f", resuming at t = {msg['t_start']:.4g}" if msg["t_start"] > 0 else ""
                 self.line(f"  {case}: started{where}{resume} (t_end = {msg['t_end']:.4g})")
                 return
-            self.line(f"  {case}: t = {msg['t']:.4g} / {msg['t_end']:.4g} "
-                      f"({100.0 * (msg['t'] / msg['t_end'] if msg['t_end'] > 0 else 1.0):.0f}%), "
-                      f"{_duration(msg['wall'])}"
-                      + (f", ~{_duration(msg['left'])} left" if msg["left"] == msg["left"] else "")
-                      + self._left())
+            self.line(
+                f"  {case}: t = {msg['t']:.4g} / {msg['t_end']:.4g} "
+                f"({100.0 * (msg['t'] / msg['t_end'] if msg['t_end'] > 0 else 1.0):.0f}%), "
+                f"{_duration(msg['wall'])}"
+                + (f", ~{_duration(msg['left'])} left" if msg["left"] == msg["left"] else "")
+                + self._left()
+            )
         except Exception as exc:  # a malformed event: never break the client's loop
             logger.info("sweep progress event %r: %s", event, exc)
 
@@ -541,8 +613,10 @@ class SweepReporter:
 
     def close(self) -> None:
         """The end line: the sweep's wall time."""
-        self.line(f"sweep: {len(self._done)} of {self.n_cases} case(s) ended in "
-                  f"{_duration(time.monotonic() - self._clock)}")
+        self.line(
+            f"sweep: {len(self._done)} of {self.n_cases} case(s) ended in "
+            f"{_duration(time.monotonic() - self._clock)}"
+        )
 
     def time_left(self) -> float | None:
         """Estimated wall seconds until the last case ends (None: nothing to go on yet)."""
@@ -572,7 +646,9 @@ class SweepReporter:
         return f"; sweep ~{_duration(left)} left"
 
 
-def check_sweep_output(sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "mkdir=True") -> None:
+def check_sweep_output(
+    sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "mkdir=True"
+) -> None:
     """Check, before any work, that the sweep can write its files.
 
     The sweep writes into its own folder ``output_dir``, which it creates when missing; the
@@ -586,14 +662,22 @@ def check_sweep_output(sweep: Sweep, *, mkdir: bool = False, mkdir_hint: str = "
     """
     out = sweep.output_dir
     own = not out.exists() and out.parent.is_dir()  # the sweep's own folder, one level
-    check_output_location(sweep.combined_path, mkdir=mkdir or own, key="sweep.output_dir",
-                          mkdir_hint=mkdir_hint)
+    check_output_location(
+        sweep.combined_path, mkdir=mkdir or own, key="sweep.output_dir", mkdir_hint=mkdir_hint
+    )
 
 
-def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | None = None,
-              progress: bool = True, mkdir: bool = False, stream: Any = None,
-              progress_interval: float = 5.0,
-              dashboard_address: str | None = None) -> tuple[Any, dict[str, str]]:
+def run_sweep(
+    sweep: Sweep,
+    *,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    progress: bool = True,
+    mkdir: bool = False,
+    stream: Any = None,
+    progress_interval: float = 5.0,
+    dashboard_address: str | None = None,
+) -> tuple[Any, dict[str, str]]:
     """Run the cases not done yet on Dask; return the combined dataset and each case's outcome.
 
     The combined dataset is written from the cases that finished: when a case failed, its
@@ -628,13 +712,18 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
     """
     check_sweep_output(sweep, mkdir=mkdir)
     if not (isinstance(progress_interval, (int, float)) and progress_interval > 0):
-        raise ConfigError("progress_interval", f"must be a number of seconds > 0, got {progress_interval!r}")
+        raise ConfigError(
+            "progress_interval", f"must be a number of seconds > 0, got {progress_interval!r}"
+        )
     if n_workers is not None and not (isinstance(n_workers, int) and n_workers >= 1):
         raise ConfigError("n_workers", f"must be an integer >= 1, got {n_workers!r}")
     if dashboard_address is not None:
         if scheduler is not None:
-            raise ConfigError("dashboard_address", "applies to the local cluster only: the "
-                              f"scheduler at {scheduler!r} serves its own dashboard")
+            raise ConfigError(
+                "dashboard_address",
+                "applies to the local cluster only: the "
+                f"scheduler at {scheduler!r} serves its own dashboard",
+            )
         check_dashboard_address(dashboard_address)
     # SIGINT and SIGTERM stop the sweep from here on, however far it got: the lock is released
     # and the cluster shut down on every path
@@ -646,12 +735,23 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, n_workers: int | No
             for case in sweep.cases:
                 holder = lock_holder(case.path)
                 if holder is not None:
-                    raise OutputLocked(f"sweep case {case.name}: {str(case.path)!r} is being written by "
-                                       f"another process: {describe_holder(holder)}; wait for it to "
-                                       "end, or choose another output_dir", path=case.path, holder=holder)
-            return _run_cases(sweep, stop, scheduler=scheduler, n_workers=n_workers, progress=progress,
-                              stream=stream, progress_interval=float(progress_interval),
-                              dashboard_address=dashboard_address or DEFAULT_DASHBOARD_ADDRESS)
+                    raise OutputLocked(
+                        f"sweep case {case.name}: {str(case.path)!r} is being written by "
+                        f"another process: {describe_holder(holder)}; wait for it to "
+                        "end, or choose another output_dir",
+                        path=case.path,
+                        holder=holder,
+                    )
+            return _run_cases(
+                sweep,
+                stop,
+                scheduler=scheduler,
+                n_workers=n_workers,
+                progress=progress,
+                stream=stream,
+                progress_interval=float(progress_interval),
+                dashboard_address=dashboard_address or DEFAULT_DASHBOARD_ADDRESS,
+            )
 
 
 def check_dashboard_address(address: Any, key: str = "dashboard_address") -> str:
@@ -659,8 +759,11 @@ def check_dashboard_address(address: Any, key: str = "dashboard_address") -> str
     0 a free one), else ConfigError naming ``key``."""
     host, sep, port = str(address).rpartition(":") if isinstance(address, str) else ("", "", "")
     if not sep or not port.isdigit() or int(port) > 65535 or any(c.isspace() for c in host):
-        raise ConfigError(key, f"= {_shown(address)} is not host:port, e.g. 127.0.0.1:8787 (this "
-                          "machine only) or :8787 (every interface)")
+        raise ConfigError(
+            key,
+            f"= {_shown(address)} is not host:port, e.g. 127.0.0.1:8787 (this "
+            "machine only) or :8787 (every interface)",
+        )
     return address
 
 
@@ -668,14 +771,23 @@ def _interrupted(stop: "_Stop", unfinished: list[str]) -> KeyboardInterrupt:
     exc = KeyboardInterrupt(
         f"sweep interrupted with {len(unfinished)} case(s) unfinished ({', '.join(unfinished)}); "
         "finished cases are kept and a running case keeps its last checkpoint: run the "
-        "same command again to continue")
+        "same command again to continue"
+    )
     exc.signal = stop.signum if stop.signum is not None else signal.SIGINT  # type: ignore[attr-defined]
     return exc
 
 
-def _run_cases(sweep: Sweep, stop: "_Stop", *, scheduler: str | None, n_workers: int | None,
-               progress: bool, stream: Any = None, progress_interval: float = 5.0,
-               dashboard_address: str = DEFAULT_DASHBOARD_ADDRESS) -> tuple[Any, dict[str, str]]:
+def _run_cases(
+    sweep: Sweep,
+    stop: "_Stop",
+    *,
+    scheduler: str | None,
+    n_workers: int | None,
+    progress: bool,
+    stream: Any = None,
+    progress_interval: float = 5.0,
+    dashboard_address: str = DEFAULT_DASHBOARD_ADDRESS,
+) -> tuple[Any, dict[str, str]]:
     """The body of :func:`run_sweep`, under the sweep's lock, ``stop`` set by SIGINT or SIGTERM."""
     global _CLIENT_PID
     _CLIENT_PID = os.getpid()
@@ -696,21 +808,39 @@ def _run_cases(sweep: Sweep, stop: "_Stop", *, scheduler: str | None, n_workers:
         interrupted = False
         try:
             if scheduler is None:
-                cluster = _local_cluster(n_workers or min(2, len(pending)), dashboard_address=dashboard_address)
+                cluster = _local_cluster(
+                    n_workers or min(2, len(pending)), dashboard_address=dashboard_address
+                )
                 client = distributed.Client(cluster)
             else:
                 try:
                     client = distributed.Client(scheduler, timeout=30)
                 except (OSError, TimeoutError) as exc:
-                    raise SpheredensError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
-            if progress and not stop.is_set():  # before the first task: its start event is not missed
+                    raise SpheredensError(
+                        f"cannot reach the Dask scheduler at {scheduler!r}: {exc}"
+                    ) from None
+            if (
+                progress and not stop.is_set()
+            ):  # before the first task: its start event is not missed
                 reporter = SweepReporter(len(pending), stream=stream, interval=progress_interval)
                 reporter.attach(client, done_earlier=len(sweep.cases) - len(pending))
-            futures = {} if stop.is_set() else {
-                client.submit(_run_case, c.config.to_dict(), str(c.config.base_dir), c.name,
-                              reporter.topic if reporter else None, progress_interval,
-                              pure=False, key=f"spheredens-{c.name}-{id(c)}"): c
-                for c in pending}
+            futures = (
+                {}
+                if stop.is_set()
+                else {
+                    client.submit(
+                        _run_case,
+                        c.config.to_dict(),
+                        str(c.config.base_dir),
+                        c.name,
+                        reporter.topic if reporter else None,
+                        progress_interval,
+                        pure=False,
+                        key=f"spheredens-{c.name}-{id(c)}",
+                    ): c
+                    for c in pending
+                }
+            )
             remaining, k = list(futures), 0
             while remaining and not stop.is_set():  # polled: a signal never lands inside Dask
                 finished = [f for f in remaining if f.done()]
@@ -746,10 +876,15 @@ def _run_cases(sweep: Sweep, stop: "_Stop", *, scheduler: str | None, n_workers:
     if combined is not None:
         if combined.attrs.get("failed_cases"):
             missing = combined.attrs["failed_cases"].split(", ")
-            logger.warning("%s holds %d of %d case(s): the failed case(s) %s have NaN values there "
-                           "(attribute failed_cases); their files are kept, and the same command "
-                           "runs them again", sweep.combined_path, len(sweep.cases) - len(missing),
-                           len(sweep.cases), ", ".join(missing))
+            logger.warning(
+                "%s holds %d of %d case(s): the failed case(s) %s have NaN values there "
+                "(attribute failed_cases); their files are kept, and the same command "
+                "runs them again",
+                sweep.combined_path,
+                len(sweep.cases) - len(missing),
+                len(sweep.cases),
+                ", ".join(missing),
+            )
         write_dataset(combined, sweep.combined_path)
     elif failed:
         logger.warning("no case finished: %s not written", sweep.combined_path)
@@ -797,10 +932,15 @@ def _local_cluster(n_workers: int, dashboard_address: str = DEFAULT_DASHBOARD_AD
     127.0.0.1, a free port), the workers without dashboards. Its processes ignore Ctrl-C (they
     inherit SIGINT ignored): the sweep process handles it and shuts them down."""
     with signal_handler(signal.SIG_IGN):
-        return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                        host="127.0.0.1", protocol="tcp://",
-                                        dashboard_address=dashboard_address,
-                                        worker_dashboard_address=None)
+        return distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            protocol="tcp://",
+            dashboard_address=dashboard_address,
+            worker_dashboard_address=None,
+        )
 
 
 def _shut_down(client: Any, cluster: Any) -> None:
@@ -829,8 +969,16 @@ def _quiet_dask() -> None:
 def _coordinate(key: str, levels: tuple[Any, ...]) -> Any:
     """The coordinate of a varied key: its values when they are all numbers, all strings or all
     booleans; else a label per value (:func:`_label`, the value as written)."""
-    kinds = {bool if isinstance(v, bool) else (int, float) if isinstance(v, (int, float)) else
-             str if isinstance(v, str) else object for v in levels}
+    kinds = {
+        bool
+        if isinstance(v, bool)
+        else (int, float)
+        if isinstance(v, (int, float))
+        else str
+        if isinstance(v, str)
+        else object
+        for v in levels
+    }
     if len(kinds) == 1 and object not in kinds:
         return np.array(levels)
     return np.array([_label(v) for v in levels])
@@ -867,17 +1015,26 @@ def combine(sweep: Sweep, *, partial: bool = False) -> Any:
     times = first["time"].values
     for name, ds in datasets.items():
         if not np.array_equal(ds["time"].values, times):
-            raise SpheredensError(f"case {name} has other snapshot times; the combined dataset "
-                                  "needs the same times in every case")
+            raise SpheredensError(
+                f"case {name} has other snapshot times; the combined dataset "
+                "needs the same times in every case"
+            )
     shape = tuple(len(lv) for lv in sweep.levels)
     dims = tuple(_dim_name(k) for k in sweep.keys)
     normal_levels = [[_normal(v) for v in lv] for lv in sweep.levels]
-    where = {case.name: tuple(nl.index(_normal(v)) for nl, (_, v) in zip(normal_levels, case.values))
-             for case in sweep.cases}
+    where = {
+        case.name: tuple(nl.index(_normal(v)) for nl, (_, v) in zip(normal_levels, case.values))
+        for case in sweep.cases
+    }
     space = [d for d in first["rho"].dims if d != "time"]
-    same_grid = all(ds["rho"].shape == first["rho"].shape for ds in datasets.values()) and all(
-        all(np.array_equal(ds[c].values, first[c].values) for c in space)
-        for ds in datasets.values()) and not set(dims) & (set(space) | set(first.coords))
+    same_grid = (
+        all(ds["rho"].shape == first["rho"].shape for ds in datasets.values())
+        and all(
+            all(np.array_equal(ds[c].values, first[c].values) for c in space)
+            for ds in datasets.values()
+        )
+        and not set(dims) & (set(space) | set(first.coords))
+    )
     names = [v for v in COMBINED_VARIABLES if v in first] + (["rho"] if same_grid else [])
     data = {}
     for var in names:
@@ -893,29 +1050,50 @@ def combine(sweep: Sweep, *, partial: bool = False) -> Any:
             if c in first.coords:
                 coords[c] = (c, first[c].values, dict(first[c].attrs))
         if "weight" in first:
-            data["weight"] = (first["weight"].dims, first["weight"].values, dict(first["weight"].attrs))
-    labelled = [(d, k, lv) for d, k, lv in zip(dims, sweep.keys, sweep.levels)
-                if coords[d][1].dtype.kind == "U" and not all(isinstance(v, str) for v in lv)]
+            data["weight"] = (
+                first["weight"].dims,
+                first["weight"].values,
+                dict(first["weight"].attrs),
+            )
+    labelled = [
+        (d, k, lv)
+        for d, k, lv in zip(dims, sweep.keys, sweep.levels)
+        if coords[d][1].dtype.kind == "U" and not all(isinstance(v, str) for v in lv)
+    ]
     for dim, key, levels in labelled:  # the values themselves, along the key's dimension
         values = _value_array(levels)
         if values is not None:
             label = f"value of {key}"
-            data[f"{dim}_value"] = ((dim,) + _value_dims(key, values.ndim - 1), values,
-                                    {"long_name": label if len(label) <= 40 else f"value of {dim}",
-                                     "units": "1", "comment": f"the value of {key} in each case "
-                                     f"(the coordinate {dim} labels it as written in the sweep file)"})
+            data[f"{dim}_value"] = (
+                (dim,) + _value_dims(key, values.ndim - 1),
+                values,
+                {
+                    "long_name": label if len(label) <= 40 else f"value of {dim}",
+                    "units": "1",
+                    "comment": f"the value of {key} in each case "
+                    f"(the coordinate {dim} labels it as written in the sweep file)",
+                },
+            )
     for name in ("Q", "K", "V"):  # the matrices, when no case changes them
-        if name not in dims and all(np.array_equal(ds[name].values, first[name].values)
-                                    for ds in datasets.values()):
+        if name not in dims and all(
+            np.array_equal(ds[name].values, first[name].values) for ds in datasets.values()
+        ):
             data[name] = (("row", "col"), first[name].values, dict(first[name].attrs))
-    attrs = {"Conventions": "CF-1.10", "spheredens_schema": "spheredens-sweep-1",
-             "varied_keys": ", ".join(sweep.keys), "domain": first.attrs["domain"],
-             "model": first.attrs["model"], "cases": "\n".join(str(c.path) for c in sweep.cases),
-             "rho_included": int(same_grid)}
+    attrs = {
+        "Conventions": "CF-1.10",
+        "spheredens_schema": "spheredens-sweep-1",
+        "varied_keys": ", ".join(sweep.keys),
+        "domain": first.attrs["domain"],
+        "model": first.attrs["model"],
+        "cases": "\n".join(str(c.path) for c in sweep.cases),
+        "rho_included": int(same_grid),
+    }
     if missing:
         attrs["failed_cases"] = ", ".join(missing)
     combined = combined_grid(first, xr.Dataset(data, coords=coords, attrs=attrs), sweep.keys)
     for dim, key, _ in labelled:
-        combined[dim].attrs["comment"] = (f"value of {key} in each case, as written in the sweep file"
-                                          + (f" (the values: {dim}_value)" if f"{dim}_value" in combined else ""))
+        combined[dim].attrs["comment"] = (
+            f"value of {key} in each case, as written in the sweep file"
+            + (f" (the values: {dim}_value)" if f"{dim}_value" in combined else "")
+        )
     return combined

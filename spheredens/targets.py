@@ -9,6 +9,7 @@ target is exact up to a stated quadrature / sampling error:
 * :func:`terminal_subspace`: the dominant eigenspace of V (the conjectured support of the
   terminal phase) and the W2 distance of a density to the measures supported on it.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,14 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
+from ._types import Array
 from .exceptions import SpheredensError
-from .geometry import CIRCLE, domain_of_dimension, NotProvided, SPHERE
-from .models import projection_target as assumption_1, Model
+from .geometry import CIRCLE, SPHERE, NotProvided, domain_of_dimension
+from .models import Model
+from .models import projection_target as assumption_1
 from .problem import Problem
-
-Array = NDArray[np.float64]
 
 #: atoms used to sample the great-circle target (dim E_1 = 2): W2 sampling error <= pi / M
 CIRCLE_TARGET_ATOMS = 512
@@ -79,8 +79,15 @@ def _sectors(edges: Array, panels_per_sector: int, order: int) -> tuple[Array, A
     return np.concatenate(psi_list), np.concatenate(w_list), np.concatenate(sector)
 
 
-def arc_masses(initial: Callable[[Array], Array], e1: Array, e2: Array, edges: Array,
-               *, panels_per_sector: int = 1, order: int = 8) -> Array:
+def arc_masses(
+    initial: Callable[[Array], Array],
+    e1: Array,
+    e2: Array,
+    edges: Array,
+    *,
+    panels_per_sector: int = 1,
+    order: int = 8,
+) -> Array:
     """rho_0-masses of the arcs {cos psi e1 + sin psi e2 : psi in [edges_k, edges_{k+1})} of
     S^1 (composite Gauss-Legendre, ``order`` points per panel)."""
     psi, w_psi, sector = _sectors(edges, panels_per_sector, order)
@@ -89,8 +96,16 @@ def arc_masses(initial: Callable[[Array], Array], e1: Array, e2: Array, edges: A
     return np.bincount(sector, weights=values, minlength=len(edges) - 1)
 
 
-def lune_masses(initial: Callable[[Array], Array], e1: Array, e2: Array, edges: Array,
-                *, panels_per_sector: int = 1, alpha_panels: int = 8, order: int = 8) -> Array:
+def lune_masses(
+    initial: Callable[[Array], Array],
+    e1: Array,
+    e2: Array,
+    edges: Array,
+    *,
+    panels_per_sector: int = 1,
+    alpha_panels: int = 8,
+    order: int = 8,
+) -> Array:
     """rho_0-masses of the lunes {x in S^2 : angle of (<x, e1>, <x, e2>) in [edges_k, edges_{k+1})},
     in coordinates x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha) (e1 x e2),
     d sigma = cos(alpha) d alpha d psi (composite Gauss-Legendre; ``alpha_panels`` panels of 16
@@ -106,22 +121,31 @@ def lune_masses(initial: Callable[[Array], Array], e1: Array, e2: Array, edges: 
 
 
 def _two_atoms(u: Array, masses: Array) -> TargetMeasure:
-    return TargetMeasure(np.array([u, -u]), masses / masses.sum(),
-                         "two atoms at +-u, u = (" + ", ".join(f"{c:.12g}" for c in u) + ")", 0.0)
+    return TargetMeasure(
+        np.array([u, -u]),
+        masses / masses.sum(),
+        "two atoms at +-u, u = (" + ", ".join(f"{c:.12g}" for c in u) + ")",
+        0.0,
+    )
 
 
 @CIRCLE.provides("projection_target")
-def _circle_target(initial: Callable[[Array], Array], basis: Array, circle_atoms: int) -> TargetMeasure:
+def _circle_target(
+    initial: Callable[[Array], Array], basis: Array, circle_atoms: int
+) -> TargetMeasure:
     """dim E_1 = 1 on S^1: the rho_0-masses of the half circles around +-u."""
     u = basis[0]
     e1, e2 = u, np.array([-u[1], u[0]])
-    masses = arc_masses(initial, e1, e2, np.array([-0.5, 0.5, 1.5]) * np.pi, panels_per_sector=32,
-                        order=16)
+    masses = arc_masses(
+        initial, e1, e2, np.array([-0.5, 0.5, 1.5]) * np.pi, panels_per_sector=32, order=16
+    )
     return _two_atoms(u, masses)
 
 
 @SPHERE.provides("projection_target")
-def _sphere_target(initial: Callable[[Array], Array], basis: Array, circle_atoms: int) -> TargetMeasure:
+def _sphere_target(
+    initial: Callable[[Array], Array], basis: Array, circle_atoms: int
+) -> TargetMeasure:
     """S^2: dim E_1 = 1, the hemispheres around +-u; dim E_1 = 2, ``circle_atoms`` equal arcs of
     the great circle S cap E_1 carrying the masses of their lunes."""
     if basis.shape[0] == 1:
@@ -142,13 +166,19 @@ def _sphere_target(initial: Callable[[Array], Array], basis: Array, circle_atoms
     masses = lune_masses(initial, e1, e2, edges)
     psi = 0.5 * (edges[:-1] + edges[1:])
     points = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-    desc = (f"{circle_atoms} atoms on the great circle of E_1 = span((" + ", ".join(f"{c:.12g}" for c in e1)
-            + "), (" + ", ".join(f"{c:.12g}" for c in e2) + "))")
+    desc = (
+        f"{circle_atoms} atoms on the great circle of E_1 = span(("
+        + ", ".join(f"{c:.12g}" for c in e1)
+        + "), ("
+        + ", ".join(f"{c:.12g}" for c in e2)
+        + "))"
+    )
     return TargetMeasure(points, masses / masses.sum(), desc, math.pi / circle_atoms)
 
 
-def projection_measure(model: Model, initial: Callable[[Array], Array], *,
-                       circle_atoms: int = CIRCLE_TARGET_ATOMS) -> TargetMeasure:
+def projection_measure(
+    model: Model, initial: Callable[[Array], Array], *, circle_atoms: int = CIRCLE_TARGET_ATOMS
+) -> TargetMeasure:
     """Pi_# rho_0 (MODELS.md section 3) as a discrete measure: the quadratures of the domain's
     part ``"projection_target"`` (circle and sphere here). A mixture initial density (with
     ``components``, the von Mises-Fisher densities) is also summed over its components in the
@@ -165,10 +195,14 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
     if not target.holds:
         raise AssumptionError(f"Pi_# rho_0 is undefined: Assumption 1 fails ({target.reason})")
     if target.basis.shape[0] == 0 or not np.all(np.isfinite(target.basis)):
-        raise AssumptionError("Pi_# rho_0 is undefined: the eigenvectors of A = V B^T are not finite "
-                              "(its entries are beyond what float64 resolves)")
+        raise AssumptionError(
+            "Pi_# rho_0 is undefined: the eigenvectors of A = V B^T are not finite "
+            "(its entries are beyond what float64 resolves)"
+        )
     if target.basis.shape[0] >= model.d:
-        raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
+        raise AssumptionError(
+            "Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space"
+        )
     domain = domain_of_dimension(model.d)
     try:
         build = domain.part("projection_target", "the target Pi_# rho_0")
@@ -180,8 +214,9 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
     if parts is None:
         return measure
     by_parts = _by_components(build, parts(), target.basis, circle_atoms)
-    if np.all(np.isfinite(measure.masses)) and np.allclose(measure.masses, by_parts.masses, rtol=0.0,
-                                                           atol=COMPONENT_MASS_AGREEMENT):
+    if np.all(np.isfinite(measure.masses)) and np.allclose(
+        measure.masses, by_parts.masses, rtol=0.0, atol=COMPONENT_MASS_AGREEMENT
+    ):
         return measure
     return by_parts
 
@@ -191,8 +226,12 @@ def projection_measure(model: Model, initial: Callable[[Array], Array], *,
 COMPONENT_MASS_AGREEMENT = 1e-9
 
 
-def _by_components(build: Callable[..., TargetMeasure], parts: list[tuple[float, Callable[[Array], Array], float]],
-                   basis: Array, circle_atoms: int) -> TargetMeasure:
+def _by_components(
+    build: Callable[..., TargetMeasure],
+    parts: list[tuple[float, Callable[[Array], Array], float]],
+    basis: Array,
+    circle_atoms: int,
+) -> TargetMeasure:
     """Pi_# rho_0 of a mixture sum_i w_i rho_i as sum_i w_i Pi_# rho_i (Pi_# is linear), each
     component's quadrature formed in the log domain: exp(log rho_i - largest), its largest
     value at the quadrature's nodes 1, so that a component far narrower than the nodes'
@@ -201,19 +240,24 @@ def _by_components(build: Callable[..., TargetMeasure], parts: list[tuple[float,
     for w, log_f, _ in parts:
         largest = [-math.inf]
 
-        def probe(x: Array, log_f: Callable[[Array], Array] = log_f) -> Array:
+        def probe(
+            x: Array, log_f: Callable[[Array], Array] = log_f, largest: list[float] = largest
+        ) -> Array:
             largest[0] = max(largest[0], float(np.max(log_f(x))))
             return np.ones(np.shape(x)[:-1])
 
         build(probe, basis, circle_atoms)  # first pass: the largest log value at the nodes
         with np.errstate(under="ignore"):
-            one = build(lambda x, log_f=log_f, top=largest[0]: np.exp(log_f(x) - top), basis, circle_atoms)
+            one = build(
+                lambda x, log_f=log_f, top=largest[0]: np.exp(log_f(x) - top), basis, circle_atoms
+            )
         masses = w * one.masses if masses is None else masses + w * one.masses
     return TargetMeasure(one.points, masses / masses.sum(), one.description, one.sampling_error)
 
 
-def empirical_projection(model: Model, x: Array, weight: Array, *,
-                         circle_atoms: int = CIRCLE_TARGET_ATOMS) -> TargetMeasure:
+def empirical_projection(
+    model: Model, x: Array, weight: Array, *, circle_atoms: int = CIRCLE_TARGET_ATOMS
+) -> TargetMeasure:
     """Pi_# of the empirical measure sum_i w_i delta_{x_i} (particles at t = 0): the target of a
     particle run, which carries its own sampling error of rho_0 (i.i.d. starts put
     O(n^-1/2) more or less mass on each side than rho_0 does; measured against Pi_# rho_0
@@ -233,7 +277,9 @@ def empirical_projection(model: Model, x: Array, weight: Array, *,
     if not target.holds:
         raise AssumptionError(f"Pi_# rho_0 is undefined: Assumption 1 fails ({target.reason})")
     if target.basis.shape[0] >= model.d:
-        raise AssumptionError("Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space")
+        raise AssumptionError(
+            "Pi_# rho_0 is undefined: the top eigenspace E_1 of V B^T is the whole space"
+        )
     x, weight = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
     coords = x @ target.basis.T
     if target.basis.shape[0] == 1:
@@ -249,8 +295,14 @@ def empirical_projection(model: Model, x: Array, weight: Array, *,
     middle = (np.arange(circle_atoms) + 0.5) * 2 * np.pi / circle_atoms
     keep = masses > 0
     points = np.cos(middle[keep])[:, None] * e1 + np.sin(middle[keep])[:, None] * e2
-    desc = (f"the particles' Pi(x_i(0)) gathered into {circle_atoms} equal arcs of the great circle of "
-            "E_1 = span((" + ", ".join(f"{c:.12g}" for c in e1) + "), (" + ", ".join(f"{c:.12g}" for c in e2) + "))")
+    desc = (
+        f"the particles' Pi(x_i(0)) gathered into {circle_atoms} equal arcs of the great circle of "
+        "E_1 = span(("
+        + ", ".join(f"{c:.12g}" for c in e1)
+        + "), ("
+        + ", ".join(f"{c:.12g}" for c in e2)
+        + "))"
+    )
     return TargetMeasure(points, masses[keep] / masses.sum(), desc, math.pi / circle_atoms)
 
 
@@ -307,6 +359,8 @@ def terminal_subspace(model: Model, *, rtol: float = 1e-9) -> TerminalSubspace:
     u, s, vt = np.linalg.svd(span)
     rank = int(np.sum(s > 1e-9 * s[0]))
     basis = vt[:rank]
-    definition = (f"dominant eigenvalue of V (largest real part) = {complex(top):.6g} ({kind}), "
-                  f"dimension {rank}")
+    definition = (
+        f"dominant eigenvalue of V (largest real part) = {complex(top):.6g} ({kind}), "
+        f"dimension {rank}"
+    )
     return TerminalSubspace(None if rank >= model.d else basis, complex(top), definition)

@@ -4,22 +4,23 @@ W2 on a domain is :meth:`spheredens.geometry.Domain.w2`: this module registers t
 (POT's circle solver on the angles) and the domain-generic default (the exact EMD with squared
 geodesic cost, any d), which the sphere uses.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from numpy.typing import NDArray
+
 from ._lazy import ot
-from .geometry import circle_angle, circle_points, CIRCLE, provides_by_default, SPHERE
+from ._types import Array
+from .geometry import CIRCLE, SPHERE, circle_angle, circle_points, provides_by_default
 from .grids import RingMesh
 
-Array = NDArray[np.float64]
 
-
-def w2_circle(theta_a: Array, weight_a: Array, theta_b: Array, weight_b: Array, *,
-              tol: float = 1e-12) -> float:
+def w2_circle(
+    theta_a: Array, weight_a: Array, theta_b: Array, weight_b: Array, *, tol: float = 1e-12
+) -> float:
     """Exact W2 (geodesic cost, radians) between two weighted point sets on S^1.
 
     Parameters
@@ -75,8 +76,9 @@ def sub_atoms_per_cell(n: int, min_atoms: int = CIRCLE_SUB_ATOMS) -> int:
     return max(1, -(-min_atoms // n))
 
 
-def circle_density_atoms(theta: Array, weight: Array, rho: Array, *, min_atoms: int = CIRCLE_SUB_ATOMS
-                         ) -> tuple[Array, Array, float]:
+def circle_density_atoms(
+    theta: Array, weight: Array, rho: Array, *, min_atoms: int = CIRCLE_SUB_ATOMS
+) -> tuple[Array, Array, float]:
     """The piecewise-constant density on the cells [theta_j -+ w_j / 2] as k equal sub-atoms per
     cell (k = ceil(min_atoms / n)). Returns (angles, masses, bound) with bound = max_j w_j / (2 k),
     an upper bound of W2 between the atoms and the piecewise-constant density. Negative values
@@ -88,8 +90,9 @@ def circle_density_atoms(theta: Array, weight: Array, rho: Array, *, min_atoms: 
     return angles, masses / masses.sum(), float(np.max(weight) / (2 * k))
 
 
-def sphere_density_atoms(points: Array, weight: Array, rho: Array, *, n_points: int = 4096
-                         ) -> tuple[Array, Array, float]:
+def sphere_density_atoms(
+    points: Array, weight: Array, rho: Array, *, n_points: int = 4096
+) -> tuple[Array, Array, float]:
     """Coarsen a density on a (lat, lon) grid to about ``n_points`` weighted atoms.
 
     Blocks of b x b grid cells (b = ceil(sqrt(N / n_points))) become one atom at the block's
@@ -123,7 +126,9 @@ def sphere_density_atoms(points: Array, weight: Array, rho: Array, *, n_points: 
     return centre.reshape(-1, 3)[keep], mass.reshape(-1)[keep], bound
 
 
-def _cell_atoms(points: Array, weight: Array, rho: Array, n_points: int) -> tuple[Array, Array, float]:
+def _cell_atoms(
+    points: Array, weight: Array, rho: Array, n_points: int
+) -> tuple[Array, Array, float]:
     """Unstructured cells: group them by the cells of a coarse ring mesh of about ``n_points``
     cells containing their centres; same atoms and bound as for a (lat, lon) grid."""
 
@@ -135,7 +140,9 @@ def _cell_atoms(points: Array, weight: Array, rho: Array, n_points: int) -> tupl
     lon = np.arctan2(points[:, 1], points[:, 0])
     block = coarse.locate(lat, lon)
     mass = np.bincount(block, a, coarse.n_cells)
-    centroid = np.stack([np.bincount(block, a * points[:, i], coarse.n_cells) for i in range(3)], axis=-1)
+    centroid = np.stack(
+        [np.bincount(block, a * points[:, i], coarse.n_cells) for i in range(3)], axis=-1
+    )
     norm = np.linalg.norm(centroid, axis=-1, keepdims=True)
     centre = centroid / np.where(norm > 0, norm, 1.0)
     dist = np.arccos(np.clip(np.sum(centre[block] * points, axis=-1), -1.0, 1.0))
@@ -219,36 +226,50 @@ def _no_centroids(centroid: Any) -> None:
         raise ValueError("cell centroids (rho_centroid) are defined on the circle only")
 
 
-def grid_point_atoms(grid: Any, rho: Array, n_points: int | None = None,
-                     centroid: Array | None = None) -> tuple[Array, Array, float]:
+def grid_point_atoms(
+    grid: Any, rho: Array, n_points: int | None = None, centroid: Array | None = None
+) -> tuple[Array, Array, float]:
     """rho as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j
     (clipped at 0, normalized); bound 0 (the atoms are the representation)."""
     _no_centroids(centroid)
     points = np.asarray(grid.points).reshape(-1, np.shape(grid.points)[-1])
-    a = np.clip(np.asarray(rho, dtype=float), 0.0, None).reshape(-1) * np.asarray(grid.weight).reshape(-1)
+    a = np.clip(np.asarray(rho, dtype=float), 0.0, None).reshape(-1) * np.asarray(
+        grid.weight
+    ).reshape(-1)
     return points, a / a.sum(), 0.0
 
 
-def _circle_atoms(grid: Any, rho: Array, n_points: int | None,
-                  centroid: Array | None = None) -> tuple[Array, Array, float]:
+def _circle_atoms(
+    grid: Any, rho: Array, n_points: int | None, centroid: Array | None = None
+) -> tuple[Array, Array, float]:
     if centroid is not None:  # the mass of each cell at its centroid
         a = np.clip(np.asarray(rho, dtype=float), 0.0, None) * grid.weight
-        return circle_points(grid.theta + np.asarray(centroid, dtype=float) * grid.weight), a / a.sum(), 0.0
-    angles, masses, bound = circle_density_atoms(grid.theta, grid.weight, np.asarray(rho, dtype=float))
+        return (
+            circle_points(grid.theta + np.asarray(centroid, dtype=float) * grid.weight),
+            a / a.sum(),
+            0.0,
+        )
+    angles, masses, bound = circle_density_atoms(
+        grid.theta, grid.weight, np.asarray(rho, dtype=float)
+    )
     return circle_points(angles), masses, bound
 
 
-_CENTROIDS = ("rho_t as the mass of each cell at its centroid theta_j + c_j w_j (c_j: the variable "
-              "rho_centroid, the first moment the scheme carries)")
+_CENTROIDS = (
+    "rho_t as the mass of each cell at its centroid theta_j + c_j w_j (c_j: the variable "
+    "rho_centroid, the first moment the scheme carries)"
+)
 
 
 def _circle_describe(grid: Any, n_points: int | None, centroids: bool = False) -> str:
     if centroids:
         return _CENTROIDS
     k = sub_atoms_per_cell(len(grid.theta))
-    return (f"rho_t as the piecewise-constant density on the grid cells [theta_j -+ w_j / 2] (finite "
-            f"volumes: their cell averages; nodal values: the cells around the nodes), {k} equal "
-            f"sub-atoms per cell, W2 error <= {float(np.max(grid.weight)) / (2 * k):.2g} rad")
+    return (
+        f"rho_t as the piecewise-constant density on the grid cells [theta_j -+ w_j / 2] (finite "
+        f"volumes: their cell averages; nodal values: the cells around the nodes), {k} equal "
+        f"sub-atoms per cell, W2 error <= {float(np.max(grid.weight)) / (2 * k):.2g} rad"
+    )
 
 
 def _cell_resolution(grid: Any, rho: Array, bound: float) -> float:
@@ -259,27 +280,51 @@ def _cell_resolution(grid: Any, rho: Array, bound: float) -> float:
     return float(np.sqrt(np.sum(pos * weight * weight**2) / np.sum(pos * weight) / 12.0))
 
 
-def _sphere_atoms(grid: Any, rho: Array, n_points: int | None,
-                  centroid: Array | None = None) -> tuple[Array, Array, float]:
+def _sphere_atoms(
+    grid: Any, rho: Array, n_points: int | None, centroid: Array | None = None
+) -> tuple[Array, Array, float]:
     _no_centroids(centroid)
     if n_points is None:
         return grid_point_atoms(grid, rho)
-    return sphere_density_atoms(grid.points, grid.weight, np.asarray(rho, dtype=float), n_points=n_points)
+    return sphere_density_atoms(
+        grid.points, grid.weight, np.asarray(rho, dtype=float), n_points=n_points
+    )
 
 
-_GRID_POINTS = "rho_t as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j"
+_GRID_POINTS = (
+    "rho_t as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j"
+)
 
 
 def _sphere_describe(grid: Any, n_points: int | None, centroids: bool = False) -> str:
     if n_points is None:
         return _GRID_POINTS + " (not coarsened)"
-    return (_GRID_POINTS + f", coarsened to ~{n_points} atoms (mass centroids of blocks of cells), "
-            "W2 error <= sqrt(sum_j a_j d(x_j, c_j)^2), c_j the atom of x_j's block")
+    return (
+        _GRID_POINTS + f", coarsened to ~{n_points} atoms (mass centroids of blocks of cells), "
+        "W2 error <= sqrt(sum_j a_j d(x_j, c_j)^2), c_j the atom of x_j's block"
+    )
 
 
-CIRCLE.provides("grid_atoms")(GridAtoms(_circle_atoms, _circle_describe, _cell_resolution,
-                                        "exact W2 on the circle (POT wasserstein_circle, geodesic cost)"))
-SPHERE.provides("grid_atoms")(GridAtoms(_sphere_atoms, _sphere_describe, lambda grid, rho, bound: bound,
-                                        "exact W2 on the sphere (POT emd2, squared geodesic cost)"))
-provides_by_default("grid_atoms")(GridAtoms(grid_point_atoms, lambda grid, n_points, centroids=False: _GRID_POINTS,
-                                            lambda grid, rho, bound: bound))
+CIRCLE.provides("grid_atoms")(
+    GridAtoms(
+        _circle_atoms,
+        _circle_describe,
+        _cell_resolution,
+        "exact W2 on the circle (POT wasserstein_circle, geodesic cost)",
+    )
+)
+SPHERE.provides("grid_atoms")(
+    GridAtoms(
+        _sphere_atoms,
+        _sphere_describe,
+        lambda grid, rho, bound: bound,
+        "exact W2 on the sphere (POT emd2, squared geodesic cost)",
+    )
+)
+provides_by_default("grid_atoms")(
+    GridAtoms(
+        grid_point_atoms,
+        lambda grid, n_points, centroids=False: _GRID_POINTS,
+        lambda grid, rho, bound: bound,
+    )
+)

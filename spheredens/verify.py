@@ -22,6 +22,7 @@ and its time by a factor 3.
 
 Python: ``spheredens.verify.verify()`` returns the same rows (:class:`CheckResult`).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,14 @@ from .config import config_from_dict
 from .exceptions import SpheredensError
 from .geometry import DOMAINS, get_domain
 from .problem import Problem
-from .references import (exact_zero_temperature_weak_form, linear_growth_tendency, mean_field_velocity,
-                         run_weak_form, wrapped_cauchy, wrapped_cauchy_radius)
+from .references import (
+    exact_zero_temperature_weak_form,
+    linear_growth_tendency,
+    mean_field_velocity,
+    run_weak_form,
+    wrapped_cauchy,
+    wrapped_cauchy_radius,
+)
 from .runner import run
 from .schemes import make_scheme
 from .simulate import simulate
@@ -87,14 +94,20 @@ class CheckResult:
         if self.message:
             return f"{status}  {self.name:37s} could not run: {self.message}"
         errors = ", ".join(f"{e:.1e} ({r})" for e, r in zip(self.errors, self.labels))
-        orders = f"; observed order {', '.join(f'{p:.2f}' for p in self.orders)}" if self.orders else ""
-        return (f"{status}  {self.name:37s} {self.quantity} {errors}{orders}; documented: "
-                f"{self.documented} [{self.seconds:.1f} s]")
+        orders = (
+            f"; observed order {', '.join(f'{p:.2f}' for p in self.orders)}" if self.orders else ""
+        )
+        return (
+            f"{status}  {self.name:37s} {self.quantity} {errors}{orders}; documented: "
+            f"{self.documented} [{self.seconds:.1f} s]"
+        )
 
 
 def observed_orders(errors: Sequence[float]) -> list[float]:
     """log2(e_k / e_{k+1}) for errors at resolutions doubling from one to the next."""
-    return [math.log2(a / b) if a > 0 and b > 0 else math.inf for a, b in zip(errors[:-1], errors[1:])]
+    return [
+        math.log2(a / b) if a > 0 and b > 0 else math.inf for a, b in zip(errors[:-1], errors[1:])
+    ]
 
 
 # -- beta = 0 on the circle: the wrapped Cauchy family --------------------------------------------
@@ -132,10 +145,19 @@ def wrapped_cauchy_errors(scheme: str, n: int, tolerance: float = 1e-6) -> tuple
     error of log rho per step)."""
     r0, psi, t = WRAPPED_CAUCHY["r0"], WRAPPED_CAUCHY["psi"], WRAPPED_CAUCHY["t"]
     options = {"tolerance": tolerance} if scheme == "log_sl" else {}
-    cfg = config_from_dict({
-        "model": {"name": "sa", "beta": 0.0, "K": [[1.0, 0.0], [0.0, 1.0]], "V": [[1.0, 0.0], [0.0, 1.0]]},
-        "initial": {"name": "uniform"}, "discretization": {"scheme": scheme, "n": n, **options},
-        "time": {"t_end": t, "times": [0.0, t], **({} if scheme == "log_sl" else {"cfl": 0.2})}})
+    cfg = config_from_dict(
+        {
+            "model": {
+                "name": "sa",
+                "beta": 0.0,
+                "K": [[1.0, 0.0], [0.0, 1.0]],
+                "V": [[1.0, 0.0], [0.0, 1.0]],
+            },
+            "initial": {"name": "uniform"},
+            "discretization": {"scheme": scheme, "n": n, **options},
+            "time": {"t_end": t, "times": [0.0, t], **({} if scheme == "log_sl" else {"cfl": 0.2})},
+        }
+    )
 
     def rho0(x):
         return wrapped_cauchy(np.arctan2(x[..., 1], x[..., 0]), r0, psi)
@@ -148,12 +170,16 @@ def wrapped_cauchy_errors(scheme: str, n: int, tolerance: float = 1e-6) -> tuple
     rho = solver.density(result.state)[0]
     theta, w = solver.grid.theta, solver.grid.weight
     r = wrapped_cauchy_radius(t, r0)
-    errors = [abs(np.sum(rho * w * np.exp(1j * k * theta)) - r**k * np.exp(1j * k * psi)) for k in (1, 2)]
+    errors = [
+        abs(np.sum(rho * w * np.exp(1j * k * theta)) - r**k * np.exp(1j * k * psi)) for k in (1, 2)
+    ]
     return float(max(errors)), abs(float(np.sum(rho * w)) - 1.0)
 
 
 def _beta_zero_circle(scheme: str, bound: BetaZeroBound) -> dict[str, Any]:
-    (coarse, mass_c), (fine, mass_f) = (wrapped_cauchy_errors(scheme, n, LOG_SL_TOLERANCE) for n in bound.ns)
+    (coarse, mass_c), (fine, mass_f) = (
+        wrapped_cauchy_errors(scheme, n, LOG_SL_TOLERANCE) for n in bound.ns
+    )
     mass = max(mass_c, mass_f)
     order = observed_orders([coarse, fine])[0]
     if bound.order is not None:
@@ -161,21 +187,32 @@ def _beta_zero_circle(scheme: str, bound: BetaZeroBound) -> dict[str, Any]:
         documented = f"order 2, required >= {bound.order:g} and error <= {bound.error:.1e}"
     else:
         passed = fine <= bound.error and fine <= coarse / bound.gain and mass <= bound.mass
-        documented = (f"spectral, required error <= {bound.error:.0e} and a gain >= {bound.gain:g} "
-                      f"(order {math.log2(bound.gain):.1f})")
+        documented = (
+            f"spectral, required error <= {bound.error:.0e} and a gain >= {bound.gain:g} "
+            f"(order {math.log2(bound.gain):.1f})"
+        )
     quantity = f"moments (step tolerance {LOG_SL_TOLERANCE:g})" if scheme == "log_sl" else "moments"
-    return {"quantity": quantity, "labels": tuple(f"n = {n}" for n in bound.ns),
-            "errors": (coarse, fine), "orders": (order,), "passed": passed,
-            "documented": f"{documented}; |mass - 1| = {mass:.0e} <= {bound.mass:.0e}",
-            "source": "tests/schemes/test_beta_zero.py"}
+    return {
+        "quantity": quantity,
+        "labels": tuple(f"n = {n}" for n in bound.ns),
+        "errors": (coarse, fine),
+        "orders": (order,),
+        "passed": passed,
+        "documented": f"{documented}; |mass - 1| = {mass:.0e} <= {bound.mass:.0e}",
+        "source": "tests/schemes/test_beta_zero.py",
+    }
 
 
 # -- beta = 0 on the sphere: the mean field --------------------------------------------------------
 #: the general B of the sphere references (condition number 2.3) and the V of the beta = 0 check
 GENERAL_B_3D = np.array([[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]])
 V_MEAN_FIELD = np.array([[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]])
-SMOOTH_3D = {"name": "von_mises_fisher", "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
-             "kappas": [4.0, 6.0], "weights": [0.6, 0.4]}
+SMOOTH_3D = {
+    "name": "von_mises_fisher",
+    "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
+    "kappas": [4.0, 6.0],
+    "weights": [0.6, 0.4],
+}
 #: scheme -> (evaluator, B, resolution, bound): tests/interaction/test_lowrank_meridian.py
 #: (1e-14, lmax 31) and tests/schemes/test_sphere_fv.py (face velocities at beta = 0 to 1e-12)
 BETA_ZERO_SPHERE = {
@@ -188,11 +225,24 @@ def sphere_mean_field_error(scheme: str, evaluator: str, K: Any, resolution: int
     """max |X - P_x V m / mass| of a sphere scheme's evaluator at beta = 0 on a smooth density,
     at the points where the scheme needs the velocity."""
     cls = get_domain("sphere").scheme_class(scheme)
-    cfg = config_from_dict({
-        "model": {"name": "sa", "beta": 0.0, "K": np.asarray(K).tolist(), "V": V_MEAN_FIELD.tolist()},
-        "domain": {"name": "sphere"}, "initial": SMOOTH_3D,
-        "discretization": {"scheme": scheme, cls.resolution: resolution, "interaction": evaluator},
-        "time": {"t_end": 1.0, "snapshots": 2}})
+    cfg = config_from_dict(
+        {
+            "model": {
+                "name": "sa",
+                "beta": 0.0,
+                "K": np.asarray(K).tolist(),
+                "V": V_MEAN_FIELD.tolist(),
+            },
+            "domain": {"name": "sphere"},
+            "initial": SMOOTH_3D,
+            "discretization": {
+                "scheme": scheme,
+                cls.resolution: resolution,
+                "interaction": evaluator,
+            },
+            "time": {"t_end": 1.0, "snapshots": 2},
+        }
+    )
     solver = make_scheme(Problem.from_config(cfg), cfg.discretization)
     if solver.interaction.name != evaluator:
         raise RuntimeError(f"{scheme} chose {solver.interaction.name}, not {evaluator}")
@@ -200,7 +250,9 @@ def sphere_mean_field_error(scheme: str, evaluator: str, K: Any, resolution: int
     layout = solver.layout()
     rho = solver.density(state)[0]
     targets = layout.targets if isinstance(layout.targets, np.ndarray) else layout.targets.points
-    want = mean_field_velocity(layout.sources.points, layout.sources.weight, rho, V_MEAN_FIELD, targets)
+    want = mean_field_velocity(
+        layout.sources.points, layout.sources.weight, rho, V_MEAN_FIELD, targets
+    )
     return float(np.abs(solver.interaction.vectors(state)[0] - want).max())
 
 
@@ -208,17 +260,29 @@ def _beta_zero_sphere(scheme: str) -> dict[str, Any]:
     evaluator, K, resolution, bound = BETA_ZERO_SPHERE[scheme]
     cls = get_domain("sphere").scheme_class(scheme)
     error = sphere_mean_field_error(scheme, evaluator, K, resolution)
-    return {"quantity": f"velocity ({evaluator})", "errors": (error,),
-            "labels": (f"{cls.resolution} = {resolution}",), "orders": (),
-            "passed": error <= bound, "documented": f"round-off, required <= {bound:.0e}",
-            "source": ("tests/interaction/test_lowrank_meridian.py" if scheme == "sh_spectral"
-                       else "tests/schemes/test_sphere_fv.py")}
+    return {
+        "quantity": f"velocity ({evaluator})",
+        "errors": (error,),
+        "labels": (f"{cls.resolution} = {resolution}",),
+        "orders": (),
+        "passed": error <= bound,
+        "documented": f"round-off, required <= {bound:.0e}",
+        "source": (
+            "tests/interaction/test_lowrank_meridian.py"
+            if scheme == "sh_spectral"
+            else "tests/schemes/test_sphere_fv.py"
+        ),
+    }
 
 
 # -- zero temperature by characteristics ------------------------------------------------------------
 #: the problem of tests/test_contracts.py: B = K (Q = I), V, the von Mises-Fisher mean, kappa, T
 ZERO_TEMPERATURE = {
-    2: {"K": [[1.75, 0.866025], [0.433013, 2.5]], "V": [[1.0, 0.2], [0.1, 0.6]], "mean": [0.6, 0.8]},
+    2: {
+        "K": [[1.75, 0.866025], [0.433013, 2.5]],
+        "V": [[1.0, 0.2], [0.1, 0.6]],
+        "mean": [0.6, 0.8],
+    },
     3: {"K": GENERAL_B_3D.tolist(), "V": V_MEAN_FIELD.tolist(), "mean": [0.0, 0.6, 0.8]},
 }
 ZERO_TEMPERATURE_KAPPA, ZERO_TEMPERATURE_T = 2.0, 1.0
@@ -227,38 +291,71 @@ ZERO_TEMPERATURE_KAPPA, ZERO_TEMPERATURE_T = 2.0, 1.0
 ORDER_SLACK = 0.2
 SPECTRAL_FLOOR, SPECTRAL_ORDER = 1e-9, 6.0
 #: what the README reports as measured by tests/test_contracts.py
-ZERO_TEMPERATURE_MEASURED = {("circle", "fv"): "order 1.9", ("sphere", "fv"): "order 2.1",
-                             ("circle", "fourier"): "3e-14 at n = 256",
-                             ("sphere", "sh_spectral"): "7e-12 at lmax = 31"}
+ZERO_TEMPERATURE_MEASURED = {
+    ("circle", "fv"): "order 1.9",
+    ("sphere", "fv"): "order 2.1",
+    ("circle", "fourier"): "3e-14 at n = 256",
+    ("sphere", "sh_spectral"): "7e-12 at lmax = 31",
+}
 
 
 def zero_temperature_resolutions(cls: Any) -> list[int]:
     """default / 4, / 2, / 1: n = 64, 128, 256; lmax + 1 = 8, 16, 32; nlat = 8, 16, 32."""
     shift = 1 if cls.resolution == "lmax" else 0
-    return [(cls.resolution_default + 1) // 4 - shift, (cls.resolution_default + 1) // 2 - shift,
-            cls.resolution_default]
+    return [
+        (cls.resolution_default + 1) // 4 - shift,
+        (cls.resolution_default + 1) // 2 - shift,
+        cls.resolution_default,
+    ]
 
 
-def zero_temperature_config(domain: str, scheme: str, resolution: int, K: Any, V: Any, mean: Any,
-                            kappa: float, T: float, **discretization: Any):
+def zero_temperature_config(
+    domain: str,
+    scheme: str,
+    resolution: int,
+    K: Any,
+    V: Any,
+    mean: Any,
+    kappa: float,
+    T: float,
+    **discretization: Any,
+):
     """sa_zero_temperature from a von Mises-Fisher density to T (cfl 0.05 for a spectral scheme,
     0.4 otherwise)."""
     cls = get_domain(domain).scheme_class(scheme)
     spectral = math.isinf(cls.zero_temperature_order)
-    return config_from_dict({
-        "model": {"name": "sa_zero_temperature", "K": K, "V": V}, "domain": {"name": domain},
-        "initial": {"name": "von_mises_fisher", "means": [list(mean)], "kappas": [kappa]},
-        "discretization": {"scheme": scheme, cls.resolution: resolution, "interaction": "auto",
-                           **discretization},
-        "time": {"t_end": T, "times": [0.0, T], "cfl": 0.05 if spectral else 0.4}})
+    return config_from_dict(
+        {
+            "model": {"name": "sa_zero_temperature", "K": K, "V": V},
+            "domain": {"name": domain},
+            "initial": {"name": "von_mises_fisher", "means": [list(mean)], "kappas": [kappa]},
+            "discretization": {
+                "scheme": scheme,
+                cls.resolution: resolution,
+                "interaction": "auto",
+                **discretization,
+            },
+            "time": {"t_end": T, "times": [0.0, T], "cfl": 0.05 if spectral else 0.4},
+        }
+    )
 
 
-def zero_temperature_errors(domain: str, scheme: str, resolutions: Iterable[int], *, K: Any, V: Any,
-                            mean: Any, kappa: float = ZERO_TEMPERATURE_KAPPA,
-                            T: float = ZERO_TEMPERATURE_T) -> list[float]:
+def zero_temperature_errors(
+    domain: str,
+    scheme: str,
+    resolutions: Iterable[int],
+    *,
+    K: Any,
+    V: Any,
+    mean: Any,
+    kappa: float = ZERO_TEMPERATURE_KAPPA,
+    T: float = ZERO_TEMPERATURE_T,
+) -> list[float]:
     """max_k |int phi_k rho_T - exact| (:func:`spheredens.references.run_weak_form`) of a scheme
     at each resolution, for sa_zero_temperature with B = K (Q = I)."""
-    exact = exact_zero_temperature_weak_form(np.asarray(K), np.asarray(V), np.asarray(mean), kappa, T)
+    exact = exact_zero_temperature_weak_form(
+        np.asarray(K), np.asarray(V), np.asarray(mean), kappa, T
+    )
     errors = []
     for r in resolutions:
         cfg = zero_temperature_config(domain, scheme, r, K, V, mean, kappa, T)
@@ -270,7 +367,9 @@ def zero_temperature_passes(cls: Any, errors: Sequence[float]) -> bool:
     """The bound of tests/test_contracts.py for errors at :func:`zero_temperature_resolutions`."""
     orders = observed_orders(errors)
     if math.isinf(cls.zero_temperature_order):
-        return errors[-1] <= SPECTRAL_FLOOR or (orders[1] > orders[0] and orders[1] > SPECTRAL_ORDER)
+        return errors[-1] <= SPECTRAL_FLOOR or (
+            orders[1] > orders[0] and orders[1] > SPECTRAL_ORDER
+        )
     return min(orders) >= cls.zero_temperature_order - ORDER_SLACK
 
 
@@ -282,15 +381,24 @@ def _zero_temperature(domain: str, scheme: str) -> dict[str, Any]:
     measured = ZERO_TEMPERATURE_MEASURED.get((domain, scheme))
     measured = f" (README: {measured})" if measured else ""
     if math.isinf(cls.zero_temperature_order):
-        documented = (f"spectral{measured}, required error <= {SPECTRAL_FLOOR:.0e} at the finest or "
-                      f"the order growing past {SPECTRAL_ORDER:g}")
+        documented = (
+            f"spectral{measured}, required error <= {SPECTRAL_FLOOR:.0e} at the finest or "
+            f"the order growing past {SPECTRAL_ORDER:g}"
+        )
     else:
-        documented = (f"order {cls.zero_temperature_order:g}{measured}, required >= "
-                      f"{cls.zero_temperature_order - ORDER_SLACK:g}")
-    return {"quantity": "weak form", "errors": tuple(errors),
-            "labels": tuple(f"{cls.resolution} = {r}" for r in resolutions),
-            "orders": tuple(observed_orders(errors)), "passed": zero_temperature_passes(cls, errors),
-            "documented": documented, "source": "tests/test_contracts.py"}
+        documented = (
+            f"order {cls.zero_temperature_order:g}{measured}, required >= "
+            f"{cls.zero_temperature_order - ORDER_SLACK:g}"
+        )
+    return {
+        "quantity": "weak form",
+        "errors": tuple(errors),
+        "labels": tuple(f"{cls.resolution} = {r}" for r in resolutions),
+        "orders": tuple(observed_orders(errors)),
+        "passed": zero_temperature_passes(cls, errors),
+        "documented": documented,
+        "source": "tests/test_contracts.py",
+    }
 
 
 # -- linear growth around the uniform density --------------------------------------------------------
@@ -302,19 +410,33 @@ GROWTH_LMAX = 31
 GROWTH_TENDENCY_BOUND, GROWTH_RATE_BOUND = 1e-9, 1e-10
 
 
-def linear_growth_errors(beta: float, lmax: int = GROWTH_LMAX, B: Any = GENERAL_B_3D,
-                         a: Any = GROWTH_MODE) -> tuple[float, float, float]:
+def linear_growth_errors(
+    beta: float, lmax: int = GROWTH_LMAX, B: Any = GENERAL_B_3D, a: Any = GROWTH_MODE
+) -> tuple[float, float, float]:
     """(max |tendency - formula| / max |formula|, |rate - rate of the formula| / |rate of the
     formula|, the rate) for sa on S^2 with V = B^-T, sh_spectral with lowrank_meridian and no
     filter: the linearized right-hand side at the uniform density in the direction <a, x> (a
     centred difference in eps with Richardson extrapolation), the growth rate <f, df/dt> / <f, f>."""
     B = np.asarray(B)
-    cfg = config_from_dict({
-        "model": {"name": "sa", "beta": beta, "K": B.tolist(), "V": np.linalg.inv(B).T.tolist()},
-        "domain": {"name": "sphere"}, "initial": {"name": "uniform"},
-        "discretization": {"scheme": "sh_spectral", "lmax": lmax, "filter": "none",
-                           "interaction": "lowrank_meridian"},
-        "time": {"t_end": 1.0, "snapshots": 2}})
+    cfg = config_from_dict(
+        {
+            "model": {
+                "name": "sa",
+                "beta": beta,
+                "K": B.tolist(),
+                "V": np.linalg.inv(B).T.tolist(),
+            },
+            "domain": {"name": "sphere"},
+            "initial": {"name": "uniform"},
+            "discretization": {
+                "scheme": "sh_spectral",
+                "lmax": lmax,
+                "filter": "none",
+                "interaction": "lowrank_meridian",
+            },
+            "time": {"t_end": 1.0, "snapshots": 2},
+        }
+    )
     solver = make_scheme(Problem.from_config(cfg), cfg.discretization)
     g = solver.grid
     f = g.points @ np.asarray(a)
@@ -333,18 +455,26 @@ def linear_growth_errors(beta: float, lmax: int = GROWTH_LMAX, B: Any = GENERAL_
     want = g.synth(g.analys(linear_growth_tendency(g.points, B, a, beta)))
     rate = np.sum(f * got * g.weight) / np.sum(f * f * g.weight)
     rate_want = np.sum(f * want * g.weight) / np.sum(f * f * g.weight)
-    return (float(np.abs(got - want).max() / np.abs(want).max()),
-            float(abs(rate - rate_want) / abs(rate_want)), float(rate))
+    return (
+        float(np.abs(got - want).max() / np.abs(want).max()),
+        float(abs(rate - rate_want) / abs(rate_want)),
+        float(rate),
+    )
 
 
 def _linear_growth(beta: float) -> dict[str, Any]:
     tendency, rate_error, rate = linear_growth_errors(beta)
-    return {"quantity": f"rate {rate:.6f}, relative errors", "errors": (tendency, rate_error),
-            "labels": (f"tendency, lmax = {GROWTH_LMAX}", "rate"), "orders": (),
-            "passed": tendency <= GROWTH_TENDENCY_BOUND and rate_error <= GROWTH_RATE_BOUND,
-            "documented": (f"required tendency <= {GROWTH_TENDENCY_BOUND:.0e} and rate <= "
-                           f"{GROWTH_RATE_BOUND:.0e}"),
-            "source": "tests/interaction/test_lowrank_meridian.py"}
+    return {
+        "quantity": f"rate {rate:.6f}, relative errors",
+        "errors": (tendency, rate_error),
+        "labels": (f"tendency, lmax = {GROWTH_LMAX}", "rate"),
+        "orders": (),
+        "passed": tendency <= GROWTH_TENDENCY_BOUND and rate_error <= GROWTH_RATE_BOUND,
+        "documented": (
+            f"required tendency <= {GROWTH_TENDENCY_BOUND:.0e} and rate <= {GROWTH_RATE_BOUND:.0e}"
+        ),
+        "source": "tests/interaction/test_lowrank_meridian.py",
+    }
 
 
 # -- the list of checks ---------------------------------------------------------------------------------
@@ -352,22 +482,29 @@ def checks() -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     """(name, function) of every check, in the order :func:`verify` runs them."""
     out: list[tuple[str, Callable[[], dict[str, Any]]]] = []
     for scheme, bound in BETA_ZERO_CIRCLE.items():
-        out.append((f"beta = 0, circle {scheme}", lambda s=scheme, b=bound: _beta_zero_circle(s, b)))
+        out.append(
+            (f"beta = 0, circle {scheme}", lambda s=scheme, b=bound: _beta_zero_circle(s, b))
+        )
     for scheme in BETA_ZERO_SPHERE:
         out.append((f"beta = 0, sphere {scheme}", lambda s=scheme: _beta_zero_sphere(s)))
     for domain in DOMAINS:
         if get_domain(domain).d not in ZERO_TEMPERATURE:  # no reference problem on that domain
             continue
         for scheme in get_domain(domain).schemes:
-            out.append((f"zero temperature, {domain} {scheme}",
-                        lambda dm=domain, s=scheme: _zero_temperature(dm, s)))
+            out.append(
+                (
+                    f"zero temperature, {domain} {scheme}",
+                    lambda dm=domain, s=scheme: _zero_temperature(dm, s),
+                )
+            )
     for beta in GROWTH_BETAS:
         out.append((f"linear growth, sphere beta = {beta:g}", lambda b=beta: _linear_growth(b)))
     return out
 
 
-def verify(only: Sequence[str] | None = None,
-           report: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+def verify(
+    only: Sequence[str] | None = None, report: Callable[[CheckResult], None] | None = None
+) -> list[CheckResult]:
     """Run the exact references (see the module docstring) and return one row per check.
 
     Parameters
@@ -377,19 +514,28 @@ def verify(only: Sequence[str] | None = None,
     report : callable, optional
         Called with each row as soon as its check is done (the command prints it).
     """
-    selected = [(name, func) for name, func in checks()
-                if not only or any(s in name for s in only)]
+    selected = [(name, func) for name, func in checks() if not only or any(s in name for s in only)]
     if not selected:
-        raise SpheredensError(f"no check name contains {' or '.join(map(repr, only or []))}; the checks are: "
-                              + ", ".join(name for name, _ in checks()))
+        raise SpheredensError(
+            f"no check name contains {' or '.join(map(repr, only or []))}; the checks are: "
+            + ", ".join(name for name, _ in checks())
+        )
     results = []
     for name, func in selected:
         start = time.perf_counter()
         try:
             row = func()
         except Exception as exc:  # a check that cannot run fails, with the reason
-            row = {"quantity": "", "labels": (), "errors": (), "orders": (), "passed": False,
-                   "documented": "", "source": "", "message": f"{type(exc).__name__}: {exc}"}
+            row = {
+                "quantity": "",
+                "labels": (),
+                "errors": (),
+                "orders": (),
+                "passed": False,
+                "documented": "",
+                "source": "",
+                "message": f"{type(exc).__name__}: {exc}",
+            }
         result = CheckResult(name=name, seconds=time.perf_counter() - start, **row)
         results.append(result)
         if report is not None:
@@ -402,6 +548,8 @@ def summary(results: Sequence[CheckResult]) -> str:
     failed = [r.name for r in results if not r.passed]
     seconds = sum(r.seconds for r in results)
     if failed:
-        return (f"verify: {len(failed)} of {len(results)} checks FAILED in {seconds:.1f} s: "
-                + "; ".join(failed))
+        return (
+            f"verify: {len(failed)} of {len(results)} checks FAILED in {seconds:.1f} s: "
+            + "; ".join(failed)
+        )
     return f"verify: all {len(results)} checks passed in {seconds:.1f} s"

@@ -14,6 +14,7 @@ EXAMPLE_C = {
 def pytest_report_header(config):
     """The shtns build (its SIMD id: the CPU the tests run on) in the header of every run."""
     from spheredens.grids._shtns import build_id
+
     return f"shtns: {build_id()}"
 
 
@@ -30,19 +31,22 @@ def rng():
     return np.random.default_rng(0)
 
 
-def make_config(*, model=None, initial=None, discretization=None, time=None, output=None,
-                base_dir="."):
+def make_config(
+    *, model=None, initial=None, discretization=None, time=None, output=None, base_dir="."
+):
     """A validated RunConfig from partial tables (circle, defaults elsewhere)."""
     from spheredens.config import config_from_dict
 
     model = {"name": "sa", **(model or {})}
     if model["name"] != "sa_zero_temperature":
         model.setdefault("beta", 1.0)
-    data = {"model": model,
-            "domain": {"name": "circle"},
-            "initial": initial or {"name": "uniform"},
-            "discretization": discretization or {"scheme": "fv", "n": 64},
-            "time": time or {"t_end": 1.0, "snapshots": 3}}
+    data = {
+        "model": model,
+        "domain": {"name": "circle"},
+        "initial": initial or {"name": "uniform"},
+        "discretization": discretization or {"scheme": "fv", "n": 64},
+        "time": time or {"t_end": 1.0, "snapshots": 3},
+    }
     if output:
         data["output"] = output
     return config_from_dict(data, base_dir=base_dir)

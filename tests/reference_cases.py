@@ -18,6 +18,7 @@ change of some variables' formula replaces only those, on every case, by
 Attributes the same way, named ``attr:NAME`` (for the faithfulness attributes:
 ``--update attr:unfaithful_from_t attr:unfaithful_min_rho attr:unfaithful_max_rho``).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,29 +30,54 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "reference_numbers.npz"
 
-EXAMPLE_C = {"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.75, 0.866025], [0.433013, 2.5]],
-             "V": [[1.0, 0.0], [0.0, 0.5]]}
+EXAMPLE_C = {
+    "Q": [[1.0, 0.0], [0.0, 1.0]],
+    "K": [[1.75, 0.866025], [0.433013, 2.5]],
+    "V": [[1.0, 0.0], [0.0, 0.5]],
+}
 #: circle: B = 1.3 R(0.4) (the FFT evaluator applies)
-ROT_2D = {"K": [[1.3 * np.cos(0.4), -1.3 * np.sin(0.4)], [1.3 * np.sin(0.4), 1.3 * np.cos(0.4)]],
-          "V": [[1.0, 0.2], [0.1, 0.6]]}
+ROT_2D = {
+    "K": [[1.3 * np.cos(0.4), -1.3 * np.sin(0.4)], [1.3 * np.sin(0.4), 1.3 * np.cos(0.4)]],
+    "V": [[1.0, 0.2], [0.1, 0.6]],
+}
 #: sphere: B = 1.2 R (Funk-Hecke applies), and a general B (kappa interpolation / direct)
-_R = [[0.8440296287459854, -0.2931284138572723, 0.44909878511128687],
-      [0.44909878511128687, 0.8440296287459854, -0.2931284138572723],
-      [-0.2931284138572723, 0.44909878511128687, 0.8440296287459854]]
-ROT_3D = {"K": [[1.2 * v for v in row] for row in _R],
-          "V": [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]}
-GENERAL_3D = {"K": [[1.1, 0.3, 0.0], [0.2, 0.9, 0.1], [0.0, -0.2, 1.4]],
-              "V": [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]}
-VMF_2D = {"name": "von_mises_fisher", "means": [[0.0, 1.0], [1.0, 0.0]], "kappas": [2.0, 4.0],
-          "weights": [0.7, 0.3]}
+_R = [
+    [0.8440296287459854, -0.2931284138572723, 0.44909878511128687],
+    [0.44909878511128687, 0.8440296287459854, -0.2931284138572723],
+    [-0.2931284138572723, 0.44909878511128687, 0.8440296287459854],
+]
+ROT_3D = {
+    "K": [[1.2 * v for v in row] for row in _R],
+    "V": [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]],
+}
+GENERAL_3D = {
+    "K": [[1.1, 0.3, 0.0], [0.2, 0.9, 0.1], [0.0, -0.2, 1.4]],
+    "V": [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]],
+}
+VMF_2D = {
+    "name": "von_mises_fisher",
+    "means": [[0.0, 1.0], [1.0, 0.0]],
+    "kappas": [2.0, 4.0],
+    "weights": [0.7, 0.3],
+}
 SMOOTH_3D = {"name": "random_smooth", "seed": 7, "bandwidth": 3, "amplitude": 0.8}
-ROPE = {"kernel": "rope", "slices": 4, "omega": 6.283185307179586, "slice_perturbation": 0.5,
-        "slice_seed": 0}
+ROPE = {
+    "kernel": "rope",
+    "slices": 4,
+    "omega": 6.283185307179586,
+    "slice_perturbation": 0.5,
+    "slice_seed": 0,
+}
 
 
 def _case(domain, model, initial, disc, t_end, snapshots=3, auxiliary=None):
-    data = {"model": model, "domain": {"name": domain}, "initial": initial,
-            "discretization": disc, "time": {"t_end": t_end, "snapshots": snapshots}}
+    data = {
+        "model": model,
+        "domain": {"name": domain},
+        "initial": initial,
+        "discretization": disc,
+        "time": {"t_end": t_end, "snapshots": snapshots},
+    }
     if auxiliary is not None:
         data["auxiliary"] = auxiliary
     return data
@@ -63,42 +89,91 @@ def cases() -> dict[str, dict]:
     zt = lambda mats: {"name": "sa_zero_temperature", **mats}  # noqa: E731
     out = {}
     for scheme in ("fv", "fourier"):
-        out[f"circle_{scheme}_direct"] = _case("circle", sa(10.0, EXAMPLE_C), VMF_2D,
-                                               {"scheme": scheme, "n": 128, "interaction": "direct"}, 1.0)
-        out[f"circle_{scheme}_fft"] = _case("circle", sa(10.0, ROT_2D), VMF_2D,
-                                            {"scheme": scheme, "n": 128, "interaction": "fft"}, 1.0)
-        out[f"circle_{scheme}_zero_temperature"] = _case("circle", zt(EXAMPLE_C), VMF_2D,
-                                                         {"scheme": scheme, "n": 128}, 1.0)
-        out[f"circle_{scheme}_usa"] = _case("circle", {"name": "usa", "beta": 2.0, **ROT_2D}, VMF_2D,
-                                            {"scheme": scheme, "n": 64}, 0.5)
-        out[f"circle_{scheme}_usa_av"] = _case("circle", {"name": "usa_av", "beta": 1.0},
-                                               {"name": "uniform"}, {"scheme": scheme, "n": 64}, 0.5,
-                                               auxiliary=ROPE)
+        out[f"circle_{scheme}_direct"] = _case(
+            "circle",
+            sa(10.0, EXAMPLE_C),
+            VMF_2D,
+            {"scheme": scheme, "n": 128, "interaction": "direct"},
+            1.0,
+        )
+        out[f"circle_{scheme}_fft"] = _case(
+            "circle",
+            sa(10.0, ROT_2D),
+            VMF_2D,
+            {"scheme": scheme, "n": 128, "interaction": "fft"},
+            1.0,
+        )
+        out[f"circle_{scheme}_zero_temperature"] = _case(
+            "circle", zt(EXAMPLE_C), VMF_2D, {"scheme": scheme, "n": 128}, 1.0
+        )
+        out[f"circle_{scheme}_usa"] = _case(
+            "circle",
+            {"name": "usa", "beta": 2.0, **ROT_2D},
+            VMF_2D,
+            {"scheme": scheme, "n": 64},
+            0.5,
+        )
+        out[f"circle_{scheme}_usa_av"] = _case(
+            "circle",
+            {"name": "usa_av", "beta": 1.0},
+            {"name": "uniform"},
+            {"scheme": scheme, "n": 64},
+            0.5,
+            auxiliary=ROPE,
+        )
     for interaction in ("funk_hecke", "kappa_interpolation", "direct"):
         mats = ROT_3D if interaction == "funk_hecke" else GENERAL_3D
         out[f"sphere_sh_spectral_{interaction}"] = _case(
-            "sphere", sa(4.0, mats), SMOOTH_3D,
-            {"scheme": "sh_spectral", "lmax": 15, "interaction": interaction}, 0.3)
+            "sphere",
+            sa(4.0, mats),
+            SMOOTH_3D,
+            {"scheme": "sh_spectral", "lmax": 15, "interaction": interaction},
+            0.3,
+        )
     for interaction in ("funk_hecke", "direct"):
         mats = ROT_3D if interaction == "funk_hecke" else GENERAL_3D
-        out[f"sphere_fv_{interaction}"] = _case("sphere", sa(2.0, mats), SMOOTH_3D,
-                                                {"scheme": "fv", "nlat": 18, "interaction": interaction}, 0.3)
+        out[f"sphere_fv_{interaction}"] = _case(
+            "sphere",
+            sa(2.0, mats),
+            SMOOTH_3D,
+            {"scheme": "fv", "nlat": 18, "interaction": interaction},
+            0.3,
+        )
     for scheme, res in (("sh_spectral", {"lmax": 15}), ("fv", {"nlat": 12})):
-        out[f"sphere_{scheme}_zero_temperature"] = _case("sphere", zt(GENERAL_3D), SMOOTH_3D,
-                                                         {"scheme": scheme, **res}, 0.3)
-        out[f"sphere_{scheme}_usa"] = _case("sphere", {"name": "usa", "beta": 1.0, **ROT_3D}, SMOOTH_3D,
-                                            {"scheme": scheme, **res}, 0.2)
-        out[f"sphere_{scheme}_usa_av"] = _case("sphere", {"name": "usa_av", "beta": 1.0},
-                                               {"name": "uniform"}, {"scheme": scheme, **res}, 0.2,
-                                               auxiliary=ROPE)
+        out[f"sphere_{scheme}_zero_temperature"] = _case(
+            "sphere", zt(GENERAL_3D), SMOOTH_3D, {"scheme": scheme, **res}, 0.3
+        )
+        out[f"sphere_{scheme}_usa"] = _case(
+            "sphere",
+            {"name": "usa", "beta": 1.0, **ROT_3D},
+            SMOOTH_3D,
+            {"scheme": scheme, **res},
+            0.2,
+        )
+        out[f"sphere_{scheme}_usa_av"] = _case(
+            "sphere",
+            {"name": "usa_av", "beta": 1.0},
+            {"name": "uniform"},
+            {"scheme": scheme, **res},
+            0.2,
+            auxiliary=ROPE,
+        )
     return out
 
 
 #: attributes that change from run to run or from version to version
-VOLATILE_ATTRS = {"spheredens_version", "history", "wall_time_seconds", "created", "date_created",
-                  "checkpoint_wall_time", "checkpoint_wall_seconds", "wall_time_total_seconds",
-                  # the sha256 of the checkpoint and snapshots, compared number by number (to RTOL)
-                  "checkpoint_sha256"}
+VOLATILE_ATTRS = {
+    "spheredens_version",
+    "history",
+    "wall_time_seconds",
+    "created",
+    "date_created",
+    "checkpoint_wall_time",
+    "checkpoint_wall_seconds",
+    "wall_time_total_seconds",
+    # the sha256 of the checkpoint and snapshots, compared number by number (to RTOL)
+    "checkpoint_sha256",
+}
 
 
 def numbers(ds) -> dict[str, np.ndarray]:
@@ -108,9 +183,19 @@ def numbers(ds) -> dict[str, np.ndarray]:
         values = np.asarray(ds[name].values)
         if values.dtype.kind in "fciub":
             out[f"var:{name}"] = values
-    attrs = {k: (_stable_config(v) if k == "config" else v.tolist() if isinstance(v, np.ndarray) else
-                 v.item() if isinstance(v, np.generic) else v)
-             for k, v in ds.attrs.items() if k not in VOLATILE_ATTRS}
+    attrs = {
+        k: (
+            _stable_config(v)
+            if k == "config"
+            else v.tolist()
+            if isinstance(v, np.ndarray)
+            else v.item()
+            if isinstance(v, np.generic)
+            else v
+        )
+        for k, v in ds.attrs.items()
+        if k not in VOLATILE_ATTRS
+    }
     out["attrs"] = np.array(json.dumps(attrs, sort_keys=True, default=str))
     return out
 

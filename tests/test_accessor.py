@@ -1,5 +1,6 @@
 """The accessor ``ds.sd`` (issue 13: one home for the dataset layout): marginal, grid, domain
 and the density as a function of points, on every kind of file."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,18 +11,32 @@ from spheredens.compare import density_function
 from spheredens.geometry import get_domain
 from spheredens.schema import SCHEMA, validate_schema
 
-ROPE = {"kernel": "rope", "slices": 4, "omega": 6.283185307179586, "slice_perturbation": 0.5,
-        "slice_seed": 0}
-VMF_2D = {"name": "von_mises_fisher", "means": [[0.0, 1.0], [1.0, 0.0]], "kappas": [2.0, 4.0],
-          "weights": [0.7, 0.3]}
+ROPE = {
+    "kernel": "rope",
+    "slices": 4,
+    "omega": 6.283185307179586,
+    "slice_perturbation": 0.5,
+    "slice_seed": 0,
+}
+VMF_2D = {
+    "name": "von_mises_fisher",
+    "means": [[0.0, 1.0], [1.0, 0.0]],
+    "kappas": [2.0, 4.0],
+    "weights": [0.7, 0.3],
+}
 SMOOTH_3D = {"name": "random_smooth", "seed": 7, "bandwidth": 3, "amplitude": 0.8}
 V_3D = [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]
 
 
 def run(domain, disc, *, model=None, initial=None, auxiliary=None, t_end=0.2):
-    data = {"model": model or {"name": "sa", "beta": 2.0, **({"V": V_3D} if domain == "sphere" else {})},
-            "domain": {"name": domain}, "initial": initial or (VMF_2D if domain == "circle" else SMOOTH_3D),
-            "discretization": disc, "time": {"t_end": t_end, "snapshots": 3}}
+    data = {
+        "model": model
+        or {"name": "sa", "beta": 2.0, **({"V": V_3D} if domain == "sphere" else {})},
+        "domain": {"name": domain},
+        "initial": initial or (VMF_2D if domain == "circle" else SMOOTH_3D),
+        "discretization": disc,
+        "time": {"t_end": t_end, "snapshots": 3},
+    }
     if auxiliary is not None:
         data["auxiliary"] = auxiliary
     return sd.run(sd.config_from_dict(data), progress=False)
@@ -32,16 +47,33 @@ def files():
     return {
         "circle_fv": run("circle", {"scheme": "fv", "n": 64}),
         "circle_fourier": run("circle", {"scheme": "fourier", "n": 64}),
-        "circle_usa_av": run("circle", {"scheme": "fv", "n": 64}, model={"name": "usa_av", "beta": 1.0},
-                             initial={"name": "uniform"}, auxiliary=ROPE),
+        "circle_usa_av": run(
+            "circle",
+            {"scheme": "fv", "n": 64},
+            model={"name": "usa_av", "beta": 1.0},
+            initial={"name": "uniform"},
+            auxiliary=ROPE,
+        ),
         "sphere_sh_spectral": run("sphere", {"scheme": "sh_spectral", "lmax": 15}),
         "sphere_fv": run("sphere", {"scheme": "fv", "nlat": 16}),
-        "sphere_fv_usa_av": run("sphere", {"scheme": "fv", "nlat": 12}, model={"name": "usa_av", "beta": 1.0},
-                                initial={"name": "uniform"}, auxiliary=ROPE),
+        "sphere_fv_usa_av": run(
+            "sphere",
+            {"scheme": "fv", "nlat": 12},
+            model={"name": "usa_av", "beta": 1.0},
+            initial={"name": "uniform"},
+            auxiliary=ROPE,
+        ),
     }
 
 
-NAMES = ["circle_fv", "circle_fourier", "circle_usa_av", "sphere_sh_spectral", "sphere_fv", "sphere_fv_usa_av"]
+NAMES = [
+    "circle_fv",
+    "circle_fourier",
+    "circle_usa_av",
+    "sphere_sh_spectral",
+    "sphere_fv",
+    "sphere_fv_usa_av",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -84,8 +116,9 @@ def test_marginal_of_slices_is_the_sum_with_the_slice_masses(files, name):
     np.testing.assert_allclose(formed.sd.marginal(1), expected[1], rtol=0, atol=1e-14)
 
 
-@pytest.mark.parametrize("name", ["circle_fv", "circle_fourier", "sphere_sh_spectral", "sphere_fv",
-                                  "sphere_fv_usa_av"])
+@pytest.mark.parametrize(
+    "name", ["circle_fv", "circle_fourier", "sphere_sh_spectral", "sphere_fv", "sphere_fv_usa_av"]
+)
 def test_density_function_reproduces_rho_at_the_grid_points(files, name):
     ds = files[name]
     grid = ds.sd.grid()
@@ -93,7 +126,9 @@ def test_density_function_reproduces_rho_at_the_grid_points(files, name):
         f = ds.sd.density_function(t)
         values = f(grid.flat_points).reshape(grid.weight.shape)
         np.testing.assert_allclose(values, ds.sd.marginal(t), rtol=0, atol=1e-12)
-        np.testing.assert_array_equal(density_function(ds, t)(grid.flat_points), f(grid.flat_points))
+        np.testing.assert_array_equal(
+            density_function(ds, t)(grid.flat_points), f(grid.flat_points)
+        )
 
 
 def test_density_function_is_piecewise_constant_on_finite_volume_cells(files):

@@ -1,11 +1,18 @@
 """analyze-beta on a synthetic combined dataset with known minima, rates and departures."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from spheredens.analysis import analyze_beta, beta_study_figure, curve_summary, plot_beta_study, richardson_estimate
+from spheredens.analysis import (
+    analyze_beta,
+    beta_study_figure,
+    curve_summary,
+    plot_beta_study,
+    richardson_estimate,
+)
 from spheredens.cli import main
 
 T = np.round(np.arange(0, 40.0001, 0.05), 10)
@@ -38,7 +45,11 @@ def test_richardson_estimate_recovers_order_limit_and_error_band(order):
     assert abs(f[2] - 0.03) / f[2] == pytest.approx(est["gci_fine"] / 1.25, rel=1e-9)
     # three mesh values of issue 16's beta = 300 row: order 1.31, limit 0.03222, band 2.9%
     est = richardson_estimate(0.03687, 0.03410, 0.03298)
-    assert (round(est["order"], 2), round(est["extrapolated"], 5), round(est["gci_fine"], 3)) == (1.31, 0.03222, 0.029)
+    assert (round(est["order"], 2), round(est["extrapolated"], 5), round(est["gci_fine"], 3)) == (
+        1.31,
+        0.03222,
+        0.029,
+    )
     for bad in ([0.03, 0.031, 0.029], [0.03, 0.031, 0.031], [0.03, 0.0301, 0.0305]):
         assert np.isnan(list(richardson_estimate(*bad).values())).all(), bad
 
@@ -49,13 +60,17 @@ def test_analyze_beta_table_slope_and_resolution_change(tmp_path, capsys):
     t1 = {10.0: 6.0, 30.0: 9.0, 100.0: 14.0}
     w2 = np.empty((3, 2, T.size))
     for i, b in enumerate(betas):
-        for j, n in enumerate(ns):
+        for j, _n in enumerate(ns):
             w2[i, j] = curve(0.9 * (1 + 0.01 * j), rates[b], t1[b])
-    combined = xr.Dataset({"w2_projection": (("beta", "n", "time"), w2),
-                           "Q": (("row", "col"), np.eye(2)),
-                           "K": (("row", "col"), np.array([[1.75, 0.866025], [0.433013, 2.5]])),
-                           "V": (("row", "col"), np.diag([1.0, 0.5]))},
-                          coords={"beta": betas, "n": ns, "time": T})
+    combined = xr.Dataset(
+        {
+            "w2_projection": (("beta", "n", "time"), w2),
+            "Q": (("row", "col"), np.eye(2)),
+            "K": (("row", "col"), np.array([[1.75, 0.866025], [0.433013, 2.5]])),
+            "V": (("row", "col"), np.diag([1.0, 0.5])),
+        },
+        coords={"beta": betas, "n": ns, "time": T},
+    )
     result = analyze_beta(combined)
     assert result.attrs["spectral_gap"] == pytest.approx(1.0, rel=1e-5)
     np.testing.assert_allclose(result["early_rate"].sel(n=512).values, [0.4, 0.35, 0.3], rtol=1e-9)
@@ -68,7 +83,10 @@ def test_analyze_beta_table_slope_and_resolution_change(tmp_path, capsys):
     combined.to_netcdf(path)
     assert main(["analyze-beta", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "slope of log min W2 against log beta" in out and (tmp_path / "combined_beta_analysis.png").exists()
+    assert (
+        "slope of log min W2 against log beta" in out
+        and (tmp_path / "combined_beta_analysis.png").exists()
+    )
 
 
 def test_analyze_beta_refuses_other_files(tmp_path, capsys):
@@ -80,22 +98,32 @@ def test_analyze_beta_refuses_other_files(tmp_path, capsys):
 def combined_dataset(betas, ns, curves):
     """A combined sweep over (beta, n) from ``curves[(beta, n)]`` (the W2 curves on T)."""
     w2 = np.array([[curves[(b, n)] for n in ns] for b in betas])
-    return xr.Dataset({"w2_projection": (("beta", "n", "time"), w2),
-                       "Q": (("row", "col"), np.eye(2)), "K": (("row", "col"), np.eye(2)),
-                       "V": (("row", "col"), np.diag([1.0, 0.5]))},
-                      coords={"beta": betas, "n": ns, "time": T})
+    return xr.Dataset(
+        {
+            "w2_projection": (("beta", "n", "time"), w2),
+            "Q": (("row", "col"), np.eye(2)),
+            "K": (("row", "col"), np.eye(2)),
+            "V": (("row", "col"), np.diag([1.0, 0.5])),
+        },
+        coords={"beta": betas, "n": ns, "time": T},
+    )
 
 
 def table_rows(lines, first_word):
     return [line for line in lines if line.split() and line.split()[0] == first_word]
 
 
-def test_the_table_has_one_row_per_beta_and_resolution_with_the_refinement_changes(tmp_path, capsys):
+def test_the_table_has_one_row_per_beta_and_resolution_with_the_refinement_changes(
+    tmp_path, capsys
+):
     """n swept: a row for every (beta, n) naming n, the n -> 2n change of min W2 and of the
     departure in percent on the coarser row ("finest" on the last), the slope per n."""
     betas, ns = [10.0, 30.0], [256, 512, 1024]
-    curves = {(b, n): curve(0.9 * (1 + 0.01 * j), 0.4, 6.0 + b / 10) for b in betas
-              for j, n in enumerate(ns)}
+    curves = {
+        (b, n): curve(0.9 * (1 + 0.01 * j), 0.4, 6.0 + b / 10)
+        for b in betas
+        for j, n in enumerate(ns)
+    }
     path = tmp_path / "combined.nc"
     combined_dataset(betas, ns, curves).to_netcdf(path)
     assert main(["analyze-beta", str(path)]) == 0
@@ -103,7 +131,9 @@ def test_the_table_has_one_row_per_beta_and_resolution_with_the_refinement_chang
     header = next(line for line in lines if line.split()[:2] == ["beta", "n"])
     assert "min chg" in header and "dep chg" in header
     rows = table_rows(lines, "10") + table_rows(lines, "30")
-    assert [(float(r.split()[0]), int(r.split()[1])) for r in rows] == [(b, n) for b in betas for n in ns]
+    assert [(float(r.split()[0]), int(r.split()[1])) for r in rows] == [
+        (b, n) for b in betas for n in ns
+    ]
     min_change, departure_change = rows[0].split()[-2:]
     assert min_change == f"{100 * 0.01 / 1.01:.2g}%"  # min W2 scales with w0
     assert departure_change.endswith("%") and 0 < float(departure_change[:-1]) < 5
@@ -117,8 +147,11 @@ def test_a_minimum_at_t_end_and_a_missing_departure_are_said_in_words(tmp_path, 
     """beta = 10 departs; beta = 30 reaches its minimum but stays there (no departure); beta =
     100 still falls at t_end: its minimum is only an upper bound."""
     betas, ns = [10.0, 30.0, 100.0], [256]
-    curves = {(10.0, 256): curve(0.9, 0.4, 6.0), (30.0, 256): curve(0.9, 0.4, 9.0, slope=1e-4),
-              (100.0, 256): 0.9 * np.exp(-0.2 * T)}
+    curves = {
+        (10.0, 256): curve(0.9, 0.4, 6.0),
+        (30.0, 256): curve(0.9, 0.4, 9.0, slope=1e-4),
+        (100.0, 256): 0.9 * np.exp(-0.2 * T),
+    }
     combined = combined_dataset(betas, ns, curves)
     result = analyze_beta(combined)
     np.testing.assert_array_equal(result["min_at_end"].sel(n=256).values, [False, False, True])
@@ -152,6 +185,8 @@ def test_the_figure_has_no_empty_panel(tmp_path):
     combined = combined_dataset([10.0, 30.0], [256], some)
     fig = beta_study_figure(combined, analyze_beta(combined))
     assert len(fig.axes) == 4 and all(_drawn(ax) for ax in fig.axes)
-    assert all(any("no departure by t_end: beta = 30" in t.get_text() for t in ax.texts)
-               for ax in fig.axes[2:])
+    assert all(
+        any("no departure by t_end: beta = 30" in t.get_text() for t in ax.texts)
+        for ax in fig.axes[2:]
+    )
     assert plot_beta_study(combined, analyze_beta(combined), tmp_path / "f.png").exists()

@@ -1,5 +1,6 @@
 """usa_av (issue 8): slices over xi with gauges and couplings. The spectral slice coupling
 against direct sums, energy ascent, collapse and anti-collapse, output layout, errors."""
+
 from __future__ import annotations
 
 import itertools
@@ -12,17 +13,33 @@ from spheredens.auxiliary import KERNELS
 from spheredens.geometry import tangent_project
 from spheredens.interaction import AuxiliaryInteraction
 
-KERNEL_PARAMS = {"none": {}, "rope": {"omega": 3.0}, "rope_general": {}, "prefix": {"seed": 3},
-                 "distance_bias": {"ell": 0.3}, "cosine_toeplitz": {"omega": 5.0}}
+KERNEL_PARAMS = {
+    "none": {},
+    "rope": {"omega": 3.0},
+    "rope_general": {},
+    "prefix": {"seed": 3},
+    "distance_bias": {"ell": 0.3},
+    "cosine_toeplitz": {"omega": 5.0},
+}
 
 
 def av_config(domain, kernel, *, beta=1.0, slices=8, t_end=20.0, disc=None, snapshots=5, **extra):
-    disc = disc or ({"scheme": "fv", "n": 64} if domain == "circle" else
-                    {"scheme": "fv", "nlat": 12, "allow_underresolved": True})
+    disc = disc or (
+        {"scheme": "fv", "n": 64}
+        if domain == "circle"
+        else {"scheme": "fv", "nlat": 12, "allow_underresolved": True}
+    )
     aux = {"kernel": kernel, "slices": slices, "slice_perturbation": 0.5, **extra}
-    return sd.config_from_dict({"model": {"name": "usa_av", "beta": beta}, "domain": {"name": domain},
-                                "initial": {"name": "uniform"}, "auxiliary": aux,
-                                "discretization": disc, "time": {"t_end": t_end, "snapshots": snapshots}})
+    return sd.config_from_dict(
+        {
+            "model": {"name": "usa_av", "beta": beta},
+            "domain": {"name": domain},
+            "initial": {"name": "uniform"},
+            "auxiliary": aux,
+            "discretization": disc,
+            "time": {"t_end": t_end, "snapshots": snapshots},
+        }
+    )
 
 
 def run_quietly(cfg):
@@ -60,9 +77,14 @@ def direct_energy(model, sources, w, rho):
 @pytest.mark.parametrize("kernel", sorted(KERNELS.names()))
 def test_spectral_coupling_equals_direct_sums(domain, kernel):
     d = 2 if domain == "circle" else 3
-    cfg = sd.config_from_dict({"model": {"name": "usa_av", "beta": 3.0}, "domain": {"name": domain},
-                               "auxiliary": {"kernel": kernel, "slices": 5, **KERNEL_PARAMS[kernel]},
-                               "discretization": {"allow_underresolved": True} if d == 3 else {}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "usa_av", "beta": 3.0},
+            "domain": {"name": domain},
+            "auxiliary": {"kernel": kernel, "slices": 5, **KERNEL_PARAMS[kernel]},
+            "discretization": {"allow_underresolved": True} if d == 3 else {},
+        }
+    )
     model = cfg.model.build()
     rng = np.random.default_rng(0)
     sources, targets = rng.normal(size=(60, d)), rng.normal(size=(40, d))
@@ -81,8 +103,12 @@ def test_toeplitz_product_is_used_for_equally_spaced_slices():
     cfg = av_config("circle", "distance_bias", slices=16)
     kernel = cfg.model.build().auxiliary
     assert kernel.toeplitz is not None and not kernel.uniform_coupling and kernel.trivial_gauge
-    uneven = sd.config_from_dict({"model": {"name": "usa_av", "beta": 1.0},
-                                  "auxiliary": {"kernel": "distance_bias", "xi": [0.0, 0.1, 0.5]}})
+    uneven = sd.config_from_dict(
+        {
+            "model": {"name": "usa_av", "beta": 1.0},
+            "auxiliary": {"kernel": "distance_bias", "xi": [0.0, 0.1, 0.5]},
+        }
+    )
     assert uneven.model.build().auxiliary.toeplitz is None
 
 
@@ -90,8 +116,9 @@ def test_toeplitz_product_is_used_for_equally_spaced_slices():
 @pytest.mark.parametrize("kernel", sorted(KERNELS.names()))
 def test_energy_is_non_decreasing(kernel):
     extra = {"prompts": 3} if kernel == "prefix" else {}
-    ds = run_quietly(av_config("circle", kernel, slices=3 if kernel == "prefix" else 8,
-                               snapshots=41, **extra))
+    ds = run_quietly(
+        av_config("circle", kernel, slices=3 if kernel == "prefix" else 8, snapshots=41, **extra)
+    )
     e = ds["energy"].values
     assert np.all(np.isfinite(e)) and e[-1] > e[0]
     # measured: every increment positive; allow round-off of the integrator only
@@ -151,19 +178,34 @@ def test_prefix_ends_near_one_cluster_per_prompt():
     theta, weight = ds["theta"].values, ds["weight"].values
     from spheredens.transport import w2_circle
 
-    w2 = w2_circle(theta, ds["rho_marginal"].values[-1] * weight,
-                   np.arctan2(centres[:, 1], centres[:, 0]), kernel.weight)
+    w2 = w2_circle(
+        theta,
+        ds["rho_marginal"].values[-1] * weight,
+        np.arctan2(centres[:, 1], centres[:, 0]),
+        kernel.weight,
+    )
     assert w2 < 0.2, w2
 
 
 # -- every scheme, output layout, errors --------------------------------------------------------
-@pytest.mark.parametrize("domain,disc", [
-    ("circle", {"scheme": "fv", "n": 32}), ("circle", {"scheme": "fourier", "n": 32}),
-    ("sphere", {"scheme": "sh_spectral", "lmax": 15}), ("sphere", {"scheme": "fv", "nlat": 8}),
-])
+@pytest.mark.parametrize(
+    "domain,disc",
+    [
+        ("circle", {"scheme": "fv", "n": 32}),
+        ("circle", {"scheme": "fourier", "n": 32}),
+        ("sphere", {"scheme": "sh_spectral", "lmax": 15}),
+        ("sphere", {"scheme": "fv", "nlat": 8}),
+    ],
+)
 def test_every_scheme_runs_usa_av(domain, disc, tmp_path):
-    cfg = av_config(domain, "rope", slices=4, t_end=0.5, snapshots=3,
-                    disc={**disc, "allow_underresolved": True} if domain == "sphere" else disc)
+    cfg = av_config(
+        domain,
+        "rope",
+        slices=4,
+        t_end=0.5,
+        snapshots=3,
+        disc={**disc, "allow_underresolved": True} if domain == "sphere" else disc,
+    )
     ds = run_quietly(cfg.replace(**{"output.path": str(tmp_path / "av.nc")}))
     back = sd.open_run(tmp_path / "av.nc")
     space = ds["weight"].dims
@@ -173,8 +215,15 @@ def test_every_scheme_runs_usa_av(domain, disc, tmp_path):
     assert np.abs(mass - 1.0).max() <= 1e-12
     marginal = (back["rho"] * back["xi_weight"]).sum("xi")
     np.testing.assert_allclose(back["rho_marginal"].values, marginal.values, rtol=1e-13, atol=1e-13)
-    for name in ("slice_mode", "slice_spread", "marginal_mean_norm", "marginal_w2_dirac",
-                 "orbit_distance", "gauge", "coupling"):
+    for name in (
+        "slice_mode",
+        "slice_spread",
+        "marginal_mean_norm",
+        "marginal_w2_dirac",
+        "orbit_distance",
+        "gauge",
+        "coupling",
+    ):
         assert name in back and "long_name" in back[name].attrs
     assert back.attrs["model"] == "usa_av"
     # the stored configuration has the [auxiliary] table and describes the same run
@@ -182,13 +231,16 @@ def test_every_scheme_runs_usa_av(domain, disc, tmp_path):
 
     stored = sd.config_from_dict(tomllib.loads(back.attrs["config"]))
     assert stored.model.auxiliary.to_params() == cfg.model.auxiliary.to_params()
-    assert {k: v for k, v in stored.to_dict().items() if k != "output"} == \
-        {k: v for k, v in cfg.to_dict().items() if k != "output"}
+    assert {k: v for k, v in stored.to_dict().items() if k != "output"} == {
+        k: v for k, v in cfg.to_dict().items() if k != "output"
+    }
 
 
 def test_slices_start_from_different_densities_only_when_asked():
-    same = sd.make_scheme(sd.Problem.from_config(av_config("circle", "rope", slice_perturbation=0.0)),
-                          av_config("circle", "rope").discretization).initial_state()
+    same = sd.make_scheme(
+        sd.Problem.from_config(av_config("circle", "rope", slice_perturbation=0.0)),
+        av_config("circle", "rope").discretization,
+    ).initial_state()
     assert np.all(same == same[0])
     cfg = av_config("circle", "rope")
     varied = sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization).initial_state()
@@ -196,24 +248,87 @@ def test_slices_start_from_different_densities_only_when_asked():
     assert np.abs(varied.sum(axis=1) * 2 * np.pi / 64 - 1.0).max() < 1e-13
 
 
-@pytest.mark.parametrize("table,key,words", [
-    ({"model": {"name": "usa_av", "beta": 1.0, "V": [[2, 0], [0, 1]]}}, "model.V", "Q = K = V = I"),
-    ({"model": {"name": "usa_av", "beta": 0.0}}, "model.beta", "beta > 0"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "alibi"}}, "auxiliary.kernel", "'rope'"),
-    ({"model": {"name": "usa", "beta": 1.0}, "auxiliary": {"kernel": "rope"}}, "auxiliary", "usa_av"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"xi": [0, 1], "slices": 2}}, "auxiliary.xi", "not both"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"xi": [0, 0]}}, "auxiliary.xi", "repeated"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"slices": 2, "weights": [1.0]}}, "auxiliary.weights", "2"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "rope", "ell": 1.0}}, "auxiliary", "ell"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "distance_bias", "ell": 0.0}}, "auxiliary.ell", "0"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "prefix", "xi": [0.5]}}, "auxiliary.xi", "prompt ids"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "prefix", "gauges": [[[1, 0], [0, 2]]]}},
-     "auxiliary.gauges[0]", "orthogonal"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "rope_general", "axis": [0, 0, 1]}},
-     "auxiliary.axis", "circle"),
-    ({"model": {"name": "usa_av", "beta": 1.0}, "discretization": {"interaction": "direct"}},
-     "discretization.interaction", "usa_av"),
-])
+@pytest.mark.parametrize(
+    "table,key,words",
+    [
+        (
+            {"model": {"name": "usa_av", "beta": 1.0, "V": [[2, 0], [0, 1]]}},
+            "model.V",
+            "Q = K = V = I",
+        ),
+        ({"model": {"name": "usa_av", "beta": 0.0}}, "model.beta", "beta > 0"),
+        (
+            {"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "alibi"}},
+            "auxiliary.kernel",
+            "'rope'",
+        ),
+        (
+            {"model": {"name": "usa", "beta": 1.0}, "auxiliary": {"kernel": "rope"}},
+            "auxiliary",
+            "usa_av",
+        ),
+        (
+            {"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"xi": [0, 1], "slices": 2}},
+            "auxiliary.xi",
+            "not both",
+        ),
+        (
+            {"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"xi": [0, 0]}},
+            "auxiliary.xi",
+            "repeated",
+        ),
+        (
+            {
+                "model": {"name": "usa_av", "beta": 1.0},
+                "auxiliary": {"slices": 2, "weights": [1.0]},
+            },
+            "auxiliary.weights",
+            "2",
+        ),
+        (
+            {"model": {"name": "usa_av", "beta": 1.0}, "auxiliary": {"kernel": "rope", "ell": 1.0}},
+            "auxiliary",
+            "ell",
+        ),
+        (
+            {
+                "model": {"name": "usa_av", "beta": 1.0},
+                "auxiliary": {"kernel": "distance_bias", "ell": 0.0},
+            },
+            "auxiliary.ell",
+            "0",
+        ),
+        (
+            {
+                "model": {"name": "usa_av", "beta": 1.0},
+                "auxiliary": {"kernel": "prefix", "xi": [0.5]},
+            },
+            "auxiliary.xi",
+            "prompt ids",
+        ),
+        (
+            {
+                "model": {"name": "usa_av", "beta": 1.0},
+                "auxiliary": {"kernel": "prefix", "gauges": [[[1, 0], [0, 2]]]},
+            },
+            "auxiliary.gauges[0]",
+            "orthogonal",
+        ),
+        (
+            {
+                "model": {"name": "usa_av", "beta": 1.0},
+                "auxiliary": {"kernel": "rope_general", "axis": [0, 0, 1]},
+            },
+            "auxiliary.axis",
+            "circle",
+        ),
+        (
+            {"model": {"name": "usa_av", "beta": 1.0}, "discretization": {"interaction": "direct"}},
+            "discretization.interaction",
+            "usa_av",
+        ),
+    ],
+)
 def test_invalid_auxiliary_configurations(table, key, words):
     with pytest.raises(sd.ConfigError) as err:
         sd.config_from_dict(table)
@@ -229,12 +344,17 @@ def test_density_within_the_particle_ensemble_spread_at_t20():
     from spheredens.compare import compare, ensemble_agreement, w2_between_runs
     from spheredens.particles import run_particles
 
-    cfg = sd.config_from_dict({
-        "model": {"name": "usa_av", "beta": 1.0}, "domain": {"name": "circle"},
-        "initial": {"name": "uniform"},
-        "auxiliary": {"kernel": "rope", "slices": 4, "slice_perturbation": 0.5},
-        "discretization": {"scheme": "fv", "n": 128}, "time": {"t_end": 20.0, "snapshots": 3},
-        "particles": {"n": 256, "initialization": "iid", "dt": 0.05}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "usa_av", "beta": 1.0},
+            "domain": {"name": "circle"},
+            "initial": {"name": "uniform"},
+            "auxiliary": {"kernel": "rope", "slices": 4, "slice_perturbation": 0.5},
+            "discretization": {"scheme": "fv", "n": 128},
+            "time": {"t_end": 20.0, "snapshots": 3},
+            "particles": {"n": 256, "initialization": "iid", "dt": 0.05},
+        }
+    )
     density = sd.run(cfg, progress=False)
     runs = [run_particles(cfg, seed=s, progress=False) for s in range(4)]
     check = ensemble_agreement(compare(density, runs)["w2"].values[:, -1], w2_between_runs(runs))
@@ -247,13 +367,26 @@ def test_interrupted_usa_av_run_resumes_bit_for_bit(tmp_path):
     """Slices and their diagnostics survive an interruption: --resume gives the same file."""
     from conftest import stop_after_steps
 
-    cfg = av_config("circle", "cosine_toeplitz", slices=4, t_end=2.0, snapshots=5,
-                    disc={"scheme": "fv", "n": 32}).replace(**{"output.path": str(tmp_path / "a.nc")})
+    cfg = av_config(
+        "circle",
+        "cosine_toeplitz",
+        slices=4,
+        t_end=2.0,
+        snapshots=5,
+        disc={"scheme": "fv", "n": 32},
+    ).replace(**{"output.path": str(tmp_path / "a.nc")})
     full = sd.run(cfg.replace(**{"output.path": str(tmp_path / "full.nc")}), progress=False)
     with stop_after_steps(7, "interrupted"):
         with pytest.raises(KeyboardInterrupt):
             sd.run(cfg, progress=False)
     assert sd.open_run(tmp_path / "a.nc").attrs["run_status"] == "partial"
     resumed = sd.run(cfg, progress=False, resume=True)
-    for name in ("rho", "energy", "rho_marginal", "slice_mode", "slice_spread", "marginal_w2_dirac"):
+    for name in (
+        "rho",
+        "energy",
+        "rho_marginal",
+        "slice_mode",
+        "slice_spread",
+        "marginal_w2_dirac",
+    ):
         np.testing.assert_array_equal(resumed[name].values, full[name].values, err_msg=name)

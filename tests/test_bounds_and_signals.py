@@ -12,6 +12,7 @@
   written); Ctrl-C while the command imports is one line with exit 130.
 * Out of memory is one line.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,12 @@ from spheredens.cli import main, parse_seeds
 from spheredens.config import estimated_memory
 from spheredens.exceptions import ConfigError
 from spheredens.geometry import DOMAINS, get_domain
-from spheredens.initial import (MAX_SPHERE_BANDWIDTH, RandomSmooth, _sphere_coefficients,
-                                _sphere_field)
+from spheredens.initial import (
+    MAX_SPHERE_BANDWIDTH,
+    RandomSmooth,
+    _sphere_coefficients,
+    _sphere_field,
+)
 from spheredens.interaction import candidates, select_evaluator
 from spheredens.locking import lock_files
 from spheredens.schemes import _memory
@@ -56,21 +61,36 @@ FACTOR = 10.0
 def _models(d: int) -> list[tuple[str, dict, dict | None]]:
     """(label, [model] table, [auxiliary] table) tried in this order for each evaluator."""
     eye = np.eye(d).tolist()
-    return [("general", {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[d]}, None),
-            ("rotation", {"name": "sa", "beta": 2.0, "K": eye}, None),
-            ("zero_temperature", {"name": "sa_zero_temperature", "K": ANISOTROPIC[d]}, None),
-            ("slices", {"name": "usa_av", "beta": 2.0}, {"kernel": "rope", "slices": 8}),
-            ("coupled_slices", {"name": "usa_av", "beta": 2.0}, {"kernel": "cosine_toeplitz", "slices": 8})]
+    return [
+        ("general", {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[d]}, None),
+        ("rotation", {"name": "sa", "beta": 2.0, "K": eye}, None),
+        ("zero_temperature", {"name": "sa_zero_temperature", "K": ANISOTROPIC[d]}, None),
+        ("slices", {"name": "usa_av", "beta": 2.0}, {"kernel": "rope", "slices": 8}),
+        (
+            "coupled_slices",
+            {"name": "usa_av", "beta": 2.0},
+            {"kernel": "cosine_toeplitz", "slices": 8},
+        ),
+    ]
 
 
 def _config(domain: str, scheme: type, model: dict, aux: dict | None, evaluator: str) -> dict:
     mean = [1.0, 0.0] if get_domain(domain).d == 2 else [0.0, 0.0, 1.0]
-    disc = {"scheme": scheme.name, scheme.resolution: SMALL[scheme.resolution], "allow_underresolved": True}
+    disc = {
+        "scheme": scheme.name,
+        scheme.resolution: SMALL[scheme.resolution],
+        "allow_underresolved": True,
+    }
     if evaluator:
         disc["interaction"] = evaluator
-    data = {"model": model, "domain": {"name": domain},
-            "initial": {"name": "von_mises_fisher", "means": [mean], "kappas": [2.0]},
-            "discretization": disc, "time": {"t_end": 0.02, "snapshots": 3}, "output": {"figure": False}}
+    data = {
+        "model": model,
+        "domain": {"name": domain},
+        "initial": {"name": "von_mises_fisher", "means": [mean], "kappas": [2.0]},
+        "discretization": disc,
+        "time": {"t_end": 0.02, "snapshots": 3},
+        "output": {"figure": False},
+    }
     if aux is not None:
         data["auxiliary"] = aux
     return data
@@ -92,8 +112,12 @@ def _memory_cases() -> list:
                         cfg = sd.config_from_dict(data)
                     except ConfigError:
                         continue
-                    picked = select_evaluator(cfg.model.build(), domain, scheme.evaluator_inputs,
-                                              cfg.discretization.options["interaction"])
+                    picked = select_evaluator(
+                        cfg.model.build(),
+                        domain,
+                        scheme.evaluator_inputs,
+                        cfg.discretization.options["interaction"],
+                    )
                     if picked is cls:
                         served.append((label, data))
                 if not cls.selectable:  # the model's own evaluator: every model that picks it
@@ -101,7 +125,9 @@ def _memory_cases() -> list:
                 else:
                     chosen = served[:1]
                 for label, data in chosen:
-                    cases.append(pytest.param(data, False, id=f"{domain}-{scheme_name}-{cls.name}-{label}"))
+                    cases.append(
+                        pytest.param(data, False, id=f"{domain}-{scheme_name}-{cls.name}-{label}")
+                    )
     return cases
 
 
@@ -109,11 +135,17 @@ def _particle_cases() -> list:
     """Particle runs: direct sums (n < 2000), the circle's clusters and the sphere's blocks
     (n >= 2000), and labelled particles of usa_av."""
     out = []
-    for domain, n, model, aux in (("circle", 1000, {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[2]}, None),
-                                  ("circle", 3000, {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[2]}, None),
-                                  ("sphere", 3000, {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[3]}, None),
-                                  ("sphere", 1000, {"name": "usa_av", "beta": 2.0},
-                                   {"kernel": "cosine_toeplitz", "slices": 8})):
+    for domain, n, model, aux in (
+        ("circle", 1000, {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[2]}, None),
+        ("circle", 3000, {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[2]}, None),
+        ("sphere", 3000, {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[3]}, None),
+        (
+            "sphere",
+            1000,
+            {"name": "usa_av", "beta": 2.0},
+            {"kernel": "cosine_toeplitz", "slices": 8},
+        ),
+    ):
         scheme = get_domain(domain).scheme_class("fv")
         data = _config(domain, scheme, model, aux, "")
         data["particles"] = {"n": n, "dt": 0.01}
@@ -139,10 +171,19 @@ def warm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("warm")
     for domain, disc in (("circle", {"n": 64}), ("sphere", {"scheme": "fv", "nlat": 8})):
         d = get_domain(domain).d
-        sd.run(sd.config_from_dict({"model": {"name": "sa_zero_temperature", "K": ANISOTROPIC[d]},
-                                    "domain": {"name": domain}, "discretization": disc,
-                                    "time": {"t_end": 0.01, "snapshots": 2}, "output": {"figure": False}}),
-               output=folder / f"{domain}.nc", progress=False)
+        sd.run(
+            sd.config_from_dict(
+                {
+                    "model": {"name": "sa_zero_temperature", "K": ANISOTROPIC[d]},
+                    "domain": {"name": domain},
+                    "discretization": disc,
+                    "time": {"t_end": 0.01, "snapshots": 2},
+                    "output": {"figure": False},
+                }
+            ),
+            output=folder / f"{domain}.nc",
+            progress=False,
+        )
 
 
 def _estimate(cfg, particles: bool) -> float:
@@ -157,10 +198,16 @@ def test_memory_estimate_bounds_the_measured_peak(data, particles, warm, tmp_pat
     cfg = sd.config_from_dict(data)
     estimate = _estimate(cfg, particles)
     if particles:
-        peak = _measured_peak(lambda: sd.run_particles(cfg, output=tmp_path / "p.nc", progress=False))
+        peak = _measured_peak(
+            lambda: sd.run_particles(cfg, output=tmp_path / "p.nc", progress=False)
+        )
     else:
         peak = _measured_peak(lambda: sd.run(cfg, output=tmp_path / "r.nc", progress=False))
-    assert peak <= estimate <= FACTOR * peak, (peak / 2**20, estimate / 2**20, estimated_memory(cfg))
+    assert peak <= estimate <= FACTOR * peak, (
+        peak / 2**20,
+        estimate / 2**20,
+        estimated_memory(cfg),
+    )
 
 
 def test_the_cases_cover_every_scheme_every_evaluator_and_slices():
@@ -171,7 +218,11 @@ def test_the_cases_cover_every_scheme_every_evaluator_and_slices():
             for cls in candidates(domain, scheme.evaluator_inputs):
                 if cls.name == "auxiliary_spectral" and scheme.evaluator_inputs == "log_moments":
                     continue
-                assert any(i.startswith(f"{domain}-{scheme_name}-{cls.name}-") for i in ids), (domain, scheme_name, cls.name)
+                assert any(i.startswith(f"{domain}-{scheme_name}-{cls.name}-") for i in ids), (
+                    domain,
+                    scheme_name,
+                    cls.name,
+                )
     assert sum("-slices" in i for i in ids) >= 4 and sum("coupled_slices" in i for i in ids) >= 4
 
 
@@ -179,24 +230,38 @@ def test_estimate_grows_with_the_slices_and_bounds_smooth_lowrank_weights(warm, 
     """The estimate is linear in the slices where the state is; and for a smooth general kernel
     (the low-rank weights analysed on degree 63 only, which only the analysis itself can tell)
     it stays an upper bound, the finest analysis (degree 255) assumed."""
-    base = _config("sphere", get_domain("sphere").scheme_class("sh_spectral"),
-                   {"name": "usa_av", "beta": 2.0}, {"kernel": "rope", "slices": 512}, "")
+    base = _config(
+        "sphere",
+        get_domain("sphere").scheme_class("sh_spectral"),
+        {"name": "usa_av", "beta": 2.0},
+        {"kernel": "rope", "slices": 512},
+        "",
+    )
     one = sum(estimated_memory(sd.config_from_dict(base)).values())
     base["auxiliary"]["slices"] = 4096
     many = sum(estimated_memory(sd.config_from_dict(base)).values())
     # 8x the slices: all but the grid and the slice diagnostics; the coupling (M x M) 64x
     assert 7.5 < many / one < 8.5
-    mild = _config("sphere", get_domain("sphere").scheme_class("sh_spectral"),
-                   {"name": "sa", "beta": 2.0, "K": MILD}, None, "lowrank_meridian")
+    mild = _config(
+        "sphere",
+        get_domain("sphere").scheme_class("sh_spectral"),
+        {"name": "sa", "beta": 2.0, "K": MILD},
+        None,
+        "lowrank_meridian",
+    )
     cfg = sd.config_from_dict(mild)
     peak = _measured_peak(lambda: sd.run(cfg, output=tmp_path / "m.nc", progress=False))
     assert peak <= _estimate(cfg, False) <= 40 * peak
 
 
 #: the probe's configuration: lmax 255 with 4096 slices (at least 99 GiB by the probe's count)
-PROBE = {"model": {"name": "usa_av", "beta": 2.0}, "domain": {"name": "sphere"},
-         "auxiliary": {"kernel": "rope", "slices": 4096},
-         "discretization": {"scheme": "sh_spectral", "lmax": 255}, "time": {"t_end": 1.0}}
+PROBE = {
+    "model": {"name": "usa_av", "beta": 2.0},
+    "domain": {"name": "sphere"},
+    "auxiliary": {"kernel": "rope", "slices": 4096},
+    "discretization": {"scheme": "sh_spectral", "lmax": 255},
+    "time": {"t_end": 1.0},
+}
 
 
 def test_probe_lmax_255_with_4096_slices_is_refused_in_one_line_before_any_allocation(monkeypatch):
@@ -225,15 +290,21 @@ def test_probe_refused_by_the_command_under_an_address_space_limit(tmp_path):
     whatever the machine's own memory."""
     (tmp_path / "c.toml").write_text(
         '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n[auxiliary]\nkernel = "rope"\n'
-        'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end = 1.0\n')
-    code = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (16 * 2**30, "
-            "resource.RLIM_INFINITY)); sys.argv = ['spheredens', 'run', 'c.toml']; "
-            "runpy.run_module('spheredens', run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+        'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end = 1.0\n'
+    )
+    code = (
+        "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (16 * 2**30, "
+        "resource.RLIM_INFINITY)); sys.argv = ['spheredens', 'run', 'c.toml']; "
+        "runpy.run_module('spheredens', run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("spheredens: error: auxiliary.slices: the run would need")
+    assert len(lines) == 1 and lines[0].startswith(
+        "spheredens: error: auxiliary.slices: the run would need"
+    )
     assert "16.0 GiB this machine allows" in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]
 
@@ -241,11 +312,16 @@ def test_probe_refused_by_the_command_under_an_address_space_limit(tmp_path):
 def test_memory_refusals_name_the_key_to_reduce(monkeypatch):
     monkeypatch.setattr(config_module, "machine_memory", lambda: 2.0 * 2**30)
     big = {"domain": {"name": "sphere"}, "discretization": {"scheme": "sh_spectral", "lmax": 1023}}
-    with pytest.raises(ConfigError, match=r"^discretization.lmax: the run would need about .* GiB.*"
-                                          r"use a smaller discretization.lmax$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^discretization.lmax: the run would need about .* GiB.*"
+        r"use a smaller discretization.lmax$",
+    ):
         sd.config_from_dict(big)
     many = {"discretization": {"n": 65536}, "time": {"t_end": 1.0, "snapshots": 100000}}
-    with pytest.raises(ConfigError, match=r"^time.snapshots: .*mostly snapshots.*use fewer snapshots$"):
+    with pytest.raises(
+        ConfigError, match=r"^time.snapshots: .*mostly snapshots.*use fewer snapshots$"
+    ):
         sd.config_from_dict(many)
     particles = {"particles": {"n": 100000}, "time": {"t_end": 1.0, "snapshots": 20000}}
     with pytest.raises(ConfigError, match=r"^particles.n: = 100000: the particle run would need"):
@@ -255,8 +331,10 @@ def test_memory_refusals_name_the_key_to_reduce(monkeypatch):
 def test_machine_memory_is_the_smallest_limit_known(monkeypatch):
     physical = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     assert config_module.machine_memory() <= physical
-    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY)); "
-            "from spheredens.config import machine_memory; print(machine_memory())")
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY)); "
+        "from spheredens.config import machine_memory; print(machine_memory())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert float(out.stdout) == 3.0 * 2**30, out.stderr
 
@@ -321,8 +399,13 @@ def test_sphere_random_smooth_at_bandwidth_64_sets_up_by_the_addition_theorem():
     C, S = _sphere_coefficients(density)
     assert C.shape == S.shape == (65, 65)
     assert np.all(C[np.triu_indices(65, 1)] == 0.0) and np.all(S[:, 0] == 0.0)  # m <= l; no sin 0
-    grid = sd.config_from_dict({"domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "bandwidth": 64},
-                                "discretization": {"scheme": "fv", "nlat": 64}})
+    grid = sd.config_from_dict(
+        {
+            "domain": {"name": "sphere"},
+            "initial": {"name": "random_smooth", "bandwidth": 64},
+            "discretization": {"scheme": "fv", "nlat": 64},
+        }
+    )
     scheme = sd.make_scheme(sd.Problem.from_config(grid), grid.discretization)
     state = scheme.initial_state()
     assert abs(float(np.sum(state[0] * scheme.grid.weight)) - 1.0) < 1e-12
@@ -337,34 +420,60 @@ def test_bandwidth_has_a_bound_named_with_its_set_up_time(domain, top):
         sd.config_from_dict(data)
     message = str(info.value)
     assert info.value.key == "initial.bandwidth"
-    assert message.startswith(f"initial.bandwidth: = {4 * top} is more than {top}, the largest on the {domain}: "
-                              "the set-up would take about ")
+    assert message.startswith(
+        f"initial.bandwidth: = {4 * top} is more than {top}, the largest on the {domain}: "
+        "the set-up would take about "
+    )
     assert message.endswith(f"; use bandwidth <= {top}") and " at " + str(top) in message
 
 
 def test_sphere_bandwidth_4096_of_the_probe_is_refused_at_once():
-    with pytest.raises(ConfigError, match=r"more than 256, the largest on the sphere: the set-up would "
-                                          r"take about [0-9.]+ days \(about 15 s at 256\)"):
-        sd.config_from_dict({"domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "bandwidth": 4096}})
+    with pytest.raises(
+        ConfigError,
+        match=r"more than 256, the largest on the sphere: the set-up would "
+        r"take about [0-9.]+ days \(about 15 s at 256\)",
+    ):
+        sd.config_from_dict(
+            {"domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "bandwidth": 4096}}
+        )
 
 
 # -- other costs ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("data, message", [
-    ({"domain": {"name": "sphere"}, "discretization": {"scheme": "sh_spectral", "lmax": 1024}},
-     "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid has 1536 x 3072 "
-     "points: about 5 s of set-up, 2 s per right-hand side and 5 GiB"),
-    ({"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 2049}},
-     "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the finite-volume mesh); "
-     "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up"),
-    ({"discretization": {"scheme": "fourier", "n": 65538}},
-     "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; the set-up is instant "
-     "there with fft, but the direct sums take n^2 = 4.3e9 kernel entries per right-hand side"),
-    ({"particles": {"n": 100001}},
-     "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 per right-hand side"),
-    ({"model": {"name": "usa_av", "beta": 2.0}, "auxiliary": {"slices": 4097}},
-     "auxiliary.slices: = 4097 is too large: must be <= 4096"),
-    ({"time": {"snapshots": 100001}}, "time.snapshots: = 100001 is too large: must be <= 100000"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            {
+                "domain": {"name": "sphere"},
+                "discretization": {"scheme": "sh_spectral", "lmax": 1024},
+            },
+            "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid has 1536 x 3072 "
+            "points: about 5 s of set-up, 2 s per right-hand side and 5 GiB",
+        ),
+        (
+            {"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 2049}},
+            "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the finite-volume mesh); "
+            "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up",
+        ),
+        (
+            {"discretization": {"scheme": "fourier", "n": 65538}},
+            "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; the set-up is instant "
+            "there with fft, but the direct sums take n^2 = 4.3e9 kernel entries per right-hand side",
+        ),
+        (
+            {"particles": {"n": 100001}},
+            "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 per right-hand side",
+        ),
+        (
+            {"model": {"name": "usa_av", "beta": 2.0}, "auxiliary": {"slices": 4097}},
+            "auxiliary.slices: = 4097 is too large: must be <= 4096",
+        ),
+        (
+            {"time": {"snapshots": 100001}},
+            "time.snapshots: = 100001 is too large: must be <= 100000",
+        ),
+    ],
+)
 def test_resolution_particles_slices_and_snapshots_have_bounds(data, message):
     with pytest.raises(ConfigError) as info:
         sd.config_from_dict(data)
@@ -373,7 +482,9 @@ def test_resolution_particles_slices_and_snapshots_have_bounds(data, message):
 
 def test_seed_ranges_are_bounded_before_they_are_built():
     assert parse_seeds("0..7") == list(range(8))
-    with pytest.raises(ConfigError, match=r"^--seeds: '0..1000000000' gives 1000000001 seeds, more than 1000"):
+    with pytest.raises(
+        ConfigError, match=r"^--seeds: '0..1000000000' gives 1000000001 seeds, more than 1000"
+    ):
         parse_seeds("0..1000000000")
     with pytest.raises(ConfigError, match=r"more than 1000"):
         parse_seeds(",".join(str(i) for i in range(1001)))
@@ -386,16 +497,24 @@ def test_snapshot_times_lists_are_bounded_like_snapshots():
 
 
 def test_particle_steps_are_bounded():
-    with pytest.raises(ConfigError, match=r"^particles.dt: = 1e-12 would take t_end / dt = 1e\+12 steps, "
-                                          r"more than 1e9"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^particles.dt: = 1e-12 would take t_end / dt = 1e\+12 steps, "
+        r"more than 1e9",
+    ):
         sd.config_from_dict({"time": {"t_end": 1.0}, "particles": {"n": 10, "dt": 1e-12}})
 
 
 def test_sweep_size_is_bounded(tmp_path):
     from spheredens.sweep import MAX_SWEEP_CASES, sweep_from_dict
 
-    vary = {"model.beta": [float(b) for b in range(1, 201)], "time.cfl": [0.1 + 0.001 * i for i in range(60)]}
-    with pytest.raises(ConfigError, match=rf"^sweep.vary: 12000 cases \(200 x 60\), more than {MAX_SWEEP_CASES}"):
+    vary = {
+        "model.beta": [float(b) for b in range(1, 201)],
+        "time.cfl": [0.1 + 0.001 * i for i in range(60)],
+    }
+    with pytest.raises(
+        ConfigError, match=rf"^sweep.vary: 12000 cases \(200 x 60\), more than {MAX_SWEEP_CASES}"
+    ):
         sweep_from_dict({"base": {"time": {"t_end": 0.1}}, "vary": vary}, base_dir=tmp_path)
 
 
@@ -429,8 +548,9 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float) -> None:
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_turned_into_another_error_where_it_landed_is_still_the_interruption(monkeypatch, capsys, sig,
-                                                                                       code):
+def test_a_signal_turned_into_another_error_where_it_landed_is_still_the_interruption(
+    monkeypatch, capsys, sig, code
+):
     """A signal can land inside an extension module's import, which turns the exception into
     "ImportError: initialization failed" (seen on CI with ducc0): the command still reports the
     interruption in one line with its exit code."""
@@ -438,16 +558,22 @@ def test_a_signal_turned_into_another_error_where_it_landed_is_still_the_interru
 
     def landed_in_an_import(args):
         try:
-            cli._raise_signalled(sig, " during the set-up of the run, before its first step: nothing of it "
-                                      "was written")
+            cli._raise_signalled(
+                sig,
+                " during the set-up of the run, before its first step: nothing of it was written",
+            )
         except cli._Signalled:
             raise ImportError("initialization failed") from None
 
     monkeypatch.setattr(cli, "_cmd_info", landed_in_an_import)
     assert cli.main(["info"]) == code
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("spheredens: interrupted (SIG") and "set-up" in err[0]
-    monkeypatch.setattr(cli, "_cmd_info", lambda args: (_ for _ in ()).throw(ImportError("a real one")))
+    assert (
+        len(err) == 1 and err[0].startswith("spheredens: interrupted (SIG") and "set-up" in err[0]
+    )
+    monkeypatch.setattr(
+        cli, "_cmd_info", lambda args: (_ for _ in ()).throw(ImportError("a real one"))
+    )
     with pytest.raises(ImportError, match="a real one"):  # no signal: the error is the error
         cli.main(["info"])
 
@@ -459,8 +585,13 @@ def test_a_signal_during_set_up_ends_the_run_at_once(tmp_path, sig, code):
     with no output file and no lock record left."""
     (tmp_path / "slow.toml").write_text(SLOW_SETUP)
     out = tmp_path / "slow.nc"
-    proc = subprocess.Popen([sys.executable, "-m", "spheredens", "run", "slow.toml"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spheredens", "run", "slow.toml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for(lock_files(out)[1], proc, 120)
         proc.send_signal(sig)
@@ -471,8 +602,10 @@ def test_a_signal_during_set_up_ends_the_run_at_once(tmp_path, sig, code):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     name = "SIGTERM" if sig == signal.SIGTERM else "SIGINT, Ctrl-C"
-    assert lines[0] == (f"spheredens: interrupted ({name}) during the set-up of the run, before its first "
-                        "step: nothing of it was written")
+    assert lines[0] == (
+        f"spheredens: interrupted ({name}) during the set-up of the run, before its first "
+        "step: nothing of it was written"
+    )
     # "at once": before the set-up ended, as the line says (never a wall-time bound)
     assert not out.exists() and not lock_files(out)[1].exists()
 
@@ -483,8 +616,10 @@ def _console_script(tmp_path: Path) -> Path:
     module, _, func = entry.partition(":")
     script = tmp_path / "bin" / "spheredens"
     script.parent.mkdir()
-    script.write_text(f"import sys\nfrom {module} import {func}\nif __name__ == '__main__':\n"
-                      f"    sys.exit({func}())\n")
+    script.write_text(
+        f"import sys\nfrom {module} import {func}\nif __name__ == '__main__':\n"
+        f"    sys.exit({func}())\n"
+    )
     return script
 
 
@@ -493,8 +628,13 @@ def _console_script(tmp_path: Path) -> Path:
 def test_ctrl_c_while_the_command_starts_is_one_line_and_130(tmp_path, how, delay):
     (tmp_path / "slow.toml").write_text(SLOW_SETUP)
     argv = ["-m", "spheredens"] if how == "-m" else [str(_console_script(tmp_path))]
-    proc = subprocess.Popen([sys.executable, *argv, "run", "slow.toml"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *argv, "run", "slow.toml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
@@ -517,18 +657,27 @@ def test_memory_error_is_one_line(tmp_path, monkeypatch, capsys):
     """Out of memory while a run is set up: one line naming memory and what to reduce, exit 2;
     once the run has started, exit 1 with the file keeping the snapshots before."""
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[discretization]\nn = 64\n[time]\nt_end = 0.5\nsnapshots = 3\n[output]\nfigure = false\n')
+    cfg.write_text(
+        "[discretization]\nn = 64\n[time]\nt_end = 0.5\nsnapshots = 3\n[output]\nfigure = false\n"
+    )
 
     def no_memory(*args, **kwargs):
-        raise MemoryError("Unable to allocate 12.0 GiB for an array with shape (1610612736,) and data type float64")
+        raise MemoryError(
+            "Unable to allocate 12.0 GiB for an array with shape (1610612736,) and data type float64"
+        )
 
     from spheredens import schemes
 
     monkeypatch.setattr(schemes._circle_fv.FiniteVolumeScheme, "initial_state", no_memory)
     assert main(["run", str(cfg)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("spheredens: error: out of memory (Unable to allocate 12.0 GiB")
-    assert "use a coarser grid (discretization), fewer slices (auxiliary), fewer snapshots (time)" in err[0]
+    assert len(err) == 1 and err[0].startswith(
+        "spheredens: error: out of memory (Unable to allocate 12.0 GiB"
+    )
+    assert (
+        "use a coarser grid (discretization), fewer slices (auxiliary), fewer snapshots (time)"
+        in err[0]
+    )
     assert not (tmp_path / "c.nc").exists()
     monkeypatch.undo()
 
@@ -544,8 +693,9 @@ def test_memory_error_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(schemes._circle_fv.FiniteVolumeScheme, "rhs", fails_later)
     assert main(["run", str(cfg), "--no-figure"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("spheredens: run stopped: out of memory; the file keeps the "
-                                               "snapshots before it")
+    assert len(err) == 1 and err[0].startswith(
+        "spheredens: run stopped: out of memory; the file keeps the snapshots before it"
+    )
     kept = sd.open_run(tmp_path / "c.nc")
     assert kept.attrs["run_status"] == "partial" and kept.sizes["time"] >= 1
 
@@ -553,8 +703,9 @@ def test_memory_error_is_one_line(tmp_path, monkeypatch, capsys):
 def test_a_reader_that_goes_away_is_no_traceback():
     """``spheredens info | head -1``: the reader closes the pipe (here before the command, which
     imports for a second, has written anything); no BrokenPipeError traceback, exit 141."""
-    proc = subprocess.Popen([sys.executable, "-m", "spheredens", "info"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spheredens", "info"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     proc.stdout.close()
     err = proc.stderr.read().decode()
     proc.wait(timeout=60)

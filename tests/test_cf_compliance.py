@@ -16,6 +16,7 @@ and cell measures; axis attributes; cell measures in m2 equal to the weights; sh
 the sphere mesh's cell vertices (4 per cell, counter-clockwise, tiling the sphere). Finally
 cartopy draws the mesh's cells from the vertices alone.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import EXAMPLE_C
 
 import spheredens as sd
 from spheredens.analysis import analyze_beta
@@ -33,7 +35,6 @@ from spheredens.io import convert_particles, open_particles, open_run, write_dat
 from spheredens.particles import run_particles
 from spheredens.schema import MAX_LONG_NAME
 from spheredens.sweep import combine, load_sweep
-from conftest import EXAMPLE_C
 
 TABLES = os.path.join(os.path.dirname(__file__), "data", "cf")
 
@@ -55,26 +56,44 @@ def _quiet(call, *args, **kwargs):
 
 
 UNDER = {"allow_underresolved": True}
-CIRCLE = {"model": {"name": "sa", "beta": 4.0, **EXAMPLE_C}, "domain": {"name": "circle"},
-          "initial": {"name": "random_smooth", "seed": 1, "amplitude": 0.5},
-          "discretization": {"scheme": "fv", "n": 32, **UNDER}, "time": {"t_end": 0.2, "snapshots": 2}}
-GAUSS = {"model": {"name": "sa", "beta": 2.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
-         "domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "seed": 4, "bandwidth": 3},
-         "discretization": {"scheme": "sh_spectral", "lmax": 7}, "time": {"t_end": 0.2, "snapshots": 2}}
+CIRCLE = {
+    "model": {"name": "sa", "beta": 4.0, **EXAMPLE_C},
+    "domain": {"name": "circle"},
+    "initial": {"name": "random_smooth", "seed": 1, "amplitude": 0.5},
+    "discretization": {"scheme": "fv", "n": 32, **UNDER},
+    "time": {"t_end": 0.2, "snapshots": 2},
+}
+GAUSS = {
+    "model": {"name": "sa", "beta": 2.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
+    "domain": {"name": "sphere"},
+    "initial": {"name": "random_smooth", "seed": 4, "bandwidth": 3},
+    "discretization": {"scheme": "sh_spectral", "lmax": 7},
+    "time": {"t_end": 0.2, "snapshots": 2},
+}
 MESH = {**GAUSS, "discretization": {"scheme": "fv", "nlat": 6, **UNDER}}
-SLICES = {"model": {"name": "usa_av", "beta": 1.0}, "domain": {"name": "circle"},
-          "initial": {"name": "uniform"},
-          "auxiliary": {"kernel": "rope", "omega": 3.0, "slices": 3, "slice_perturbation": 0.5},
-          "discretization": {"scheme": "fv", "n": 32, **UNDER}, "time": {"t_end": 0.2, "snapshots": 2}}
-SWEEP_BASE = ('[model]\nname = "sa"\nbeta = 10.0\nK = [[1.75, 0.866025], [0.433013, 2.5]]\n'
-              'V = [[1.0, 0.0], [0.0, 0.5]]\n[discretization]\nn = 32\nallow_underresolved = true\n'
-              '[time]\nt_end = 0.5\nsnapshots = 6\n')
-MESH_SWEEP_BASE = ('[model]\nname = "sa"\nbeta = 2.0\nV = [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]\n'
-                   '[domain]\nname = "sphere"\n[initial]\nname = "random_smooth"\nseed = 4\nbandwidth = 3\n'
-                   '[discretization]\nscheme = "fv"\nnlat = 6\nallow_underresolved = true\n'
-                   '[time]\nt_end = 0.2\nsnapshots = 2\n')
-SWEEP = ('base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0, 10.0]\n'
-         '"discretization.n" = [16, 32]\n')
+SLICES = {
+    "model": {"name": "usa_av", "beta": 1.0},
+    "domain": {"name": "circle"},
+    "initial": {"name": "uniform"},
+    "auxiliary": {"kernel": "rope", "omega": 3.0, "slices": 3, "slice_perturbation": 0.5},
+    "discretization": {"scheme": "fv", "n": 32, **UNDER},
+    "time": {"t_end": 0.2, "snapshots": 2},
+}
+SWEEP_BASE = (
+    '[model]\nname = "sa"\nbeta = 10.0\nK = [[1.75, 0.866025], [0.433013, 2.5]]\n'
+    "V = [[1.0, 0.0], [0.0, 0.5]]\n[discretization]\nn = 32\nallow_underresolved = true\n"
+    "[time]\nt_end = 0.5\nsnapshots = 6\n"
+)
+MESH_SWEEP_BASE = (
+    '[model]\nname = "sa"\nbeta = 2.0\nV = [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]\n'
+    '[domain]\nname = "sphere"\n[initial]\nname = "random_smooth"\nseed = 4\nbandwidth = 3\n'
+    '[discretization]\nscheme = "fv"\nnlat = 6\nallow_underresolved = true\n'
+    "[time]\nt_end = 0.2\nsnapshots = 2\n"
+)
+SWEEP = (
+    'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0, 10.0]\n'
+    '"discretization.n" = [16, 32]\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +112,20 @@ def files(tmp_path_factory):
     run("mesh", MESH)
     run("usa_av", SLICES)
     paths["particles"] = out / "particles.nc"
-    pcfg = sd.config_from_dict({**CIRCLE, "particles": {"n": 20, "dt": 0.05, "seed": 0}}, base_dir=out)
+    pcfg = sd.config_from_dict(
+        {**CIRCLE, "particles": {"n": 20, "dt": 0.05, "seed": 0}}, base_dir=out
+    )
     _quiet(run_particles, pcfg, output=paths["particles"], progress=False)
     np.save(out / "other_code.npy", np.tile([0.6, 0.8], (3, 5, 1)))
-    paths["converted"] = write_dataset(convert_particles(out / "other_code.npy", domain="circle", dt=0.1),
-                                       out / "converted.nc")
-    cmp = compare(open_run(paths["circle"]), [open_particles(paths["particles"])],
-                  density_file=str(paths["circle"]), particle_files=[str(paths["particles"])])
+    paths["converted"] = write_dataset(
+        convert_particles(out / "other_code.npy", domain="circle", dt=0.1), out / "converted.nc"
+    )
+    cmp = compare(
+        open_run(paths["circle"]),
+        [open_particles(paths["particles"])],
+        density_file=str(paths["circle"]),
+        particle_files=[str(paths["particles"])],
+    )
     paths["compare"] = write_dataset(cmp, out / "compare.nc")
     (out / "base.toml").write_text(SWEEP_BASE)
     (out / "sweep.toml").write_text(SWEEP)
@@ -112,16 +138,23 @@ def files(tmp_path_factory):
     paths["analysis"] = write_dataset(analyze_beta(combined), out / "combined_beta_analysis.nc")
     # usa_av: labelled particles and the comparison per slice (coordinate xi)
     paths["particles_usa_av"] = out / "particles_usa_av.nc"
-    pcfg = sd.config_from_dict({**SLICES, "particles": {"n": 30, "dt": 0.05, "seed": 0}}, base_dir=out)
+    pcfg = sd.config_from_dict(
+        {**SLICES, "particles": {"n": 30, "dt": 0.05, "seed": 0}}, base_dir=out
+    )
     _quiet(run_particles, pcfg, output=paths["particles_usa_av"], progress=False)
-    cmp = compare(open_run(paths["usa_av"]), [open_particles(paths["particles_usa_av"])],
-                  density_file=str(paths["usa_av"]), particle_files=[str(paths["particles_usa_av"])])
+    cmp = compare(
+        open_run(paths["usa_av"]),
+        [open_particles(paths["particles_usa_av"])],
+        density_file=str(paths["usa_av"]),
+        particle_files=[str(paths["particles_usa_av"])],
+    )
     paths["compare_usa_av"] = write_dataset(cmp, out / "compare_usa_av.nc")
     # a sweep on the sphere mesh: the combined file carries rho with the mesh's vertices and areas
     (out / "mesh_sweep").mkdir()
     (out / "mesh_sweep" / "base.toml").write_text(MESH_SWEEP_BASE)
     (out / "mesh_sweep" / "sweep.toml").write_text(
-        'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [2.0, 3.0]\n')
+        'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [2.0, 3.0]\n'
+    )
     (out / "mesh_sweep" / "cases").mkdir()
     sweep = load_sweep(out / "mesh_sweep" / "sweep.toml")
     for case in sweep.cases:
@@ -130,8 +163,20 @@ def files(tmp_path_factory):
     return paths
 
 
-KINDS = ("circle", "gauss", "mesh", "usa_av", "particles", "converted", "compare", "sweep", "analysis",
-         "particles_usa_av", "compare_usa_av", "sweep_mesh")
+KINDS = (
+    "circle",
+    "gauss",
+    "mesh",
+    "usa_av",
+    "particles",
+    "converted",
+    "compare",
+    "sweep",
+    "analysis",
+    "particles_usa_av",
+    "compare_usa_av",
+    "sweep_mesh",
+)
 
 
 def cf_check(path) -> dict[str, list[str]]:
@@ -142,10 +187,13 @@ def cf_check(path) -> dict[str, list[str]]:
     if str(version) not in map(str, known):  # 4.1.0 knows CF up to 1.8 (see the module doc)
         cfchecks.cfVersions.append(version)
     try:
-        checker = cfchecks.CFChecker(cfStandardNamesXML=os.path.join(TABLES, "cf-standard-name-table.xml"),
-                                     cfAreaTypesXML=os.path.join(TABLES, "area-type-table.xml"),
-                                     cfRegionNamesXML=os.path.join(TABLES, "standardized-region-list.xml"),
-                                     version=version, silent=True)
+        checker = cfchecks.CFChecker(
+            cfStandardNamesXML=os.path.join(TABLES, "cf-standard-name-table.xml"),
+            cfAreaTypesXML=os.path.join(TABLES, "area-type-table.xml"),
+            cfRegionNamesXML=os.path.join(TABLES, "standardized-region-list.xml"),
+            version=version,
+            silent=True,
+        )
         results = checker.checker(str(path))
     finally:
         cfchecks.cfVersions[:] = known
@@ -177,12 +225,21 @@ def test_the_checker_finds_what_the_files_used_to_have(tmp_path):
     """The check is not vacuous: the old time coordinate (standard_name time, units "1") and an
     area measure in steradians are errors."""
     bad = tmp_path / "old.nc"
-    xr.Dataset({"rho": (("time", "lat"), np.ones((2, 3)), {"long_name": "density", "units": "1",
-                                                           "cell_measures": "area: cell_area"}),
-                "cell_area": ("lat", np.ones(3), {"units": "steradian"})},
-               coords={"time": ("time", [0.0, 1.0], {"standard_name": "time", "units": "1"}),
-                       "lat": ("lat", [-45.0, 0.0, 45.0], {"units": "degrees_north"})},
-               attrs={"Conventions": "CF-1.10"}).to_netcdf(bad)
+    xr.Dataset(
+        {
+            "rho": (
+                ("time", "lat"),
+                np.ones((2, 3)),
+                {"long_name": "density", "units": "1", "cell_measures": "area: cell_area"},
+            ),
+            "cell_area": ("lat", np.ones(3), {"units": "steradian"}),
+        },
+        coords={
+            "time": ("time", [0.0, 1.0], {"standard_name": "time", "units": "1"}),
+            "lat": ("lat", [-45.0, 0.0, 45.0], {"units": "degrees_north"}),
+        },
+        attrs={"Conventions": "CF-1.10"},
+    ).to_netcdf(bad)
     errors = " ".join(cf_check(bad)["ERROR"])
     assert "time" in errors and "square meters" in errors
 
@@ -217,7 +274,11 @@ def test_short_long_names_and_units(files, kind):
             if name in bounds:  # bounds take their parent's description (CF 7.1)
                 continue
             assert "long_name" in var.attrs, (kind, name)
-            assert len(var.attrs["long_name"]) <= MAX_LONG_NAME, (kind, name, var.attrs["long_name"])
+            assert len(var.attrs["long_name"]) <= MAX_LONG_NAME, (
+                kind,
+                name,
+                var.attrs["long_name"],
+            )
             if name not in NO_UNITS and var.dtype.kind in "iuf":
                 assert "units" in var.attrs, (kind, name)
         if "time" in ds.variables:
@@ -243,8 +304,10 @@ def test_axes_bounds_and_cell_measures(files, kind):
         lat_b, lon_b = ds[ds["lat"].attrs["bounds"]].values, ds[ds["lon"].attrs["bounds"]].values
         if kind == "gauss":  # cells between the cumulative Gauss weights: areas are the weights
             assert np.all((lat_b.min(1) < ds["lat"].values) & (ds["lat"].values < lat_b.max(1)))
-            cells = np.radians(lon_b[:, 1] - lon_b[:, 0])[None, :] * np.abs(
-                np.sin(np.radians(lat_b[:, 0])) - np.sin(np.radians(lat_b[:, 1])))[:, None]
+            cells = (
+                np.radians(lon_b[:, 1] - lon_b[:, 0])[None, :]
+                * np.abs(np.sin(np.radians(lat_b[:, 0])) - np.sin(np.radians(lat_b[:, 1])))[:, None]
+            )
             np.testing.assert_allclose(cells, ds["weight"].values, rtol=1e-10)
 
 
@@ -262,8 +325,12 @@ def test_mesh_vertices_tile_the_sphere(files):
         assert np.all(signed > 0)  # counter-clockwise
         np.testing.assert_allclose(signed, ds["weight"].values, rtol=1e-12)
         assert abs(signed.sum() - 4 * np.pi) < 1e-12
-        inside = ((lat.min(1) <= ds["lat"].values) & (ds["lat"].values <= lat.max(1))
-                  & (lon.min(1) <= ds["lon"].values) & (ds["lon"].values <= lon.max(1)))
+        inside = (
+            (lat.min(1) <= ds["lat"].values)
+            & (ds["lat"].values <= lat.max(1))
+            & (lon.min(1) <= ds["lon"].values)
+            & (ds["lon"].values <= lon.max(1))
+        )
         assert np.all(inside)
         # rebuilt from the file, the mesh is the solver's
         assert ds.sd.grid().layout == "cells"
@@ -295,9 +362,19 @@ def test_cartopy_draws_the_mesh_cells_from_the_vertices(files, tmp_path):
     steps = np.arange(8) / 8  # the edges follow parallels and meridians: sample them
 
     def polygon(la, lo):
-        return Polygon(np.concatenate([np.column_stack([lo[i] + steps * (lo[(i + 1) % 4] - lo[i]),
-                                                        la[i] + steps * (la[(i + 1) % 4] - la[i])])
-                                       for i in range(4)]))
+        return Polygon(
+            np.concatenate(
+                [
+                    np.column_stack(
+                        [
+                            lo[i] + steps * (lo[(i + 1) % 4] - lo[i]),
+                            la[i] + steps * (la[(i + 1) % 4] - la[i]),
+                        ]
+                    )
+                    for i in range(4)
+                ]
+            )
+        )
 
     cells = [polygon(la, lo) for la, lo in zip(lat, lon)]
     unit = ccrs.Globe(semimajor_axis=1.0, semiminor_axis=1.0, ellipse=None)
@@ -307,8 +384,13 @@ def test_cartopy_draws_the_mesh_cells_from_the_vertices(files, tmp_path):
     assert abs(areas.sum() / (4 * np.pi) - 1.0) < 1e-3
     fig = plt.figure(figsize=(4, 2.4))
     ax = fig.add_subplot(projection=ccrs.Mollweide())
-    ax.add_geometries(cells, crs=ccrs.PlateCarree(), facecolor=plt.cm.viridis(rho / rho.max()),
-                      edgecolor="k", linewidth=0.3)
+    ax.add_geometries(
+        cells,
+        crs=ccrs.PlateCarree(),
+        facecolor=plt.cm.viridis(rho / rho.max()),
+        edgecolor="k",
+        linewidth=0.3,
+    )
     ax.set_global()
     fig.savefig(tmp_path / "mesh.png", dpi=80)
     plt.close(fig)

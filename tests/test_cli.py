@@ -1,4 +1,5 @@
 """Command line: help texts, info, the built-in default run, plot, progress bar."""
+
 from __future__ import annotations
 
 import io
@@ -8,11 +9,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from conftest import make_config
 
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.simulate import Progress
-from conftest import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +41,18 @@ def test_run_help_describes_output(capsys):
 def test_info_lists_registries(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
-    for name in ("sa_zero_temperature", "usa", "fv", "fourier", "direct", "fft", "ssprk3",
-                 "von_mises_fisher", "random_smooth", "file"):
+    for name in (
+        "sa_zero_temperature",
+        "usa",
+        "fv",
+        "fourier",
+        "direct",
+        "fft",
+        "ssprk3",
+        "von_mises_fisher",
+        "random_smooth",
+        "file",
+    ):
         assert name in out
 
 
@@ -50,9 +61,13 @@ def test_default_example_runs_end_to_end(tmp_path):
     folder = tmp_path / "circle_example_c"
     folder.mkdir()
     shutil.copy(ROOT / "runs" / "circle_example_c" / "config.toml", folder / "config.toml")
-    proc = subprocess.run([sys.executable, "-m", "spheredens.cli", "run",
-                           "circle_example_c/config.toml"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "spheredens.cli", "run", "circle_example_c/config.toml"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     nc, png = folder / "circle_example_c.nc", folder / "circle_example_c.png"
     assert "wrote circle_example_c/circle_example_c.nc" in proc.stdout
@@ -66,8 +81,11 @@ def test_default_example_runs_end_to_end(tmp_path):
 
 
 def test_plot_command(tmp_path, capsys):
-    cfg = make_config(time={"t_end": 0.5, "snapshots": 3}, output={"path": "p.nc", "figure": False},
-                      base_dir=tmp_path)
+    cfg = make_config(
+        time={"t_end": 0.5, "snapshots": 3},
+        output={"path": "p.nc", "figure": False},
+        base_dir=tmp_path,
+    )
     sd.run(cfg, progress=False)
     assert main(["plot", str(tmp_path / "p.nc")]) == 0
     assert (tmp_path / "p.png").stat().st_size > 5_000
@@ -79,11 +97,16 @@ class FakeTTY(io.StringIO):
 
 
 def test_progress_bar_on_terminal_only():
-    cfg = make_config(discretization={"scheme": "fv", "n": 256}, time={"t_end": 5.0, "snapshots": 2})
+    cfg = make_config(
+        discretization={"scheme": "fv", "n": 256}, time={"t_end": 5.0, "snapshots": 2}
+    )
     problem = sd.Problem.from_config(cfg)
     stream = FakeTTY()
-    sd.simulate(sd.make_scheme(problem, cfg.discretization), cfg.time,
-                observers=[Progress(stream, delay=0.0)])
+    sd.simulate(
+        sd.make_scheme(problem, cfg.discretization),
+        cfg.time,
+        observers=[Progress(stream, delay=0.0)],
+    )
     assert "t = " in stream.getvalue() and "%" in stream.getvalue()
     quiet = io.StringIO()  # not a terminal: nothing written
     sd.simulate(sd.make_scheme(problem, cfg.discretization), cfg.time, observers=[Progress(quiet)])

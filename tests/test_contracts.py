@@ -16,20 +16,22 @@ same as ``spheredens verify``): the weak form int phi rho_T = int phi(Phi_T(y)) 
 push-forward by the flow Phi of X(x) = P_x V B^T x / |B^T x|, with rho_0 a von Mises-Fisher
 density and a fine quadrature in y.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from conftest import stop_after_steps
 
 import spheredens as sd
-from conftest import stop_after_steps
 from spheredens.geometry import DOMAINS, get_domain
 from spheredens.interaction import candidates, select_evaluator
 from spheredens.kernel import AttentionKernel
 from spheredens.references import QUADRATURE_DIMENSIONS
 from spheredens.verify import zero_temperature_errors, zero_temperature_resolutions
+
 
 class ByDimension(dict):
     """Fixed matrices and vectors for d = 2, 3; seeded well-conditioned ones for any other d
@@ -44,13 +46,21 @@ class ByDimension(dict):
         return self[d]
 
 
-V = ByDimension({2: [[1.0, 0.2], [0.1, 0.6]], 3: [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]},
-                lambda d, rng: (np.eye(d) + 0.2 * rng.standard_normal((d, d))).tolist())
-GENERAL = ByDimension({2: [[1.75, 0.866025], [0.433013, 2.5]],
-                       3: [[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]]},
-                      lambda d, rng: (np.diag(np.linspace(1.0, 1.6, d)) + 0.2 * rng.standard_normal((d, d))).tolist())
-MEAN = ByDimension({2: np.array([0.6, 0.8]), 3: np.array([0.0, 0.6, 0.8])},
-                   lambda d, rng: np.ones(d) / math.sqrt(d))
+V = ByDimension(
+    {2: [[1.0, 0.2], [0.1, 0.6]], 3: [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]},
+    lambda d, rng: (np.eye(d) + 0.2 * rng.standard_normal((d, d))).tolist(),
+)
+GENERAL = ByDimension(
+    {
+        2: [[1.75, 0.866025], [0.433013, 2.5]],
+        3: [[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]],
+    },
+    lambda d, rng: (np.diag(np.linspace(1.0, 1.6, d)) + 0.2 * rng.standard_normal((d, d))).tolist(),
+)
+MEAN = ByDimension(
+    {2: np.array([0.6, 0.8]), 3: np.array([0.0, 0.6, 0.8])},
+    lambda d, rng: np.ones(d) / math.sqrt(d),
+)
 KAPPA = 2.0
 T = 1.0
 
@@ -73,8 +83,10 @@ def canonical_models(d: int) -> list[tuple[dict, dict | None]]:
         ({"name": "sa", "beta": 2.0, "K": (1.2 * rotation(d, 0.7)).tolist(), "V": V[d]}, None),
         ({"name": "sa", "beta": 2.0, "K": GENERAL[d], "V": V[d]}, None),
         ({"name": "sa_zero_temperature", "K": GENERAL[d], "V": V[d]}, None),
-        ({"name": "usa_av", "beta": 1.0}, {"kernel": "rope", "slices": 3, "omega": 2 * math.pi,
-                                           "slice_perturbation": 0.5}),
+        (
+            {"name": "usa_av", "beta": 1.0},
+            {"kernel": "rope", "slices": 3, "omega": 2 * math.pi, "slice_perturbation": 0.5},
+        ),
     ]
 
 
@@ -84,8 +96,7 @@ def _combinations():
         for scheme in domain.schemes:
             cls = domain.scheme_class(scheme)
             for evaluator in candidates(name, cls.evaluator_inputs):
-                yield pytest.param(name, cls, evaluator,
-                                   id=f"{name}-{scheme}-{evaluator.name}")
+                yield pytest.param(name, cls, evaluator, id=f"{name}-{scheme}-{evaluator.name}")
 
 
 def _schemes():
@@ -94,8 +105,17 @@ def _schemes():
             yield pytest.param(name, get_domain(name).scheme_class(scheme), id=f"{name}-{scheme}")
 
 
-def config(domain: str, cls, model: dict, auxiliary: dict | None, choice: str, *,
-           resolution: int | None = None, initial: dict | None = None, time: dict | None = None):
+def config(
+    domain: str,
+    cls,
+    model: dict,
+    auxiliary: dict | None,
+    choice: str,
+    *,
+    resolution: int | None = None,
+    initial: dict | None = None,
+    time: dict | None = None,
+):
     """A validated configuration of ``cls`` for ``model``, at the coarsest resolution that
     resolves the kernel (at least twice the scheme's minimum) unless ``resolution`` is given."""
     d = get_domain(domain).d
@@ -104,11 +124,19 @@ def config(domain: str, cls, model: dict, auxiliary: dict | None, choice: str, *
         if model["name"] != "sa_zero_temperature":
             K = np.array(model.get("K", np.eye(d)))
             resolution = max(resolution, cls.resolution_needed(AttentionKernel(model["beta"], K)))
-    data = {"model": model, "domain": {"name": domain},
-            "initial": initial or {"name": "von_mises_fisher", "means": [MEAN[d].tolist(), (-MEAN[d]).tolist()],
-                                   "kappas": [4.0, 2.0], "weights": [0.7, 0.3]},
-            "discretization": {"scheme": cls.name, cls.resolution: resolution, "interaction": choice},
-            "time": time or {"t_end": 1.0, "snapshots": 3}}
+    data = {
+        "model": model,
+        "domain": {"name": domain},
+        "initial": initial
+        or {
+            "name": "von_mises_fisher",
+            "means": [MEAN[d].tolist(), (-MEAN[d]).tolist()],
+            "kappas": [4.0, 2.0],
+            "weights": [0.7, 0.3],
+        },
+        "discretization": {"scheme": cls.name, cls.resolution: resolution, "interaction": choice},
+        "time": time or {"t_end": 1.0, "snapshots": 3},
+    }
     if auxiliary is not None:
         data["auxiliary"] = auxiliary
     return sd.config_from_dict(data)
@@ -132,7 +160,8 @@ def model_for(domain: str, cls, evaluator):
 def test_every_evaluator_is_exercised(domain, cls, evaluator):
     assert model_for(domain, cls, evaluator) is not None, (
         f"no canonical model selects {evaluator.__name__} for {domain} {cls.name}: add one to "
-        "canonical_models")
+        "canonical_models"
+    )
 
 
 @pytest.mark.parametrize("domain, cls, evaluator", list(_combinations()))
@@ -158,13 +187,16 @@ def test_mass_positivity_and_bit_exact_resume(domain, cls, evaluator, tmp_path):
 def test_exact_zero_temperature_solution_at_documented_order(domain, cls):
     d = get_domain(domain).d
     if d not in QUADRATURE_DIMENSIONS:
-        pytest.skip(f"no reference quadrature of S^{d - 1} in spheredens.references: add one to "
-                    "check the zero-temperature order on that domain")
+        pytest.skip(
+            f"no reference quadrature of S^{d - 1} in spheredens.references: add one to "
+            "check the zero-temperature order on that domain"
+        )
     spectral = math.isinf(cls.zero_temperature_order)
     # resolutions default / 4, / 2, / 1: n = 64, 128, 256; lmax + 1 = 8, 16, 32; nlat = 8, 16, 32
     resolutions = zero_temperature_resolutions(cls)
-    errors = zero_temperature_errors(domain, cls.name, resolutions, K=GENERAL[d], V=V[d],
-                                     mean=MEAN[d].tolist(), kappa=KAPPA, T=T)
+    errors = zero_temperature_errors(
+        domain, cls.name, resolutions, K=GENERAL[d], V=V[d], mean=MEAN[d].tolist(), kappa=KAPPA, T=T
+    )
     orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     if spectral:
         # faster than any fixed order: the gain per doubling grows and passes 2^6, or the error

@@ -14,6 +14,7 @@
   the same way, and every command has a documented function in ``spheredens.__all__``.
 * The help text of the command line names only documentation files that exist.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,7 +56,9 @@ def blocks(language: str) -> list[tuple[Path, int, str, bool]]:
                 while i < len(lines) and lines[i].strip() != "```":
                     i += 1
                 before = next((s.strip() for s in reversed(lines[:start]) if s.strip()), "")
-                out.append((page, start + 1, "\n".join(lines[start + 1:i]) + "\n", before == FRAGMENT))
+                out.append(
+                    (page, start + 1, "\n".join(lines[start + 1 : i]) + "\n", before == FRAGMENT)
+                )
             i += 1
     return out
 
@@ -122,8 +125,11 @@ def make_run_files(names: set[str], folder: Path) -> None:
         target = (folder / name).resolve()
         if target.exists():
             continue
-        config = next(c for c in target.parent.glob("*.toml")
-                      if sd.load_config(c).output_path().resolve() == target)
+        config = next(
+            c
+            for c in target.parent.glob("*.toml")
+            if sd.load_config(c).output_path().resolve() == target
+        )
         sd.run(config, progress=False)
 
 
@@ -133,8 +139,9 @@ def workspace(tmp_path_factory):
     example, with every run cut by :func:`small`."""
     folder = tmp_path_factory.mktemp("doc_examples")
     docstrings = "".join(getattr(sd, name).__doc__ for name in sd.COMMANDS.values())
-    names = set().union(*(_referenced_files(code) for _, _, code, _ in PYTHON_BLOCKS),
-                        _referenced_files(docstrings))
+    names = set().union(
+        *(_referenced_files(code) for _, _, code, _ in PYTHON_BLOCKS), _referenced_files(docstrings)
+    )
     copy_runs(names, folder)
     real_run, real_particles = spheredens.runner.run, spheredens.particles.run_particles
     real_load_config, real_load_sweep = sd.load_config, spheredens.sweep.load_sweep
@@ -143,17 +150,26 @@ def workspace(tmp_path_factory):
         """The sweep with the first SWEEP_LEVELS values of each varied key, its cases cut."""
         sweep = real_load_sweep(path)
         levels = tuple(lv[:SWEEP_LEVELS] for lv in sweep.levels)
-        cases = tuple(dataclasses.replace(c, config=small(c.config)) for c in sweep.cases
-                      if all(v in lv for lv, (_, v) in zip(levels, c.values)))
+        cases = tuple(
+            dataclasses.replace(c, config=small(c.config))
+            for c in sweep.cases
+            if all(v in lv for lv, (_, v) in zip(levels, c.values))
+        )
         return dataclasses.replace(sweep, cases=cases, levels=levels)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(folder)
         mp.setattr(sd, "load_config", lambda path: small(real_load_config(path)))
-        mp.setattr(spheredens.runner, "run", lambda config, **kw:
-                   real_run(small(spheredens.runner.as_config(config)), **kw))
-        mp.setattr(spheredens.particles, "run_particles", lambda config, **kw:
-                   real_particles(small(config), **kw))
+        mp.setattr(
+            spheredens.runner,
+            "run",
+            lambda config, **kw: real_run(small(spheredens.runner.as_config(config)), **kw),
+        )
+        mp.setattr(
+            spheredens.particles,
+            "run_particles",
+            lambda config, **kw: real_particles(small(config), **kw),
+        )
         mp.setattr(spheredens.sweep, "load_sweep", small_sweep)
         make_run_files(names, folder)
         yield folder
@@ -177,8 +193,17 @@ def test_python_example_runs(block, workspace):
 def test_every_command_has_a_documented_function():
     """Acceptance 8: run, particles, compare, convert-particles, sweep, analyze-beta, plot and
     animate, each in ``spheredens.__all__`` with its parameters, what it returns and an example."""
-    wanted = {"run", "run_particles", "compare", "convert_particles", "load_sweep", "run_sweep",
-              "analyze_beta", "plot_run", "animate_run"}
+    wanted = {
+        "run",
+        "run_particles",
+        "compare",
+        "convert_particles",
+        "load_sweep",
+        "run_sweep",
+        "analyze_beta",
+        "plot_run",
+        "animate_run",
+    }
     assert wanted <= set(sd.__all__) and set(sd.COMMANDS.values()) <= wanted
     for name in wanted:
         doc = getattr(sd, name).__doc__ or ""
@@ -190,8 +215,17 @@ def test_every_command_has_a_documented_function():
 def test_docstring_examples_run(workspace, monkeypatch):
     """The examples of the public functions, in the order the files they read are made, sharing
     one namespace (``combined`` of run_sweep's example is analyze_beta's input)."""
-    order = ["run", "run_particles", "compare", "plot_run", "animate_run", "convert_particles", "load_sweep",
-             "run_sweep", "analyze_beta"]
+    order = [
+        "run",
+        "run_particles",
+        "compare",
+        "plot_run",
+        "animate_run",
+        "convert_particles",
+        "load_sweep",
+        "run_sweep",
+        "analyze_beta",
+    ]
     assert set(order) == set(sd.COMMANDS.values()) | {"load_sweep"}
     own = workspace / "docstrings"  # a folder of their own: the README's examples wrote theirs
     shutil.copytree(workspace / "runs", own / "runs")
@@ -199,8 +233,9 @@ def test_docstring_examples_run(workspace, monkeypatch):
     shared: dict = {}
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     for name in order:
-        test = doctest.DocTestParser().get_doctest(getattr(sd, name).__doc__, shared, f"sd.{name}",
-                                                   None, 0)
+        test = doctest.DocTestParser().get_doctest(
+            getattr(sd, name).__doc__, shared, f"sd.{name}", None, 0
+        )
         result = runner.run(test, clear_globs=False)
         assert result.attempted > 0 and result.failed == 0, f"the example of sd.{name} fails"
         shared.update(test.globs)  # a DocTest runs in a copy of the namespace it is given
@@ -226,13 +261,23 @@ def test_help_names_existing_documentation():
 def test_a_sphere_finite_volume_file_is_refused_as_the_docs_say(tmp_path):
     """docs/config.md and docs/config_contract.md: a start-from-file density on the sphere must
     be on a latitude-longitude grid; a sphere fv file (dim cell) is refused in one line."""
-    cfg = sd.config_from_dict({"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 10},
-                               "time": {"t_end": 0.05, "snapshots": 2}})
+    cfg = sd.config_from_dict(
+        {
+            "domain": {"name": "sphere"},
+            "discretization": {"scheme": "fv", "nlat": 10},
+            "time": {"t_end": 0.05, "snapshots": 2},
+        }
+    )
     sd.run(cfg, output=tmp_path / "fv.nc", progress=False)
     for page in ("config.md", "config_contract.md"):
         assert re.search(r"\(dim `?cell`?\)", (ROOT / "docs" / page).read_text(encoding="utf-8"))
-    with pytest.raises(sd.ConfigError, match=r"has dims \('cell',\); a density on this domain needs "
-                       r"dims \('lat', 'lon'\)") as refused:
-        sd.config_from_dict({"domain": {"name": "sphere"}, "initial": {"name": "file", "path": "fv.nc"}},
-                            base_dir=tmp_path)
+    with pytest.raises(
+        sd.ConfigError,
+        match=r"has dims \('cell',\); a density on this domain needs "
+        r"dims \('lat', 'lon'\)",
+    ) as refused:
+        sd.config_from_dict(
+            {"domain": {"name": "sphere"}, "initial": {"name": "file", "path": "fv.nc"}},
+            base_dir=tmp_path,
+        )
     assert "\n" not in str(refused.value)

@@ -1,4 +1,5 @@
 """Docstring examples run as tests (POT's discipline)."""
+
 from __future__ import annotations
 
 import doctest

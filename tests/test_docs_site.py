@@ -7,6 +7,7 @@ against (STYLE.md, section 9), a page of docs/ left out of the site, and the REA
 the site. (The API reference lists ``spheredens.__all__`` itself: docs/conf.py writes its
 tables at each build.)
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,8 +21,13 @@ EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
 
 def test_the_gallery_has_the_five_examples():
     names = {p.stem for p in EXAMPLES}
-    assert {"plot_circle_example_c", "plot_sphere_great_circle", "plot_particles_vs_density",
-            "plot_beta_sweep", "plot_anti_collapse_slices"} <= names
+    assert {
+        "plot_circle_example_c",
+        "plot_sphere_great_circle",
+        "plot_particles_vs_density",
+        "plot_beta_sweep",
+        "plot_anti_collapse_slices",
+    } <= names
     assert (ROOT / "examples" / "README.txt").is_file()  # the gallery's header
 
 
@@ -30,7 +36,8 @@ def test_every_example_opens_with_a_title_its_runtime_and_reference():
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         lines = doc.splitlines()
         assert len(lines) > 2 and set(lines[1]) == {"="} and len(lines[1]) >= len(lines[0]), (
-            f"{path.name}: the docstring must open with an reST title")
+            f"{path.name}: the docstring must open with an reST title"
+        )
         for word in ("What it shows", "Reference", "Runtime"):
             assert word in doc, f"{path.name}: the docstring does not say {word!r}"
 

@@ -5,6 +5,7 @@ package has never heard of (S^3, registered here for the test only) gets the dom
 defaults, and the optional features it does not provide refuse in one line; and no module
 outside geometry.py decides by comparing a domain name or a dimension to a literal.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,22 +13,35 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import stop_after_steps
 
 import spheredens as sd
-from conftest import stop_after_steps
 from spheredens import transport
 from spheredens.compare import w2_between_runs
 from spheredens.diagnostics import projection_distance
 from spheredens.exceptions import ConfigError, SpheredensError
-from spheredens.geometry import (CIRCLE, DOMAINS, SPHERE, Domain, NotProvided, domain_of_dimension,
-                                 fibonacci_sphere, get_domain, halton_sphere)
+from spheredens.geometry import (
+    CIRCLE,
+    DOMAINS,
+    SPHERE,
+    Domain,
+    NotProvided,
+    domain_of_dimension,
+    fibonacci_sphere,
+    get_domain,
+    halton_sphere,
+)
+from spheredens.initial import (
+    FromFile,
+    RandomSmooth,
+    von_mises_fisher_density,
+    von_mises_fisher_normalized,
+)
 from spheredens.interaction import Layout
 from spheredens.io import open_run
-from spheredens.initial import (FromFile, RandomSmooth, von_mises_fisher_density,
-                                von_mises_fisher_normalized)
 from spheredens.models import Model
 from spheredens.particles import run_particles, sample_iid
-from spheredens.schemes import register_scheme, Scheme, Tendency
+from spheredens.schemes import Scheme, Tendency, register_scheme
 from spheredens.targets import AssumptionError, projection_measure
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spheredens"
@@ -134,9 +148,16 @@ def test_quasi_uniform_points_are_unit_vectors_of_the_domain(name):
 def test_quasi_uniform_points_are_those_of_before():
     """The circle's equispaced angles and the sphere's Fibonacci lattice (same bits as the
     sampler used: iid runs are unchanged)."""
-    assert np.array_equal(CIRCLE.quasi_uniform(8192),
-                          np.stack([np.cos(2 * np.pi * np.arange(8192) / 8192),
-                                    np.sin(2 * np.pi * np.arange(8192) / 8192)], axis=-1))
+    assert np.array_equal(
+        CIRCLE.quasi_uniform(8192),
+        np.stack(
+            [
+                np.cos(2 * np.pi * np.arange(8192) / 8192),
+                np.sin(2 * np.pi * np.arange(8192) / 8192),
+            ],
+            axis=-1,
+        ),
+    )
     assert np.array_equal(SPHERE.quasi_uniform(40000), fibonacci_sphere(40000))
     assert (CIRCLE.envelope_points, SPHERE.envelope_points) == (8192, 40000)
 
@@ -148,8 +169,11 @@ def test_w2_of_the_domain(name):
     x, a = random_atoms(rng, domain.d, 40)
     y, b = random_atoms(rng, domain.d, 30)
     assert domain.w2(x, a, x, a) == pytest.approx(0.0, abs=1e-6)
-    expected = (transport.w2_circle(np.arctan2(x[:, 1], x[:, 0]), a, np.arctan2(y[:, 1], y[:, 0]), b)
-                if domain is CIRCLE else transport.w2_sphere(x, a, y, b))
+    expected = (
+        transport.w2_circle(np.arctan2(x[:, 1], x[:, 0]), a, np.arctan2(y[:, 1], y[:, 0]), b)
+        if domain is CIRCLE
+        else transport.w2_sphere(x, a, y, b)
+    )
     assert domain.w2(x, a, y, b) == pytest.approx(expected, abs=1e-12)
 
 
@@ -159,8 +183,9 @@ def test_circle_w2_takes_angles_as_they_are():
     theta = rng.uniform(-1.0, 7.0, 50)
     x, a = random_atoms(rng, 2, 20)
     w = rng.random(50)
-    assert CIRCLE.w2(theta, w, x, a) == transport.w2_circle(theta, w, np.mod(np.arctan2(x[:, 1], x[:, 0]),
-                                                                           2 * np.pi), a)
+    assert CIRCLE.w2(theta, w, x, a) == transport.w2_circle(
+        theta, w, np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi), a
+    )
 
 
 @pytest.mark.parametrize("d", [2, 3])
@@ -170,8 +195,12 @@ def test_general_von_mises_fisher_normalization_matches_the_closed_forms(d):
     mean = np.eye(d)[0]
     for kappa in (0.0, 0.5, 3.0, 80.0):
         g = np.exp(kappa * (x @ mean - 1.0))
-        assert np.allclose(von_mises_fisher_normalized(g, kappa, d),
-                           von_mises_fisher_density(x, mean, kappa), rtol=1e-12, atol=0)
+        assert np.allclose(
+            von_mises_fisher_normalized(g, kappa, d),
+            von_mises_fisher_density(x, mean, kappa),
+            rtol=1e-12,
+            atol=0,
+        )
 
 
 # -- a new domain: the five files are enough, the rest refuses in one line ----------------
@@ -195,9 +224,13 @@ def test_a_new_domain_gets_the_defaults(s3):
 
 def test_a_new_domain_runs_writes_diagnoses_and_resumes(s3, tmp_path):
     """The five files are enough: configuration, run, file, mass and energy, resume."""
-    data = {"model": {"name": "usa", "beta": 1.0}, "domain": {"name": "s3"},
-            "initial": {"name": "von_mises_fisher", "means": [[0.0, 0.0, 0.6, 0.8]], "kappas": [2.0]},
-            "discretization": {"n": 300}, "time": {"t_end": 0.5, "snapshots": 3}}
+    data = {
+        "model": {"name": "usa", "beta": 1.0},
+        "domain": {"name": "s3"},
+        "initial": {"name": "von_mises_fisher", "means": [[0.0, 0.0, 0.6, 0.8]], "kappas": [2.0]},
+        "discretization": {"n": 300},
+        "time": {"t_end": 0.5, "snapshots": 3},
+    }
     cfg = sd.config_from_dict(data)
     full = sd.run(cfg, output=tmp_path / "full.nc", progress=False)
     read = open_run(tmp_path / "full.nc")
@@ -215,17 +248,26 @@ def test_a_new_domain_runs_writes_diagnoses_and_resumes(s3, tmp_path):
     for name in ("rho", "mass", "min_rho", "energy", "w2_terminal"):
         assert np.array_equal(resumed[name].values, full[name].values, equal_nan=True), name
     # particles: iid from the domain's quasi-uniform envelope, W2 between runs by the default
-    particles = sd.config_from_dict({**data, "particles": {"n": 40, "initialization": "iid", "dt": 0.1}})
+    particles = sd.config_from_dict(
+        {**data, "particles": {"n": 40, "initialization": "iid", "dt": 0.1}}
+    )
     runs = [run_particles(particles, seed=k, progress=False) for k in (0, 1)]
     assert runs[0]["position"].shape == (3, 40, 4)
     assert w2_between_runs(runs)[0, 1] > 0.0
     with pytest.raises(ConfigError, match="random_smooth"):
-        sd.config_from_dict({"domain": {"name": "s3"}, "initial": {"name": "random_smooth"},
-                             "model": {"name": "sa", "beta": 1.0}})
+        sd.config_from_dict(
+            {
+                "domain": {"name": "s3"},
+                "initial": {"name": "random_smooth"},
+                "model": {"name": "sa", "beta": 1.0},
+            }
+        )
 
 
 def test_optional_features_refuse_on_a_new_domain(s3, tmp_path):
-    with pytest.raises(ConfigError, match=r"^initial.name: .*'random_smooth'.* not implemented on the s3"):
+    with pytest.raises(
+        ConfigError, match=r"^initial.name: .*'random_smooth'.* not implemented on the s3"
+    ):
         RandomSmooth.from_params({}, 4, tmp_path)
     with pytest.raises(ConfigError, match=r"^initial.name: .*'file'.* not implemented on the s3"):
         FromFile.from_params({"path": "rho.nc"}, 4, tmp_path)
@@ -250,19 +292,21 @@ def test_plot_refuses_a_domain_without_figure(s3, tmp_path):
 
 # -- no module decides by a literal domain name or dimension ------------------------------
 #: a comparison of a domain name, or of a dimension, with a literal
-LITERAL = re.compile(r"""(==|!=)\s*["'](circle|sphere)["']|["'](circle|sphere)["']\s*(==|!=)"""
-                     r"""|\bd\s*(==|!=)\s*\d|\.d\s*(==|!=)\s*\d|shape\[-1\]\s*(==|!=)\s*\d"""
-                     r"""|hasattr\([^)]*["'](theta|lat|lon)["']""")
+LITERAL = re.compile(
+    r"""(==|!=)\s*["'](circle|sphere)["']|["'](circle|sphere)["']\s*(==|!=)"""
+    r"""|\bd\s*(==|!=)\s*\d|\.d\s*(==|!=)\s*\d|shape\[-1\]\s*(==|!=)\s*\d"""
+    r"""|hasattr\([^)]*["'](theta|lat|lon)["']"""
+)
 
 #: module -> why it may compare a domain or dimension to a literal
 ALLOWED = {
     "geometry.py": "the domains themselves",
     "auxiliary.py": "rope_general: the circle's one plane rotation against an axis on the sphere "
-                    "(any other d is refused by the 3-vector check)",
+    "(any other d is refused by the 3-vector check)",
     "interaction/_auxiliary.py": "the usa_av evaluator declares domains = (circle, sphere) and picks "
-                                 "its Fourier or spherical-harmonic basis",
+    "its Fourier or spherical-harmonic basis",
     "interaction/_fourier.py": "the circle-only FFT evaluator (domains = (circle,)) checks that B "
-                               "is a 2-D rotation multiple",
+    "is a 2-D rotation multiple",
 }
 
 
@@ -276,12 +320,20 @@ def test_no_module_compares_a_domain_or_a_dimension_to_a_literal():
             code = line.split("#", 1)[0]
             if LITERAL.search(code) and not code.strip().startswith(('"', "'")):
                 found.append(f"{rel}:{number}: {line.strip()}")
-    assert not found, "ask the Domain instead (or add to ALLOWED with a reason):\n" + "\n".join(found)
+    assert not found, "ask the Domain instead (or add to ALLOWED with a reason):\n" + "\n".join(
+        found
+    )
 
 
 def test_the_literal_check_catches_the_old_forms():
-    for line in ('if d == 2:', 'x if domain == "circle" else y', 'if ds.attrs.get("domain") == "sphere":',
-                 'self.circle = hasattr(grid, "theta")', 'if x.shape[-1] == 2:', 'if domain.d == 2:'):
+    for line in (
+        "if d == 2:",
+        'x if domain == "circle" else y',
+        'if ds.attrs.get("domain") == "sphere":',
+        'self.circle = hasattr(grid, "theta")',
+        "if x.shape[-1] == 2:",
+        "if domain.d == 2:",
+    ):
         assert LITERAL.search(line), line
     assert not LITERAL.search("if domain is CIRCLE:")
     assert all((PACKAGE / rel).is_file() for rel in ALLOWED)

@@ -4,21 +4,25 @@ Acceptance items 1 and 5: fv keeps min rho >= 0 on the strongly concentrating ru
 T = 40, n = 512; mass is conserved to 1e-12; W2(rho_t, Pi_# rho_0) decreases over the first time
 units for beta in {10, 30, 100}, and its minimum over time decreases with beta.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import EXAMPLE_C, make_config
 
 import spheredens as sd
-from conftest import EXAMPLE_C, make_config
 
 BETAS = (10.0, 30.0, 100.0)
 
 
 def example_c(beta, t_end, scheme="fv", n=512, snapshots=None):
-    cfg = make_config(model={"beta": beta, **EXAMPLE_C}, initial={"name": "uniform"},
-                      discretization={"scheme": scheme, "n": n},
-                      time={"t_end": t_end, "snapshots": snapshots or int(4 * t_end) + 1})
+    cfg = make_config(
+        model={"beta": beta, **EXAMPLE_C},
+        initial={"name": "uniform"},
+        discretization={"scheme": scheme, "n": n},
+        time={"t_end": t_end, "snapshots": snapshots or int(4 * t_end) + 1},
+    )
     return sd.run(cfg, progress=False)
 
 

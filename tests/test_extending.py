@@ -4,6 +4,7 @@ A new evaluator or scheme is one registered class: these tests register one at r
 its own module would at import), and check that configuration, "auto", the runner and the
 contract checks take it up with no other edit; the registries are restored afterwards.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,12 +12,22 @@ import pytest
 
 import spheredens as sd
 from spheredens.geometry import get_domain
-from spheredens.interaction import (EVALUATOR_CLASSES, INTERACTIONS, DirectQuadrature, choices,
-                                    register_evaluator, select_evaluator)
+from spheredens.interaction import (
+    EVALUATOR_CLASSES,
+    INTERACTIONS,
+    DirectQuadrature,
+    choices,
+    register_evaluator,
+    select_evaluator,
+)
 from spheredens.schemes import FiniteVolumeScheme, register_scheme
 
-EXAMPLE_C = {"name": "sa", "beta": 10.0, "K": [[1.75, 0.866025], [0.433013, 2.5]],
-             "V": [[1.0, 0.0], [0.0, 0.5]]}
+EXAMPLE_C = {
+    "name": "sa",
+    "beta": 10.0,
+    "K": [[1.75, 0.866025], [0.433013, 2.5]],
+    "V": [[1.0, 0.0], [0.0, 0.5]],
+}
 
 
 @pytest.fixture
@@ -32,9 +43,14 @@ def restore_registries():
 
 
 def run(discretization, t_end=0.5):
-    cfg = sd.config_from_dict({"model": EXAMPLE_C, "initial": {"name": "random_smooth", "seed": 1},
-                               "discretization": discretization,
-                               "time": {"t_end": t_end, "snapshots": 3}})
+    cfg = sd.config_from_dict(
+        {
+            "model": EXAMPLE_C,
+            "initial": {"name": "random_smooth", "seed": 1},
+            "discretization": discretization,
+            "time": {"t_end": t_end, "snapshots": 3},
+        }
+    )
     return sd.run(cfg, progress=False)
 
 
@@ -47,10 +63,17 @@ def test_a_registered_evaluator_is_configured_chosen_and_run(restore_registries)
 
         @classmethod
         def build(cls, model, layout):
-            return cls(model, layout.sources.points, layout.sources.weight, layout.target_points,
-                       max_cached=0)
+            return cls(
+                model,
+                layout.sources.points,
+                layout.sources.weight,
+                layout.target_points,
+                max_cached=0,
+            )
 
-    assert "direct_blocks" in choices("circle", "values") and "direct_blocks" not in choices("sphere")
+    assert "direct_blocks" in choices("circle", "values") and "direct_blocks" not in choices(
+        "sphere"
+    )
     model = sd.config_from_dict({"model": EXAMPLE_C}).model.build()
     # the highest priority that applies: "auto" takes it
     assert select_evaluator(model, "circle", "values") is BlockedDirect
@@ -60,9 +83,13 @@ def test_a_registered_evaluator_is_configured_chosen_and_run(restore_registries)
     # the same sums in another order of blocks: equal to round-off (16 eps of the O(1) values)
     assert np.abs(ds["rho"].values - reference["rho"].values).max() <= 16 * np.finfo(float).eps * 10
     with pytest.raises(sd.ConfigError, match="not available on the sphere"):
-        sd.config_from_dict({"model": {"name": "sa"}, "domain": {"name": "sphere"},
-                             "discretization": {"scheme": "fv", "nlat": 8,
-                                                "interaction": "direct_blocks"}})
+        sd.config_from_dict(
+            {
+                "model": {"name": "sa"},
+                "domain": {"name": "sphere"},
+                "discretization": {"scheme": "fv", "nlat": 8, "interaction": "direct_blocks"},
+            }
+        )
 
 
 def test_a_registered_scheme_is_configured_and_run(restore_registries):

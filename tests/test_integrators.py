@@ -1,4 +1,5 @@
 """Butcher tableaux: observed order on y' = -y + sin t, for every registered method."""
+
 from __future__ import annotations
 
 import numpy as np

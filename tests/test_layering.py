@@ -6,6 +6,7 @@ list (a new module must be placed); package modules are imported at the top of a
 inside a function; the heavy libraries are imported lazily only through
 :mod:`spheredens._lazy`, whose list is the one place they are named.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spheredens"
 #: every module of the package, bottom layer first (subpackages: their private modules, then
 #: the package itself). A module imports only from its own layer and the layers before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("_version", "exceptions", "kernel", "_lazy"),
+    ("_version", "_types", "exceptions", "kernel", "_lazy"),
     ("_registry", "_validate", "locking"),
     ("geometry",),
     ("models", "integrators"),
@@ -81,20 +82,27 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 def imports_of(text: str, module: str, is_package: bool = False) -> list[str]:
     """The spheredens modules that the source ``text`` of ``module`` imports (anywhere)."""
-    package = [] if module == "__init__" else module.split(".") if is_package else module.split(".")[:-1]
+    package = (
+        [] if module == "__init__" else module.split(".") if is_package else module.split(".")[:-1]
+    )
     out = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
+                base = package[: len(package) - node.level + 1] + (
+                    node.module.split(".") if node.module else []
+                )
             elif (node.module or "").split(".")[0] == "spheredens":
                 base = node.module.split(".")[1:]
             else:
                 continue
             out += [_resolve(base + [alias.name]) for alias in node.names]
         elif isinstance(node, ast.Import):
-            out += [_resolve(a.name.split(".")[1:]) for a in node.names
-                    if a.name.split(".")[0] == "spheredens"]
+            out += [
+                _resolve(a.name.split(".")[1:])
+                for a in node.names
+                if a.name.split(".")[0] == "spheredens"
+            ]
     return out
 
 
@@ -135,9 +143,15 @@ def test_the_check_catches_an_upward_import():
     """The checker itself: models importing the runner, or a scheme importing the recorder,
     is an upward import; grids importing geometry is not."""
     assert upward("models", imports_of("from .runner import run\n", "models")) == ["runner"]
-    assert upward("schemes._base", imports_of("from ..recorder import Recorder\n", "schemes._base")) \
-        == ["recorder"]
-    assert upward("grids._circle", imports_of("from ..geometry import circle_points\n", "grids._circle")) == []
+    assert upward(
+        "schemes._base", imports_of("from ..recorder import Recorder\n", "schemes._base")
+    ) == ["recorder"]
+    assert (
+        upward(
+            "grids._circle", imports_of("from ..geometry import circle_points\n", "grids._circle")
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -161,15 +175,22 @@ def test_lazy_libraries_are_listed_in_one_place():
         if module == "_lazy":
             continue
         for node in ast.parse(path.read_text()).body:
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             bad = [n for n in names if n.split(".")[0] in heavy]
             assert not bad, f"{module} imports {bad} eagerly: use spheredens._lazy"
 
 
 def test_import_is_silent_and_light():
-    code = ("import sys, spheredens; "
-            "print(','.join(m for m in ('shtns', 'ot', 'matplotlib', 'xarray') if m in sys.modules))")
+    code = (
+        "import sys, spheredens; "
+        "print(','.join(m for m in ('shtns', 'ot', 'matplotlib', 'xarray') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.strip() == ""  # nothing printed, no heavy library imported

@@ -1,5 +1,6 @@
 """Output locks (one writer per file, the holder named, stale locks taken over) and writes
 that fail on a real full file system (issue 17, acceptance 5 and 7)."""
+
 from __future__ import annotations
 
 import os
@@ -15,33 +16,49 @@ from pathlib import Path
 import filelock
 import pytest
 import xarray as xr
+from conftest import stop_after_steps
+from test_reliability import CONFIG  # the same small fv run
 
 import spheredens as sd
 import spheredens.sweep as sweep_module
-from conftest import stop_after_steps
 from spheredens.cli import main
 from spheredens.exceptions import OutputError, OutputLocked
 from spheredens.locking import OutputLock, lock_files, lock_holder
 from spheredens.sweep import load_sweep
-from test_reliability import CONFIG  # the same small fv run
 
 SCRIPT = Path(sys.executable).with_name("spheredens")
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "spheredens.cli"]
 TIMEOUT = 120  # generous: the machine may be loaded; the runs themselves take seconds
 
 
-def config(folder: Path, name: str = "c.toml", *, n: int = 256, t_end: float = 6.0,
-           snapshots: int = 25, beta: float = 10.0) -> Path:
+def config(
+    folder: Path,
+    name: str = "c.toml",
+    *,
+    n: int = 256,
+    t_end: float = 6.0,
+    snapshots: int = 25,
+    beta: float = 10.0,
+) -> Path:
     """CONFIG with other values, written to ``folder/name``."""
-    text = (CONFIG.replace("n = 256", f"n = {n}").replace("t_end = 6.0", f"t_end = {t_end}")
-            .replace("snapshots = 25", f"snapshots = {snapshots}").replace("beta = 10.0", f"beta = {beta}"))
+    text = (
+        CONFIG.replace("n = 256", f"n = {n}")
+        .replace("t_end = 6.0", f"t_end = {t_end}")
+        .replace("snapshots = 25", f"snapshots = {snapshots}")
+        .replace("beta = 10.0", f"beta = {beta}")
+    )
     (folder / name).write_text(text)
     return folder / name
 
 
 def spheredens(*args: str | Path, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([*COMMAND, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [*COMMAND, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def wait_for(condition, proc=None, timeout: float = TIMEOUT) -> None:
@@ -71,6 +88,7 @@ def assert_names_holder(line: str, pid: int) -> None:
 
 # ---------------------------------------------------------------- locks (acceptance 5)
 
+
 def test_two_runs_on_one_path_one_writes_the_other_refuses_at_once(tmp_path):
     """Two `spheredens run` started together on one output path, beta 10 and 11: exactly one
     writes the file, the other exits 2 at once (before the first ends) with one line naming
@@ -78,7 +96,10 @@ def test_two_runs_on_one_path_one_writes_the_other_refuses_at_once(tmp_path):
     a = config(tmp_path, "a.toml", t_end=2.0, snapshots=9)
     b = config(tmp_path, "b.toml", t_end=2.0, snapshots=9, beta=11.0)
     out = tmp_path / "same.nc"
-    procs = {10.0: spheredens("run", a, "-o", out, "-q"), 11.0: spheredens("run", b, "-o", out, "-q")}
+    procs = {
+        10.0: spheredens("run", a, "-o", out, "-q"),
+        11.0: spheredens("run", b, "-o", out, "-q"),
+    }
     ended: dict[float, float] = {}
     deadline = time.time() + TIMEOUT
     while len(ended) < 2:
@@ -110,8 +131,12 @@ def _no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the lock was checked")
 
-    for module, name in ((spheredens.runner, "simulate"), (spheredens.particles, "simulate"),
-                         (spheredens.cli, "compare"), (sweep_module, "_local_cluster")):
+    for module, name in (
+        (spheredens.runner, "simulate"),
+        (spheredens.particles, "simulate"),
+        (spheredens.cli, "compare"),
+        (sweep_module, "_local_cluster"),
+    ):
         monkeypatch.setattr(module, name, forbidden)
 
 
@@ -123,10 +148,18 @@ def test_particles_compare_and_run_refuse_a_locked_path_at_once(tmp_path, capsys
     assert main(["particles", str(cfg), "-q", "-o", str(tmp_path / "p.nc")]) == 0
     capsys.readouterr()
     locked = tmp_path / "locked.nc"
-    commands = {"run": ["run", str(cfg), "-q", "-o", str(locked)],
-                "particles": ["particles", str(cfg), "-q", "-o", str(locked)],
-                "compare": ["compare", str(tmp_path / "run.nc"), str(tmp_path / "p.nc"),
-                            "--no-figure", "-o", str(locked)]}
+    commands = {
+        "run": ["run", str(cfg), "-q", "-o", str(locked)],
+        "particles": ["particles", str(cfg), "-q", "-o", str(locked)],
+        "compare": [
+            "compare",
+            str(tmp_path / "run.nc"),
+            str(tmp_path / "p.nc"),
+            "--no-figure",
+            "-o",
+            str(locked),
+        ],
+    }
     _no_work(monkeypatch)
     with OutputLock(locked) as lock:  # held by this process, as by another run
         assert lock.held and lock_holder(locked)["pid"] == os.getpid()
@@ -155,9 +188,14 @@ def test_the_lock_is_released_on_every_exit_path(tmp_path):
     with pytest.raises(sd.ConfigError, match="exists"):  # an error before the run
         sd.run(cfg, output=out, progress=False)
     assert free()
-    blow_up = sd.config_from_dict({"model": {"name": "usa", "beta": 400.0}, "discretization": {"n": 512},
-                                   "initial": {"name": "von_mises_fisher", "means": [[1.0, 0.0]],
-                                               "kappas": [3.0]}, "time": {"t_end": 1.0}})
+    blow_up = sd.config_from_dict(
+        {
+            "model": {"name": "usa", "beta": 400.0},
+            "discretization": {"n": 512},
+            "initial": {"name": "von_mises_fisher", "means": [[1.0, 0.0]], "kappas": [3.0]},
+            "time": {"t_end": 1.0},
+        }
+    )
     with pytest.raises(sd.SimulationError):
         sd.run(blow_up, output=tmp_path / "b.nc", progress=False)
     assert lock_holder(tmp_path / "b.nc") is None and not lock_files(tmp_path / "b.nc")[1].exists()
@@ -173,13 +211,19 @@ def test_a_lock_outliving_its_recorded_process_is_named_as_such(tmp_path):
     """The system lock held (here directly with filelock, as by a child that inherited it)
     while the process of the record has ended: refused, saying so and what to remove."""
     out = tmp_path / "run.nc"
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(gone.stdout)
     lock_path, record = lock_files(out)
     with filelock.FileLock(str(lock_path)):
         record.write_text(f'{{"host": "{socket.gethostname()}", "pid": {pid}, "started": "then"}}')
-        with pytest.raises(OutputLocked, match=f"pid {pid} .*has ended, yet the lock is held.*flock"):
+        with pytest.raises(
+            OutputLocked, match=f"pid {pid} .*has ended, yet the lock is held.*flock"
+        ):
             OutputLock(out).acquire()
     with OutputLock(out) as lock:  # free now: the stale record is taken over
         assert lock.took_over["pid"] == pid
@@ -234,8 +278,9 @@ snapshots = 3
 
 def write_sweep(folder: Path, extra: str = "") -> Path:
     (folder / "base.toml").write_text(SWEEP_BASE)
-    (folder / "sweep.toml").write_text(f'base = "base.toml"\noutput_dir = "cases"\n{extra}'
-                                       '[vary]\n"model.beta" = [5.0, 10.0]\n')
+    (folder / "sweep.toml").write_text(
+        f'base = "base.toml"\noutput_dir = "cases"\n{extra}[vary]\n"model.beta" = [5.0, 10.0]\n'
+    )
     return folder / "sweep.toml"
 
 
@@ -271,7 +316,9 @@ def test_two_sweeps_on_one_folder(tmp_path, capsys, monkeypatch):
     combined = tmp_path / "cases" / "combined.nc"
     wait_for(lambda: lock_files(combined)[1].exists(), first)  # it holds the sweep's lock
     with monkeypatch.context() as patch:
-        patch.setattr(sweep_module, "_local_cluster", lambda *a, **k: pytest.fail("a cluster was started"))
+        patch.setattr(
+            sweep_module, "_local_cluster", lambda *a, **k: pytest.fail("a cluster was started")
+        )
         assert main(["sweep", str(path), "-q"]) == 2  # at once: no cluster started
     line = one_line(capsys.readouterr().err)
     assert repr(str(combined)) in line
@@ -284,6 +331,7 @@ def test_two_sweeps_on_one_folder(tmp_path, capsys, monkeypatch):
 
 # ---------------------------------------------------------------- full disk (acceptance 7)
 
+
 @pytest.fixture
 def small_fs(tmp_path):
     """A real 150 KiB file system (tmpfs) mounted on a folder for the test, unmounted after.
@@ -293,11 +341,16 @@ def small_fs(tmp_path):
     folder.mkdir()
     if shutil.which("mount") is None or shutil.which("umount") is None:
         pytest.skip("no mount/umount command to mount a small tmpfs")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=150k,mode=0755", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=150k,mode=0755", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        pytest.skip(f"mounting a 150 KiB tmpfs is not permitted here (uid {os.geteuid()}): "
-                    f"{proc.stderr.strip() or proc.returncode}")
+        pytest.skip(
+            f"mounting a 150 KiB tmpfs is not permitted here (uid {os.geteuid()}): "
+            f"{proc.stderr.strip() or proc.returncode}"
+        )
 
     def grow() -> None:  # "free some space": the same file system, larger
         subprocess.run(["mount", "-o", "remount,size=8m", str(folder)], check=True)
@@ -347,9 +400,13 @@ def test_the_error_netcdf4_raises_on_a_full_disk_is_caught(tmp_path, small_fs):
     small, grow = small_fs
     cfg = config(tmp_path, t_end=4.0, snapshots=33)
     out = small / "run.nc"
-    code = ("import sys, spheredens.io, spheredens.cli as cli; spheredens.io.IN_MEMORY_WRITE_BYTES = -1; "
-            f"sys.exit(cli.main(['run', {str(cfg)!r}, '-q', '-o', {str(out)!r}]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    code = (
+        "import sys, spheredens.io, spheredens.cli as cli; spheredens.io.IN_MEMORY_WRITE_BYTES = -1; "
+        f"sys.exit(cli.main(['run', {str(cfg)!r}, '-q', '-o', {str(out)!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT
+    )
     check_full_disk_run(proc.stderr, proc.returncode, out, small, "RuntimeError: NetCDF: HDF error")
     grow()
     ds = sd.run(sd.load_config(cfg), output=out, progress=False, resume=True)
@@ -375,7 +432,9 @@ def test_a_failed_write_is_retried_and_the_run_goes_on(tmp_path, monkeypatch, ca
     assert sum("could not write" in m for m in messages) == 1, messages  # once per failures
     assert "RuntimeError: NetCDF: HDF error" in messages[0] and "the run goes on" in messages[0]
     assert any("again, after 2 failed attempt(s)" in m for m in messages)
-    assert calls["n"] > 3 and sd.open_run(tmp_path / "run.nc").sizes["time"] == ds.sizes["time"] == 9
+    assert (
+        calls["n"] > 3 and sd.open_run(tmp_path / "run.nc").sizes["time"] == ds.sizes["time"] == 9
+    )
 
 
 def test_write_dataset_raises_one_line_output_error(tmp_path):
@@ -387,5 +446,7 @@ def test_write_dataset_raises_one_line_output_error(tmp_path):
 
     with pytest.raises(OutputError) as info:
         sd.write_dataset(Broken(), tmp_path / "x.nc")
-    assert "\n" not in str(info.value) and "RuntimeError: NetCDF: HDF error (details)" in str(info.value)
+    assert "\n" not in str(info.value) and "RuntimeError: NetCDF: HDF error (details)" in str(
+        info.value
+    )
     assert not list(tmp_path.iterdir())

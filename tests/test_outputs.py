@@ -1,5 +1,6 @@
 """Where results go and how files are opened: the library functions the command line uses
 (output rule, default paths, per-seed particle files, combined files, summaries)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,9 +20,13 @@ from spheredens.plot import figure_path, slices_figure_path
 from spheredens.runner import resume_point, run_output
 from spheredens.sweep import outcome_summary
 
-BASE = {"model": {"name": "sa", "beta": 1.0}, "domain": {"name": "circle"},
-        "initial": {"name": "uniform"}, "discretization": {"scheme": "fv", "n": 64},
-        "time": {"t_end": 0.2, "snapshots": 2}}
+BASE = {
+    "model": {"name": "sa", "beta": 1.0},
+    "domain": {"name": "circle"},
+    "initial": {"name": "uniform"},
+    "discretization": {"scheme": "fv", "n": 64},
+    "time": {"t_end": 0.2, "snapshots": 2},
+}
 
 
 def config(base_dir, *, particles=None, output=None):
@@ -51,17 +56,24 @@ def test_check_output_path_refuses_existing_files(tmp_path):
     assert str(info.value) == f"{str(old)!r} exists; choose another name or pass --overwrite"
     with pytest.raises(sd.SchemaError) as info:
         check_output_path(old, overwrite=False, option="--output")
-    assert str(info.value) == f"{str(old)!r} exists; choose another name (--output) or pass --overwrite"
+    assert (
+        str(info.value)
+        == f"{str(old)!r} exists; choose another name (--output) or pass --overwrite"
+    )
     with pytest.raises(sd.ConfigError) as info:
         check_output_path(old, overwrite=False, key="output.path", resumable=True)
     assert info.value.key == "output.path"
-    assert str(info.value) == (f"output.path: {str(old)!r} exists; pass --resume to continue it, "
-                               "--overwrite to replace it, or choose another path")
+    assert str(info.value) == (
+        f"output.path: {str(old)!r} exists; pass --resume to continue it, "
+        "--overwrite to replace it, or choose another path"
+    )
 
 
 def test_resume_point_uses_the_output_rule(tmp_path):
     old = tmp_path / "old.nc"
-    assert resume_point(old, None, None, None, resume=False, overwrite=False, key="k") == {}  # no file
+    assert (
+        resume_point(old, None, None, None, resume=False, overwrite=False, key="k") == {}
+    )  # no file
     old.write_text("x")
     assert resume_point(old, None, None, None, resume=False, overwrite=True, key="k") == {}
     with pytest.raises(sd.ConfigError, match="^particles.path: .* exists; pass --resume"):
@@ -76,17 +88,31 @@ def test_cli_compare_and_convert_refuse_existing_outputs(tmp_path, capsys):
     out = tmp_path / "p.nc"
     out.write_text("keep")
     assert main(["convert-particles", str(tmp_path / "p.npz"), str(out), "--domain", "circle"]) == 2
-    assert capsys.readouterr().err == (f"spheredens: error: {str(out)!r} exists; choose another name "
-                                       "or pass --overwrite\n")
+    assert capsys.readouterr().err == (
+        f"spheredens: error: {str(out)!r} exists; choose another name or pass --overwrite\n"
+    )
     assert out.read_text() == "keep"
-    assert main(["convert-particles", str(tmp_path / "p.npz"), str(out), "--domain", "circle",
-                 "--overwrite"]) == 0
+    assert (
+        main(
+            [
+                "convert-particles",
+                str(tmp_path / "p.npz"),
+                str(out),
+                "--domain",
+                "circle",
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     existing = tmp_path / "d_compare.nc"
     existing.write_text("keep")
     assert main(["compare", str(tmp_path / "d.nc"), str(out), "--no-figure"]) == 2
-    assert capsys.readouterr().err == (f"spheredens: error: {str(existing)!r} exists; choose another "
-                                       "name (--output) or pass --overwrite\n")
+    assert capsys.readouterr().err == (
+        f"spheredens: error: {str(existing)!r} exists; choose another "
+        "name (--output) or pass --overwrite\n"
+    )
     assert main(["compare", str(tmp_path / "d.nc"), str(out), "--no-figure", "--overwrite"]) == 0
     assert "wrote " in capsys.readouterr().out and xr.open_dataset(existing).sizes["time"] == 2
 
@@ -120,13 +146,17 @@ def test_particles_output_path_precedence(tmp_path):
     assert particles_output_path(absolute, 0, several=False) == tmp_path / "abs.nc"
     from_output = config(tmp_path, particles={"n": 10}, output={"path": "out/d.nc"})
     assert particles_output_path(from_output, 1, several=False) == tmp_path / "out/d_particles.nc"
-    assert particles_output_path(from_output, 1, several=True) == tmp_path / "out/d_particles_seed1.nc"
+    assert (
+        particles_output_path(from_output, 1, several=True) == tmp_path / "out/d_particles_seed1.nc"
+    )
     bare = config(tmp_path, particles={"n": 10})
     assert particles_output_path(bare, 0, several=False) is None
-    assert particles_output_path(bare, 0, several=False, config_path="r/c.toml") == \
-        Path("r/c_particles.nc")
-    assert particles_output_path(bare, 2, several=True, config_path="r/c.toml") == \
-        Path("r/c_particles_seed2.nc")
+    assert particles_output_path(bare, 0, several=False, config_path="r/c.toml") == Path(
+        "r/c_particles.nc"
+    )
+    assert particles_output_path(bare, 2, several=True, config_path="r/c.toml") == Path(
+        "r/c_particles_seed2.nc"
+    )
     # an explicit output wins and is taken as it is
     assert particles_output_path(both, 2, several=False, output="o.nc") == Path("o.nc")
     assert particles_output_path(both, 2, several=True, output="o.nc") == Path("o_seed2.nc")
@@ -137,7 +167,8 @@ def test_particles_need_a_particles_table(tmp_path):
     with pytest.raises(sd.ConfigError) as info:
         require_particles(cfg, "runs/c.toml")
     assert info.value.key == "particles" and str(info.value).startswith(
-        "particles: runs/c.toml has no [particles] table (e.g. [particles] n = 1000")
+        "particles: runs/c.toml has no [particles] table (e.g. [particles] n = 1000"
+    )
     with pytest.raises(sd.ConfigError, match="^particles: the configuration has no"):
         particles_output_path(cfg, 0, several=False)
 
@@ -146,10 +177,13 @@ def test_cli_particles_file_names(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(
         "[model]\nbeta = 1.0\n[initial]\nname = 'uniform'\n[discretization]\nn = 64\n"
-        "[time]\nt_end = 0.1\nsnapshots = 2\n[particles]\nn = 20\ndt = 0.05\n")
+        "[time]\nt_end = 0.1\nsnapshots = 2\n[particles]\nn = 20\ndt = 0.05\n"
+    )
     assert main(["particles", "c.toml", "--seeds", "1,2"]) == 0  # -q would print no "wrote" line
     out = capsys.readouterr().out
-    assert "wrote c_particles_seed1.nc  (20 particles" in out and "wrote c_particles_seed2.nc" in out
+    assert (
+        "wrote c_particles_seed1.nc  (20 particles" in out and "wrote c_particles_seed2.nc" in out
+    )
     assert main(["particles", "c.toml", "-q", "-o", "e.nc", "--seeds", "4..5"]) == 0
     assert sorted(p.name for p in tmp_path.glob("e_seed*.nc")) == ["e_seed4.nc", "e_seed5.nc"]
     assert capsys.readouterr().out == ""  # --quiet: no "wrote" lines (issue 29)
@@ -173,8 +207,10 @@ def test_read_netcdf_errors_are_one_line(tmp_path):
 
 def test_open_combined_checks_the_layout(tmp_path):
     path = tmp_path / "c.nc"
-    xr.Dataset({"w2_projection": (("beta", "time"), np.ones((2, 3)))},
-               coords={"beta": [1.0, 2.0], "time": [0.0, 1.0, 2.0]}).to_netcdf(path)
+    xr.Dataset(
+        {"w2_projection": (("beta", "time"), np.ones((2, 3)))},
+        coords={"beta": [1.0, 2.0], "time": [0.0, 1.0, 2.0]},
+    ).to_netcdf(path)
     assert open_combined(path).sizes == {"beta": 2, "time": 3}
     xr.Dataset({"mass": ("time", np.ones(3))}, coords={"time": [0.0, 1.0, 2.0]}).to_netcdf(path)
     with pytest.raises(sd.SchemaError, match="^analyze-beta needs a combined sweep dataset"):
@@ -185,8 +221,10 @@ def test_open_combined_checks_the_layout(tmp_path):
 
 # -- summaries ---------------------------------------------------------------------------------
 def test_finest_takes_the_last_resolution():
-    ds = xr.Dataset({"min_w2": (("beta", "n"), [[1.0, 2.0], [3.0, 4.0]])},
-                    coords={"beta": [1.0, 2.0], "n": [64, 128]})
+    ds = xr.Dataset(
+        {"min_w2": (("beta", "n"), [[1.0, 2.0], [3.0, 4.0]])},
+        coords={"beta": [1.0, 2.0], "n": [64, 128]},
+    )
     assert list(finest(ds)["min_w2"].values) == [2.0, 4.0]
     only_beta = ds.isel(n=0)
     assert finest(only_beta) is only_beta
@@ -201,15 +239,24 @@ def test_comparison_summary():
     w2 = np.array([[0.1, 0.2], [0.3, 0.4]])
     between = np.array([[0.0, 0.5], [0.5, 0.0]])
     slices = np.array([[np.nan, np.nan], [0.1, np.nan]])
-    cmp = xr.Dataset({"w2": (("run", "time"), w2), "w2_between_runs": (("run", "other"), between),
-                      "w2_slice": (("run", "time", "slice"), np.zeros((2, 2, 2))),
-                      "w2_slice_mean": (("time", "slice"), slices)}, coords={"time": [0.0, 1.0]})
+    cmp = xr.Dataset(
+        {
+            "w2": (("run", "time"), w2),
+            "w2_between_runs": (("run", "other"), between),
+            "w2_slice": (("run", "time", "slice"), np.zeros((2, 2, 2))),
+            "w2_slice_mean": (("time", "slice"), slices),
+        },
+        coords={"time": [0.0, 1.0]},
+    )
     summary = comparison_summary(cmp)
     expected = ensemble_agreement(w2[:, -1], between)
     assert summary["ensemble"]["rank"] == expected["rank"]
     assert summary["ensemble"]["density_mean"] == expected["density_mean"]
-    assert summary["slices"][0] == {"mean": pytest.approx(np.nan, nan_ok=True),
-                                    "max": pytest.approx(np.nan, nan_ok=True), "count": 0}
+    assert summary["slices"][0] == {
+        "mean": pytest.approx(np.nan, nan_ok=True),
+        "max": pytest.approx(np.nan, nan_ok=True),
+        "count": 0,
+    }
     assert summary["slices"][1] == {"mean": 0.1, "max": 0.1, "count": 1}
     single = comparison_summary(cmp.drop_vars(["w2_between_runs", "w2_slice", "w2_slice_mean"]))
     assert single == {"ensemble": None, "slices": None}

@@ -1,28 +1,37 @@
 """Particle runs and density-versus-particle W2 (issue: particles and comparison)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import EXAMPLE_C
 
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.compare import compare
 from spheredens.geometry import sphere_points
-from spheredens.io import convert_particles, open_particles, write_dataset
-from spheredens.particles import ParticleSystem, initial_particles, run_particles
-from conftest import EXAMPLE_C
+from spheredens.io import convert_particles, open_particles
+from spheredens.particles import run_particles
 
-CIRCLE = {"model": {"name": "sa", "beta": 1.0, **EXAMPLE_C},
-          "initial": {"name": "von_mises_fisher", "means": [[0.6, 0.8]], "kappas": [2.0]},
-          "discretization": {"scheme": "fourier", "n": 256},
-          "time": {"t_end": 2.0, "times": [0.0, 2.0], "cfl": 0.2}}
-SPHERE = {"model": {"name": "sa", "beta": 1.0, "V": [[1, 0.2, 0], [0.1, 0.7, -0.3], [0, 0.4, 0.5]]},
-          "domain": {"name": "sphere"},
-          "initial": {"name": "von_mises_fisher", "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
-                      "kappas": [3.0, 2.0], "weights": [0.6, 0.4]},
-          "discretization": {"scheme": "sh_spectral", "lmax": 47},
-          "time": {"t_end": 1.0, "times": [0.0, 1.0]}}
+CIRCLE = {
+    "model": {"name": "sa", "beta": 1.0, **EXAMPLE_C},
+    "initial": {"name": "von_mises_fisher", "means": [[0.6, 0.8]], "kappas": [2.0]},
+    "discretization": {"scheme": "fourier", "n": 256},
+    "time": {"t_end": 2.0, "times": [0.0, 2.0], "cfl": 0.2},
+}
+SPHERE = {
+    "model": {"name": "sa", "beta": 1.0, "V": [[1, 0.2, 0], [0.1, 0.7, -0.3], [0, 0.4, 0.5]]},
+    "domain": {"name": "sphere"},
+    "initial": {
+        "name": "von_mises_fisher",
+        "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
+        "kappas": [3.0, 2.0],
+        "weights": [0.6, 0.4],
+    },
+    "discretization": {"scheme": "sh_spectral", "lmax": 47},
+    "time": {"t_end": 1.0, "times": [0.0, 1.0]},
+}
 
 
 def with_particles(base, **particles):
@@ -32,9 +41,17 @@ def with_particles(base, **particles):
 # -- acceptance 1: convergence in dt and |x| = 1 ---------------------------------------------
 @pytest.mark.parametrize("base", [CIRCLE, SPHERE], ids=["circle", "sphere"])
 def test_integrator_converges_at_fourth_order_and_stays_on_the_sphere(base):
-    cfg = with_particles({**base, "model": {**base["model"], "beta": 5.0},
-                          "time": {"t_end": 1.0, "times": [0.0, 1.0]}},
-                         n=64, initialization="iid", seed=3, dt=0.1)
+    cfg = with_particles(
+        {
+            **base,
+            "model": {**base["model"], "beta": 5.0},
+            "time": {"t_end": 1.0, "times": [0.0, 1.0]},
+        },
+        n=64,
+        initialization="iid",
+        seed=3,
+        dt=0.1,
+    )
     final = {}
     for dt in (0.2, 0.1, 0.05, 0.0125):
         ds = run_particles(cfg.replace(**{"particles.dt": dt}))
@@ -49,15 +66,24 @@ def test_integrator_converges_at_fourth_order_and_stays_on_the_sphere(base):
 
 
 def test_zero_temperature_particles_follow_the_field():
-    cfg = with_particles({**CIRCLE, "model": {"name": "sa_zero_temperature", **EXAMPLE_C}},
-                         n=16, initialization="quantile", dt=0.01)
+    cfg = with_particles(
+        {**CIRCLE, "model": {"name": "sa_zero_temperature", **EXAMPLE_C}},
+        n=16,
+        initialization="quantile",
+        dt=0.01,
+    )
     ds = run_particles(cfg)
     from scipy.integrate import solve_ivp
 
     model = cfg.model.build()
     x0 = ds["position"].values[0]
-    sol = solve_ivp(lambda t, y: model.zero_temperature_velocity(y.reshape(-1, 2)).reshape(-1),
-                    (0.0, 2.0), x0.reshape(-1), rtol=1e-12, atol=1e-12)
+    sol = solve_ivp(
+        lambda t, y: model.zero_temperature_velocity(y.reshape(-1, 2)).reshape(-1),
+        (0.0, 2.0),
+        x0.reshape(-1),
+        rtol=1e-12,
+        atol=1e-12,
+    )
     expect = sol.y[:, -1].reshape(-1, 2)
     expect /= np.linalg.norm(expect, axis=1, keepdims=True)
     assert np.abs(ds["position"].values[-1] - expect).max() < 1e-8
@@ -108,28 +134,47 @@ def grid_particles(ds, domain):
     rho = np.clip(ds["rho"].values, 0, None)
     w = (rho * ds["weight"].values).reshape(rho.shape[0], -1)
     # one particle set per time is not the layout: use the last snapshot, weights of that time
-    return xr.Dataset({"position": (("time", "particle", "component"), pos[None]),
-                       "particle_weight": ("particle", w[-1] / w[-1].sum())},
-                      coords={"time": [float(ds["time"].values[-1])]}, attrs={"domain": domain})
+    return xr.Dataset(
+        {
+            "position": (("time", "particle", "component"), pos[None]),
+            "particle_weight": ("particle", w[-1] / w[-1].sum()),
+        },
+        coords={"time": [float(ds["time"].values[-1])]},
+        attrs={"domain": domain},
+    )
 
 
 @pytest.mark.parametrize("base, domain", [(CIRCLE, "circle"), (SPHERE, "sphere")])
 def test_comparison_with_itself_is_at_the_stated_resolution(base, domain, circle_density):
-    density = circle_density if domain == "circle" else sd.run(sd.config_from_dict(base), progress=False)
-    with pytest.warns(sd.SpheredensWarning, match="carries no model"):  # built here: no model recorded
+    density = (
+        circle_density if domain == "circle" else sd.run(sd.config_from_dict(base), progress=False)
+    )
+    with pytest.warns(
+        sd.SpheredensWarning, match="carries no model"
+    ):  # built here: no model recorded
         result = compare(density, grid_particles(density, domain), n_points=2048)
     w2, bound = float(result["w2"].values[0, -1]), float(result["density_resolution"].values[-1])
     if domain == "circle":
         # uniform cells: W2(piecewise-constant, centre atoms) = h / sqrt(12) exactly
-        assert w2 == pytest.approx(bound, rel=0.02) and bound == pytest.approx(2 * np.pi / 256 / np.sqrt(12), rel=1e-3)
+        assert w2 == pytest.approx(bound, rel=0.02) and bound == pytest.approx(
+            2 * np.pi / 256 / np.sqrt(12), rel=1e-3
+        )
     else:
         assert w2 <= bound * (1 + 1e-9) and w2 > 0.2 * bound
 
 
 def test_no_common_time_is_refused(circle_density):
-    p = run_particles(with_particles({**CIRCLE, "time": {"t_end": 1.0, "times": [0.5, 1.0]}},
-                                     n=10, initialization="quantile", dt=0.1))
-    with pytest.raises(sd.SchemaError, match="no snapshot time in common.*density: 0, 2.*particles: 0.5, 1"):
+    p = run_particles(
+        with_particles(
+            {**CIRCLE, "time": {"t_end": 1.0, "times": [0.5, 1.0]}},
+            n=10,
+            initialization="quantile",
+            dt=0.1,
+        )
+    )
+    with pytest.raises(
+        sd.SchemaError, match="no snapshot time in common.*density: 0, 2.*particles: 0.5, 1"
+    ):
         compare(circle_density, p)
 
 
@@ -142,7 +187,12 @@ def good_positions(t=3, n=20, d=2, seed=0):
 BAD = [
     ("wrong_shape", lambda: good_positions()[0, :, 0], {}, "must have shape"),
     ("not_unit", lambda: 1.1 * good_positions(), {}, "not unit vectors"),
-    ("nan", lambda: np.where(np.arange(2)[None, None, :] == 0, np.nan, good_positions()), {}, "NaN"),
+    (
+        "nan",
+        lambda: np.where(np.arange(2)[None, None, :] == 0, np.nan, good_positions()),
+        {},
+        "NaN",
+    ),
     ("wrong_dimension", lambda: good_positions(d=3), {}, "d = 3"),
     ("times_length", lambda: good_positions(), {"times": [0.0, 1.0]}, "2 times for 3 snapshots"),
 ]
@@ -153,7 +203,9 @@ def test_bad_particle_arrays_are_refused(tmp_path, case, capsys):
     _, make, extra, words = case
     src = tmp_path / "bad.npy"
     np.save(src, make())
-    with pytest.raises(sd.SchemaError, match=words):  # times or dt: both are refused (test_convert_checks)
+    with pytest.raises(
+        sd.SchemaError, match=words
+    ):  # times or dt: both are refused (test_convert_checks)
         convert_particles(src, domain="circle", **(extra if "times" in extra else {"dt": 0.1}))
     out = tmp_path / "out.nc"
     args = ["convert-particles", str(src), str(out), "--domain", "circle"]
@@ -167,7 +219,9 @@ def test_bad_particle_arrays_are_refused(tmp_path, case, capsys):
 def test_bad_netcdf_particle_file_is_refused(tmp_path):
     x = good_positions()
     x[1, 3] = [2.0, 0.0]
-    ds = xr.Dataset({"position": (("time", "particle", "component"), x)}, coords={"time": [0.0, 1.0, 2.0]})
+    ds = xr.Dataset(
+        {"position": (("time", "particle", "component"), x)}, coords={"time": [0.0, 1.0, 2.0]}
+    )
     ds.to_netcdf(tmp_path / "p.nc")
     with pytest.raises(sd.SchemaError, match="not unit vectors"):
         open_particles(tmp_path / "p.nc")
@@ -177,20 +231,43 @@ def test_converter_accepts_common_formats(tmp_path):
     theta = np.random.default_rng(1).uniform(0, 2 * np.pi, (4, 30))
     np.savez(tmp_path / "a.npz", theta=theta, t=[0.0, 0.1, 0.2, 0.3])
     ds = convert_particles(tmp_path / "a.npz", domain="circle")
-    np.testing.assert_allclose(np.arctan2(ds.position[..., 1], ds.position[..., 0]) % (2 * np.pi), theta % (2 * np.pi))
-    assert list(ds.time.values) == [0.0, 0.1, 0.2, 0.3] and ds.particle_weight.sum() == pytest.approx(1)
+    np.testing.assert_allclose(
+        np.arctan2(ds.position[..., 1], ds.position[..., 0]) % (2 * np.pi), theta % (2 * np.pi)
+    )
+    assert list(ds.time.values) == [
+        0.0,
+        0.1,
+        0.2,
+        0.3,
+    ] and ds.particle_weight.sum() == pytest.approx(1)
     np.save(tmp_path / "b.npy", good_positions(d=3))
     out = tmp_path / "b.nc"
-    assert main(["convert-particles", str(tmp_path / "b.npy"), str(out), "--domain", "sphere",
-                 "--times", "0", "1", "2"]) == 0
+    assert (
+        main(
+            [
+                "convert-particles",
+                str(tmp_path / "b.npy"),
+                str(out),
+                "--domain",
+                "sphere",
+                "--times",
+                "0",
+                "1",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert open_particles(out).sizes["component"] == 3
 
 
 def test_cli_particles_and_compare(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
-    cfg.write_text("[model]\nbeta = 1.0\n[initial]\nname = 'von_mises_fisher'\nmeans = [[1.0, 0.0]]\n"
-                   "kappas = [2.0]\n[discretization]\nn = 256\n[time]\nt_end = 0.5\nsnapshots = 2\n"
-                   "[output]\npath = 'c.nc'\nfigure = false\n[particles]\nn = 200\ndt = 0.05\n")
+    cfg.write_text(
+        "[model]\nbeta = 1.0\n[initial]\nname = 'von_mises_fisher'\nmeans = [[1.0, 0.0]]\n"
+        "kappas = [2.0]\n[discretization]\nn = 256\n[time]\nt_end = 0.5\nsnapshots = 2\n"
+        "[output]\npath = 'c.nc'\nfigure = false\n[particles]\nn = 200\ndt = 0.05\n"
+    )
     assert main(["run", str(cfg), "-q"]) == 0
     assert main(["particles", str(cfg), "--seeds", "0..2", "-q"]) == 0
     files = sorted(tmp_path.glob("c_particles_seed*.nc"))
@@ -208,8 +285,11 @@ def test_cli_particles_and_compare(tmp_path, capsys):
     runs = [open_particles(f) for f in files]
     np.testing.assert_array_equal(result["w2_between_runs"].values, w2_between_runs(runs))
     check = ensemble_agreement(result["w2"].values[:, -1], result["w2_between_runs"].values)
-    assert (f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of 3" in out
-            and "within the spread: " in out and "no farther than average: " in out), out
+    assert (
+        f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of 3" in out
+        and "within the spread: " in out
+        and "no farther than average: " in out
+    ), out
 
 
 # -- low temperature: compare places the departures (issue 15) --------------------------------
@@ -256,7 +336,10 @@ def test_compare_reports_the_departures_as_computed_by_hand(tmp_path, capsys):
     assert main(["run", str(tmp_path / "c.toml"), "-q"]) == 0
     assert main(["particles", str(tmp_path / "c.toml"), "-q"]) == 0
     capsys.readouterr()
-    assert main(["compare", str(tmp_path / "c.nc"), str(tmp_path / "c_particles.nc"), "--no-figure"]) == 0
+    assert (
+        main(["compare", str(tmp_path / "c.nc"), str(tmp_path / "c_particles.nc"), "--no-figure"])
+        == 0
+    )
     out = capsys.readouterr().out
     result = xr.open_dataset(tmp_path / "c_compare.nc")
     particles = open_particles(tmp_path / "c_particles.nc")
@@ -291,17 +374,26 @@ def test_departure_verdict_says_which_side_has_left():
     from spheredens.compare import departure_verdict
 
     nan = float("nan")
-    only_density = departure_verdict({"departure_time": 18.0, "t_end": 24.0},
-                                     [{"departure_time": nan, "t_end": 15.0}])
-    assert ("the density departs at t = 18" in only_density and "have not departed by t = 15" in only_density
-            and "the density has left Pi_# rho_0 and the particles have not" in only_density)
-    only_particles = departure_verdict({"departure_time": nan, "t_end": 40.0},
-                                       [{"departure_time": 12.0, "t_end": 40.0},
-                                        {"departure_time": 14.0, "t_end": 40.0}])
-    assert ("the density has not departed by t = 40" in only_particles
-            and "2 of 2 particle run(s) depart at t = 12 to 14 (mean 13)" in only_particles
-            and "the particles have left Pi_# rho_0 and the density has not" in only_particles)
-    neither = departure_verdict({"departure_time": nan, "t_end": 10.0}, [{"departure_time": nan, "t_end": 10.0}])
+    only_density = departure_verdict(
+        {"departure_time": 18.0, "t_end": 24.0}, [{"departure_time": nan, "t_end": 15.0}]
+    )
+    assert (
+        "the density departs at t = 18" in only_density
+        and "have not departed by t = 15" in only_density
+        and "the density has left Pi_# rho_0 and the particles have not" in only_density
+    )
+    only_particles = departure_verdict(
+        {"departure_time": nan, "t_end": 40.0},
+        [{"departure_time": 12.0, "t_end": 40.0}, {"departure_time": 14.0, "t_end": 40.0}],
+    )
+    assert (
+        "the density has not departed by t = 40" in only_particles
+        and "2 of 2 particle run(s) depart at t = 12 to 14 (mean 13)" in only_particles
+        and "the particles have left Pi_# rho_0 and the density has not" in only_particles
+    )
+    neither = departure_verdict(
+        {"departure_time": nan, "t_end": 10.0}, [{"departure_time": nan, "t_end": 10.0}]
+    )
     assert "neither has departed" in neither
 
 
@@ -313,22 +405,34 @@ def test_pruned_particle_sums_give_the_direct_velocities():
     from spheredens.interaction import pruned_logsumexp_sums
     from spheredens.problem import Problem
 
-    model = Problem.from_config(sd.config_from_dict(
-        {"model": {"name": "sa", "beta": 300.0, **EXAMPLE_C}, "initial": {"name": "uniform"},
-         "discretization": {"scheme": "log_sl", "n": 2048}, "time": {"t_end": 1.0}})).model
+    model = Problem.from_config(
+        sd.config_from_dict(
+            {
+                "model": {"name": "sa", "beta": 300.0, **EXAMPLE_C},
+                "initial": {"name": "uniform"},
+                "discretization": {"scheme": "log_sl", "n": 2048},
+                "time": {"t_end": 1.0},
+            }
+        )
+    ).model
     rng = np.random.default_rng(3)
     n = particles.PRUNE_FROM + 500
-    theta = np.concatenate([rng.uniform(0, 2 * np.pi, n // 2), 0.5 + 0.01 * rng.standard_normal(n - n // 2)])
+    theta = np.concatenate(
+        [rng.uniform(0, 2 * np.pi, n // 2), 0.5 + 0.01 * rng.standard_normal(n - n // 2)]
+    )
     x = np.stack([np.cos(theta), np.sin(theta)], axis=1)  # unsorted: half of them in a cluster
     w = rng.uniform(0.5, 1.5, n)
     w /= w.sum()
     pruned = particles.particle_velocity(model, x, w)
-    direct_z, direct_n, _ = particles.logsumexp_sums(model.kernel.query(x), x, np.log(w), x @ model.V.T)
+    direct_z, direct_n, _ = particles.logsumexp_sums(
+        model.kernel.query(x), x, np.log(w), x @ model.V.T
+    )
     direct = sd.geometry.tangent_project(x, direct_n / direct_z[:, None])
     np.testing.assert_allclose(pruned, direct, rtol=0, atol=1e-14 * np.abs(direct).max())
     order = np.argsort(theta % (2 * np.pi))
-    *_, kept = pruned_logsumexp_sums(model.kernel.query(x[order]), x[order], np.log(w[order]),
-                                     x[order] @ model.V.T)
+    *_, kept = pruned_logsumexp_sums(
+        model.kernel.query(x[order]), x[order], np.log(w[order]), x[order] @ model.V.T
+    )
     assert kept < 0.35
 
 
@@ -341,12 +445,23 @@ def test_pruned_particle_sums_on_the_sphere_give_the_direct_velocities():
     from spheredens.interaction import pruned_logsumexp_sums, sphere_order
     from spheredens.problem import Problem
 
-    model = Problem.from_config(sd.config_from_dict(
-        {"model": {"name": "sa", "beta": 300.0, "Q": np.eye(3).tolist(),
-                   "K": [[1.75, 0.866026, 0.4], [0.433013, 2.5, 0.2], [0.2, 0.2, 2.0]],
-                   "V": np.diag([1.0, 0.5, 0.5]).tolist()},
-         "domain": {"name": "sphere"}, "initial": {"name": "uniform"},
-         "discretization": {"scheme": "fv", "nlat": 8}, "time": {"t_end": 1.0}})).model
+    model = Problem.from_config(
+        sd.config_from_dict(
+            {
+                "model": {
+                    "name": "sa",
+                    "beta": 300.0,
+                    "Q": np.eye(3).tolist(),
+                    "K": [[1.75, 0.866026, 0.4], [0.433013, 2.5, 0.2], [0.2, 0.2, 2.0]],
+                    "V": np.diag([1.0, 0.5, 0.5]).tolist(),
+                },
+                "domain": {"name": "sphere"},
+                "initial": {"name": "uniform"},
+                "discretization": {"scheme": "fv", "nlat": 8},
+                "time": {"t_end": 1.0},
+            }
+        )
+    ).model
     rng = np.random.default_rng(5)
     spread = rng.standard_normal((particles.PRUNE_FROM + 1000, 3))
     cluster = np.array([0.8, 0.5, 0.3]) + 0.02 * rng.standard_normal((1500, 3))
@@ -356,14 +471,20 @@ def test_pruned_particle_sums_on_the_sphere_give_the_direct_velocities():
     w = rng.uniform(0.5, 1.5, len(x))
     w /= w.sum()
     pruned = particles.particle_velocity(model, x, w)
-    direct_z, direct_n, _ = particles.logsumexp_sums(model.kernel.query(x), x, np.log(w), x @ model.V.T)
+    direct_z, direct_n, _ = particles.logsumexp_sums(
+        model.kernel.query(x), x, np.log(w), x @ model.V.T
+    )
     direct = sd.geometry.tangent_project(x, direct_n / direct_z[:, None])
     np.testing.assert_allclose(pruned, direct, rtol=0, atol=1e-14 * np.abs(direct).max())
     s = spread / np.linalg.norm(spread, axis=1, keepdims=True)
     order = sphere_order(s)
     assert sorted(order) == list(range(len(s)))
-    *_, kept = pruned_logsumexp_sums(model.kernel.query(s[order]), s[order], np.full(len(s), -np.log(len(s))),
-                                     s[order] @ model.V.T)
+    *_, kept = pruned_logsumexp_sums(
+        model.kernel.query(s[order]),
+        s[order],
+        np.full(len(s), -np.log(len(s))),
+        s[order] @ model.V.T,
+    )
     assert kept < 0.25
 
 
@@ -382,19 +503,31 @@ def test_clustered_particle_sums_give_the_direct_velocities(beta):
     float64 sum is, within the round-off of the logits (beta sigma_max 2^-53 ||V||), for
     clusters of every width, coincident particles, stragglers and unequal weights; most pairs
     are expanded or skipped, not summed."""
+    import spheredens.particles as particles
     from spheredens.interaction import circle_order, clustered_logsumexp_sums
     from spheredens.problem import Problem
-    import spheredens.particles as particles
 
-    model = Problem.from_config(sd.config_from_dict(
-        {"model": {"name": "sa", "beta": beta, **EXAMPLE_C}, "initial": {"name": "uniform"},
-         "discretization": {"scheme": "log_sl", "n": 2048}, "time": {"t_end": 1.0}})).model
+    model = Problem.from_config(
+        sd.config_from_dict(
+            {
+                "model": {"name": "sa", "beta": beta, **EXAMPLE_C},
+                "initial": {"name": "uniform"},
+                "discretization": {"scheme": "log_sl", "n": 2048},
+                "time": {"t_end": 1.0},
+            }
+        )
+    ).model
     rng = np.random.default_rng(7)
     n = particles.PRUNE_FROM + 400
-    theta = np.concatenate([0.6 + 1e-3 * rng.standard_normal(900),         # tight cluster
-                            -2.5 + 0.05 * rng.standard_normal(900),        # a wide one
-                            np.full(200, 1.7), 1.7 + 1e-9 * rng.standard_normal(100),  # coincident
-                            rng.uniform(-np.pi, np.pi, n - 2100)])         # stragglers
+    theta = np.concatenate(
+        [
+            0.6 + 1e-3 * rng.standard_normal(900),  # tight cluster
+            -2.5 + 0.05 * rng.standard_normal(900),  # a wide one
+            np.full(200, 1.7),
+            1.7 + 1e-9 * rng.standard_normal(100),  # coincident
+            rng.uniform(-np.pi, np.pi, n - 2100),
+        ]
+    )  # stragglers
     x = np.stack([np.cos(theta), np.sin(theta)], axis=1)
     w = rng.uniform(0.5, 1.5, n)
     w /= w.sum()
@@ -408,8 +541,9 @@ def test_clustered_particle_sums_give_the_direct_velocities(beta):
     assert clustered_error <= 30 * roundoff, (clustered_error, roundoff)
     assert clustered_error <= max(10 * direct_error, 4 * roundoff), (clustered_error, direct_error)
     order = circle_order(x)
-    *_, stats = clustered_logsumexp_sums(q[order], x[order], np.log(w[order]), vy[order],
-                                         beta * model.kernel.sigma_max)
+    *_, stats = clustered_logsumexp_sums(
+        q[order], x[order], np.log(w[order]), vy[order], beta * model.kernel.sigma_max
+    )
     if beta <= 300:  # at beta = 3000 the stragglers near each peak direction outweigh the clusters
         assert stats["expanded"] > 0.2 and stats["direct"] < 0.15, stats
     assert stats["direct"] + stats["expanded"] < 0.55
@@ -426,7 +560,7 @@ def test_expansion_order_bounds_the_truncation():
     xs = np.array([0.0, 1e-12, 1e-3, 0.1, X_MAX, 1.0, 1.5])
     orders = expansion_order(xs)
     for x, p in zip(xs, orders):
-        bound = lambda p: x ** (p + 1) / factorial(p + 1) * np.exp(2 * x)  # noqa: E731
+        bound = lambda p, x=x: x ** (p + 1) / factorial(p + 1) * np.exp(2 * x)  # noqa: E731
         assert bound(p) <= EXPANSION_TOLERANCE and (p == 0 or bound(p - 1) > EXPANSION_TOLERANCE)
         for s in (-x, x):  # the extremes of |e^s - T_p(s)| / e^s
             mp = __import__("mpmath")
@@ -446,6 +580,8 @@ def test_particle_run_stops_after_its_departure(tmp_path):
     t_dep = hand_departure(t, w2)
     assert ds.attrs["run_status"] == "complete" and ds.attrs["stop_reason"] == "done"
     assert t[-1] == t_dep + 2.0 < 24.0, (t_dep, t[-1])
-    assert f"departed from Pi_# of the initial particles at t = {t_dep:g}" in ds.attrs["stop_message"]
+    assert (
+        f"departed from Pi_# of the initial particles at t = {t_dep:g}" in ds.attrs["stop_message"]
+    )
     again = run_particles(cfg, output=tmp_path / "p.nc", progress=False, resume=True)
     np.testing.assert_array_equal(again["position"].values, ds["position"].values)

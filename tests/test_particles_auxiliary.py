@@ -1,32 +1,53 @@
 """Labelled particles of usa_av (MODELS.md section 5) and their comparison with slice densities."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import stop_after_steps
 
 import spheredens as sd
-from conftest import stop_after_steps
 from spheredens.compare import compare, particle_slices
 from spheredens.io import open_particles
-from spheredens.particles import (ParticleSystem, auxiliary_particle_energy, auxiliary_particle_velocity,
-                                  initial_particles, initial_slice_particles, particle_velocity,
-                                  run_particles, slice_counts)
+from spheredens.particles import (
+    ParticleSystem,
+    auxiliary_particle_energy,
+    auxiliary_particle_velocity,
+    initial_particles,
+    initial_slice_particles,
+    particle_velocity,
+    run_particles,
+    slice_counts,
+)
 from spheredens.problem import Problem
 
-KERNELS = {"none": {}, "rope": {"omega": 5.0}, "rope_general": {"omega": 4.0, "amplitude": 0.7},
-           "prefix": {"seed": 3}, "distance_bias": {"ell": 0.3}, "cosine_toeplitz": {"omega": 5.0}}
-CIRCLE_RUN = {"model": {"name": "usa_av", "beta": 1.0}, "domain": {"name": "circle"},
-              "initial": {"name": "uniform"},
-              "auxiliary": {"kernel": "rope", "slices": 4, "slice_perturbation": 0.5},
-              "discretization": {"scheme": "fv", "n": 64}, "time": {"t_end": 2.0, "snapshots": 3},
-              "particles": {"n": 256, "initialization": "iid", "dt": 0.05}}
+KERNELS = {
+    "none": {},
+    "rope": {"omega": 5.0},
+    "rope_general": {"omega": 4.0, "amplitude": 0.7},
+    "prefix": {"seed": 3},
+    "distance_bias": {"ell": 0.3},
+    "cosine_toeplitz": {"omega": 5.0},
+}
+CIRCLE_RUN = {
+    "model": {"name": "usa_av", "beta": 1.0},
+    "domain": {"name": "circle"},
+    "initial": {"name": "uniform"},
+    "auxiliary": {"kernel": "rope", "slices": 4, "slice_perturbation": 0.5},
+    "discretization": {"scheme": "fv", "n": 64},
+    "time": {"t_end": 2.0, "snapshots": 3},
+    "particles": {"n": 256, "initialization": "iid", "dt": 0.05},
+}
 
 
 def usa_av(domain, kernel, *, beta=2.5, slices=3, particles=None, **aux):
     table = {"kernel": kernel, "slices": slices, **KERNELS[kernel], **aux}
-    cfg = {"model": {"name": "usa_av", "beta": beta}, "domain": {"name": domain},
-           "auxiliary": table}
+    cfg = {
+        "model": {"name": "usa_av", "beta": beta},
+        "domain": {"name": domain},
+        "auxiliary": table,
+    }
     if particles is not None:
         cfg["particles"] = particles
     return sd.config_from_dict(cfg)
@@ -40,15 +61,23 @@ def reference_velocity(model, x, w, k):
         s = np.zeros(x.shape[1])
         for j in range(len(x)):
             gi, gj = G[k[i]], G[k[j]]
-            s += w[j] * b[k[i], k[j]] * np.exp(model.beta * (gi @ x[i]) @ (gj @ x[j])) * (gi.T @ gj @ x[j])
+            s += (
+                w[j]
+                * b[k[i], k[j]]
+                * np.exp(model.beta * (gi @ x[i]) @ (gj @ x[j]))
+                * (gi.T @ gj @ x[j])
+            )
         out[i] = s - (s @ x[i]) * x[i]
     return out
 
 
 def reference_energy(model, x, w, k):
     G, b = model.auxiliary.gauges, model.auxiliary.coupling
-    return sum(w[i] * w[j] * b[k[i], k[j]] * np.exp(model.beta * (G[k[i]] @ x[i]) @ (G[k[j]] @ x[j]))
-               for i in range(len(x)) for j in range(len(x))) / (2.0 * model.beta)
+    return sum(
+        w[i] * w[j] * b[k[i], k[j]] * np.exp(model.beta * (G[k[i]] @ x[i]) @ (G[k[j]] @ x[j]))
+        for i in range(len(x))
+        for j in range(len(x))
+    ) / (2.0 * model.beta)
 
 
 def random_particles(d, n, m, seed):
@@ -71,8 +100,12 @@ def test_velocity_and_energy_match_the_double_loop(domain, kernel):
     assert np.abs(v - ref).max() <= 1e-12 * np.abs(ref).max()
     assert np.abs(np.sum(v * x, axis=1)).max() <= 1e-13 * np.abs(ref).max()
     sorted_k = np.sort(k)
-    np.testing.assert_allclose(auxiliary_particle_velocity(model, x, w, sorted_k),
-                               reference_velocity(model, x, w, sorted_k), rtol=0, atol=1e-12 * np.abs(ref).max())
+    np.testing.assert_allclose(
+        auxiliary_particle_velocity(model, x, w, sorted_k),
+        reference_velocity(model, x, w, sorted_k),
+        rtol=0,
+        atol=1e-12 * np.abs(ref).max(),
+    )
     e_ref = reference_energy(model, x, w, k)
     assert abs(auxiliary_particle_energy(model, x, w, k) - e_ref) <= 1e-12 * abs(e_ref)
 
@@ -86,14 +119,17 @@ def test_row_blocks_and_large_beta(monkeypatch):
     x, w, k = random_particles(3, 40, 5, seed=1)
     whole = auxiliary_particle_velocity(model, x, w, k)
     monkeypatch.setattr(P, "_CHUNK_ENTRIES", 40 * 7)
-    np.testing.assert_allclose(auxiliary_particle_velocity(model, x, w, k), whole, rtol=0,
-                               atol=1e-13 * np.abs(whole).max())
+    np.testing.assert_allclose(
+        auxiliary_particle_velocity(model, x, w, k), whole, rtol=0, atol=1e-13 * np.abs(whole).max()
+    )
     # many slices: couplings gathered per entry instead of one product per slice
     many = usa_av("sphere", "distance_bias", beta=1.5, slices=60).model.build()
     x, w, k = random_particles(3, 50, 60, seed=3)
     assert len(np.unique(k)) > P._MAX_RUNS
     ref = reference_velocity(many, x, w, k)
-    assert np.abs(auxiliary_particle_velocity(many, x, w, k) - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert (
+        np.abs(auxiliary_particle_velocity(many, x, w, k) - ref).max() <= 1e-12 * np.abs(ref).max()
+    )
     e_ref = reference_energy(many, x, w, k)
     assert abs(auxiliary_particle_energy(many, x, w, k) - e_ref) <= 1e-12 * abs(e_ref)
     hot = usa_av("circle", "rope", beta=700.0, slices=2).model.build()
@@ -104,10 +140,16 @@ def test_row_blocks_and_large_beta(monkeypatch):
 def test_kernel_none_is_plain_usa():
     """G = I, b = 1: the labels do not matter, the velocity is that of usa with Q = K = V = I."""
     model = usa_av("sphere", "none", slices=4).model.build()
-    plain = sd.config_from_dict({"model": {"name": "usa", "beta": 2.5}, "domain": {"name": "sphere"}}).model.build()
+    plain = sd.config_from_dict(
+        {"model": {"name": "usa", "beta": 2.5}, "domain": {"name": "sphere"}}
+    ).model.build()
     x, w, k = random_particles(3, 25, 4, seed=5)
-    np.testing.assert_allclose(auxiliary_particle_velocity(model, x, w, k), particle_velocity(plain, x, w),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        auxiliary_particle_velocity(model, x, w, k),
+        particle_velocity(plain, x, w),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 # -- (b) E_h never decreases along a particle run ------------------------------------------------
@@ -115,8 +157,14 @@ def test_kernel_none_is_plain_usa():
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_energy_is_non_decreasing_along_a_particle_run(domain, kernel):
     init = "quantile" if domain == "circle" else "quasi_uniform"
-    cfg = usa_av(domain, kernel, beta=2.0, slices=4, slice_perturbation=1.0,
-                 particles={"n": 40, "initialization": init, "dt": 0.05})
+    cfg = usa_av(
+        domain,
+        kernel,
+        beta=2.0,
+        slices=4,
+        slice_perturbation=1.0,
+        particles={"n": 40, "initialization": init, "dt": 0.05},
+    )
     cfg = cfg.replace(**{"time.t_end": 2.0, "time.snapshots": 21})
     ds = run_particles(cfg, progress=False)
     model = cfg.model.build()
@@ -137,12 +185,20 @@ def test_slice_counts_round_by_largest_remainder():
         slice_counts(np.array([0.98, 0.01, 0.01]), 10)
 
 
-@pytest.mark.parametrize("domain,init", [("circle", "iid"), ("circle", "quantile"),
-                                         ("sphere", "iid"), ("sphere", "quasi_uniform")])
+@pytest.mark.parametrize(
+    "domain,init",
+    [("circle", "iid"), ("circle", "quantile"), ("sphere", "iid"), ("sphere", "quasi_uniform")],
+)
 def test_labels_and_slice_masses(domain, init):
     weights = [0.5, 0.3, 0.2]
-    cfg = usa_av(domain, "rope", slices=3, weights=weights, slice_perturbation=0.8,
-                 particles={"n": 30, "initialization": init, "dt": 0.1})
+    cfg = usa_av(
+        domain,
+        "rope",
+        slices=3,
+        weights=weights,
+        slice_perturbation=0.8,
+        particles={"n": 30, "initialization": init, "dt": 0.1},
+    )
     cfg = cfg.replace(**{"time.t_end": 0.2, "time.snapshots": 2})
     ds = run_particles(cfg, progress=False)
     k = ds["slice"].values
@@ -184,10 +240,15 @@ def test_system_needs_slices():
 
 # -- (d) resume bit for bit ----------------------------------------------------------------------
 def test_usa_av_particle_run_resumes_bit_for_bit(tmp_path):
-    cfg = sd.config_from_dict({"model": {"name": "usa_av", "beta": 3.0},
-                               "auxiliary": {"kernel": "cosine_toeplitz", "slices": 3, "slice_perturbation": 0.5},
-                               "time": {"t_end": 1.0, "snapshots": 5},
-                               "particles": {"n": 50, "dt": 0.05, "seed": 4}}, base_dir=tmp_path)
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "usa_av", "beta": 3.0},
+            "auxiliary": {"kernel": "cosine_toeplitz", "slices": 3, "slice_perturbation": 0.5},
+            "time": {"t_end": 1.0, "snapshots": 5},
+            "particles": {"n": 50, "dt": 0.05, "seed": 4},
+        },
+        base_dir=tmp_path,
+    )
     full = run_particles(cfg, progress=False)
     with stop_after_steps(7, "terminated"):
         with pytest.raises(KeyboardInterrupt):
@@ -212,9 +273,12 @@ def test_compare_marginal_and_slices_converge_with_n():
     assert density["rho"].dims == ("time", "xi", "theta")
     results = {}
     for n in (64, 256):
-        runs = [run_particles(cfg.replace(**{"particles.n": n}), seed=s, progress=False) for s in range(3)]
+        runs = [
+            run_particles(cfg.replace(**{"particles.n": n}), seed=s, progress=False)
+            for s in range(3)
+        ]
         results[n] = compare(density, runs)
-    for n, c in results.items():
+    for c in results.values():
         assert c["w2"].dims == ("run", "time") and c["w2_slice"].dims == ("run", "time", "xi")
         assert np.all(np.isfinite(c["w2"].values)) and np.all(np.isfinite(c["w2_slice"].values))
         np.testing.assert_array_equal(c["xi"].values, density["xi"].values)
@@ -228,11 +292,16 @@ def test_compare_marginal_and_slices_converge_with_n():
 
 
 def test_compare_sphere_finite_volumes_and_unlabelled_particles():
-    cfg = sd.config_from_dict({"model": {"name": "usa_av", "beta": 1.0}, "domain": {"name": "sphere"},
-                               "auxiliary": {"kernel": "rope", "slices": 3, "slice_perturbation": 0.5},
-                               "discretization": {"scheme": "fv", "nlat": 12},
-                               "time": {"t_end": 0.5, "snapshots": 2},
-                               "particles": {"n": 60, "initialization": "quasi_uniform", "dt": 0.05}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "usa_av", "beta": 1.0},
+            "domain": {"name": "sphere"},
+            "auxiliary": {"kernel": "rope", "slices": 3, "slice_perturbation": 0.5},
+            "discretization": {"scheme": "fv", "nlat": 12},
+            "time": {"t_end": 0.5, "snapshots": 2},
+            "particles": {"n": 60, "initialization": "quasi_uniform", "dt": 0.05},
+        }
+    )
     density = sd.run(cfg, progress=False)
     assert density["weight"].dims == ("cell",)
     labelled = run_particles(cfg, progress=False)
@@ -240,7 +309,9 @@ def test_compare_sphere_finite_volumes_and_unlabelled_particles():
     c = compare(density, [labelled, unlabelled], n_points=400)
     assert np.all(np.isfinite(c["w2"].values))
     np.testing.assert_array_equal(c["w2"].values[0], c["w2"].values[1])
-    assert np.all(np.isfinite(c["w2_slice"].values[0])) and np.all(np.isnan(c["w2_slice"].values[1]))
+    assert np.all(np.isfinite(c["w2_slice"].values[0])) and np.all(
+        np.isnan(c["w2_slice"].values[1])
+    )
     wrong = labelled.assign(xi=("particle", labelled["xi"].values + 0.1))
     with pytest.raises(sd.SchemaError, match="is not a slice of the density"):
         compare(density, wrong, n_points=400)
@@ -255,7 +326,9 @@ def test_ensemble_agreement_statistics():
     between = np.array([[0.0, 0.1, 0.3], [0.1, 0.0, 0.2], [0.3, 0.2, 0.0]])
     # run means: 0.2, 0.15, 0.25; pairs: 0.2 on average
     check = ensemble_agreement(np.array([0.2, 0.2, 0.23]), between)
-    assert check["density_mean"] == pytest.approx(0.21) and check["between_mean"] == pytest.approx(0.2)
+    assert check["density_mean"] == pytest.approx(0.21) and check["between_mean"] == pytest.approx(
+        0.2
+    )
     np.testing.assert_allclose(check["run_means"], [0.2, 0.15, 0.25])
     assert check["rank"] == 2 and not check["no_farther_than_average"] and check["within_spread"]
     far = ensemble_agreement(np.array([0.3, 0.3, 0.3]), between)
@@ -269,11 +342,21 @@ def test_ensemble_agreement_statistics():
     runs = []
     for _ in range(3):
         ang = rng.uniform(0, 2 * np.pi, 20)
-        runs.append(xr.Dataset({"position": (("time", "particle", "component"),
-                                             np.stack([np.cos(ang), np.sin(ang)], -1)[None]),
-                                "particle_weight": ("particle", np.full(20, 0.05))}))
+        runs.append(
+            xr.Dataset(
+                {
+                    "position": (
+                        ("time", "particle", "component"),
+                        np.stack([np.cos(ang), np.sin(ang)], -1)[None],
+                    ),
+                    "particle_weight": ("particle", np.full(20, 0.05)),
+                }
+            )
+        )
     m = w2_between_runs(runs)
     a = [np.arctan2(r["position"].values[-1, :, 1], r["position"].values[-1, :, 0]) for r in runs]
     assert m[0, 0] == 0.0 and m[1, 0] == m[0, 1]
-    assert m[0, 2] == pytest.approx(w2_circle(a[0], np.full(20, 0.05), a[2], np.full(20, 0.05)), abs=1e-14)
+    assert m[0, 2] == pytest.approx(
+        w2_circle(a[0], np.full(20, 0.05), a[2], np.full(20, 0.05)), abs=1e-14
+    )
     assert m[0, 2] > 0.05

@@ -6,6 +6,7 @@ particle runs on the circle and the sphere, and comparison files on both. Each P
 frame of each GIF must be non-blank (pixels vary, not all white) and a GIF must hold the frames
 asked for. The figures draw the targets, use radians and give each quantity its own axis.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import EXAMPLE_C
 from matplotlib.image import imread
 from PIL import Image
 
@@ -29,25 +31,48 @@ from spheredens.compare import compare
 from spheredens.geometry import circle_angle
 from spheredens.io import write_dataset
 from spheredens.particles import run_particles
-from conftest import EXAMPLE_C
 
 #: every file kind drawn, as named by the tests
-KINDS = ["circle", "gauss", "sphere_fv", "usa_av", "particles_circle", "particles_sphere",
-         "compare_circle", "compare_sphere"]
+KINDS = [
+    "circle",
+    "gauss",
+    "sphere_fv",
+    "usa_av",
+    "particles_circle",
+    "particles_sphere",
+    "compare_circle",
+    "compare_sphere",
+]
 
-CIRCLE = {"model": {"name": "sa", "beta": 3.0, **EXAMPLE_C}, "initial": {"name": "uniform"},
-          "discretization": {"scheme": "fv", "n": 64}, "time": {"t_end": 1.0, "snapshots": 5},
-          "particles": {"n": 40, "dt": 0.1}}
+CIRCLE = {
+    "model": {"name": "sa", "beta": 3.0, **EXAMPLE_C},
+    "initial": {"name": "uniform"},
+    "discretization": {"scheme": "fv", "n": 64},
+    "time": {"t_end": 1.0, "snapshots": 5},
+    "particles": {"n": 40, "dt": 0.1},
+}
 SPHERE_V = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.5]]  # E_1 = the equatorial plane
-GAUSS = {"model": {"name": "sa", "beta": 1.0, "V": SPHERE_V}, "domain": {"name": "sphere"},
-         "initial": {"name": "random_smooth", "seed": 4, "bandwidth": 3},
-         "discretization": {"scheme": "sh_spectral", "lmax": 7}, "time": {"t_end": 0.5, "snapshots": 4},
-         "particles": {"n": 40, "dt": 0.1}}
-SPHERE_FV = {**GAUSS, "model": {"name": "sa", "beta": 1.0, "V": [[1.0, 0, 0], [0, 0.6, 0], [0, 0, 0.5]]},
-             "discretization": {"scheme": "fv", "nlat": 10}}
-USA_AV = {"model": {"name": "usa_av", "beta": 1.0}, "domain": {"name": "circle"}, "initial": {"name": "uniform"},
-          "auxiliary": {"kernel": "rope", "slices": 4, "slice_perturbation": 0.5},
-          "discretization": {"scheme": "fv", "n": 32}, "time": {"t_end": 1.0, "snapshots": 4}}
+GAUSS = {
+    "model": {"name": "sa", "beta": 1.0, "V": SPHERE_V},
+    "domain": {"name": "sphere"},
+    "initial": {"name": "random_smooth", "seed": 4, "bandwidth": 3},
+    "discretization": {"scheme": "sh_spectral", "lmax": 7},
+    "time": {"t_end": 0.5, "snapshots": 4},
+    "particles": {"n": 40, "dt": 0.1},
+}
+SPHERE_FV = {
+    **GAUSS,
+    "model": {"name": "sa", "beta": 1.0, "V": [[1.0, 0, 0], [0, 0.6, 0], [0, 0, 0.5]]},
+    "discretization": {"scheme": "fv", "nlat": 10},
+}
+USA_AV = {
+    "model": {"name": "usa_av", "beta": 1.0},
+    "domain": {"name": "circle"},
+    "initial": {"name": "uniform"},
+    "auxiliary": {"kernel": "rope", "slices": 4, "slice_perturbation": 0.5},
+    "discretization": {"scheme": "fv", "n": 32},
+    "time": {"t_end": 1.0, "snapshots": 4},
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +89,13 @@ def files(tmp_path_factory):
         cfg = sd.config_from_dict(table)
         paths = [folder / f"{name}_particles_seed{s}.nc" for s in seeds]
         runs = [run_particles(cfg, seed=s, output=p, progress=False) for s, p in zip(seeds, paths)]
-        cmp = compare(density, runs, n_points=256, density_file=str(out[name]),
-                      particle_files=[str(p) for p in paths])
+        cmp = compare(
+            density,
+            runs,
+            n_points=256,
+            density_file=str(out[name]),
+            particle_files=[str(p) for p in paths],
+        )
         write_dataset(cmp, folder / f"{name}_compare.nc")
         return paths[0], folder / f"{name}_compare.nc"
 
@@ -100,7 +130,9 @@ def gif_frames(path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_plot_draws_every_file_kind(files, kind, tmp_path, capsys):
     png = tmp_path / f"{kind}.png"
-    rows = ["--times", "0", "0.5"] if kind in ("gauss", "sphere_fv", "particles_sphere") else []  # 2 rows
+    rows = (
+        ["--times", "0", "0.5"] if kind in ("gauss", "sphere_fv", "particles_sphere") else []
+    )  # 2 rows
     assert main(["plot", str(files[kind]), "-o", str(png), *rows]) == 0
     assert capsys.readouterr().out.strip().endswith(f"{kind}.png")
     assert_not_blank(imread(png), png.name)
@@ -148,9 +180,24 @@ def test_mp4_has_the_frames_asked_for(files, tmp_path):
     mp4 = sd.animate_run(files["circle"], tmp_path / "c.mp4", frames=4, dpi=40)
     if shutil.which("ffprobe") is None:
         pytest.skip("no ffprobe to count the frames")
-    count = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
-                            "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(mp4)],
-                           capture_output=True, text=True, check=True).stdout
+    count = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-count_frames",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "stream=nb_read_frames",
+            "-of",
+            "csv=p=0",
+            str(mp4),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert int(count) == 4
 
 
@@ -187,7 +234,10 @@ def test_animation_paths_and_options_are_refused_in_one_line(files, tmp_path, ca
     assert "must end in '.mp4' (ffmpeg) or '.gif'" in one_line(capsys)
     assert main(["animate", circle, "-o", str(tmp_path / "no" / "x.gif")]) == 2
     assert "does not exist; create it or pass --mkdir" in one_line(capsys)
-    assert main(["animate", circle, "-o", str(tmp_path / "no" / "x.gif"), "--frames", "2", "--mkdir"]) == 0
+    assert (
+        main(["animate", circle, "-o", str(tmp_path / "no" / "x.gif"), "--frames", "2", "--mkdir"])
+        == 0
+    )
     capsys.readouterr()
     monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: False)
     assert main(["animate", circle, "-o", str(tmp_path / "x.mp4")]) == 2
@@ -201,7 +251,9 @@ def test_animation_paths_and_options_are_refused_in_one_line(files, tmp_path, ca
 
 def test_plot_refuses_other_files_in_one_line(tmp_path, capsys):
     sweep = tmp_path / "combined.nc"
-    xr.Dataset({"w2": ("beta", [0.1])}, attrs={"spheredens_schema": "spheredens-sweep-1"}).to_netcdf(sweep)
+    xr.Dataset(
+        {"w2": ("beta", [0.1])}, attrs={"spheredens_schema": "spheredens-sweep-1"}
+    ).to_netcdf(sweep)
     for command in ("plot", "animate"):
         assert main([command, str(sweep)]) == 2
         assert "plot and animate draw density, particle and comparison files" in one_line(capsys)
@@ -214,7 +266,9 @@ def test_targets_of_example_c_are_the_atoms_and_the_eigenvector_of_v(files):
     targets = sdplot.file_targets(sd.open_run(files["circle"]))
     assert [t.role for t in targets] == ["projection", "terminal"]
     # K is typed with 6 significant digits: u is 30 degrees to ~1e-6
-    np.testing.assert_allclose(np.sort(circle_angle(targets[0].points)), [np.pi / 6, 7 * np.pi / 6], atol=1e-5)
+    np.testing.assert_allclose(
+        np.sort(circle_angle(targets[0].points)), [np.pi / 6, 7 * np.pi / 6], atol=1e-5
+    )
     np.testing.assert_allclose(np.sort(circle_angle(targets[1].points)), [0.0, np.pi], atol=1e-12)
 
 
@@ -225,8 +279,10 @@ def test_targets_on_the_sphere_and_none_for_usa_av(files):
     assert target.role == "both" and target.basis.shape == (2, 3)
     assert np.abs(target.curve()[:, 2]).max() <= 1e-12  # the equator, to round-off
     assert sdplot.file_targets(sd.open_run(files["usa_av"])) == []
-    assert [t.role for t in sdplot.file_targets(sd.open_particles(files["particles_circle"]))] == \
-        ["projection", "terminal"]
+    assert [t.role for t in sdplot.file_targets(sd.open_particles(files["particles_circle"]))] == [
+        "projection",
+        "terminal",
+    ]
 
 
 @pytest.fixture
@@ -236,8 +292,10 @@ def drawn(monkeypatch):
     real = sdplot.save_figure
 
     def keep(fig, path, **kw):
-        figures[str(path)] = [(ax.get_xlabel(), ax.get_ylabel(), [t.get_text() for t in ax.get_yticklabels()])
-                              for ax in fig.axes]
+        figures[str(path)] = [
+            (ax.get_xlabel(), ax.get_ylabel(), [t.get_text() for t in ax.get_yticklabels()])
+            for ax in fig.axes
+        ]
         return real(fig, path, **kw)
 
     monkeypatch.setattr(sdplot, "save_figure", keep)
@@ -259,8 +317,12 @@ def test_angles_are_in_radians_everywhere(files, tmp_path, drawn):
     from spheredens.compare import plot_comparison
 
     cmp = xr.open_dataset(files["compare_circle"]).load()
-    plot_comparison(cmp, sd.open_run(files["circle"]), sd.open_particles(files["particles_circle"]),
-                    tmp_path / "cmp.png")
+    plot_comparison(
+        cmp,
+        sd.open_run(files["circle"]),
+        sd.open_particles(files["particles_circle"]),
+        tmp_path / "cmp.png",
+    )
     labels = {name: [text for x, y, _ in axes for text in (x, y)] for name, axes in drawn.items()}
     for name in ("c.png", "p.png", "cmp.png"):
         assert "theta (radians)" in labels[str(tmp_path / name)], labels[str(tmp_path / name)]
@@ -268,7 +330,9 @@ def test_angles_are_in_radians_everywhere(files, tmp_path, drawn):
     assert "degree" not in everything
     assert "angle of the mode (radians)" in labels[str(tmp_path / "a_slices.png")]
     circle_axes = drawn[str(tmp_path / "c.png")]
-    assert ["0", "pi/2", "pi", "3pi/2", "2pi"] in [ticks for _, y, ticks in circle_axes if y == "theta (radians)"]
+    assert ["0", "pi/2", "pi", "3pi/2", "2pi"] in [
+        ticks for _, y, ticks in circle_axes if y == "theta (radians)"
+    ]
 
 
 def test_compare_figure_draws_the_ensemble_band(files, tmp_path, drawn):

@@ -29,13 +29,13 @@ three attributes were added (``tests/reference_cases.py --update attr:unfaithful
 attr:unfaithful_min_rho attr:unfaithful_max_rho``), and every other stored number and attribute
 of every case was left byte for byte as it was.
 """
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-
 from reference_cases import DATA, all_names, numbers, run_case
 
 #: the change moves code, not arithmetic: agreement to 1e-12 of each variable's scale leaves

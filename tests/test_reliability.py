@@ -1,5 +1,6 @@
 """Reliability: SIGKILL at random moments and --resume bit for bit, SIGTERM, write failures,
 forced blow-ups (issue: reliability)."""
+
 from __future__ import annotations
 
 import os
@@ -11,9 +12,9 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import stop_after_steps
 
 import spheredens as sd
-from conftest import stop_after_steps
 from spheredens.cli import main
 from spheredens.exceptions import OutputError
 
@@ -47,9 +48,23 @@ def reference(tmp_path_factory):
 
 
 def start(folder, *extra):
-    return subprocess.Popen([sys.executable, "-m", "spheredens.cli", "run", str(folder / "c.toml"),
-                             "-q", "--no-figure", "--checkpoint-seconds", "0.05", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "spheredens.cli",
+            "run",
+            str(folder / "c.toml"),
+            "-q",
+            "--no-figure",
+            "--checkpoint-seconds",
+            "0.05",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def assert_prefix_of(ds, ref):
@@ -119,18 +134,26 @@ def test_sigterm_stops_cleanly_and_resumes(tmp_path, reference):
 def test_resume_refuses_a_different_configuration(tmp_path):
     (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 0.5"))
     sd.run(sd.load_config(tmp_path / "c.toml"), progress=False)
-    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 0.5").replace("beta = 10.0", "beta = 11.0"))
+    (tmp_path / "c.toml").write_text(
+        CONFIG.replace("t_end = 6.0", "t_end = 0.5").replace("beta = 10.0", "beta = 11.0")
+    )
     with pytest.raises(sd.SchemaError, match="different configuration"):
         sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
 
 
 def test_spectral_state_resumes_bit_for_bit(tmp_path):
     """sh_spectral keeps complex coefficients: the checkpoint stores them exactly."""
-    cfg = sd.config_from_dict({"model": {"name": "sa", "beta": 5.0}, "domain": {"name": "sphere"},
-                               "initial": {"name": "random_smooth", "seed": 1, "bandwidth": 3},
-                               "discretization": {"scheme": "sh_spectral", "lmax": 15},
-                               "time": {"t_end": 1.0, "snapshots": 5}, "output": {"path": "s.nc"}},
-                              base_dir=tmp_path)
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "sa", "beta": 5.0},
+            "domain": {"name": "sphere"},
+            "initial": {"name": "random_smooth", "seed": 1, "bandwidth": 3},
+            "discretization": {"scheme": "sh_spectral", "lmax": 15},
+            "time": {"t_end": 1.0, "snapshots": 5},
+            "output": {"path": "s.nc"},
+        },
+        base_dir=tmp_path,
+    )
     full = sd.run(cfg.replace(**{"output.path": "full.nc"}), progress=False)
     with stop_after_steps(7, "interrupted"):
         with pytest.raises(KeyboardInterrupt):
@@ -165,12 +188,16 @@ def test_disk_full_keeps_previous_file_and_reports(tmp_path, monkeypatch):
 def test_blow_up_is_diagnosed_and_keeps_last_snapshot(tmp_path, capsys):
     """usa at beta = 400: speeds ~ e^400 collapse the CFL step; the run stops at once with the
     diagnosis, and the file keeps the t = 0 snapshot."""
-    (tmp_path / "b.toml").write_text("[model]\nname = 'usa'\nbeta = 400.0\n[initial]\nname = 'von_mises_fisher'\n"
-                                     "means = [[1.0, 0.0]]\nkappas = [3.0]\n[discretization]\nn = 512\n[time]\nt_end = 1.0\n"
-                                     "[output]\npath = 'b.nc'\nfigure = false\n")
+    (tmp_path / "b.toml").write_text(
+        "[model]\nname = 'usa'\nbeta = 400.0\n[initial]\nname = 'von_mises_fisher'\n"
+        "means = [[1.0, 0.0]]\nkappas = [3.0]\n[discretization]\nn = 512\n[time]\nt_end = 1.0\n"
+        "[output]\npath = 'b.nc'\nfigure = false\n"
+    )
     assert main(["run", str(tmp_path / "b.toml"), "-q"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("spheredens: run stopped: at t = 0") and "CFL step" in err and "beta" in err
+    assert (
+        err.startswith("spheredens: run stopped: at t = 0") and "CFL step" in err and "beta" in err
+    )
     ds = sd.open_run(tmp_path / "b.nc")
     assert ds.attrs["stop_reason"] == "dt_collapse" and list(ds.time.values) == [0.0]
 
@@ -184,10 +211,13 @@ def test_corrupted_velocity_is_caught(tmp_path, monkeypatch):
     from spheredens.schemes import FiniteVolumeScheme
 
     original = FiniteVolumeScheme.face_velocity
-    monkeypatch.setattr(FiniteVolumeScheme, "face_velocity",
-                        lambda self, state: 3.0 * original(self, state) + 2.0)
-    cfg = sd.config_from_dict({"model": {"beta": 1.0}, "time": {"t_end": 1.0},
-                               "output": {"path": "x.nc"}}, base_dir=tmp_path)
+    monkeypatch.setattr(
+        FiniteVolumeScheme, "face_velocity", lambda self, state: 3.0 * original(self, state) + 2.0
+    )
+    cfg = sd.config_from_dict(
+        {"model": {"beta": 1.0}, "time": {"t_end": 1.0}, "output": {"path": "x.nc"}},
+        base_dir=tmp_path,
+    )
     with pytest.raises(sd.SimulationError, match="exceeds \\|\\|V\\|\\|"):
         sd.run(cfg, progress=False)
     assert sd.open_run(tmp_path / "x.nc").sizes["time"] == 1
@@ -196,8 +226,14 @@ def test_corrupted_velocity_is_caught(tmp_path, monkeypatch):
 def test_particle_run_resumes_bit_for_bit(tmp_path):
     from spheredens.particles import run_particles
 
-    cfg = sd.config_from_dict({"model": {"beta": 3.0}, "time": {"t_end": 1.0, "snapshots": 5},
-                               "particles": {"n": 50, "dt": 0.05, "seed": 4}}, base_dir=tmp_path)
+    cfg = sd.config_from_dict(
+        {
+            "model": {"beta": 3.0},
+            "time": {"t_end": 1.0, "snapshots": 5},
+            "particles": {"n": 50, "dt": 0.05, "seed": 4},
+        },
+        base_dir=tmp_path,
+    )
     full = run_particles(cfg)
     with stop_after_steps(7, "terminated"):
         with pytest.raises(KeyboardInterrupt):
@@ -233,14 +269,20 @@ def test_resume_changes_the_horizon_with_the_result_of_the_new_one(tmp_path, ref
 
 
 def test_resume_refuses_a_horizon_that_moves_written_snapshots(tmp_path):
-    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 1.0").replace("snapshots = 25", "snapshots = 5"))
+    (tmp_path / "c.toml").write_text(
+        CONFIG.replace("t_end = 6.0", "t_end = 1.0").replace("snapshots = 25", "snapshots = 5")
+    )
     sd.run(sd.load_config(tmp_path / "c.toml"), progress=False)
     # t_end 2 with 5 snapshots: spacing 0.5, so the written times 0.25, 0.75 are not its times
-    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 2.0").replace("snapshots = 25", "snapshots = 5"))
+    (tmp_path / "c.toml").write_text(
+        CONFIG.replace("t_end = 6.0", "t_end = 2.0").replace("snapshots = 25", "snapshots = 5")
+    )
     with pytest.raises(sd.SchemaError, match="horizon"):
         sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
     # nor may a horizon end before the checkpoint
-    (tmp_path / "c.toml").write_text(CONFIG.replace("t_end = 6.0", "t_end = 0.5").replace("snapshots = 25", "snapshots = 3"))
+    (tmp_path / "c.toml").write_text(
+        CONFIG.replace("t_end = 6.0", "t_end = 0.5").replace("snapshots = 25", "snapshots = 3")
+    )
     with pytest.raises(sd.SchemaError, match="horizon"):
         sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
 
@@ -248,11 +290,18 @@ def test_resume_refuses_a_horizon_that_moves_written_snapshots(tmp_path):
 def test_log_sl_run_extended_keeps_its_step_control(tmp_path):
     """The error-controlled scheme carries its next step in the checkpoint: an extended run is
     bit for bit the longer run."""
-    data = {"model": {"name": "sa", "beta": 30.0, "K": [[1.75, 0.866025], [0.433013, 2.5]],
-                      "V": [[1.0, 0.0], [0.0, 0.5]]},
-            "initial": {"name": "random_smooth", "seed": 2},
-            "discretization": {"scheme": "log_sl", "n": 192, "tolerance": 1e-2},
-            "time": {"t_end": 4.0, "snapshots": 9}, "output": {"path": "a.nc", "figure": False}}
+    data = {
+        "model": {
+            "name": "sa",
+            "beta": 30.0,
+            "K": [[1.75, 0.866025], [0.433013, 2.5]],
+            "V": [[1.0, 0.0], [0.0, 0.5]],
+        },
+        "initial": {"name": "random_smooth", "seed": 2},
+        "discretization": {"scheme": "log_sl", "n": 192, "tolerance": 1e-2},
+        "time": {"t_end": 4.0, "snapshots": 9},
+        "output": {"path": "a.nc", "figure": False},
+    }
     full = sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False)
     data["time"] = {"t_end": 2.0, "snapshots": 5}
     data["output"]["path"] = "b.nc"
@@ -264,7 +313,10 @@ def test_log_sl_run_extended_keeps_its_step_control(tmp_path):
         np.testing.assert_array_equal(extended[name].values, full[name].values)
     assert extended.attrs["n_steps"] == full.attrs["n_steps"]
     # the wall time of the whole run adds the segments: this one's and the checkpoint's
-    assert first["checkpoint_wall_seconds"] == pytest.approx(first["wall_time_total_seconds"], abs=0.05)
+    assert first["checkpoint_wall_seconds"] == pytest.approx(
+        first["wall_time_total_seconds"], abs=0.05
+    )
     assert first["checkpoint_wall_seconds"] > 0
     assert extended.attrs["wall_time_total_seconds"] == pytest.approx(
-        first["checkpoint_wall_seconds"] + extended.attrs["wall_time_seconds"], rel=1e-12)
+        first["checkpoint_wall_seconds"] + extended.attrs["wall_time_seconds"], rel=1e-12
+    )

@@ -1,23 +1,34 @@
 """Resolution guard: runs refuse grids that do not resolve the attention kernel (or warn when
 allowed explicitly)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import EXAMPLE_C
 
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.runner import resolution_problem
-from conftest import EXAMPLE_C
 
 
 def cfg(n=None, lmax=None, beta=100.0, **extra):
     if lmax is None:
-        return sd.config_from_dict({"model": {"beta": beta, **EXAMPLE_C},
-                                    "discretization": {"n": n, **extra}, "time": {"t_end": 0.1}})
-    return sd.config_from_dict({"model": {"beta": beta}, "domain": {"name": "sphere"},
-                                "discretization": {"scheme": "sh_spectral", "lmax": lmax, **extra},
-                                "time": {"t_end": 0.1}})
+        return sd.config_from_dict(
+            {
+                "model": {"beta": beta, **EXAMPLE_C},
+                "discretization": {"n": n, **extra},
+                "time": {"t_end": 0.1},
+            }
+        )
+    return sd.config_from_dict(
+        {
+            "model": {"beta": beta},
+            "domain": {"name": "sphere"},
+            "discretization": {"scheme": "sh_spectral", "lmax": lmax, **extra},
+            "time": {"t_end": 0.1},
+        }
+    )
 
 
 def test_circle_needs_three_cells_per_kernel_width():
@@ -26,7 +37,9 @@ def test_circle_needs_three_cells_per_kernel_width():
     need = int(np.ceil(6 * np.pi * np.sqrt(100.0 * sigma)))
     assert 320 <= need <= 325
     assert resolution_problem(cfg(need - 1)) and not resolution_problem(cfg(need))
-    with pytest.raises(sd.ConfigError, match=rf"discretization.n: n = 256 does not resolve .* n >= {need}"):
+    with pytest.raises(
+        sd.ConfigError, match=rf"discretization.n: n = 256 does not resolve .* n >= {need}"
+    ):
         sd.run(cfg(256), progress=False)
 
 
@@ -43,8 +56,9 @@ def test_override_warns_and_runs():
 
 
 def test_zero_temperature_has_no_kernel():
-    z = sd.config_from_dict({"model": {"name": "sa_zero_temperature", **EXAMPLE_C},
-                             "discretization": {"n": 16}})
+    z = sd.config_from_dict(
+        {"model": {"name": "sa_zero_temperature", **EXAMPLE_C}, "discretization": {"n": 16}}
+    )
     assert resolution_problem(z) == ""
 
 
@@ -52,4 +66,6 @@ def test_cli_refuses_in_one_line(tmp_path, capsys):
     (tmp_path / "c.toml").write_text("[model]\nbeta = 1000.0\n[discretization]\nn = 256\n")
     assert main(["run", str(tmp_path / "c.toml")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "allow_underresolved" in err and not (tmp_path / "c.nc").exists()
+    assert (
+        err.count("\n") == 1 and "allow_underresolved" in err and not (tmp_path / "c.nc").exists()
+    )

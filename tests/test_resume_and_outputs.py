@@ -13,6 +13,7 @@ probe, each failing on the code before the fix.
 * ``--quiet`` prints no "wrote" lines;
 * an output that cannot be replaced (read-only, immutable) is refused before any work.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import stop_after_steps
 
 import spheredens as sd
-from conftest import stop_after_steps
 from spheredens.cli import main
 from spheredens.io import write_dataset
 
@@ -88,7 +89,9 @@ def contents(path: Path) -> tuple[bytes, int]:
 
 def one_error_line(capsys) -> str:
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("spheredens: error: ") and "Traceback" not in err, err
+    assert (
+        err.count("\n") == 1 and err.startswith("spheredens: error: ") and "Traceback" not in err
+    ), err
     return err.strip()
 
 
@@ -104,10 +107,16 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the refusal")
 
     def activate() -> None:
-        for module, name in ((spheredens.runner, "simulate"), (spheredens.particles, "simulate"),
-                             (spheredens.cli, "compare"), (spheredens.cli, "analyze_beta"),
-                             (spheredens.cli, "plot_run"), (spheredens.cli, "animate_run")):
+        for module, name in (
+            (spheredens.runner, "simulate"),
+            (spheredens.particles, "simulate"),
+            (spheredens.cli, "compare"),
+            (spheredens.cli, "analyze_beta"),
+            (spheredens.cli, "plot_run"),
+            (spheredens.cli, "animate_run"),
+        ):
             monkeypatch.setattr(module, name, forbidden)
+
     return activate
 
 
@@ -121,7 +130,9 @@ def reference(tmp_path_factory):
 
 
 # -- 1. checksum and invariants of the checkpoint ---------------------------------------------------
-def test_the_checkpoint_carries_a_checksum_and_a_file_without_one_still_resumes_bit_for_bit(tmp_path, reference):
+def test_the_checkpoint_carries_a_checksum_and_a_file_without_one_still_resumes_bit_for_bit(
+    tmp_path, reference
+):
     from spheredens.recorder import checkpoint_digest
 
     out = partial_run(tmp_path)
@@ -137,7 +148,10 @@ def test_the_checkpoint_carries_a_checksum_and_a_file_without_one_still_resumes_
     # a file of an older version has no checksum: it resumes (after the invariant checks)
     rewrite(out, lambda d: d.attrs.pop("checkpoint_sha256"))
     resumed = sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
-    assert resumed.attrs["run_status"] == "complete" and resumed.attrs["n_steps"] == reference.attrs["n_steps"]
+    assert (
+        resumed.attrs["run_status"] == "complete"
+        and resumed.attrs["n_steps"] == reference.attrs["n_steps"]
+    )
     for name in COMPARED:
         np.testing.assert_array_equal(resumed[name].values, reference[name].values)
 
@@ -160,24 +174,41 @@ def _drop_checksum(change):
     def changed(ds):
         change(ds)
         del ds.attrs["checkpoint_sha256"]
+
     return changed
 
 
 DAMAGES = {  # name: (change, what the error says, given the file's last time t and checkpoint time t_c)
-    "checkpoint_scaled": (_scale_checkpoint, lambda t, t_c: "its checksum (checkpoint_sha256) does not match "
-                          "its checkpoint and snapshots: the file was changed after spheredens wrote it"),
-    "nan_in_a_snapshot": (_nan_in_last_snapshot, lambda t, t_c: "its checksum (checkpoint_sha256) does not match"),
-    "old_file_checkpoint_scaled": (_drop_checksum(_scale_checkpoint),
-                                   lambda t, t_c: f"the mass of its checkpoint (t = {t_c:g}) is 2, not 1 (to 1e-06)"),
-    "old_file_nan_in_a_snapshot": (_drop_checksum(_nan_in_last_snapshot),
-                                   lambda t, t_c: f"rho holds non-finite values (NaN or inf) at t = {t:g}"),
-    "old_file_rho_scaled": (_drop_checksum(_scale_rho), lambda t, t_c: "the mass of rho at t = 0 is 2, not 1"),
+    "checkpoint_scaled": (
+        _scale_checkpoint,
+        lambda t, t_c: (
+            "its checksum (checkpoint_sha256) does not match "
+            "its checkpoint and snapshots: the file was changed after spheredens wrote it"
+        ),
+    ),
+    "nan_in_a_snapshot": (
+        _nan_in_last_snapshot,
+        lambda t, t_c: "its checksum (checkpoint_sha256) does not match",
+    ),
+    "old_file_checkpoint_scaled": (
+        _drop_checksum(_scale_checkpoint),
+        lambda t, t_c: f"the mass of its checkpoint (t = {t_c:g}) is 2, not 1 (to 1e-06)",
+    ),
+    "old_file_nan_in_a_snapshot": (
+        _drop_checksum(_nan_in_last_snapshot),
+        lambda t, t_c: f"rho holds non-finite values (NaN or inf) at t = {t:g}",
+    ),
+    "old_file_rho_scaled": (
+        _drop_checksum(_scale_rho),
+        lambda t, t_c: "the mass of rho at t = 0 is 2, not 1",
+    ),
 }
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
-def test_a_damaged_checkpoint_is_refused_in_one_line_and_the_file_is_left_as_it_is(damage, tmp_path, capsys,
-                                                                                  no_work):
+def test_a_damaged_checkpoint_is_refused_in_one_line_and_the_file_is_left_as_it_is(
+    damage, tmp_path, capsys, no_work
+):
     out = partial_run(tmp_path)
     change, said = DAMAGES[damage]
     rewrite(out, change)
@@ -187,8 +218,12 @@ def test_a_damaged_checkpoint_is_refused_in_one_line_and_the_file_is_left_as_it_
     no_work()
     assert main(["run", str(tmp_path / "c.toml"), "--resume", "-q"]) == 2
     line = one_error_line(capsys)
-    assert line.startswith(f"spheredens: error: cannot resume {str(out)!r}: {said(t_last, t_c)}"), line
-    assert line.endswith("the file is left as it is: start again with --overwrite, or choose another output path")
+    assert line.startswith(f"spheredens: error: cannot resume {str(out)!r}: {said(t_last, t_c)}"), (
+        line
+    )
+    assert line.endswith(
+        "the file is left as it is: start again with --overwrite, or choose another output path"
+    )
     assert contents(out) == before
 
 
@@ -207,8 +242,10 @@ def test_resume_of_a_complete_run_says_so_and_runs_nothing(tmp_path, capsys, mon
     assert main(["run", str(tmp_path / "c.toml"), "--resume"]) == 0
     captured = capsys.readouterr()
     assert captured.out == ""  # neither "wrote" nor the old run's summary
-    assert captured.err == (f"spheredens: note: {str(out)!r} is already complete (t = 1, {steps} steps): "
-                            "nothing was run; pass --overwrite to run it again\n")
+    assert captured.err == (
+        f"spheredens: note: {str(out)!r} is already complete (t = 1, {steps} steps): "
+        "nothing was run; pass --overwrite to run it again\n"
+    )
     assert contents(out) == before
 
 
@@ -217,33 +254,55 @@ def test_resume_of_a_missing_file_says_it_starts_from_scratch(tmp_path, capsys, 
     write_config(tmp_path)
     assert main(["run", "c.toml", "--resume"]) == 0
     captured = capsys.readouterr()
-    assert captured.err == (f"spheredens: note: {str(tmp_path / 'run.nc')!r} does not exist, so there is "
-                            "nothing to resume; starting from scratch\n")
+    assert captured.err == (
+        f"spheredens: note: {str(tmp_path / 'run.nc')!r} does not exist, so there is "
+        "nothing to resume; starting from scratch\n"
+    )
     assert captured.out.startswith("wrote run.nc\nt = 1, ")
     assert sd.open_run(tmp_path / "run.nc").attrs["run_status"] == "complete"
     # in Python, the same is told to notify (and nothing is printed)
     notes = []
-    sd.run(sd.load_config(tmp_path / "c.toml"), output=tmp_path / "other.nc", resume=True, progress=False,
-           notify=lambda kind, message: notes.append(kind))
-    sd.run(sd.load_config(tmp_path / "c.toml"), output=tmp_path / "other.nc", resume=True, progress=False,
-           notify=lambda kind, message: notes.append(kind))
+    sd.run(
+        sd.load_config(tmp_path / "c.toml"),
+        output=tmp_path / "other.nc",
+        resume=True,
+        progress=False,
+        notify=lambda kind, message: notes.append(kind),
+    )
+    sd.run(
+        sd.load_config(tmp_path / "c.toml"),
+        output=tmp_path / "other.nc",
+        resume=True,
+        progress=False,
+        notify=lambda kind, message: notes.append(kind),
+    )
     assert notes == ["missing", "complete"] and capsys.readouterr() == ("", "")
 
 
 # -- 3. a refused resume names the first difference --------------------------------------------------
 DIFFERENCES = {  # name: (file's configuration, this configuration, the difference said)
-    "beta": (CONFIG, CONFIG.replace("beta = 2.0", "beta = 2.1"),
-             "model.beta is 2.0 in the file, 2.1 in the configuration"),
-    "integrator": (CONFIG, CONFIG.replace("n = 64\n", 'n = 64\nintegrator = "rk4"\n'),
-                   'discretization.integrator is "ssprk3" in the file, "rk4" in the configuration'),
-    "snapshot_spacing": (CONFIG.replace("t_end = 1.0", "t_end = 0.5").replace("snapshots = 5", "snapshots = 3"),
-                         CONFIG.replace("snapshots = 5", "snapshots = 3"),
-                         "time.t_end is 0.5 in the file, 1.0 in the configuration, which moves the snapshots "
-                         "already written (snapshot 1 is at t = 0.25 in the file, t = 0.5 in the configuration)"),
-    "end_before_the_checkpoint": (CONFIG, CONFIG.replace("t_end = 1.0", "t_end = 0.5").replace("snapshots = 5",
-                                                                                              "snapshots = 3"),
-                                  "time.t_end is 1.0 in the file, 0.5 in the configuration, and the file's "
-                                  "checkpoint at t = 1 is not before the new t_end = 0.5"),
+    "beta": (
+        CONFIG,
+        CONFIG.replace("beta = 2.0", "beta = 2.1"),
+        "model.beta is 2.0 in the file, 2.1 in the configuration",
+    ),
+    "integrator": (
+        CONFIG,
+        CONFIG.replace("n = 64\n", 'n = 64\nintegrator = "rk4"\n'),
+        'discretization.integrator is "ssprk3" in the file, "rk4" in the configuration',
+    ),
+    "snapshot_spacing": (
+        CONFIG.replace("t_end = 1.0", "t_end = 0.5").replace("snapshots = 5", "snapshots = 3"),
+        CONFIG.replace("snapshots = 5", "snapshots = 3"),
+        "time.t_end is 0.5 in the file, 1.0 in the configuration, which moves the snapshots "
+        "already written (snapshot 1 is at t = 0.25 in the file, t = 0.5 in the configuration)",
+    ),
+    "end_before_the_checkpoint": (
+        CONFIG,
+        CONFIG.replace("t_end = 1.0", "t_end = 0.5").replace("snapshots = 5", "snapshots = 3"),
+        "time.t_end is 1.0 in the file, 0.5 in the configuration, and the file's "
+        "checkpoint at t = 1 is not before the new t_end = 0.5",
+    ),
 }
 
 
@@ -256,8 +315,10 @@ def test_a_refused_resume_names_the_first_difference(name, tmp_path, capsys, no_
     no_work()
     assert main(["run", str(tmp_path / "c.toml"), "--resume", "-q"]) == 2
     line = one_error_line(capsys)
-    assert line.startswith(f"spheredens: error: {str(out)!r} was written by a different configuration: "
-                           f"{said}; resume needs the same one"), line
+    assert line.startswith(
+        f"spheredens: error: {str(out)!r} was written by a different configuration: "
+        f"{said}; resume needs the same one"
+    ), line
     assert contents(out) == before
 
 
@@ -265,7 +326,10 @@ def test_a_refused_resume_names_the_first_difference(name, tmp_path, capsys, no_
 def test_resume_and_overwrite_keep_the_file_mode(tmp_path):
     out = partial_run(tmp_path)
     os.chmod(out, 0o600)
-    assert sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True).attrs["run_status"] == "complete"
+    assert (
+        sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True).attrs["run_status"]
+        == "complete"
+    )
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     os.chmod(out, 0o640)
     sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, overwrite=True)
@@ -279,7 +343,10 @@ def test_resume_and_overwrite_keep_the_file_mode(tmp_path):
     write_dataset(ds, new)
     umask = os.umask(0)
     os.umask(umask)
-    assert stat.S_IMODE(kept.stat().st_mode) == 0o604 and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
+    assert (
+        stat.S_IMODE(kept.stat().st_mode) == 0o604
+        and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
+    )
     assert xr.open_dataset(kept)["x"].values.tolist() == [0.0, 1.0, 2.0]
 
 
@@ -293,24 +360,50 @@ def inputs(tmp_path_factory):
     sd.run_particles(cfg, output=folder / "p.nc", progress=False)
     t = np.linspace(0.0, 4.0, 41)
     w2 = np.array([0.9 * np.exp(-r * t) + 0.05 * t for r in (0.5, 0.4)])
-    xr.Dataset({"w2_projection": (("beta", "time"), w2), "Q": (("row", "col"), np.eye(2)),
-                "K": (("row", "col"), np.eye(2)), "V": (("row", "col"), np.diag([1.0, 0.5]))},
-               coords={"beta": [10.0, 30.0], "time": t}).to_netcdf(folder / "combined.nc")
+    xr.Dataset(
+        {
+            "w2_projection": (("beta", "time"), w2),
+            "Q": (("row", "col"), np.eye(2)),
+            "K": (("row", "col"), np.eye(2)),
+            "V": (("row", "col"), np.diag([1.0, 0.5])),
+        },
+        coords={"beta": [10.0, 30.0], "time": t},
+    ).to_netcdf(folder / "combined.nc")
     return folder
 
 
 FROM_FILE = CONFIG.replace('name = "random_smooth"\nseed = 1', 'name = "file"\npath = "d.nc"')
 OWN_INPUTS = {  # name: (argv in the folder of the inputs, the input written over, what it is called)
-    "compare_density": (["compare", "d.nc", "p.nc", "-o", "d.nc", "--overwrite"], "d.nc", "the density file"),
-    "compare_particles": (["compare", "d.nc", "p.nc", "-o", "p.nc", "--overwrite"], "p.nc", "a particle file"),
-    "analyze_beta": (["analyze-beta", "combined.nc", "-o", "combined.nc", "--overwrite"], "combined.nc",
-                     "the combined file"),
-    "run_initial_path": (["run", "f.toml", "-o", "d.nc", "--overwrite"], "d.nc",
-                         "the initial density file (initial.path)"),
-    "run_initial_path_resume": (["run", "f.toml", "-o", "d.nc", "--resume"], "d.nc",
-                                "the initial density file (initial.path)"),
-    "particles_initial_path": (["particles", "f.toml", "-o", "d.nc", "--overwrite"], "d.nc",
-                               "the initial density file (initial.path)"),
+    "compare_density": (
+        ["compare", "d.nc", "p.nc", "-o", "d.nc", "--overwrite"],
+        "d.nc",
+        "the density file",
+    ),
+    "compare_particles": (
+        ["compare", "d.nc", "p.nc", "-o", "p.nc", "--overwrite"],
+        "p.nc",
+        "a particle file",
+    ),
+    "analyze_beta": (
+        ["analyze-beta", "combined.nc", "-o", "combined.nc", "--overwrite"],
+        "combined.nc",
+        "the combined file",
+    ),
+    "run_initial_path": (
+        ["run", "f.toml", "-o", "d.nc", "--overwrite"],
+        "d.nc",
+        "the initial density file (initial.path)",
+    ),
+    "run_initial_path_resume": (
+        ["run", "f.toml", "-o", "d.nc", "--resume"],
+        "d.nc",
+        "the initial density file (initial.path)",
+    ),
+    "particles_initial_path": (
+        ["particles", "f.toml", "-o", "d.nc", "--overwrite"],
+        "d.nc",
+        "the initial density file (initial.path)",
+    ),
 }
 
 
@@ -326,8 +419,10 @@ def test_no_command_writes_over_its_own_input(name, inputs, tmp_path, capsys, mo
     assert main(argv) == 2
     line = one_error_line(capsys)
     shown = str(tmp_path / victim) if argv[0] == "run" else victim  # run resolves its output path
-    assert f"{shown!r} is {what}, an input of this command: a command never writes over its own input; " \
-           "choose another output path" in line, line
+    assert (
+        f"{shown!r} is {what}, an input of this command: a command never writes over its own input; "
+        "choose another output path" in line
+    ), line
     assert {p.name: contents(p) for p in tmp_path.iterdir()} == before
 
 
@@ -341,16 +436,19 @@ EXISTING = {  # name: (argv, the existing output)
 
 
 @pytest.mark.parametrize("name", EXISTING)
-def test_plot_animate_and_analyze_beta_refuse_an_existing_output_without_overwrite(name, inputs, tmp_path,
-                                                                                    capsys, monkeypatch):
+def test_plot_animate_and_analyze_beta_refuse_an_existing_output_without_overwrite(
+    name, inputs, tmp_path, capsys, monkeypatch
+):
     for file in ("d.nc", "combined.nc"):
         shutil.copy(inputs / file, tmp_path / file)
     monkeypatch.chdir(tmp_path)
     argv, existing = EXISTING[name]
     (tmp_path / existing).write_text("keep")
     assert main(argv) == 2
-    assert capsys.readouterr().err == (f"spheredens: error: {existing!r} exists; choose another name (--output) "
-                                       "or pass --overwrite\n")
+    assert capsys.readouterr().err == (
+        f"spheredens: error: {existing!r} exists; choose another name (--output) "
+        "or pass --overwrite\n"
+    )
     assert (tmp_path / existing).read_text() == "keep"
     assert main([*argv, "--overwrite"]) == 0
     assert f"wrote {existing}" in capsys.readouterr().out
@@ -364,7 +462,9 @@ def test_quiet_prints_no_wrote_lines(tmp_path, capsys):
     assert capsys.readouterr() == ("", "")
     assert main(["compare", str(tmp_path / "d.nc"), str(tmp_path / "p.nc"), "-q"]) == 0
     out = capsys.readouterr().out
-    assert not [line for line in out.splitlines() if line.startswith("wrote")] and "W2 = " in out  # results
+    assert (
+        not [line for line in out.splitlines() if line.startswith("wrote")] and "W2 = " in out
+    )  # results
     assert (tmp_path / "d_compare.nc").is_file() and (tmp_path / "d_compare.png").is_file()
 
 
@@ -387,7 +487,9 @@ def _unprotect(path: Path) -> None:
     os.chmod(path, 0o644)
 
 
-def test_an_output_that_cannot_be_replaced_is_refused_before_any_work(inputs, tmp_path, capsys, no_work):
+def test_an_output_that_cannot_be_replaced_is_refused_before_any_work(
+    inputs, tmp_path, capsys, no_work
+):
     out = tmp_path / "run.nc"
     shutil.copy(inputs / "d.nc", out)
     png = tmp_path / "d.png"
@@ -399,13 +501,17 @@ def test_an_output_that_cannot_be_replaced_is_refused_before_any_work(inputs, tm
     try:
         if not how:
             pytest.skip("no way to make a file unreplaceable here (root without chattr)")
-        for argv, path in ((["run", str(tmp_path / "c.toml"), "--overwrite", "-q"], out),
-                           (["run", str(tmp_path / "c.toml"), "--resume", "-q"], out),
-                           (["plot", str(tmp_path / "d.nc"), "--overwrite"], png)):
+        for argv, path in (
+            (["run", str(tmp_path / "c.toml"), "--overwrite", "-q"], out),
+            (["run", str(tmp_path / "c.toml"), "--resume", "-q"], out),
+            (["plot", str(tmp_path / "d.nc"), "--overwrite"], png),
+        ):
             assert main(argv) == 2, argv
             line = one_error_line(capsys)
-            assert f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; make it " \
-                   "writable (chmod u+w; chattr -i) or choose another path" in line, line
+            assert (
+                f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; make it "
+                "writable (chmod u+w; chattr -i) or choose another path" in line
+            ), line
     finally:
         _unprotect(out)
         _unprotect(png)

@@ -1,5 +1,6 @@
 """Every configuration under runs/ is accepted as it stands: a study's command cannot fail on a
 stale key after a change of the validator."""
+
 from __future__ import annotations
 
 import tomllib

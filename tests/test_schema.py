@@ -1,5 +1,6 @@
 """Output files: DATASET.md layout, round trip on both netCDF engines, reproducibility
 (acceptance item 7), and interrupted runs."""
+
 from __future__ import annotations
 
 import os
@@ -11,13 +12,23 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import EXAMPLE_C, make_config
 
 import spheredens as sd
 from spheredens.io import REQUIRED_ATTRS, REQUIRED_VARS, open_run, validate_schema
-from conftest import EXAMPLE_C, make_config
 
-DATASET_ATTRS = ("Conventions", "spheredens_schema", "spheredens_version", "model", "domain",
-                 "scheme", "beta", "config", "history", "title")
+DATASET_ATTRS = (
+    "Conventions",
+    "spheredens_schema",
+    "spheredens_version",
+    "model",
+    "domain",
+    "scheme",
+    "beta",
+    "config",
+    "history",
+    "title",
+)
 DATASET_VARS = ("rho", "weight", "Q", "K", "V", "mass", "energy", "w2_projection")
 
 
@@ -31,12 +42,18 @@ def written(tmp_path_factory):
     """Two small runs: sa with example C (w2 defined) and usa with Q = K = V = I (energy defined)."""
     folder = tmp_path_factory.mktemp("runs")
     out = {}
-    for label, model, scheme in [("sa", {"beta": 10.0, **EXAMPLE_C}, "fv"),
-                                 ("usa", {"name": "usa", "beta": 3.0}, "fourier")]:
-        cfg = make_config(model=model, discretization={"scheme": scheme, "n": 128},
-                          initial={"name": "random_smooth", "seed": 3, "amplitude": 0.7},
-                          time={"t_end": 2.0, "snapshots": 5},
-                          output={"path": f"{label}.nc"}, base_dir=folder)
+    for label, model, scheme in [
+        ("sa", {"beta": 10.0, **EXAMPLE_C}, "fv"),
+        ("usa", {"name": "usa", "beta": 3.0}, "fourier"),
+    ]:
+        cfg = make_config(
+            model=model,
+            discretization={"scheme": scheme, "n": 128},
+            initial={"name": "random_smooth", "seed": 3, "amplitude": 0.7},
+            time={"t_end": 2.0, "snapshots": 5},
+            output={"path": f"{label}.nc"},
+            base_dir=folder,
+        )
         ds = sd.run(cfg, progress=False)
         out[label] = (cfg, ds, folder / f"{label}.nc")
     return out
@@ -104,10 +121,15 @@ def test_interrupted_run_leaves_readable_partial_file(tmp_path):
     config.write_text(
         "[model]\nname = 'sa'\nbeta = 30.0\nK = [[1.75, 0.866025], [0.433013, 2.5]]\n"
         "V = [[1.0, 0.0], [0.0, 0.5]]\n[discretization]\nscheme = 'fv'\nn = 1024\n"
-        "[time]\nt_end = 200.0\nsnapshots = 2001\n[output]\npath = 'long.nc'\nfigure = false\n")
+        "[time]\nt_end = 200.0\nsnapshots = 2001\n[output]\npath = 'long.nc'\nfigure = false\n"
+    )
     out = tmp_path / "long.nc"
-    proc = subprocess.Popen([sys.executable, "-m", "spheredens.cli", "run", str(config), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spheredens.cli", "run", str(config), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
         if out.exists():

@@ -7,6 +7,7 @@ independently of :mod:`spheredens.grids._shtns`, and checked against it for ever
 grids are then created in subprocesses, so that a refused grid fails a test instead of ending
 the test run.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -28,18 +29,33 @@ def shtns_exits(lmax: int, nlat: int, nphi: int, width: int) -> bool:
     """Whether shtns 3.7 calls exit(1) for sht(lmax, mmax = lmax) and set_grid(nlat, nphi) with
     SIMD vectors of ``width`` doubles: shtns_create (lmax >= 1, < 2^16), planFFT (nphi > 2 mmax),
     shtns_set_grid_auto (nlat > lmax, nlat >= 4 VSIZE2, sizes below 2^32)."""
-    return (lmax < 1 or lmax >= 2 ** 16 or nlat <= lmax or nphi <= 2 * lmax or nlat < 4 * width
-            or nlat >= 2 ** 32 or nphi >= 2 ** 32)
+    return (
+        lmax < 1
+        or lmax >= 2**16
+        or nlat <= lmax
+        or nphi <= 2 * lmax
+        or nlat < 4 * width
+        or nlat >= 2**32
+        or nphi >= 2**32
+    )
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_size_rule_is_shtns_rule_at_every_simd_width(width):
     checked = 0
-    for lmax in (1, 2, 3, 7, 8, 15, 16, 31, 32, 63, 64, 1023, 2 ** 16 - 1, 2 ** 16):
-        for nlat in sorted({1, 2, 4, 7, 8, 15, 16, 24, 31, 32, 33, 48, lmax, lmax + 1, lmax + 2, 2 * lmax}):
+    for lmax in (1, 2, 3, 7, 8, 15, 16, 31, 32, 63, 64, 1023, 2**16 - 1, 2**16):
+        for nlat in sorted(
+            {1, 2, 4, 7, 8, 15, 16, 24, 31, 32, 33, 48, lmax, lmax + 1, lmax + 2, 2 * lmax}
+        ):
             for nphi in sorted({2, 8, 16, 2 * lmax, 2 * lmax + 1, 2 * nlat, 4 * lmax + 8}):
                 problem = _shtns.size_problem(lmax, nlat, nphi, width=width)
-                assert bool(problem) == shtns_exits(lmax, nlat, nphi, width), (lmax, nlat, nphi, width, problem)
+                assert bool(problem) == shtns_exits(lmax, nlat, nphi, width), (
+                    lmax,
+                    nlat,
+                    nphi,
+                    width,
+                    problem,
+                )
                 checked += 1
     assert checked > 1000
 
@@ -59,14 +75,18 @@ def _regular_grids(lmax: int) -> list[tuple[int, int]]:
     """(lmax of the transform, rings) of the regular grids lowrank_meridian can ask for with
     grid degree lmax: lmax_h = max(lmax, weight degree) + EXTRA_DEGREES, the weight degree at
     most 255 (the Gauss grids of KappaLowRank.weight_degree), as low as 0."""
-    return [(lmax, regular_grid_rings(h)) for h in sorted({lmax + EXTRA_DEGREES, 63 + EXTRA_DEGREES,
-                                                           255 + EXTRA_DEGREES})]
+    return [
+        (lmax, regular_grid_rings(h))
+        for h in sorted({lmax + EXTRA_DEGREES, 63 + EXTRA_DEGREES, 255 + EXTRA_DEGREES})
+    ]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_grid_the_package_asks_for_is_accepted_at_every_width(width):
     for lmax in range(1, 65):
-        nlat, nphi = default_grid_size(lmax)  # GaussGrid: sh_spectral, the auxiliary and accessor grids
+        nlat, nphi = default_grid_size(
+            lmax
+        )  # GaussGrid: sh_spectral, the auxiliary and accessor grids
         assert not shtns_exits(lmax, nlat, nphi, width), ("gauss", lmax, nlat, nphi)
         for degree, nt in _regular_grids(lmax):  # lowrank_meridian's synthesis grid
             assert not shtns_exits(degree, nt, 2 * nt, width), ("regular", lmax, nt)
@@ -97,8 +117,12 @@ def test_regular_grid_rings_are_fft_friendly_and_enough():
 
 
 def _run(code: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_every_grid_is_created_in_a_subprocess_that_survives():
@@ -106,7 +130,11 @@ def test_every_grid_is_created_in_a_subprocess_that_survives():
     sphere evaluator of sh_spectral and fv at small lmax / nlat with a general B, created for
     real; the subprocess prints each before creating it, so a death names the grid."""
     grids = [("gauss", lmax, *default_grid_size(lmax)) for lmax in range(1, 65)]
-    grids += [("regular", degree, nt, 2 * nt) for lmax in range(1, 65) for degree, nt in _regular_grids(lmax)]
+    grids += [
+        ("regular", degree, nt, 2 * nt)
+        for lmax in range(1, 65)
+        for degree, nt in _regular_grids(lmax)
+    ]
     grids += [("gauss", degree, *default_grid_size(degree)) for degree in (127, 255)]
     proc = _run(f"""
         import sys
@@ -117,15 +145,22 @@ def test_every_grid_is_created_in_a_subprocess_that_survives():
             assert sh.nlat == nlat and sh.nphi == nphi
         print("all grids made", flush=True)
         """)
-    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("all grids made"), \
-        (proc.returncode, proc.stdout[-300:], proc.stderr[-2000:])
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("all grids made"), (
+        proc.returncode,
+        proc.stdout[-300:],
+        proc.stderr[-2000:],
+    )
 
 
-EVALUATOR_CASES = ([("sh_spectral", "lmax", lmax, name)
-                    for name in ("funk_hecke", "kappa_interpolation", "lowrank_meridian", "direct")
-                    for lmax in (3, 4, 7, 8, 15)]
-                   + [("fv", "nlat", nlat, name) for name in ("lowrank_points", "direct", "direct_pruned")
-                      for nlat in (4, 8, 16)])
+EVALUATOR_CASES = [
+    ("sh_spectral", "lmax", lmax, name)
+    for name in ("funk_hecke", "kappa_interpolation", "lowrank_meridian", "direct")
+    for lmax in (3, 4, 7, 8, 15)
+] + [
+    ("fv", "nlat", nlat, name)
+    for name in ("lowrank_points", "direct", "direct_pruned")
+    for nlat in (4, 8, 16)
+]
 
 
 def test_every_sphere_evaluator_at_small_sizes_in_a_subprocess_that_survives():
@@ -162,8 +197,11 @@ def test_every_sphere_evaluator_at_small_sizes_in_a_subprocess_that_survives():
                 made += 1
         print("made", made, "refused", refused, flush=True)
         """)
-    assert proc.returncode == 0 and "made " in proc.stdout.splitlines()[-1], \
-        (proc.returncode, proc.stdout[-1500:], proc.stderr[-2000:])
+    assert proc.returncode == 0 and "made " in proc.stdout.splitlines()[-1], (
+        proc.returncode,
+        proc.stdout[-1500:],
+        proc.stderr[-2000:],
+    )
     made = int(proc.stdout.split()[-3])
     # refused: funk_hecke with the general B, at each of its 5 sizes (it needs a rotation)
     assert made == 2 * len(EVALUATOR_CASES) - 5, proc.stdout[-3000:]
@@ -202,7 +240,9 @@ def test_an_exit_inside_shtns_is_never_silent():
         """)
     assert proc.returncode == 1 and "not reached" not in proc.stdout
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("spheredens: error: shtns ended the process:"), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("spheredens: error: shtns ended the process:"), (
+        proc.stderr
+    )
     assert "Run-time error" in lines[0]
 
 
@@ -212,4 +252,7 @@ def test_captured_warning_of_a_regular_grid_is_not_shown():
         sh = make_sht(31, 32, 64, grid="regular")  # nlat <= 2 lmax: shtns warns it cannot analyse
         print("ok", sh.nlat)
         """)
-    assert proc.returncode == 0 and proc.stdout == "ok 32\n" and proc.stderr == "", (proc.stdout, proc.stderr)
+    assert proc.returncode == 0 and proc.stdout == "ok 32\n" and proc.stderr == "", (
+        proc.stdout,
+        proc.stderr,
+    )

@@ -1,13 +1,14 @@
 """The time loop: exact snapshot times, CFL steps, stop reasons."""
+
 from __future__ import annotations
 
 import numpy as np
+from conftest import make_config
 
 import spheredens as sd
 from spheredens.config import TimeConfig
 from spheredens.integrators import INTEGRATORS
 from spheredens.schemes import Scheme, Tendency
-from conftest import make_config
 
 
 class Decay(Scheme):
@@ -61,7 +62,9 @@ def test_snapshots_land_exactly_and_steps_respect_cfl():
     assert res.completed and rec.times == list(times)  # exact floats, no "nearest step"
     assert max(rec.dts) <= 0.5 * 0.013 * (1 + 1e-15)
     for t, y in zip(rec.times, rec.states):
-        assert abs(y[0, 0] - np.exp(-t)) < 1e-11  # RK4: ~ t dt^4 / 120 per unit = 1.3e-12 at t = 1/3
+        assert (
+            abs(y[0, 0] - np.exp(-t)) < 1e-11
+        )  # RK4: ~ t dt^4 / 120 per unit = 1.3e-12 at t = 1/3
 
 
 def test_end_time_not_in_snapshots_is_still_reached():
@@ -80,7 +83,9 @@ def test_nan_stops_with_reason_and_keeps_last_good_state():
 
 
 def test_run_raises_simulation_error_and_keeps_file(tmp_path, monkeypatch):
-    cfg = make_config(time={"t_end": 1.0, "snapshots": 11}, output={"path": "f.nc"}, base_dir=tmp_path)
+    cfg = make_config(
+        time={"t_end": 1.0, "snapshots": 11}, output={"path": "f.nc"}, base_dir=tmp_path
+    )
     from spheredens.schemes import FiniteVolumeScheme
 
     original = FiniteVolumeScheme.rhs

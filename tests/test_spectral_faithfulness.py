@@ -3,6 +3,7 @@ faithful: the first step with min rho < -1e-3 max rho is warned once, in one
 line naming t, min rho, max rho and the positive schemes to use instead, and recorded in the
 file (``unfaithful_from_t``, ``unfaithful_min_rho``, ``unfaithful_max_rho``); a resume that
 already had it does not warn again."""
+
 from __future__ import annotations
 
 import logging
@@ -27,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WARNING = "no longer faithful"
 
 
-def great_circle(lmax: int = 15, beta: float = 12.0, t_end: float = 3.0, snapshots: int = 4) -> dict:
+def great_circle(
+    lmax: int = 15, beta: float = 12.0, t_end: float = 3.0, snapshots: int = 4
+) -> dict:
     """The configuration of ``make demo-sphere`` (runs/sphere_great_circle), smaller: at lmax 15
     and beta 12 (resolved by the kernel's rule, lmax >= 3 sqrt(2 beta) = 14.7) its density
     rings from t = 1.598, measured."""
@@ -71,12 +74,16 @@ def test_the_first_unfaithful_step_is_warned_once_and_recorded(caplog):
     t, low, high = spy.rows[k]
     assert all(lo >= -UNDERSHOOT * hi for _, lo, hi in spy.rows[:k])  # faithful before it
     assert recorder.unfaithful == (t, low, high)
-    assert 1.2 < t < 2.2 and -2e-2 < low < -UNDERSHOOT * high  # measured: t = 1.598, min rho -0.0016
+    assert (
+        1.2 < t < 2.2 and -2e-2 < low < -UNDERSHOOT * high
+    )  # measured: t = 1.598, min rho -0.0016
     assert spy.rows[-1][1] < -0.1  # and it rings on: min rho -0.137 at t = 3
     records = faithfulness_records(caplog)
     assert len(records) == 1 and records[0].levelno == logging.WARNING, caplog.text
     line = records[0].getMessage()
-    assert line.startswith(f"sh_spectral is no longer faithful from t = {t:.6g}: min rho = {low:.3g} ")
+    assert line.startswith(
+        f"sh_spectral is no longer faithful from t = {t:.6g}: min rho = {low:.3g} "
+    )
     assert f"(max rho = {high:.4g})" in line and "(lmax = 15)" in line and "\n" not in line
     assert f"use scheme {positive_alternatives('sphere')}, which keeps rho >= 0" in line
     ds = recorder.dataset()
@@ -89,14 +96,20 @@ def test_the_command_line_warns_in_one_line_and_a_resume_does_not_again(tmp_path
     config.write_text(toml(great_circle()))
 
     def run(*options: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "spheredens.cli", "run", config.name, "-q", *options],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "spheredens.cli", "run", config.name, "-q", *options],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     first = run()
     assert first.returncode == 0, first.stderr
     lines = first.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("spheredens: warning: sh_spectral is no longer faithful "
-                                                   "from t = "), first.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        "spheredens: warning: sh_spectral is no longer faithful from t = "
+    ), first.stderr
     said = float(re.search(r"from t = ([0-9.e+-]+):", lines[0]).group(1))
     attrs = sd.open_run(tmp_path / "ring.nc").attrs
     t, low, high = (float(attrs[name]) for name in UNFAITHFUL_ATTRS)
@@ -116,7 +129,9 @@ def test_a_resume_from_before_the_ringing_warns_when_it_comes(tmp_path, caplog):
     whole = sd.run(great_circle(), progress=False)  # uninterrupted, to t = 3
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        early = sd.run(great_circle(t_end=1.0, snapshots=2), output=tmp_path / "r.nc", progress=False)
+        early = sd.run(
+            great_circle(t_end=1.0, snapshots=2), output=tmp_path / "r.nc", progress=False
+        )
         assert not faithfulness_records(caplog) and not set(UNFAITHFUL_ATTRS) & set(early.attrs)
         assert float(early["min_rho"].min()) > 0.01
         later = sd.run(great_circle(), output=tmp_path / "r.nc", progress=False, resume=True)
@@ -127,8 +142,13 @@ def test_a_resume_from_before_the_ringing_warns_when_it_comes(tmp_path, caplog):
 
 def test_a_well_resolved_run_prints_nothing_and_records_nothing(tmp_path):
     (tmp_path / "fine.toml").write_text(toml(great_circle(lmax=31, t_end=1.0, snapshots=3)))
-    proc = subprocess.run([sys.executable, "-m", "spheredens.cli", "run", "fine.toml", "-q"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "spheredens.cli", "run", "fine.toml", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     ds = sd.open_run(tmp_path / "fine.nc")
     assert not [name for name in ds.attrs if name.startswith("unfaithful")]
@@ -148,7 +168,9 @@ def test_the_circle_fourier_scheme_warns_too(caplog):
     t, low, high = (ds.attrs[name] for name in UNFAITHFUL_ATTRS)
     assert 2.0 < t < 4.0 and low < -UNDERSHOOT * high < 0  # measured: t = 3.063, min rho -0.0024
     line = records[0].getMessage()
-    assert line.startswith(f"fourier is no longer faithful from t = {t:.6g}: ") and "(n = 64)" in line
+    assert (
+        line.startswith(f"fourier is no longer faithful from t = {t:.6g}: ") and "(n = 64)" in line
+    )
     assert "use scheme fv (or log_sl at low temperature), which keeps rho >= 0" in line
 
 

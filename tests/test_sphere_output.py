@@ -1,7 +1,6 @@
 """Sphere runs: DATASET.md layout with CF lat/lon, W2 to Pi_# rho_0, initial densities, figures."""
-from __future__ import annotations
 
-from pathlib import Path
+from __future__ import annotations
 
 import numpy as np
 import pytest
@@ -15,12 +14,14 @@ from spheredens.models import Model, projection_target
 
 
 def sphere_cfg(tmp_path, **over):
-    data = {"model": {"name": "sa", "beta": 2.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
-            "domain": {"name": "sphere"},
-            "initial": {"name": "random_smooth", "seed": 4, "bandwidth": 3},
-            "discretization": {"scheme": "sh_spectral", "lmax": 15},
-            "time": {"t_end": 1.0, "snapshots": 3},
-            "output": {"path": "s.nc"}}
+    data = {
+        "model": {"name": "sa", "beta": 2.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
+        "domain": {"name": "sphere"},
+        "initial": {"name": "random_smooth", "seed": 4, "bandwidth": 3},
+        "discretization": {"scheme": "sh_spectral", "lmax": 15},
+        "time": {"t_end": 1.0, "snapshots": 3},
+        "output": {"path": "s.nc"},
+    }
     for k, v in over.items():
         data[k] = v
     return sd.config_from_dict(data, base_dir=tmp_path)
@@ -32,7 +33,10 @@ def test_sphere_file_layout(tmp_path, engine):
     with xr.open_dataset(tmp_path / "s.nc", engine=engine) as back:
         assert back.attrs["domain"] == "sphere" and back.attrs["scheme"] == "sh_spectral"
         assert back["rho"].dims == ("time", "lat", "lon") and back["weight"].dims == ("lat", "lon")
-        assert back["lat"].attrs["units"] == "degrees_north" and back["lon"].attrs["units"] == "degrees_east"
+        assert (
+            back["lat"].attrs["units"] == "degrees_north"
+            and back["lon"].attrs["units"] == "degrees_east"
+        )
         assert back["weight"].attrs["units"] == "steradian"
         assert abs(float(back["weight"].sum()) - 4 * np.pi) <= 1e-12
         mass = (back["rho"] * back["weight"]).sum(("lat", "lon")).values
@@ -47,7 +51,9 @@ def test_sphere_file_layout(tmp_path, engine):
 
 
 def test_sphere_energy_is_spectral_and_nondecreasing(tmp_path):
-    cfg = sphere_cfg(tmp_path, model={"name": "usa", "beta": 2.0}, time={"t_end": 2.0, "snapshots": 5})
+    cfg = sphere_cfg(
+        tmp_path, model={"name": "usa", "beta": 2.0}, time={"t_end": 2.0, "snapshots": 5}
+    )
     ds = sd.run(cfg, progress=False)
     energy = ds["energy"].values
     assert np.all(np.isfinite(energy)) and np.all(np.diff(energy) >= -1e-12 * energy.max())
@@ -81,10 +87,9 @@ def test_w2_projection_small_for_a_density_on_the_target():
     grid = GaussGrid(63)
     model = Model("sa", 1.0, np.eye(3), np.eye(3), np.diag([1.0, 1.0, 0.5]))
     w2 = ProjectionDistance(model, Uniform(3), grid)
-    from spheredens.initial import von_mises_fisher_density
 
     z = grid.points[..., 2]
-    band = np.exp(-(z / 0.03) ** 2)  # a thin ring on the equator
+    band = np.exp(-((z / 0.03) ** 2))  # a thin ring on the equator
     band /= np.sum(band * grid.weight)
     assert w2(band) < 0.05
 
@@ -99,18 +104,30 @@ def test_random_smooth_on_sphere_is_normalized_and_seeded():
 
 
 def test_sphere_file_initial_density(tmp_path):
-    first = sd.run(sphere_cfg(tmp_path, initial={"name": "von_mises_fisher", "means": [[0, 0, 1.0]],
-                                                 "kappas": [2.0]}), progress=False)
+    first = sd.run(
+        sphere_cfg(
+            tmp_path, initial={"name": "von_mises_fisher", "means": [[0, 0, 1.0]], "kappas": [2.0]}
+        ),
+        progress=False,
+    )
     assert float(first["min_rho"].min()) > 0
-    cfg = sphere_cfg(tmp_path, initial={"name": "file", "path": "s.nc"},
-                     discretization={"scheme": "sh_spectral", "lmax": 15},
-                     output={"path": "t.nc"}, time={"t_end": 0.1, "times": [0.0, 0.1]})
+    cfg = sphere_cfg(
+        tmp_path,
+        initial={"name": "file", "path": "s.nc"},
+        discretization={"scheme": "sh_spectral", "lmax": 15},
+        output={"path": "t.nc"},
+        time={"t_end": 0.1, "times": [0.0, 0.1]},
+    )
     again = sd.run(cfg, progress=False)
     # same grid: the density is taken as is (then projected on degrees <= lmax, already true)
     np.testing.assert_allclose(again["rho"].values[0], first["rho"].values[-1], rtol=0, atol=1e-13)
-    finer = sphere_cfg(tmp_path, initial={"name": "file", "path": "s.nc"},
-                       discretization={"scheme": "sh_spectral", "lmax": 31},
-                       output={"path": "u.nc"}, time={"t_end": 0.1, "times": [0.0, 0.1]})
+    finer = sphere_cfg(
+        tmp_path,
+        initial={"name": "file", "path": "s.nc"},
+        discretization={"scheme": "sh_spectral", "lmax": 31},
+        output={"path": "u.nc"},
+        time={"t_end": 0.1, "times": [0.0, 0.1]},
+    )
     ds = sd.run(finer, progress=False)
     assert abs(float((ds["rho"][0] * ds["weight"]).sum()) - 1.0) <= 1e-12
 

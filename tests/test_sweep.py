@@ -1,5 +1,6 @@
 """Sweeps on Dask: combined dataset equals single runs bit for bit, finished cases are skipped,
 partial ones resume, failures are reported, an external scheduler works."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,9 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import stop_after_steps
 
 import spheredens as sd
-from conftest import stop_after_steps
 from spheredens.cli import main
 from spheredens.sweep import COMBINED_VARIABLES, load_sweep, run_sweep
 
@@ -51,8 +52,11 @@ def test_six_cases_on_a_local_cluster(tmp_path, capsys):
     combined = xr.open_dataset(tmp_path / "cases" / "combined.nc")
     assert dict(combined["w2_projection"].sizes) == {"beta": 3, "scheme": 2, "time": 5}
     for case in sweep.cases:
-        single = sd.run(case.config.replace(**{"output.path": str(tmp_path / "single.nc")}),
-                        progress=False, overwrite=True)
+        single = sd.run(
+            case.config.replace(**{"output.path": str(tmp_path / "single.nc")}),
+            progress=False,
+            overwrite=True,
+        )
         sel = {k.rsplit(".", 1)[-1]: v for k, v in case.values}
         for var in COMBINED_VARIABLES:
             np.testing.assert_array_equal(combined[var].sel(sel).values, single[var].values)
@@ -65,11 +69,14 @@ def test_six_cases_on_a_local_cluster(tmp_path, capsys):
 
 
 def test_partial_case_resumes_and_failures_are_reported(tmp_path):
-    sweep_text = SWEEP.replace('"discretization.scheme" = ["fv", "fourier"]',
-                               '"model.name" = ["sa", "usa"]').replace("[5.0, 10.0, 20.0]", "[10.0, 200.0]")
+    sweep_text = SWEEP.replace(
+        '"discretization.scheme" = ["fv", "fourier"]', '"model.name" = ["sa", "usa"]'
+    ).replace("[5.0, 10.0, 20.0]", "[10.0, 200.0]")
     sweep = load_sweep(write(tmp_path, sweep_text, BASE.replace("n = 192", "n = 512")))
     # a case interrupted midway (as by a lost worker) leaves a partial file with a checkpoint
-    case = next(c for c in sweep.cases if dict(c.values) == {"model.beta": 10.0, "model.name": "sa"})
+    case = next(
+        c for c in sweep.cases if dict(c.values) == {"model.beta": 10.0, "model.name": "sa"}
+    )
     with stop_after_steps(20, "interrupted"):
         with pytest.raises(KeyboardInterrupt):
             sd.run(case.config, progress=False, mkdir=True)  # output_dir does not exist yet
@@ -85,7 +92,9 @@ def test_partial_case_resumes_and_failures_are_reported(tmp_path):
     assert combined.attrs["failed_cases"] == "beta-10.0_name-usa, beta-200.0_name-usa"
     assert np.isnan(combined["w2_projection"].sel(name="usa").values).all()
     assert np.isfinite(combined["mass"].sel(name="sa").values).all()
-    reference = sd.run(case.config.replace(**{"output.path": str(tmp_path / "ref.nc")}), progress=False)
+    reference = sd.run(
+        case.config.replace(**{"output.path": str(tmp_path / "ref.nc")}), progress=False
+    )
     np.testing.assert_array_equal(sd.open_run(case.path)["rho"].values, reference["rho"].values)
 
 
@@ -93,9 +102,21 @@ def test_external_scheduler(tmp_path):
     path = write(tmp_path, SWEEP.replace("[5.0, 10.0, 20.0]", "[5.0]"))
     sched_file = tmp_path / "scheduler.json"
     env_cmd = [sys.executable, "-m", "dask"]
-    scheduler = subprocess.Popen(env_cmd + ["scheduler", "--scheduler-file", str(sched_file),
-                                            "--host", "127.0.0.1", "--port", "0", "--no-dashboard"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scheduler = subprocess.Popen(
+        env_cmd
+        + [
+            "scheduler",
+            "--scheduler-file",
+            str(sched_file),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     worker = None
     try:
         deadline, address = time.time() + 60, None
@@ -104,9 +125,12 @@ def test_external_scheduler(tmp_path):
                 address = json.loads(sched_file.read_text())["address"]
             except (OSError, ValueError, KeyError):
                 time.sleep(0.1)
-        worker = subprocess.Popen(env_cmd + ["worker", "--scheduler-file", str(sched_file),
-                                             "--nthreads", "1", "--no-dashboard"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            env_cmd
+            + ["worker", "--scheduler-file", str(sched_file), "--nthreads", "1", "--no-dashboard"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         assert main(["sweep", str(path), "--scheduler", address, "-q"]) == 0
         combined = xr.open_dataset(tmp_path / "cases" / "combined.nc")
         assert dict(combined["w2_projection"].sizes) == {"beta": 1, "scheme": 2, "time": 5}
@@ -118,7 +142,9 @@ def test_external_scheduler(tmp_path):
 
 
 def test_bad_sweep_files_are_refused(tmp_path, capsys):
-    path = write(tmp_path, SWEEP.replace('"model.beta" = [5.0, 10.0, 20.0]', '"model.beta" = [5.0, -1.0]'))
+    path = write(
+        tmp_path, SWEEP.replace('"model.beta" = [5.0, 10.0, 20.0]', '"model.beta" = [5.0, -1.0]')
+    )
     assert main(["sweep", str(path)]) == 2
     err = capsys.readouterr().err
     assert "sweep case beta--1.0_scheme-fv: model.beta" in err and err.count("\n") == 1
@@ -134,11 +160,19 @@ def test_ctrl_c_stops_a_sweep_cleanly(tmp_path):
     import os
     import signal
 
-    base = BASE.replace("t_end = 1.0", "t_end = 1000.0").replace("snapshots = 5", "snapshots = 4001")
-    path = write(tmp_path, 'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0]\n', base)
-    proc = subprocess.Popen([sys.executable, "-m", "spheredens", "sweep", str(path), "--workers", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    base = BASE.replace("t_end = 1.0", "t_end = 1000.0").replace(
+        "snapshots = 5", "snapshots = 4001"
+    )
+    path = write(
+        tmp_path, 'base = "base.toml"\noutput_dir = "cases"\n[vary]\n"model.beta" = [5.0]\n', base
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spheredens", "sweep", str(path), "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     case = tmp_path / "cases" / "beta-5.0.nc"
     deadline = time.monotonic() + 120
     while not case.exists() and time.monotonic() < deadline and proc.poll() is None:

@@ -2,6 +2,7 @@
 --quiet and when stderr is not a terminal, forced with --progress, on in a notebook; a sweep
 that reports as it goes through Dask's events (dashboard address, each case's model time
 against t_end before any case has finished, wall times, the time left)."""
+
 from __future__ import annotations
 
 import http.server
@@ -12,9 +13,9 @@ import threading
 import types
 
 import pytest
+from conftest import make_config
 
 import spheredens as sd
-from conftest import make_config
 from spheredens.cli import main
 from spheredens.simulate import Progress, progress_listener, progress_wanted
 from spheredens.sweep import SweepReporter, _dashboard_missing, load_sweep, run_sweep
@@ -69,12 +70,24 @@ def test_a_sweep_reports_before_its_first_case_finishes(tmp_path):
     assert lines[1] == "sweep: 4 case(s) to run on 2 worker thread(s)"
     finished = [i for i, line in enumerate(lines) if FINISHED_LINE.match(line)]
     assert len(finished) == 4, lines  # every case's outcome with its wall time, once
-    assert {FINISHED_LINE.match(lines[i]).group(2) for i in finished} == {c.name for c in sweep.cases}
-    early = {PROGRESS_LINE.match(line).group(1) for line in lines[:finished[0]] if PROGRESS_LINE.match(line)}
-    assert early, f"no case reported its progress before the first one finished:\n{stream.getvalue()}"
+    assert {FINISHED_LINE.match(lines[i]).group(2) for i in finished} == {
+        c.name for c in sweep.cases
+    }
+    early = {
+        PROGRESS_LINE.match(line).group(1)
+        for line in lines[: finished[0]]
+        if PROGRESS_LINE.match(line)
+    }
+    assert early, (
+        f"no case reported its progress before the first one finished:\n{stream.getvalue()}"
+    )
     assert early <= {c.name for c in sweep.cases}
-    assert any(line.startswith(f"  {name}: started on ") for name in early for line in lines[:finished[0]])
-    assert any("; sweep ~" in line and line.endswith(" left") for line in lines), lines  # the time left
+    assert any(
+        line.startswith(f"  {name}: started on ") for name in early for line in lines[: finished[0]]
+    )
+    assert any("; sweep ~" in line and line.endswith(" left") for line in lines), (
+        lines
+    )  # the time left
     assert re.match(r"sweep: 4 of 4 case\(s\) ended in [0-9.]+ s$", lines[-1]), lines[-1]
 
 
@@ -112,6 +125,7 @@ def test_reporter_lines_and_estimate():
 def test_dashboard_that_does_not_answer_is_said():
     """A scheduler started with --no-dashboard still reports its HTTP server as the dashboard;
     the page is asked for, and a 404 or no answer is said instead of a dead link."""
+
     class NotFound(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_error(404)
@@ -146,7 +160,9 @@ def test_progress_listener_reports_start_steps_and_finish():
     """Every Progress made inside progress_listener reports, even without a bar (as in a
     sweep's case): a start, step events at most every interval, a finish with the reason."""
     events = []
-    cfg = make_config(discretization={"scheme": "fv", "n": 128}, time={"t_end": 5.0, "snapshots": 2})
+    cfg = make_config(
+        discretization={"scheme": "fv", "n": 128}, time={"t_end": 5.0, "snapshots": 2}
+    )
     with progress_listener(events.append, interval=1e-9):
         sd.run(cfg, progress=False)
     kinds = [e["event"] for e in events]
@@ -166,34 +182,55 @@ def no_delay(monkeypatch):
 
 
 def test_run_progress_is_off_unless_a_terminal_or_forced(no_delay, capsys):
-    cfg = make_config(discretization={"scheme": "fv", "n": 128}, time={"t_end": 5.0, "snapshots": 2})
+    cfg = make_config(
+        discretization={"scheme": "fv", "n": 128}, time={"t_end": 5.0, "snapshots": 2}
+    )
     sd.run(cfg)  # stderr is not a terminal here: no bar
     assert capsys.readouterr().err == ""
     sd.run(cfg, progress=True)  # forced
     err = capsys.readouterr().err
     assert "t = 5 / 5 |" in err and "100.0%" in err and err.endswith("\n")
     stream = io.StringIO()  # an explicit stream that is not a terminal: no bar
-    sd.simulate(sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization), cfg.time,
-                observers=[Progress(stream)])
+    sd.simulate(
+        sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization),
+        cfg.time,
+        observers=[Progress(stream)],
+    )
     assert stream.getvalue() == ""
     tty = FakeTTY()
-    sd.simulate(sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization), cfg.time,
-                observers=[Progress(tty, desc="example")])
+    sd.simulate(
+        sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization),
+        cfg.time,
+        observers=[Progress(tty, desc="example")],
+    )
     assert "example: t = 5 / 5 |" in tty.getvalue()
 
 
 def test_run_and_particles_commands_progress_flags(no_delay, tmp_path, capsys):
     config = tmp_path / "c.toml"
-    config.write_text(BASE.format(t_end=2.0).replace("n = 96", "n = 128")
-                      + '[particles]\nn = 40\ninitialization = "iid"\ndt = 0.05\n')
+    config.write_text(
+        BASE.format(t_end=2.0).replace("n = 96", "n = 128")
+        + '[particles]\nn = 40\ninitialization = "iid"\ndt = 0.05\n'
+    )
     for flags, shown in (([], False), (["--progress"], True), (["--progress", "--quiet"], False)):
         assert main(["run", str(config), "--no-figure", "--overwrite", *flags]) == 0
         assert ("t = 2 / 2 |" in capsys.readouterr().err) == shown, flags
         assert main(["particles", str(config), "--overwrite", *flags]) == 0
         assert ("t = 2 / 2 |" in capsys.readouterr().err) == shown, flags
     for flags, shown in (([], False), (["--progress"], True), (["--quiet"], False)):
-        assert main(["compare", str(tmp_path / "c.nc"), str(tmp_path / "c_particles.nc"), "--no-figure",
-                     "--overwrite", *flags]) == 0
+        assert (
+            main(
+                [
+                    "compare",
+                    str(tmp_path / "c.nc"),
+                    str(tmp_path / "c_particles.nc"),
+                    "--no-figure",
+                    "--overwrite",
+                    *flags,
+                ]
+            )
+            == 0
+        )
         assert ("compare: 5/5 (snapshot, file) |" in capsys.readouterr().err) == shown, flags
 
 

@@ -1,17 +1,22 @@
 """Targets of MODELS.md section 3: Pi_# rho_0 (exact masses) and the terminal subspace of V."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import EXAMPLE_C
 from scipy import integrate
 
 import spheredens as sd
 from spheredens.geometry import circle_points
 from spheredens.initial import VonMisesFisher
 from spheredens.models import Model
-from spheredens.targets import (AssumptionError, projection_measure, projection_target,
-                                terminal_subspace)
-from conftest import EXAMPLE_C
+from spheredens.targets import (
+    AssumptionError,
+    projection_measure,
+    projection_target,
+    terminal_subspace,
+)
 
 
 def circle_rho0(x):
@@ -44,7 +49,11 @@ def test_sphere_atom_masses_are_hemisphere_masses():
     target = projection_measure(model, VonMisesFisher((tuple(mu),), (kappa,), (1.0,)))
     r = np.hypot(mu[0], mu[1])
     inner = lambda z: 2 * np.pi * np.exp(kappa * mu[2] * z) * i0(kappa * r * np.sqrt(1 - z * z))  # noqa: E731
-    upper = kappa / (4 * np.pi * np.sinh(kappa)) * integrate.quad(inner, 0, 1, epsabs=1e-14, epsrel=1e-13)[0]
+    upper = (
+        kappa
+        / (4 * np.pi * np.sinh(kappa))
+        * integrate.quad(inner, 0, 1, epsabs=1e-14, epsrel=1e-13)[0]
+    )
     top = 0 if target.points[0][2] > 0 else 1
     assert abs(target.masses[top] - upper) <= 1e-10
     assert target.sampling_error == 0.0
@@ -62,15 +71,20 @@ def test_great_circle_target_matches_exact_push_forward():
     h = 2 * np.pi / 64
     ang = np.arctan2(target.points @ np.array([0, 1.0, 0]), target.points @ np.array([1.0, 0, 0]))
     exact = (2 * h + a * (np.pi / 2) * (np.sin(ang + h / 2) - np.sin(ang - h / 2))) / (4 * np.pi)
-    assert np.abs(target.masses - exact).max() <= 1e-12 and target.sampling_error == pytest.approx(np.pi / 64)
+    assert np.abs(target.masses - exact).max() <= 1e-12 and target.sampling_error == pytest.approx(
+        np.pi / 64
+    )
     assert psi.shape == (64,) and e1.shape == (3,)
 
 
-@pytest.mark.parametrize("K, V, words", [
-    ([[1.0, 1.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 0.5]], r"B = Q\^T K is singular"),
-    ([[1.0, 0.0], [0.0, 2.0]], [[1.0, 0.3], [0.0, 0.5]], "not symmetric"),
-    ([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]], "no spectral gap"),
-])
+@pytest.mark.parametrize(
+    "K, V, words",
+    [
+        ([[1.0, 1.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 0.5]], r"B = Q\^T K is singular"),
+        ([[1.0, 0.0], [0.0, 2.0]], [[1.0, 0.3], [0.0, 0.5]], "not symmetric"),
+        ([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]], "no spectral gap"),
+    ],
+)
 def test_assumption_failure_is_named(K, V, words):
     cfg = sd.config_from_dict({"model": {"name": "sa", "beta": 1.0, "K": K, "V": V}})
     with pytest.raises(AssumptionError, match=words):
@@ -95,8 +109,15 @@ def test_terminal_subspace_definitions():
 
 
 def test_runs_record_both_targets():
-    ds = sd.run(sd.config_from_dict({"model": {"name": "sa", "beta": 5.0, **EXAMPLE_C},
-                                     "time": {"t_end": 0.5, "snapshots": 2}}), progress=False)
+    ds = sd.run(
+        sd.config_from_dict(
+            {
+                "model": {"name": "sa", "beta": 5.0, **EXAMPLE_C},
+                "time": {"t_end": 0.5, "snapshots": 2},
+            }
+        ),
+        progress=False,
+    )
     assert np.all(np.isfinite(ds["w2_projection"])) and np.all(np.isfinite(ds["w2_terminal"]))
     assert "dominant eigenvalue of V" in ds["w2_terminal"].attrs["comment"]
 
@@ -112,9 +133,13 @@ def test_zero_temperature_rate_matches_spectral_gap():
     rate 0.2774.
     """
     K = np.array(EXAMPLE_C["K"])
-    cfg = sd.config_from_dict({"model": {"name": "sa_zero_temperature", **EXAMPLE_C},
-                               "discretization": {"scheme": "fv", "n": 2048},
-                               "time": {"t_end": 20.0, "snapshots": 41}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "sa_zero_temperature", **EXAMPLE_C},
+            "discretization": {"scheme": "fv", "n": 2048},
+            "time": {"t_end": 20.0, "snapshots": 41},
+        }
+    )
     ds = sd.run(cfg, progress=False)
     target = projection_measure(cfg.model.build(), cfg.initial.density)
     u = target.points[0]
@@ -134,7 +159,9 @@ def test_empirical_projection_is_the_projection_of_the_particles():
     from spheredens.targets import empirical_projection
 
     rng = np.random.default_rng(5)
-    circle = sd.Model("sa", 1.0, np.eye(2), np.array([[1.75, 0.866025], [0.433013, 2.5]]), np.diag([1.0, 0.5]))
+    circle = sd.Model(
+        "sa", 1.0, np.eye(2), np.array([[1.75, 0.866025], [0.433013, 2.5]]), np.diag([1.0, 0.5])
+    )
     theta = rng.uniform(0, 2 * np.pi, 301)
     x = np.stack([np.cos(theta), np.sin(theta)], axis=1)
     w = rng.uniform(size=301)

@@ -3,12 +3,14 @@ be stable for a scheme are refused at configuration time, every step is checked 
 invariants its scheme promises (mass, positivity, growth of max |rho| against the velocity's
 compression), a violation stops the run ``unstable`` in one line with the last good snapshots
 kept, and a run ended by an exception says ``error`` in its file, never ``running``."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from conftest import EXAMPLE_C
 
 import spheredens as sd
 from spheredens.cli import main
@@ -17,26 +19,39 @@ from spheredens.integrators import INTEGRATORS
 from spheredens.io import FileWriter
 from spheredens.problem import Problem
 from spheredens.recorder import Recorder
-from spheredens.schemes import FiniteVolumeScheme, FourierScheme, SHSpectralScheme, make_scheme
+from spheredens.schemes import FiniteVolumeScheme, FourierScheme, make_scheme
 from spheredens.simulate import GROWTH_FACTOR, MASS_TOLERANCE, Invariants, simulate
-from conftest import EXAMPLE_C
 
 #: the probe's blow-ups: fourier n = 176 (resolved at beta = 86: it needs n >= 175, even) and
 #: sh_spectral at lmax 31
-FOURIER_176 = {"model": {"name": "sa", "beta": 86.0}, "initial": {"name": "random_smooth", "seed": 1},
-               "discretization": {"scheme": "fourier", "n": 176}, "time": {"t_end": 40.0, "snapshots": 11}}
-SPHERE_31 = {"model": {"name": "sa", "beta": 2.0, "K": [[1.2, 0, 0], [0, 0, -1.2], [0, 1.2, 0]]},
-             "domain": {"name": "sphere"},
-             "initial": {"name": "von_mises_fisher", "means": [[0, 0, 1], [1, 0, 0]], "kappas": [4.0, 4.0]},
-             "discretization": {"scheme": "sh_spectral", "lmax": 31}, "time": {"t_end": 40.0, "snapshots": 11}}
+FOURIER_176 = {
+    "model": {"name": "sa", "beta": 86.0},
+    "initial": {"name": "random_smooth", "seed": 1},
+    "discretization": {"scheme": "fourier", "n": 176},
+    "time": {"t_end": 40.0, "snapshots": 11},
+}
+SPHERE_31 = {
+    "model": {"name": "sa", "beta": 2.0, "K": [[1.2, 0, 0], [0, 0, -1.2], [0, 1.2, 0]]},
+    "domain": {"name": "sphere"},
+    "initial": {"name": "von_mises_fisher", "means": [[0, 0, 1], [1, 0, 0]], "kappas": [4.0, 4.0]},
+    "discretization": {"scheme": "sh_spectral", "lmax": 31},
+    "time": {"t_end": 40.0, "snapshots": 11},
+}
 #: a smooth circle run (example C at beta = 1), where only the integrator can go wrong
-SMOOTH = {"model": {"name": "sa", "beta": 1.0, **EXAMPLE_C}, "initial": {"name": "random_smooth", "seed": 2},
-          "discretization": {"scheme": "fourier", "n": 256}, "time": {"t_end": 40.0, "snapshots": 11}}
+SMOOTH = {
+    "model": {"name": "sa", "beta": 1.0, **EXAMPLE_C},
+    "initial": {"name": "random_smooth", "seed": 2},
+    "discretization": {"scheme": "fourier", "n": 256},
+    "time": {"t_end": 40.0, "snapshots": 11},
+}
 
 
 def with_options(base, discretization=None, time=None):
-    return {**base, "discretization": {**base["discretization"], **(discretization or {})},
-            "time": {**base["time"], **(time or {})}}
+    return {
+        **base,
+        "discretization": {**base["discretization"], **(discretization or {})},
+        "time": {**base["time"], **(time or {})},
+    }
 
 
 def run_bypassing_config(data, integrator, path):
@@ -53,6 +68,7 @@ def run_bypassing_config(data, integrator, path):
 
 # -- refused at configuration time -------------------------------------------------------------
 
+
 def test_stability_reach_of_every_integrator_on_the_imaginary_axis():
     """|R(i s)| <= 1 for |s| <= reach: none for euler and ssprk2, sqrt(3), 2 sqrt(2)."""
     expected = {"euler": 0.0, "ssprk2": 0.0, "ssprk3": math.sqrt(3.0), "rk4": 2.0 * math.sqrt(2.0)}
@@ -65,9 +81,11 @@ def test_stability_reach_of_every_integrator_on_the_imaginary_axis():
         assert abs(r(1j * (reach + 1e-3))) > 1.0, name  # just beyond it: unstable
 
 
-@pytest.mark.parametrize("data, integrator", [(FOURIER_176, "euler"), (FOURIER_176, "ssprk2"),
-                                               (SPHERE_31, "euler"), (SPHERE_31, "ssprk2")],
-                         ids=["fourier-euler", "fourier-ssprk2", "sh_spectral-euler", "sh_spectral-ssprk2"])
+@pytest.mark.parametrize(
+    "data, integrator",
+    [(FOURIER_176, "euler"), (FOURIER_176, "ssprk2"), (SPHERE_31, "euler"), (SPHERE_31, "ssprk2")],
+    ids=["fourier-euler", "fourier-ssprk2", "sh_spectral-euler", "sh_spectral-ssprk2"],
+)
 def test_the_probe_blowups_are_refused_at_config_time(data, integrator):
     """Their spectrum is imaginary, and no part of that axis is stable for these methods: at
     any cfl, in one line naming the key and what is safe."""
@@ -88,7 +106,9 @@ def test_a_cfl_beyond_the_reach_of_the_integrator_is_refused(scheme, base):
         with pytest.raises(sd.ConfigError) as info:
             sd.config_from_dict(with_options(base, {"integrator": integrator}, {"cfl": bad}))
         assert info.value.key == "time.cfl"
-        assert f"= {bad:g} is unstable with integrator {integrator!r} for scheme {scheme!r}" in str(info.value)
+        assert f"= {bad:g} is unstable with integrator {integrator!r} for scheme {scheme!r}" in str(
+            info.value
+        )
         assert "use 'rk4' (time.cfl <= 0.9) or 'ssprk3' (time.cfl <= 0.55)" in str(info.value)
 
 
@@ -97,9 +117,13 @@ def test_finite_volumes_are_refused_with_no_integrator(integrator):
     """Upwind finite volumes have a damped spectrum (forward Euler is TVD for cfl <= 1/2 with
     the MC limiter, first order for cfl <= 1): every integrator and cfl is accepted."""
     for cfl in (0.4, 1.0):
-        for data in ({"discretization": {"scheme": "fv", "n": 64, "integrator": integrator}},
-                     {"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 8,
-                                                                       "integrator": integrator}}):
+        for data in (
+            {"discretization": {"scheme": "fv", "n": 64, "integrator": integrator}},
+            {
+                "domain": {"name": "sphere"},
+                "discretization": {"scheme": "fv", "nlat": 8, "integrator": integrator},
+            },
+        ):
             cfg = sd.config_from_dict({**data, "time": {"cfl": cfl}})
             assert cfg.discretization.options["integrator"] == integrator
 
@@ -118,8 +142,12 @@ def test_the_probe_blowups_never_complete_even_past_the_config(tmp_path):
     assert 0 < ds.sizes["time"] < 11 and np.all(np.isfinite(ds["rho"].values))
 
 
-@pytest.mark.parametrize("integrator, earliest, latest", [("euler", 3.0, 6.0), ("ssprk2", 10.0, 18.0)])
-def test_an_unstable_integrator_is_caught_by_the_growth_of_max_rho(tmp_path, integrator, earliest, latest):
+@pytest.mark.parametrize(
+    "integrator, earliest, latest", [("euler", 3.0, 6.0), ("ssprk2", 10.0, 18.0)]
+)
+def test_an_unstable_integrator_is_caught_by_the_growth_of_max_rho(
+    tmp_path, integrator, earliest, latest
+):
     """On a smooth run the unstable methods make max |rho| grow faster than the velocity's
     compression allows. That shows once the unstable mode has grown to the size of the
     solution, long before it explodes: stopped at t = 4.6 and t = 14 (measured; the mode grows
@@ -127,10 +155,14 @@ def test_an_unstable_integrator_is_caught_by_the_growth_of_max_rho(tmp_path, int
     here), the file's max |rho| within 3 times the stable run's. rk4 completes the run."""
     result, ds = run_bypassing_config(SMOOTH, integrator, tmp_path / "r.nc")
     assert result.stop_reason == "unstable" and earliest < result.t < latest
-    assert result.message.startswith(f"unstable integration: step {result.n_steps + 1} (t = {result.t:.6g} to ")
+    assert result.message.startswith(
+        f"unstable integration: step {result.n_steps + 1} (t = {result.t:.6g} to "
+    )
     assert "max |rho|" in result.message and "compression allows" in result.message
-    assert result.message.endswith("use discretization.integrator = 'rk4' with time.cfl <= 0.2 (if it "
-                                   "recurs: a finer grid, or scheme 'fv', which keeps rho >= 0)")
+    assert result.message.endswith(
+        "use discretization.integrator = 'rk4' with time.cfl <= 0.2 (if it "
+        "recurs: a finer grid, or scheme 'fv', which keeps rho >= 0)"
+    )
     assert ds.attrs["stop_reason"] == "unstable" and float(ds.attrs["checkpoint_time"]) == result.t
     assert abs(float(ds["mass"][-1]) - 1.0) < 1e-12
     reference = sd.run(sd.config_from_dict(SMOOTH), progress=False)
@@ -139,6 +171,7 @@ def test_an_unstable_integrator_is_caught_by_the_growth_of_max_rho(tmp_path, int
 
 
 # -- each invariant, violated on purpose --------------------------------------------------------
+
 
 def corrupt_from(monkeypatch, cls, step, change):
     """From the ``step``-th call of ``cls.post_step`` on (one call per attempt of a step), the
@@ -155,10 +188,21 @@ def corrupt_from(monkeypatch, cls, step, change):
 
 
 def circle_run(tmp_path, scheme="fourier", integrator=None, **extra):
-    disc = {"scheme": scheme, "n": 64, **({"integrator": integrator} if integrator else {}), **extra}
-    return sd.config_from_dict({"model": {"name": "sa", "beta": 1.0}, "initial": {"name": "random_smooth", "seed": 2},
-                                "discretization": disc, "time": {"t_end": 2.0, "snapshots": 11},
-                                "output": {"path": str(tmp_path / "r.nc"), "figure": False}})
+    disc = {
+        "scheme": scheme,
+        "n": 64,
+        **({"integrator": integrator} if integrator else {}),
+        **extra,
+    }
+    return sd.config_from_dict(
+        {
+            "model": {"name": "sa", "beta": 1.0},
+            "initial": {"name": "random_smooth", "seed": 2},
+            "discretization": disc,
+            "time": {"t_end": 2.0, "snapshots": 11},
+            "output": {"path": str(tmp_path / "r.nc"), "figure": False},
+        }
+    )
 
 
 def stopped(cfg):
@@ -185,7 +229,9 @@ def test_a_step_that_changes_the_mass_stops_the_run(tmp_path, monkeypatch):
 
 def test_a_mass_change_within_the_tolerance_goes_on(tmp_path, monkeypatch):
     """1e-9 per step for 10 steps: 1e-8, below 1e-6 (round-off never reaches it)."""
-    calls = corrupt_from(monkeypatch, FourierScheme, 5, lambda y: y * (1.0 + 1e-9) if calls["n"] < 15 else y)
+    calls = corrupt_from(
+        monkeypatch, FourierScheme, 5, lambda y: y * (1.0 + 1e-9) if calls["n"] < 15 else y
+    )
     ds = sd.run(circle_run(tmp_path), progress=False)
     assert ds.attrs["stop_reason"] == "end" and abs(float(ds["mass"][-1]) - 1.0 - 1e-8) < 1e-12
 
@@ -205,9 +251,11 @@ def test_a_negative_density_stops_a_scheme_that_keeps_rho_positive(tmp_path, mon
     calls = corrupt_from(monkeypatch, FiniteVolumeScheme, 12, _negative_cell)
     text, ds = stopped(circle_run(tmp_path, "fv"))
     assert ", step 11: unstable integration: step 12 (t = " in text
-    assert ("made rho negative (min rho = -1e-09), though scheme 'fv' keeps rho >= 0 with integrator "
-            "'ssprk3' at time.cfl = 0.4; use discretization.integrator = 'ssprk3' with time.cfl <= 0.2 "
-            "(if it recurs: a finer grid)") in text
+    assert (
+        "made rho negative (min rho = -1e-09), though scheme 'fv' keeps rho >= 0 with integrator "
+        "'ssprk3' at time.cfl = 0.4; use discretization.integrator = 'ssprk3' with time.cfl <= 0.2 "
+        "(if it recurs: a finer grid)"
+    ) in text
     assert calls["n"] == 11 + 9  # 11 good steps, then 1 + 8 retries of step 12
     assert ds.attrs["stop_reason"] == "unstable" and float(ds["min_rho"].min()) >= 0.0
     assert ds.attrs["retried_steps"] == 8
@@ -230,8 +278,12 @@ def test_promises_of_each_scheme():
 
     fv = scheme({"discretization": {"scheme": "fv", "n": 16}})
     assert fv.promises_positivity(0.5) and not fv.promises_positivity(0.51)
-    assert not scheme({"discretization": {"scheme": "fv", "n": 16, "integrator": "rk4"}}).promises_positivity(0.4)
-    assert scheme({"discretization": {"scheme": "fv", "n": 16, "integrator": "euler"}}).promises_positivity(0.5)
+    assert not scheme(
+        {"discretization": {"scheme": "fv", "n": 16, "integrator": "rk4"}}
+    ).promises_positivity(0.4)
+    assert scheme(
+        {"discretization": {"scheme": "fv", "n": 16, "integrator": "euler"}}
+    ).promises_positivity(0.5)
     assert not scheme({"discretization": {"scheme": "fourier", "n": 16}}).promises_positivity(0.1)
     # log rho is stored: rho > 0 by construction, nothing to check
     assert not scheme({"discretization": {"scheme": "log_sl", "n": 16}}).promises_positivity(0.1)
@@ -240,17 +292,29 @@ def test_promises_of_each_scheme():
     assert Invariants(scheme({"discretization": {"scheme": "log_sl", "n": 16}}), 0.4).slack == 3.0
 
 
-@pytest.mark.parametrize("cls, scheme, change", [
-    (FourierScheme, "fourier", lambda y: 3.0 * y - 2.0 / (2.0 * np.pi)),  # mass kept, max x ~3
-    (FiniteVolumeScheme, "fv", lambda y: (y + 2.0 * y.max() * (y == y.max())) / (1.0 + 2.0 * y.max() * 2 * np.pi / 64)),
-])
-def test_a_growth_the_velocity_cannot_make_stops_the_run(tmp_path, monkeypatch, cls, scheme, change):
+@pytest.mark.parametrize(
+    "cls, scheme, change",
+    [
+        (FourierScheme, "fourier", lambda y: 3.0 * y - 2.0 / (2.0 * np.pi)),  # mass kept, max x ~3
+        (
+            FiniteVolumeScheme,
+            "fv",
+            lambda y: (y + 2.0 * y.max() * (y == y.max())) / (1.0 + 2.0 * y.max() * 2 * np.pi / 64),
+        ),
+    ],
+)
+def test_a_growth_the_velocity_cannot_make_stops_the_run(
+    tmp_path, monkeypatch, cls, scheme, change
+):
     """max |rho| x ~3 (x 2.3 for fv, keeping rho >= 0) in one step with the mass kept: more than
     growth_slack x exp(2 dt max(-div X)) allows."""
     corrupt_from(monkeypatch, cls, 7, change)
     text, ds = stopped(circle_run(tmp_path, scheme))
     assert ", step 6: unstable integration: step 7 (t = " in text
-    assert "took max |rho| from " in text and "more than the velocity's compression allows (max(-div X) = " in text
+    assert (
+        "took max |rho| from " in text
+        and "more than the velocity's compression allows (max(-div X) = " in text
+    )
     assert ds.attrs["stop_reason"] == "unstable" and GROWTH_FACTOR == 2.0
 
 
@@ -280,7 +344,10 @@ def test_the_growth_bound_is_what_the_characteristics_allow():
 
 # -- a crash is recorded ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("error", [MemoryError("Unable to allocate 99.0 GiB"), RuntimeError("a bug\nin two lines")])
+
+@pytest.mark.parametrize(
+    "error", [MemoryError("Unable to allocate 99.0 GiB"), RuntimeError("a bug\nin two lines")]
+)
 def test_a_crash_leaves_error_in_the_file_never_running(tmp_path, monkeypatch, error):
     original, calls = FourierScheme.rhs, {"n": 0}
 
@@ -325,7 +392,10 @@ def test_a_crash_while_recording_a_snapshot_keeps_the_whole_ones(tmp_path, monke
     ds = sd.open_run(cfg.output_path())
     assert ds.attrs["stop_reason"] == "error" and ds.attrs["run_status"] == "partial"
     assert str(ds.attrs["stop_message"]).startswith("MemoryError at t = 0.6 (step ")
-    assert list(ds["time"].values) == pytest.approx([0.0, 0.2, 0.4]) and ds["w2_terminal"].sizes["time"] == 3
+    assert (
+        list(ds["time"].values) == pytest.approx([0.0, 0.2, 0.4])
+        and ds["w2_terminal"].sizes["time"] == 3
+    )
     assert float(ds.attrs["checkpoint_time"]) == pytest.approx(0.6)
     monkeypatch.setattr(recorder_module, "mass", original)
     resumed = sd.run(cfg, progress=False, resume=True)
@@ -336,19 +406,25 @@ def test_a_crash_while_recording_a_snapshot_keeps_the_whole_ones(tmp_path, monke
 
 # -- horizons that take too many steps ----------------------------------------------------------
 
+
 def test_a_horizon_of_more_than_1e9_steps_is_refused():
     assert MAX_STEPS == 1e9
     with pytest.raises(sd.ConfigError) as info:
         sd.config_from_dict({"time": {"t_end": 1e300}})
     assert info.value.key == "time.t_end" and "\n" not in str(info.value)
     # fv n = 256, cfl 0.4, ||V|| = 1: steps of at most 0.4 (2 pi / 256) / 0.1 = 0.0982
-    assert ("= 1e+300 would take at least 1.02e+301 steps (each at most cfl h / (0.1 ||V||) = 0.0982), more "
-            "than 1e9; use time.t_end <= 9.82e+07") in str(info.value)
+    assert (
+        "= 1e+300 would take at least 1.02e+301 steps (each at most cfl h / (0.1 ||V||) = 0.0982), more "
+        "than 1e9; use time.t_end <= 9.82e+07"
+    ) in str(info.value)
     sd.config_from_dict({"time": {"t_end": 9.8e7}})
     with pytest.raises(sd.ConfigError) as info:
         sd.config_from_dict({"time": {"max_dt": 1e-300}})
     assert info.value.key == "time.max_dt"
-    assert "= 1e-300 would take at least t_end / max_dt = 1e+300 steps, more than 1e9; use max_dt >= 1e-09" in str(info.value)
+    assert (
+        "= 1e-300 would take at least t_end / max_dt = 1e+300 steps, more than 1e9; use max_dt >= 1e-09"
+        in str(info.value)
+    )
     sd.config_from_dict({"time": {"t_end": 10.0, "max_dt": 1e-8}})
 
 
@@ -357,28 +433,60 @@ def test_a_huge_horizon_is_not_called_a_blow_up():
     run time the first step names the horizon, not the velocity."""
     with pytest.raises(sd.SimulationError) as info:
         sd.run({"model": {"name": "sa_zero_temperature"}, "time": {"t_end": 1e300}}, progress=False)
-    assert "time.t_end = 1e+300 would take more than 1e9 steps; use a smaller time.t_end" in str(info.value)
+    assert "time.t_end = 1e+300 would take more than 1e9 steps; use a smaller time.t_end" in str(
+        info.value
+    )
     assert "blew up" not in str(info.value)
 
 
 # -- stable configurations still complete -------------------------------------------------------
 
-@pytest.mark.parametrize("data", [
-    {"discretization": {"scheme": "fv", "n": 128, "integrator": "euler", "limiter": "first_order"},
-     "time": {"cfl": 0.9}},
-    {"discretization": {"scheme": "fv", "n": 128, "integrator": "euler"}, "time": {"cfl": 0.5}},
-    {"discretization": {"scheme": "fv", "n": 128, "integrator": "ssprk2"}, "time": {"cfl": 0.5}},
-    {"discretization": {"scheme": "fv", "n": 128, "integrator": "rk4"}, "time": {"cfl": 1.0}},
-    {"discretization": {"scheme": "fourier", "n": 128, "integrator": "ssprk3"}, "time": {"cfl": 0.55}},
-    {"discretization": {"scheme": "fourier", "n": 128}, "time": {"cfl": 0.9}},
-    {"discretization": {"scheme": "log_sl", "n": 128}},
-], ids=["fv-euler-first_order-0.9", "fv-euler-0.5", "fv-ssprk2-0.5", "fv-rk4-1", "fourier-ssprk3-0.55",
-        "fourier-rk4-0.9", "log_sl"])
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {
+            "discretization": {
+                "scheme": "fv",
+                "n": 128,
+                "integrator": "euler",
+                "limiter": "first_order",
+            },
+            "time": {"cfl": 0.9},
+        },
+        {"discretization": {"scheme": "fv", "n": 128, "integrator": "euler"}, "time": {"cfl": 0.5}},
+        {
+            "discretization": {"scheme": "fv", "n": 128, "integrator": "ssprk2"},
+            "time": {"cfl": 0.5},
+        },
+        {"discretization": {"scheme": "fv", "n": 128, "integrator": "rk4"}, "time": {"cfl": 1.0}},
+        {
+            "discretization": {"scheme": "fourier", "n": 128, "integrator": "ssprk3"},
+            "time": {"cfl": 0.55},
+        },
+        {"discretization": {"scheme": "fourier", "n": 128}, "time": {"cfl": 0.9}},
+        {"discretization": {"scheme": "log_sl", "n": 128}},
+    ],
+    ids=[
+        "fv-euler-first_order-0.9",
+        "fv-euler-0.5",
+        "fv-ssprk2-0.5",
+        "fv-rk4-1",
+        "fourier-ssprk3-0.55",
+        "fourier-rk4-0.9",
+        "log_sl",
+    ],
+)
 def test_stable_configurations_complete(data):
     """Concentrating runs (beta = 10, to t = 10) at the edge of what is accepted."""
-    cfg = sd.config_from_dict({"model": {"name": "sa", "beta": 10.0, **EXAMPLE_C},
-                               "initial": {"name": "random_smooth", "seed": 2}, **data,
-                               "time": {"t_end": 10.0, "snapshots": 3, **data.get("time", {})}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "sa", "beta": 10.0, **EXAMPLE_C},
+            "initial": {"name": "random_smooth", "seed": 2},
+            **data,
+            "time": {"t_end": 10.0, "snapshots": 3, **data.get("time", {})},
+        }
+    )
     ds = sd.run(cfg, progress=False)
     assert ds.attrs["stop_reason"] == "end" and ds.attrs["run_status"] == "complete"
     assert np.all(np.abs(ds["mass"].values - 1.0) < 1e-12)
@@ -386,8 +494,10 @@ def test_stable_configurations_complete(data):
 
 def test_the_cli_says_run_stopped_in_one_line_and_exits_1(tmp_path, monkeypatch, capsys):
     corrupt_from(monkeypatch, FourierScheme, 15, lambda y: y * (1.0 + 1e-5))
-    (tmp_path / "c.toml").write_text('[initial]\nname = "random_smooth"\nseed = 2\n[discretization]\n'
-                                     'scheme = "fourier"\nn = 64\n[time]\nt_end = 2.0\n[output]\nfigure = false\n')
+    (tmp_path / "c.toml").write_text(
+        '[initial]\nname = "random_smooth"\nseed = 2\n[discretization]\n'
+        'scheme = "fourier"\nn = 64\n[time]\nt_end = 2.0\n[output]\nfigure = false\n'
+    )
     assert main(["run", str(tmp_path / "c.toml"), "-q"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("spheredens: run stopped: at t = ")

@@ -3,6 +3,7 @@
 The command runs every check of :func:`spheredens.verify.checks` and passes on this install; a
 broken scheme or a bound it cannot meet makes it fail with exit status 1, naming the check.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,8 +27,13 @@ def test_verify_passes_with_one_line_per_check(capsys):
     assert lines[-1].startswith(f"verify: all {len(names)} checks passed in "), lines[-1]
     # every family of the issue is there: beta = 0 on both domains, zero temperature for every
     # scheme of both domains, the linear growth rates
-    for part in ("beta = 0, circle", "beta = 0, sphere", "zero temperature, circle",
-                 "zero temperature, sphere", "linear growth"):
+    for part in (
+        "beta = 0, circle",
+        "beta = 0, sphere",
+        "zero temperature, circle",
+        "zero temperature, sphere",
+        "linear growth",
+    ):
         assert any(name.startswith(part) for name in names), part
     # its wall time ("under a minute") is printed on the last line, never asserted: a loaded
     # machine is slower (issue 29 item 3)
@@ -35,12 +41,17 @@ def test_verify_passes_with_one_line_per_check(capsys):
 
 def test_a_bound_the_scheme_cannot_meet_fails(monkeypatch, capsys):
     bound = verify_module.BETA_ZERO_CIRCLE["fv"]
-    monkeypatch.setitem(verify_module.BETA_ZERO_CIRCLE, "fv",
-                        verify_module.BetaZeroBound(bound.ns, 1e-8, bound.order))
+    monkeypatch.setitem(
+        verify_module.BETA_ZERO_CIRCLE,
+        "fv",
+        verify_module.BetaZeroBound(bound.ns, 1e-8, bound.order),
+    )
     assert main(["verify", "--only", "beta = 0, circle fv"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[0].startswith("FAIL  beta = 0, circle fv "), lines
-    assert lines[-1].startswith("verify: 1 of 1 checks FAILED in ") and lines[-1].endswith(": beta = 0, circle fv")
+    assert lines[-1].startswith("verify: 1 of 1 checks FAILED in ") and lines[-1].endswith(
+        ": beta = 0, circle fv"
+    )
 
 
 def test_a_broken_scheme_fails(monkeypatch, capsys):
@@ -54,7 +65,9 @@ def test_a_broken_scheme_fails(monkeypatch, capsys):
     monkeypatch.setattr(FiniteVolumeScheme, "rhs", too_fast)
     assert main(["verify", "--only", "zero temperature, circle fv", "--quiet"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("FAIL  zero temperature, circle fv ") and "FAILED" in lines[-1], lines
+    assert lines[0].startswith("FAIL  zero temperature, circle fv ") and "FAILED" in lines[-1], (
+        lines
+    )
 
 
 def test_python_rows_and_a_check_that_cannot_run(monkeypatch):
@@ -75,4 +88,7 @@ def test_python_rows_and_a_check_that_cannot_run(monkeypatch):
 def test_only_without_a_match_is_one_line(capsys):
     assert main(["verify", "--only", "no such check"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("spheredens: error: no check name contains 'no such check'") and "\n" not in err
+    assert (
+        err.startswith("spheredens: error: no check name contains 'no such check'")
+        and "\n" not in err
+    )

@@ -7,6 +7,7 @@ check the numbers: a run's ``w2_projection`` equals what ``compare`` computes fr
 against the target as a particle run, and for a uniform density the value is the exact one of
 the piecewise-constant density, h^2 / 12 in W2^2 above the cell-centre atoms.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,11 +24,21 @@ N = 64
 
 
 def config(scheme, initial):
-    return sd.config_from_dict({
-        "model": {"name": "sa", "beta": 4.0, "Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 0.0], [0.0, 1.0]],
-                  "V": [[1.0, 0.0], [0.0, 0.5]]},
-        "domain": {"name": "circle"}, "initial": initial,
-        "discretization": {"scheme": scheme, "n": N}, "time": {"t_end": 0.6, "snapshots": 4}})
+    return sd.config_from_dict(
+        {
+            "model": {
+                "name": "sa",
+                "beta": 4.0,
+                "Q": [[1.0, 0.0], [0.0, 1.0]],
+                "K": [[1.0, 0.0], [0.0, 1.0]],
+                "V": [[1.0, 0.0], [0.0, 0.5]],
+            },
+            "domain": {"name": "circle"},
+            "initial": initial,
+            "discretization": {"scheme": scheme, "n": N},
+            "time": {"t_end": 0.6, "snapshots": 4},
+        }
+    )
 
 
 VMF = {"name": "von_mises_fisher", "means": [[0.6, 0.8]], "kappas": [2.0]}
@@ -37,9 +48,14 @@ def target_as_particles(cfg, times):
     """Pi_# rho_0 as a weighted particle run at the density's snapshot times."""
     target = projection_target(cfg)
     pos = np.broadcast_to(target.points, (len(times),) + target.points.shape)
-    return xr.Dataset({"position": (("time", "particle", "component"), np.array(pos)),
-                       "particle_weight": ("particle", target.masses)},
-                      coords={"time": np.asarray(times)}, attrs={"domain": "circle"})
+    return xr.Dataset(
+        {
+            "position": (("time", "particle", "component"), np.array(pos)),
+            "particle_weight": ("particle", target.masses),
+        },
+        coords={"time": np.asarray(times)},
+        attrs={"domain": "circle"},
+    )
 
 
 @pytest.mark.parametrize("scheme", ["fv", "fourier"])
@@ -49,12 +65,17 @@ def test_w2_projection_of_a_run_file_is_what_compare_computes(scheme, tmp_path):
     ds = open_run(tmp_path / "run.nc")
     recorded = ds["w2_projection"].values
     assert np.all(np.isfinite(recorded)) and recorded.min() > 0.05
-    with pytest.warns(sd.SpheredensWarning, match="carries no model"):  # built here: no model recorded
+    with pytest.warns(
+        sd.SpheredensWarning, match="carries no model"
+    ):  # built here: no model recorded
         result = compare(ds, target_as_particles(cfg, ds["time"].values))
     # the file alone (its theta and weight) gives the atoms the run used: round-off only
     np.testing.assert_allclose(result["w2"].values[0], recorded, rtol=1e-12, atol=0)
-    for text in (ds["w2_projection"].attrs["comment"], ds["w2_terminal"].attrs["comment"],
-                 result["w2"].attrs["comment"]):
+    for text in (
+        ds["w2_projection"].attrs["comment"],
+        ds["w2_terminal"].attrs["comment"],
+        result["w2"].attrs["comment"],
+    ):
         assert "piecewise-constant density on the grid cells" in text
         assert "1024 equal sub-atoms per cell" in text  # 2^16 / 64
 
@@ -92,7 +113,9 @@ def test_log_sl_puts_each_cells_mass_at_its_centroid(tmp_path):
     sd.run(cfg, output=tmp_path / "run.nc", progress=False)
     ds = open_run(tmp_path / "run.nc")
     recorded = ds["w2_projection"].values
-    with pytest.warns(sd.SpheredensWarning, match="carries no model"):  # built here: no model recorded
+    with pytest.warns(
+        sd.SpheredensWarning, match="carries no model"
+    ):  # built here: no model recorded
         result = compare(ds, target_as_particles(cfg, ds["time"].values))
     np.testing.assert_allclose(result["w2"].values[0], recorded, rtol=1e-12, atol=0)
     theta, weight = ds["theta"].values, ds["weight"].values
@@ -102,16 +125,23 @@ def test_log_sl_puts_each_cells_mass_at_its_centroid(tmp_path):
         m = ds["rho"].values[i] * weight
         target = projection_target(cfg)
         angles = np.arctan2(target.points[:, 1], target.points[:, 0])
-        assert recorded[i] == pytest.approx(w2_circle(atoms % (2 * np.pi), m / m.sum(), angles % (2 * np.pi),
-                                                      target.masses), rel=1e-12)
-    for text in (ds["w2_projection"].attrs["comment"], ds["w2_terminal"].attrs["comment"],
-                 result["w2"].attrs["comment"]):
+        assert recorded[i] == pytest.approx(
+            w2_circle(atoms % (2 * np.pi), m / m.sum(), angles % (2 * np.pi), target.masses),
+            rel=1e-12,
+        )
+    for text in (
+        ds["w2_projection"].attrs["comment"],
+        ds["w2_terminal"].attrs["comment"],
+        result["w2"].attrs["comment"],
+    ):
         assert "mass of each cell at its centroid" in text
     sd.run(config("log_sl", {"name": "uniform"}), output=tmp_path / "uniform.nc", progress=False)
     uniform = open_run(tmp_path / "uniform.nc")
     assert np.abs(uniform["rho_centroid"].values[0]).max() < 1e-12
     h = 2 * np.pi / N
-    assert uniform["w2_projection"].values[0] ** 2 == pytest.approx(np.pi**2 / 12 - h**2 / 12, rel=1e-9)
+    assert uniform["w2_projection"].values[0] ** 2 == pytest.approx(
+        np.pi**2 / 12 - h**2 / 12, rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("d", [2, 3])
@@ -130,4 +160,7 @@ def test_w2_to_antipodal_atoms_is_the_exact_emd(d):
         want = w2_sphere(x, a, np.stack([u, -u]), np.array([m_plus, 1.0 - m_plus]))
         assert abs(w2_to_antipodal_atoms(x, a, u, m_plus) - want) <= 1e-12
     # every point on u: the distance is that of the mass sent to -u
-    assert abs(w2_to_antipodal_atoms(np.tile(u, (5, 1)), np.ones(5), u, 0.75) - np.sqrt(0.25) * np.pi) <= 1e-14
+    assert (
+        abs(w2_to_antipodal_atoms(np.tile(u, (5, 1)), np.ones(5), u, 0.75) - np.sqrt(0.25) * np.pi)
+        <= 1e-14
+    )

@@ -1,7 +1,17 @@
 """Grids: points on S^{d-1}, quadrature weights and the coordinates a Dataset needs."""
+
 from ._circle import CircleGrid
-from ._sphere_gauss import GaussGrid, OffGridSynthesis, default_grid_size, import_shtns
+from ._shtns import import_shtns
 from ._sphere_cells import LatLonCells
+from ._sphere_gauss import GaussGrid, OffGridSynthesis, default_grid_size
 from ._sphere_rings import RingMesh
 
-__all__ = ["CircleGrid", "GaussGrid", "LatLonCells", "OffGridSynthesis", "RingMesh", "default_grid_size", "import_shtns"]
+__all__ = [
+    "CircleGrid",
+    "GaussGrid",
+    "LatLonCells",
+    "OffGridSynthesis",
+    "RingMesh",
+    "default_grid_size",
+    "import_shtns",
+]

@@ -1,14 +1,13 @@
 """Uniform grids on the circle S^1."""
+
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from ..geometry import circle_points, circle_tangents
-
-Array = NDArray[np.float64]
 
 
 class CircleGrid:
@@ -51,15 +50,32 @@ class CircleGrid:
 
     def dataset_coords(self) -> dict[str, tuple]:
         """Coordinates for a Dataset (DATASET.md): name -> (dims, values, attrs)."""
-        return {"theta": ("theta", self.theta, {"long_name": "angle", "units": "radian", "axis": "X",
-                                                 "bounds": "theta_bounds",
-                                                 "comment": "x = (cos theta, sin theta)"})}
+        return {
+            "theta": (
+                "theta",
+                self.theta,
+                {
+                    "long_name": "angle",
+                    "units": "radian",
+                    "axis": "X",
+                    "bounds": "theta_bounds",
+                    "comment": "x = (cos theta, sin theta)",
+                },
+            )
+        }
 
     #: attributes of the ``weight`` and ``rho`` variables (the circle has no CF cell measure:
     #: CF knows area and volume only, so the cell lengths are ``weight`` alone)
-    weight_attrs = {"long_name": "quadrature weight", "units": "radian",
-                    "comment": "cell length: int f dtheta = sum(f * weight)"}
-    rho_attrs = {"long_name": "density", "units": "radian-1", "comment": "density with respect to arc length"}
+    weight_attrs = {
+        "long_name": "quadrature weight",
+        "units": "radian",
+        "comment": "cell length: int f dtheta = sum(f * weight)",
+    }
+    rho_attrs = {
+        "long_name": "density",
+        "units": "radian-1",
+        "comment": "density with respect to arc length",
+    }
 
     def shifted(self, by: float) -> "CircleGrid":
         """The grid moved by ``by`` spacings (e.g. 0.5: from cell centres to right faces)."""

@@ -24,6 +24,7 @@ that the grid cannot analyse, which it only synthesizes), that stdout goes to a 
 should shtns end the process meanwhile, the watcher prints what it wrote to stderr, so the
 process never ends silently (:func:`shtns_output_captured`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,7 +39,16 @@ from typing import Any, Iterator
 from .._lazy import shtns as _shtns_module
 
 #: doubles per SIMD vector (VSIZE2 of shtns_simd.h) for each SIMD name of shtns' build id
-SIMD_WIDTHS = {"avx512": 8, "avx2": 4, "avx": 4, "sse3": 2, "sse2": 2, "neon": 2, "vsx": 2, "scalar": 1}
+SIMD_WIDTHS = {
+    "avx512": 8,
+    "avx2": 4,
+    "avx": 4,
+    "sse3": 2,
+    "sse2": 2,
+    "neon": 2,
+    "vsx": 2,
+    "scalar": 1,
+}
 
 #: the widest SIMD vector of any shtns build (avx512): its rules hold for every build
 WIDEST = max(SIMD_WIDTHS.values())
@@ -47,8 +57,8 @@ WIDEST = max(SIMD_WIDTHS.values())
 GRID_FLAGS = {"gauss": "sht_gauss", "regular": "sht_reg_fast"}
 
 #: sizes stored by shtns in unsigned short (lmax) and unsigned int (nlat, nphi)
-MAX_SHTNS_LMAX = 2 ** 16 - 1
-MAX_SHTNS_POINTS = 2 ** 32 - 1
+MAX_SHTNS_LMAX = 2**16 - 1
+MAX_SHTNS_POINTS = 2**32 - 1
 
 
 def import_shtns() -> Any:
@@ -81,7 +91,9 @@ def min_rings(width: int = WIDEST) -> int:
     return 4 * int(width)
 
 
-def size_problem(lmax: int, nlat: int, nphi: int, *, mmax: int | None = None, width: int | None = None) -> str:
+def size_problem(
+    lmax: int, nlat: int, nphi: int, *, mmax: int | None = None, width: int | None = None
+) -> str:
     """Why shtns would end the process for a transform of degree ``lmax`` (order ``mmax``,
     default ``lmax``) on ``nlat`` x ``nphi`` points with SIMD vectors of ``width`` doubles
     (default :data:`WIDEST`, whose rules hold for every build), or "" when it accepts them. The rules of every grid kind
@@ -93,15 +105,22 @@ def size_problem(lmax: int, nlat: int, nphi: int, *, mmax: int | None = None, wi
     if not 0 <= mmax <= lmax:
         return f"mmax = {mmax} must be between 0 and lmax = {lmax}"
     if not 0 < nlat <= MAX_SHTNS_POINTS or not 0 < nphi <= MAX_SHTNS_POINTS:
-        return f"the grid {nlat} x {nphi} must have between 1 and {MAX_SHTNS_POINTS} points each way"
+        return (
+            f"the grid {nlat} x {nphi} must have between 1 and {MAX_SHTNS_POINTS} points each way"
+        )
     if nlat <= lmax:
         return f"{nlat} latitude rings are too few for lmax = {lmax}: shtns needs more than lmax"
     if nphi <= 2 * mmax:
         return f"{nphi} longitudes are too few for mmax = {mmax}: shtns needs more than 2 mmax = {2 * mmax}"
     if nlat < min_rings(width):
-        kind = "every CPU's build (avx512's vectors of 8 doubles)" if width == WIDEST else \
-            f"a build with SIMD vectors of {width} doubles"
-        return f"{nlat} latitude rings are too few for {kind}: shtns needs at least {min_rings(width)}"
+        kind = (
+            "every CPU's build (avx512's vectors of 8 doubles)"
+            if width == WIDEST
+            else f"a build with SIMD vectors of {width} doubles"
+        )
+        return (
+            f"{nlat} latitude rings are too few for {kind}: shtns needs at least {min_rings(width)}"
+        )
     return ""
 
 
@@ -119,8 +138,10 @@ _RETURNED = "spheredens-shtns-call-returned"
 
 #: the watcher of the captured stdout: at its end, without the mark of a returned call (shtns
 #: ended the process), it prints what shtns wrote to stderr as one line
-_WATCHER = ('b=$(cat); case "$b" in *' + _RETURNED + '*) ;; *) printf "spheredens: error: shtns ended '
-            'the process: %s\\n" "$(printf %s "$b" | tr -s "\\n\\r\\t" "   ")" >&2 ;; esac')
+_WATCHER = (
+    'b=$(cat); case "$b" in *' + _RETURNED + '*) ;; *) printf "spheredens: error: shtns ended '
+    'the process: %s\\n" "$(printf %s "$b" | tr -s "\\n\\r\\t" "   ")" >&2 ;; esac'
+)
 
 
 @contextlib.contextmanager
@@ -132,8 +153,9 @@ def shtns_output_captured() -> Iterator[None]:
     open."""
     try:
         read_end, write_end = os.pipe()
-        watcher = subprocess.Popen(["/bin/sh", "-c", _WATCHER], stdin=read_end, stdout=subprocess.DEVNULL,
-                                   close_fds=True)
+        watcher = subprocess.Popen(
+            ["/bin/sh", "-c", _WATCHER], stdin=read_end, stdout=subprocess.DEVNULL, close_fds=True
+        )
     except OSError:
         yield
         return
@@ -155,8 +177,15 @@ def shtns_output_captured() -> Iterator[None]:
         watcher.wait()
 
 
-def make_sht(lmax: int, nlat: int, nphi: int, *, grid: str = "gauss", nthreads: int = 1,
-             round_up: bool = False) -> Any:
+def make_sht(
+    lmax: int,
+    nlat: int,
+    nphi: int,
+    *,
+    grid: str = "gauss",
+    nthreads: int = 1,
+    round_up: bool = False,
+) -> Any:
     """An shtns transform (orthonormal, Condon-Shortley phase, mmax = lmax) of degree ``lmax``
     on a ``grid`` ("gauss" or "regular") of ``nlat`` x ``nphi`` points, its sizes checked
     against shtns' rules first (:func:`size_problem`, with the widest SIMD vectors, so the same
@@ -181,8 +210,10 @@ def make_sht(lmax: int, nlat: int, nphi: int, *, grid: str = "gauss", nthreads: 
         nlat = rings_at_least(nlat)
     problem = size_problem(lmax, nlat, nphi)
     if problem:
-        raise ValueError(f"shtns cannot make a {grid} grid of {nlat} x {nphi} points for lmax = {lmax}: "
-                         f"{problem}")
+        raise ValueError(
+            f"shtns cannot make a {grid} grid of {nlat} x {nphi} points for lmax = {lmax}: "
+            f"{problem}"
+        )
     shtns = import_shtns()
     sh = shtns.sht(lmax, lmax, 1, shtns.sht_orthonormal, nthreads=int(nthreads))
     flags = getattr(shtns, GRID_FLAGS[grid])

@@ -1,4 +1,5 @@
 """Equiangular latitude-longitude cells of S^2: the grid of the sphere's ``log_sl``."""
+
 from __future__ import annotations
 
 import math
@@ -7,11 +8,9 @@ from typing import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from .._types import Array
 from ._sphere_gauss import CELL_AREA_ATTRS
 from ._sphere_rings import MAX_RINGS, MIN_RINGS, RingMesh
-
-Array = NDArray[np.float64]
-
 
 
 def colat_lon_points(theta: Array, phi: Array) -> Array:
@@ -25,8 +24,10 @@ def colat_lon_frame(theta: Array, phi: Array) -> tuple[Array, Array]:
     """(e_theta, e_phi): unit tangents towards increasing colatitude (south) and longitude (east)."""
     theta, phi = np.broadcast_arrays(theta, phi)
     ct, cp, sp = np.cos(theta), np.cos(phi), np.sin(phi)
-    return (np.stack([ct * cp, ct * sp, -np.sin(theta)], axis=-1),
-            np.stack([-sp, cp, np.zeros_like(phi)], axis=-1))
+    return (
+        np.stack([ct * cp, ct * sp, -np.sin(theta)], axis=-1),
+        np.stack([-sp, cp, np.zeros_like(phi)], axis=-1),
+    )
 
 
 def rotation_to(pole: Array) -> Array:
@@ -129,8 +130,10 @@ class LatLonCells:
     def centroid_angles(self, offset_theta: Array, offset_phi: Array) -> tuple[Array, Array]:
         """(colatitude, longitude) of points offset from the cell centres by the given fractions
         of a cell (shape (..., nlat, nlon))."""
-        return ((np.arange(self.nlat)[:, None] + 0.5 + offset_theta) * self.h,
-                (np.arange(self.nlon)[None, :] + 0.5 + offset_phi) * self.h)
+        return (
+            (np.arange(self.nlat)[:, None] + 0.5 + offset_theta) * self.h,
+            (np.arange(self.nlon)[None, :] + 0.5 + offset_phi) * self.h,
+        )
 
     def centroid_points(self, offset_theta: Array, offset_phi: Array) -> Array:
         """Unit vectors (..., nlat, nlon, 3) of the cells' centroids given as offsets, in the
@@ -154,7 +157,7 @@ class LatLonCells:
         theta = self.colat[:, None, None] + ot[None, None, :] * self.h
         phi = self.phi[None, :, None] + op[None, None, :] * self.h
         values = np.asarray(f(self.to_world(colat_lon_points(theta, phi))), dtype=float)
-        return (np.sum(values * np.exp(log_w)[:, None, :], axis=-1).reshape(-1) / self.weight)
+        return np.sum(values * np.exp(log_w)[:, None, :], axis=-1).reshape(-1) / self.weight
 
     # -- Dataset contract -------------------------------------------------------------------
     def vertices(self) -> tuple[Array, Array]:
@@ -170,27 +173,70 @@ class LatLonCells:
         """Mesh description: cell vertices (degrees), cell areas."""
         lat_v, lon_v = self.vertices()
         order = "in the grid's frame: north-west, south-west, south-east, north-east corner"
-        return {"lat_bounds": (("cell", "nv"), lat_v, {"comment": "latitude of the cell vertices, " + order}),
-                "lon_bounds": (("cell", "nv"), lon_v, {"comment": "longitude of the cell vertices, " + order}),
-                "cell_area": ("cell", self.weight.copy(), dict(CELL_AREA_ATTRS)),
-                "grid_pole": ("xyz", self.pole.copy(),
-                              {"long_name": "north pole of the equiangular cells", "units": "1",
-                               "comment": f"{self.nlat} rings of {self.nlon} cells of pi / {self.nlat} in "
-                                          "colatitude and longitude about this unit vector, ring by ring from it"})}
+        return {
+            "lat_bounds": (
+                ("cell", "nv"),
+                lat_v,
+                {"comment": "latitude of the cell vertices, " + order},
+            ),
+            "lon_bounds": (
+                ("cell", "nv"),
+                lon_v,
+                {"comment": "longitude of the cell vertices, " + order},
+            ),
+            "cell_area": ("cell", self.weight.copy(), dict(CELL_AREA_ATTRS)),
+            "grid_pole": (
+                "xyz",
+                self.pole.copy(),
+                {
+                    "long_name": "north pole of the equiangular cells",
+                    "units": "1",
+                    "comment": f"{self.nlat} rings of {self.nlon} cells of pi / {self.nlat} in "
+                    "colatitude and longitude about this unit vector, ring by ring from it",
+                },
+            ),
+        }
 
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates on the ``cell`` dimension."""
-        return {"lat": ("cell", self.lat, {"long_name": "latitude", "standard_name": "latitude",
-                                           "units": "degrees_north", "axis": "Y", "bounds": "lat_bounds",
-                                           "comment": "latitude of the cell's coordinate centre"}),
-                "lon": ("cell", self.lon, {"long_name": "longitude", "standard_name": "longitude",
-                                           "units": "degrees_east", "axis": "X", "bounds": "lon_bounds",
-                                           "comment": "longitude of the cell's coordinate centre"})}
+        return {
+            "lat": (
+                "cell",
+                self.lat,
+                {
+                    "long_name": "latitude",
+                    "standard_name": "latitude",
+                    "units": "degrees_north",
+                    "axis": "Y",
+                    "bounds": "lat_bounds",
+                    "comment": "latitude of the cell's coordinate centre",
+                },
+            ),
+            "lon": (
+                "cell",
+                self.lon,
+                {
+                    "long_name": "longitude",
+                    "standard_name": "longitude",
+                    "units": "degrees_east",
+                    "axis": "X",
+                    "bounds": "lon_bounds",
+                    "comment": "longitude of the cell's coordinate centre",
+                },
+            ),
+        }
 
-    weight_attrs = {"long_name": "cell area", "units": "steradian",
-                    "comment": "cell areas of the equiangular latitude-longitude cells (about the grid's pole)"}
-    rho_attrs = {"long_name": "density", "units": "steradian-1", "cell_measures": "area: cell_area",
-                 "comment": "cell average of the density with respect to surface area"}
+    weight_attrs = {
+        "long_name": "cell area",
+        "units": "steradian",
+        "comment": "cell areas of the equiangular latitude-longitude cells (about the grid's pole)",
+    }
+    rho_attrs = {
+        "long_name": "density",
+        "units": "steradian-1",
+        "cell_measures": "area: cell_area",
+        "comment": "cell average of the density with respect to surface area",
+    }
 
     def locate(self, lat: Array, lon: Array) -> NDArray[np.int64]:
         """Index of the cell holding each point given by its latitude and longitude (radians,

@@ -1,23 +1,28 @@
 """Gauss-Legendre latitude-longitude grid on S^2 with its shtns transform."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._lazy import ducc0
-from ._shtns import WIDEST, import_shtns, make_sht, min_rings
+from .._types import Array
+from ._shtns import WIDEST, make_sht, min_rings
 
-Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
 
 #: attributes of ``cell_area``, the CF cell measure of the sphere's grids: CF measures area in m2,
 #: so the sphere is given radius 1 m and the areas equal the steradians of ``weight``
-CELL_AREA_ATTRS = {"long_name": "cell area", "standard_name": "cell_area", "units": "m2",
-                   "comment": "area of each cell on the unit sphere (radius 1 m): the same numbers as "
-                              "weight, in steradians"}
+CELL_AREA_ATTRS = {
+    "long_name": "cell area",
+    "standard_name": "cell_area",
+    "units": "m2",
+    "comment": "area of each cell on the unit sphere (radius 1 m): the same numbers as "
+    "weight, in steradians",
+}
 
 #: largest truncation degree accepted (memory and transform cost grow like lmax^3)
 MAX_LMAX = 1023
@@ -63,8 +68,9 @@ class GaussGrid:
         Degree of each coefficient.
     """
 
-    def __init__(self, lmax: int, *, nthreads: int = 1, nlat: int | None = None,
-                 nphi: int | None = None) -> None:
+    def __init__(
+        self, lmax: int, *, nthreads: int = 1, nlat: int | None = None, nphi: int | None = None
+    ) -> None:
         d_nlat, d_nphi = default_grid_size(lmax)
         self.lmax = int(lmax)
         self.nlat = int(nlat or d_nlat)
@@ -106,30 +112,64 @@ class GaussGrid:
         (sin lat from 1 down by the weights: each node lies inside its band) and the longitudes
         half a spacing either side: its area is exactly the quadrature weight.
         """
-        wlat = self.weight[:, 0] * self.nphi / (2.0 * np.pi)  # the Gauss weights in sin(lat), north first
+        wlat = (
+            self.weight[:, 0] * self.nphi / (2.0 * np.pi)
+        )  # the Gauss weights in sin(lat), north first
         edges = np.clip(1.0 - np.concatenate([[0.0], np.cumsum(wlat)]), -1.0, 1.0)
         edges[-1] = -1.0
         lat_b = np.degrees(np.arcsin(np.stack([edges[:-1], edges[1:]], axis=-1)))
         dl = 360.0 / self.nphi
         lon_b = self.lon[:, None] + 0.5 * dl * np.array([-1.0, 1.0])
-        return {"lat_bounds": (("lat", "nv"), lat_b, {"comment": "cell edges in latitude: the "
-                                                      "cumulative Gauss weights in sin(lat)"}),
-                "lon_bounds": (("lon", "nv"), lon_b, {"comment": "cell edges in longitude"}),
-                "cell_area": (("lat", "lon"), self.weight.copy(), dict(CELL_AREA_ATTRS))}
+        return {
+            "lat_bounds": (
+                ("lat", "nv"),
+                lat_b,
+                {"comment": "cell edges in latitude: the cumulative Gauss weights in sin(lat)"},
+            ),
+            "lon_bounds": (("lon", "nv"), lon_b, {"comment": "cell edges in longitude"}),
+            "cell_area": (("lat", "lon"), self.weight.copy(), dict(CELL_AREA_ATTRS)),
+        }
 
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates for a Dataset: name -> (dims, values, attrs)."""
-        return {"lat": ("lat", self.lat, {"long_name": "latitude", "standard_name": "latitude",
-                                          "units": "degrees_north", "axis": "Y", "bounds": "lat_bounds",
-                                          "comment": "Gauss-Legendre nodes"}),
-                "lon": ("lon", self.lon, {"long_name": "longitude", "standard_name": "longitude",
-                                          "units": "degrees_east", "axis": "X", "bounds": "lon_bounds"})}
+        return {
+            "lat": (
+                "lat",
+                self.lat,
+                {
+                    "long_name": "latitude",
+                    "standard_name": "latitude",
+                    "units": "degrees_north",
+                    "axis": "Y",
+                    "bounds": "lat_bounds",
+                    "comment": "Gauss-Legendre nodes",
+                },
+            ),
+            "lon": (
+                "lon",
+                self.lon,
+                {
+                    "long_name": "longitude",
+                    "standard_name": "longitude",
+                    "units": "degrees_east",
+                    "axis": "X",
+                    "bounds": "lon_bounds",
+                },
+            ),
+        }
 
-    weight_attrs = {"long_name": "quadrature weight", "units": "steradian",
-                    "comment": "Gauss-Legendre x uniform longitude: the area of the cell in lat_bounds "
-                               "x lon_bounds"}
-    rho_attrs = {"long_name": "density", "units": "steradian-1", "cell_measures": "area: cell_area",
-                 "comment": "density with respect to surface area"}
+    weight_attrs = {
+        "long_name": "quadrature weight",
+        "units": "steradian",
+        "comment": "Gauss-Legendre x uniform longitude: the area of the cell in lat_bounds "
+        "x lon_bounds",
+    }
+    rho_attrs = {
+        "long_name": "density",
+        "units": "steradian-1",
+        "cell_measures": "area: cell_area",
+        "comment": "density with respect to surface area",
+    }
 
     @property
     def h(self) -> float:
@@ -191,14 +231,25 @@ class OffGridSynthesis:
         self._grad_factor = np.sqrt(grid.l * (grid.l + 1.0))
 
     def values(self, c: Coefficients) -> Array:
-        out = self._sht.synthesis_general(alm=np.ascontiguousarray(c)[None, :], spin=0,
-                                          lmax=self.grid.lmax, loc=self.loc, epsilon=self.epsilon,
-                                          nthreads=self.grid.nthreads)
+        out = self._sht.synthesis_general(
+            alm=np.ascontiguousarray(c)[None, :],
+            spin=0,
+            lmax=self.grid.lmax,
+            loc=self.loc,
+            epsilon=self.epsilon,
+            nthreads=self.grid.nthreads,
+        )
         return out[0]
 
     def gradient(self, c: Coefficients) -> Array:
         """Cartesian surface gradient at the points, shape (n, 3)."""
         alm = np.stack([self._grad_factor * c, np.zeros_like(c)])
-        g = self._sht.synthesis_general(alm=alm, spin=1, lmax=self.grid.lmax, loc=self.loc,
-                                        epsilon=self.epsilon, nthreads=self.grid.nthreads)
+        g = self._sht.synthesis_general(
+            alm=alm,
+            spin=1,
+            lmax=self.grid.lmax,
+            loc=self.loc,
+            epsilon=self.epsilon,
+            nthreads=self.grid.nthreads,
+        )
         return g[0][:, None] * self.e_theta + g[1][:, None] * self.e_phi

@@ -1,4 +1,5 @@
 """Reduced latitude-longitude mesh of S^2: rings of ~cos(lat) cells each, polar caps."""
+
 from __future__ import annotations
 
 import math
@@ -8,9 +9,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from .._types import Array
 from ._sphere_gauss import CELL_AREA_ATTRS
-
-Array = NDArray[np.float64]
 
 #: largest number of rings accepted (cells grow like 4 nlat^2 / pi)
 MAX_RINGS = 2048
@@ -97,7 +97,9 @@ class RingMesh:
         self.shape = (self.n_cells,)
         self.space_dims = ("cell",)
         # latitude centroid: int lat cos(lat) / int cos(lat) = [lat sin + cos] / [sin]
-        self.lat_c = ((lat1 * np.sin(lat1) + np.cos(lat1)) - (lat0 * np.sin(lat0) + np.cos(lat0))) / ds
+        self.lat_c = (
+            (lat1 * np.sin(lat1) + np.cos(lat1)) - (lat0 * np.sin(lat0) + np.cos(lat0))
+        ) / ds
         self.lon_c = 0.5 * (lon0 + lon1)
         caps = np.array([0, self.n_cells - 1])
         self.lat_c[caps] = [-0.5 * math.pi, 0.5 * math.pi]
@@ -124,8 +126,14 @@ class RingMesh:
         # latitude faces between ring j (south) and j + 1 (north): overlaps of longitude cells
         for j in range(self.nlat - 1):
             lat_b = self.lat_edges[j + 1]
-            breaks = np.unique(np.concatenate([2.0 * math.pi * np.arange(counts[j]) / counts[j],
-                                               2.0 * math.pi * np.arange(counts[j + 1]) / counts[j + 1]]))
+            breaks = np.unique(
+                np.concatenate(
+                    [
+                        2.0 * math.pi * np.arange(counts[j]) / counts[j],
+                        2.0 * math.pi * np.arange(counts[j + 1]) / counts[j + 1],
+                    ]
+                )
+            )
             keep = np.concatenate([[True], np.diff(breaks) > 1e-12])
             breaks = breaks[keep]
             ends = np.append(breaks[1:], 2.0 * math.pi)
@@ -155,30 +163,48 @@ class RingMesh:
         self.face_is_latitude = np.concatenate(kind).astype(bool)
         self.n_faces = len(self.face_left)
         self.face_point = _unit(self.face_lat, self.face_lon)
-        self.face_normal = np.where(self.face_is_latitude[:, None],
-                                    _north(self.face_lat, self.face_lon), _east(self.face_lon))
+        self.face_normal = np.where(
+            self.face_is_latitude[:, None],
+            _north(self.face_lat, self.face_lon),
+            _east(self.face_lon),
+        )
         # face width in longitude (latitude faces): weights of the conservative neighbour averages
-        lon_width = np.where(self.face_is_latitude,
-                             self.face_length / np.maximum(np.cos(self.face_lat), 1e-300), 0.0)
+        lon_width = np.where(
+            self.face_is_latitude, self.face_length / np.maximum(np.cos(self.face_lat), 1e-300), 0.0
+        )
         n = self.n_cells
         lat_faces = np.flatnonzero(self.face_is_latitude)
         # north[c] = average over c's longitude interval of the ring above (cells of ring j < nlat-1)
         w = lon_width[lat_faces]
         self.north_average = sparse.csr_matrix(
-            (w / self.dlon[self.face_left[lat_faces]], (self.face_left[lat_faces], self.face_right[lat_faces])),
-            shape=(n, n))
+            (
+                w / self.dlon[self.face_left[lat_faces]],
+                (self.face_left[lat_faces], self.face_right[lat_faces]),
+            ),
+            shape=(n, n),
+        )
         self.south_average = sparse.csr_matrix(
-            (w / self.dlon[self.face_right[lat_faces]], (self.face_right[lat_faces], self.face_left[lat_faces])),
-            shape=(n, n))
+            (
+                w / self.dlon[self.face_right[lat_faces]],
+                (self.face_right[lat_faces], self.face_left[lat_faces]),
+            ),
+            shape=(n, n),
+        )
         # flux divergence: d rho_c / dt = -(sum_{f: left = c} F_f - sum_{f: right = c} F_f) / A_c
         f = np.arange(self.n_faces)
         self.divergence = sparse.csr_matrix(
-            (np.concatenate([1.0 / self.area[self.face_left], -1.0 / self.area[self.face_right]]),
-             (np.concatenate([self.face_left, self.face_right]), np.concatenate([f, f]))),
-            shape=(n, self.n_faces))
+            (
+                np.concatenate(
+                    [1.0 / self.area[self.face_left], -1.0 / self.area[self.face_right]]
+                ),
+                (np.concatenate([self.face_left, self.face_right]), np.concatenate([f, f])),
+            ),
+            shape=(n, self.n_faces),
+        )
         # boundary length of each cell (for the CFL rule and geometry checks)
-        self.perimeter = (np.bincount(self.face_left, self.face_length, n)
-                          + np.bincount(self.face_right, self.face_length, n))
+        self.perimeter = np.bincount(self.face_left, self.face_length, n) + np.bincount(
+            self.face_right, self.face_length, n
+        )
 
     # -- Dataset contract -------------------------------------------------------------------
     @property
@@ -197,39 +223,82 @@ class RingMesh:
         its edge over longitudes 0 to 360 (two vertices at the pole)."""
         lat0, lat1 = np.degrees(self.lat_bounds).T
         lon0, lon1 = np.degrees(self.lon_bounds).T
-        return (np.stack([lat0, lat0, lat1, lat1], axis=-1),
-                np.stack([lon0, lon1, lon1, lon0], axis=-1))
+        return (
+            np.stack([lat0, lat0, lat1, lat1], axis=-1),
+            np.stack([lon0, lon1, lon1, lon0], axis=-1),
+        )
 
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates on the ``cell`` dimension, with cell vertices for drawing the cells."""
         return {
-            "lat": ("cell", self.lat, {"long_name": "latitude", "standard_name": "latitude",
-                                       "units": "degrees_north", "axis": "Y", "bounds": "lat_bounds",
-                                       "comment": "latitude of the cell centre (area centroid)"}),
-            "lon": ("cell", self.lon, {"long_name": "longitude", "standard_name": "longitude",
-                                       "units": "degrees_east", "axis": "X", "bounds": "lon_bounds",
-                                       "comment": "longitude of the cell centre"}),
+            "lat": (
+                "cell",
+                self.lat,
+                {
+                    "long_name": "latitude",
+                    "standard_name": "latitude",
+                    "units": "degrees_north",
+                    "axis": "Y",
+                    "bounds": "lat_bounds",
+                    "comment": "latitude of the cell centre (area centroid)",
+                },
+            ),
+            "lon": (
+                "cell",
+                self.lon,
+                {
+                    "long_name": "longitude",
+                    "standard_name": "longitude",
+                    "units": "degrees_east",
+                    "axis": "X",
+                    "bounds": "lon_bounds",
+                    "comment": "longitude of the cell centre",
+                },
+            ),
         }
 
     def dataset_variables(self) -> dict[str, tuple]:
         """Mesh description: CF cell vertices (degrees, :meth:`vertices`), cell areas and the
         number of cells per ring."""
         lat_v, lon_v = self.vertices()
-        order = ("counter-clockwise seen from outside the sphere: south-west, south-east, north-east, "
-                 "north-west corner; caps: two vertices at the pole, longitudes 0 to 360")
+        order = (
+            "counter-clockwise seen from outside the sphere: south-west, south-east, north-east, "
+            "north-west corner; caps: two vertices at the pole, longitudes 0 to 360"
+        )
         return {
-            "lat_bounds": (("cell", "nv"), lat_v, {"comment": "latitude of the cell vertices, " + order}),
-            "lon_bounds": (("cell", "nv"), lon_v, {"comment": "longitude of the cell vertices, " + order}),
+            "lat_bounds": (
+                ("cell", "nv"),
+                lat_v,
+                {"comment": "latitude of the cell vertices, " + order},
+            ),
+            "lon_bounds": (
+                ("cell", "nv"),
+                lon_v,
+                {"comment": "longitude of the cell vertices, " + order},
+            ),
             "cell_area": ("cell", self.area.copy(), dict(CELL_AREA_ATTRS)),
-            "ring_count": ("ring", self.ring_count,
-                           {"long_name": "cells per ring", "units": "1",
-                            "comment": "cells per latitude ring, south to north (caps: 1)"}),
+            "ring_count": (
+                "ring",
+                self.ring_count,
+                {
+                    "long_name": "cells per ring",
+                    "units": "1",
+                    "comment": "cells per latitude ring, south to north (caps: 1)",
+                },
+            ),
         }
 
-    weight_attrs = {"long_name": "cell area", "units": "steradian",
-                    "comment": "cell areas of the reduced latitude-longitude mesh"}
-    rho_attrs = {"long_name": "density", "units": "steradian-1", "cell_measures": "area: cell_area",
-                 "comment": "cell average of the density with respect to surface area"}
+    weight_attrs = {
+        "long_name": "cell area",
+        "units": "steradian",
+        "comment": "cell areas of the reduced latitude-longitude mesh",
+    }
+    rho_attrs = {
+        "long_name": "density",
+        "units": "steradian-1",
+        "cell_measures": "area: cell_area",
+        "comment": "cell average of the density with respect to surface area",
+    }
 
     # -- functions on the mesh ------------------------------------------------------------
     def cell_averages(self, f: Callable[[Array], Array], order: int = 4) -> Array:
@@ -267,8 +336,11 @@ class RingMesh:
         for jf in range(fine.nlat):
             jc = jf // factor
             nf, nc = fine.ring_count[jf], self.ring_count[jc]
-            breaks = np.unique(np.concatenate([2.0 * math.pi * np.arange(nf) / nf,
-                                               2.0 * math.pi * np.arange(nc) / nc]))
+            breaks = np.unique(
+                np.concatenate(
+                    [2.0 * math.pi * np.arange(nf) / nf, 2.0 * math.pi * np.arange(nc) / nc]
+                )
+            )
             ends = np.append(breaks[1:], 2.0 * math.pi)
             width = ends - breaks
             centre = 0.5 * (breaks + ends)
@@ -289,8 +361,9 @@ class RingMesh:
         lat = np.asarray(lat, dtype=float)
         lon = np.mod(np.asarray(lon, dtype=float), 2.0 * math.pi)
         j = np.clip(np.searchsorted(self.lat_edges, lat, side="right") - 1, 0, self.nlat - 1)
-        k = np.minimum(np.floor(lon * self.ring_count[j] / (2.0 * math.pi)).astype(int),
-                       self.ring_count[j] - 1)
+        k = np.minimum(
+            np.floor(lon * self.ring_count[j] / (2.0 * math.pi)).astype(int), self.ring_count[j] - 1
+        )
         return self.ring_start[j] + k
 
     def to_latlon(self, rho: Array, nlat: int = 180, nlon: int = 360) -> tuple[Array, Array, Array]:

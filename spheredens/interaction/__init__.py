@@ -9,45 +9,95 @@ an instance answers ``velocity(state)``: X[rho] at the layout's targets, as vect
 :func:`make_evaluator` builds the choice. A new evaluator is a module with a registered
 class, imported below.
 """
+
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from ..kernel import orthogonal_multiple
 from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
+from ._base import (
+    EVALUATOR_CLASSES,
+    INTERACTIONS,
+    Evaluator,
+    Layout,
+    candidates,
+    choices,
+    make_evaluator,
+    register_evaluator,
+    select_evaluator,
+)
 from ._clusters import circle_order, clustered_logsumexp_sums, sphere_order
-from ._base import (EVALUATOR_CLASSES, INTERACTIONS, Evaluator, Layout, candidates, choices,
-                    make_evaluator, register_evaluator, select_evaluator)
 from ._fourier import FourierConvolution, aliased_multipliers
-from ._funk_hecke import (FunkHeckeInteraction, KappaInterpolation, SphereDirectQuadrature,
-                          funk_hecke_multipliers)
+from ._funk_hecke import (
+    FunkHeckeInteraction,
+    KappaInterpolation,
+    SphereDirectQuadrature,
+    funk_hecke_multipliers,
+)
 from ._lowrank import KappaLowRank, LowRankPoints, lowrank_multipliers
 from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
 
-__all__ = ["AuxiliaryInteraction", "AuxiliaryOnGaussGrid", "DirectQuadrature", "Evaluator",
-           "EVALUATOR_CLASSES", "FourierConvolution", "FunkHeckeInteraction", "FunkHeckePoints",
-           "INTERACTIONS", "KappaInterpolation", "KappaLowRank", "Layout", "LowRankMeridianInteraction", "LowRankPoints", "PrunedDirectQuadrature", "SphereDirectQuadrature",
-           "ZeroTemperatureField", "aliased_multipliers", "candidates", "choices", "circle_order", "clip_norm", "clustered_logsumexp_sums",
-           "fft_applies", "funk_hecke_multipliers", "logsumexp_sums", "lowrank_multipliers", "pruned_logsumexp_sums", "make_evaluator",
-           "make_interaction", "make_sphere_interaction", "orthogonal_multiple",
-           "register_evaluator", "select_evaluator", "sphere_choice", "sphere_order"]
+__all__ = [
+    "AuxiliaryInteraction",
+    "AuxiliaryOnGaussGrid",
+    "DirectQuadrature",
+    "Evaluator",
+    "EVALUATOR_CLASSES",
+    "FourierConvolution",
+    "FunkHeckeInteraction",
+    "FunkHeckePoints",
+    "INTERACTIONS",
+    "KappaInterpolation",
+    "KappaLowRank",
+    "Layout",
+    "LowRankMeridianInteraction",
+    "LowRankPoints",
+    "PrunedDirectQuadrature",
+    "SphereDirectQuadrature",
+    "ZeroTemperatureField",
+    "aliased_multipliers",
+    "candidates",
+    "choices",
+    "circle_order",
+    "clip_norm",
+    "clustered_logsumexp_sums",
+    "fft_applies",
+    "funk_hecke_multipliers",
+    "logsumexp_sums",
+    "lowrank_multipliers",
+    "pruned_logsumexp_sums",
+    "make_evaluator",
+    "make_interaction",
+    "make_sphere_interaction",
+    "orthogonal_multiple",
+    "register_evaluator",
+    "select_evaluator",
+    "sphere_choice",
+    "sphere_order",
+]
 
-Array = NDArray[np.float64]
 
-
-@register_evaluator("zero_temperature", domains=None, inputs=("values", "log_moments", "coefficients"), priority=0,
-                    selectable=False)  # a formula of the points: any domain
+@register_evaluator(
+    "zero_temperature",
+    domains=None,
+    inputs=("values", "log_moments", "coefficients"),
+    priority=0,
+    selectable=False,
+)  # a formula of the points: any domain
 class ZeroTemperatureField(Evaluator):
     """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the targets."""
 
     requirement = "is the field of sa_zero_temperature"
-    refusal_text = ("= {choice!r}, but {model} has no interaction (its velocity does not depend on "
-                    "rho); remove the key")
+    refusal_text = (
+        "= {choice!r}, but {model} has no interaction (its velocity does not depend on "
+        "rho); remove the key"
+    )
 
     @staticmethod
     def structure(model: Model) -> bool:
@@ -73,8 +123,13 @@ class ZeroTemperatureField(Evaluator):
         return np.broadcast_to(self._velocity, (n_xi,) + self._velocity.shape)
 
 
-@register_evaluator(AuxiliaryInteraction.name, domains=("sphere",), inputs=("coefficients",),
-                    priority=0, selectable=False)
+@register_evaluator(
+    AuxiliaryInteraction.name,
+    domains=("sphere",),
+    inputs=("coefficients",),
+    priority=0,
+    selectable=False,
+)
 class AuxiliaryOnGaussGrid(Evaluator):
     """:class:`AuxiliaryInteraction` for the spherical-harmonic scheme: slices given by their
     coefficients, densities synthesized on the Gauss grid (nodes with Gauss weights as sources

@@ -20,24 +20,28 @@ linear in the densities, so:
 No per-pair convolution: the cost per right-hand side is O(M (N + L^2 log L)) + O(L^2 M log M)
 with N points and degree L (measured in benchmarks/bench_auxiliary.py).
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.linalg import matmul_toeplitz
 
+from .._types import Array
 from ..geometry import tangent_project
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._points import CircleBasis, SphereBasis
 
-Array = NDArray[np.float64]
 
-
-@register_evaluator("auxiliary_spectral", domains=("circle", "sphere"), inputs=("values",),
-                    priority=0, selectable=False)
+@register_evaluator(
+    "auxiliary_spectral",
+    domains=("circle", "sphere"),
+    inputs=("values",),
+    priority=0,
+    selectable=False,
+)
 class AuxiliaryInteraction(Evaluator):
     """Velocity X_k of every slice of ``usa_av`` at target points (module docstring).
 
@@ -54,8 +58,10 @@ class AuxiliaryInteraction(Evaluator):
     """
 
     requirement = "is the evaluator of usa_av"
-    refusal_text = ("= {choice!r}: usa_av has its own spectral evaluator (gauges and couplings of "
-                    "the slices); remove the key")
+    refusal_text = (
+        "= {choice!r}: usa_av has its own spectral evaluator (gauges and couplings of "
+        "the slices); remove the key"
+    )
 
     @staticmethod
     def structure(model: Model) -> bool:
@@ -84,8 +90,12 @@ class AuxiliaryInteraction(Evaluator):
     def slice_coefficients(self, rho: Array) -> Array:
         """c_l: coefficients of sum_j rho_lj w_j delta_{G_l y_j}, shape (M, n_coefficients)."""
         rho = np.atleast_2d(rho)
-        return np.stack([self.basis.analysis(self._source_frames[l], rho[l] * self.weight)
-                         for l in range(len(rho))])
+        return np.stack(
+            [
+                self.basis.analysis(self._source_frames[l], rho[l] * self.weight)
+                for l in range(len(rho))
+            ]
+        )
 
     def coupled(self, c: Array) -> Array:
         """mu_k = sum_l r_l b_kl c_l, shape (M, n_coefficients) (one row when b = 1)."""
@@ -94,8 +104,9 @@ class AuxiliaryInteraction(Evaluator):
             return rc.sum(axis=0, keepdims=True)
         if self._toeplitz is not None:
             col = self._toeplitz
-            return (matmul_toeplitz((col, col), rc.real, check_finite=False)
-                    + 1j * matmul_toeplitz((col, col), rc.imag, check_finite=False))
+            return matmul_toeplitz((col, col), rc.real, check_finite=False) + 1j * matmul_toeplitz(
+                (col, col), rc.imag, check_finite=False
+            )
         return self.kernel.coupling @ rc
 
     def vectors(self, rho: Array) -> Array:
@@ -118,6 +129,7 @@ class AuxiliaryInteraction(Evaluator):
         c = self.slice_coefficients(rho)
         mu = self.coupled(c)
         r = self.kernel.weight
-        total = sum(r[k] * self.basis.inner(c[k], mu[0] if len(mu) == 1 else mu[k])
-                    for k in range(len(c)))
+        total = sum(
+            r[k] * self.basis.inner(c[k], mu[0] if len(mu) == 1 else mu[k]) for k in range(len(c))
+        )
         return total * self._scale / (2.0 * self.kappa)

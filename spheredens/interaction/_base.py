@@ -6,20 +6,19 @@ model, both when a configuration is validated (an explicit ``discretization.inte
 is checked, with a message saying why it does not apply) and when ``"auto"`` is resolved
 (the first class, by ``priority``, that applies); :func:`make_evaluator` builds it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .._registry import Registry
+from .._types import Array
 from ..exceptions import ConfigError
 from ..geometry import tangent_project
 from ..models import Model
-
-Array = NDArray[np.float64]
 
 #: what a scheme's state is, for an evaluator: density values at source points (with their
 #: weights), log cell averages with centroid offsets (:class:`PrunedDirectQuadrature`), or
@@ -126,8 +125,9 @@ class Evaluator:
         """P_x A(x) for each slice, A = ``self.attention_average(rho_k)`` (N/Z or N) at the
         points ``self.targets``: the ``vectors`` of the evaluators that form A row by row,
         shape (n_xi, n_targets, d) for densities ``rho`` (n_xi, n_sources)."""
-        return np.stack([tangent_project(self.targets, self.attention_average(r))
-                         for r in np.atleast_2d(rho)])
+        return np.stack(
+            [tangent_project(self.targets, self.attention_average(r)) for r in np.atleast_2d(rho)]
+        )
 
     def velocity(self, state: Any) -> Array:
         """X[rho] at the targets: shape (n_xi, *targets, d), or its components along the
@@ -135,20 +135,29 @@ class Evaluator:
         vel = self.vectors(state)
         if self.frame is None:
             return vel
-        return np.stack([np.stack([np.einsum("...d,...d->...", v, e) for e in self.frame])
-                         for v in vel])
+        return np.stack(
+            [np.stack([np.einsum("...d,...d->...", v, e) for e in self.frame]) for v in vel]
+        )
 
 
 #: ``discretization.interaction`` names and their descriptions (``spheredens info``)
 INTERACTIONS = Registry("interaction evaluator")
-INTERACTIONS.register("auto")("circle: fft where it applies, else direct; sphere: funk_hecke, "
-                              "else lowrank_meridian (sh_spectral) or lowrank_points (fv), else direct")
+INTERACTIONS.register("auto")(
+    "circle: fft where it applies, else direct; sphere: funk_hecke, "
+    "else lowrank_meridian (sh_spectral) or lowrank_points (fv), else direct"
+)
 #: every registered evaluator class, in registration order
 EVALUATOR_CLASSES: list[type[Evaluator]] = []
 
 
-def register_evaluator(name: str, *, domains: tuple[str, ...] | None, inputs: tuple[str, ...],
-                       priority: int = 50, selectable: bool = True):
+def register_evaluator(
+    name: str,
+    *,
+    domains: tuple[str, ...] | None,
+    inputs: tuple[str, ...],
+    priority: int = 50,
+    selectable: bool = True,
+):
     """Class decorator: register an evaluator class under ``name`` (a valid
     ``discretization.interaction`` value where it is ``selectable``) for ``domains`` (None:
     every domain) and ``inputs``; "auto" tries lower ``priority`` first."""
@@ -172,27 +181,46 @@ def candidates(domain: str, inputs: str) -> list[type[Evaluator]]:
 
 def choices(domain: str, inputs: str | None = None) -> tuple[str, ...]:
     """The ``discretization.interaction`` values valid on ``domain`` (for ``inputs``)."""
-    names = {c.name for c in EVALUATOR_CLASSES if c.selectable and c.serves(domain)
-             and (inputs is None or inputs in c.inputs)}
+    names = {
+        c.name
+        for c in EVALUATOR_CLASSES
+        if c.selectable and c.serves(domain) and (inputs is None or inputs in c.inputs)
+    }
     return ("auto", *sorted(names))
 
 
-def select_evaluator(model: Model, domain: str, inputs: str, choice: Any = "auto", *,
-                     scheme: str = "", key: str = "discretization.interaction") -> type[Evaluator]:
+def select_evaluator(
+    model: Model,
+    domain: str,
+    inputs: str,
+    choice: Any = "auto",
+    *,
+    scheme: str = "",
+    key: str = "discretization.interaction",
+) -> type[Evaluator]:
     """The evaluator class for ``model`` on a layout (``domain``, ``inputs``), checking
     ``choice``: a ConfigError naming ``key`` says why a named evaluator cannot serve."""
     if not isinstance(choice, str) or choice not in INTERACTIONS:
         known = ("auto", *sorted(n for n in INTERACTIONS if n != "auto"))
-        raise ConfigError(key, f"{choice!r} is not a known interaction evaluator; choose one of "
-                          f"{', '.join(map(repr, known))}")
+        raise ConfigError(
+            key,
+            f"{choice!r} is not a known interaction evaluator; choose one of "
+            f"{', '.join(map(repr, known))}",
+        )
     on_domain = choices(domain)
     if choice not in on_domain:
-        raise ConfigError(key, f"{choice!r} is not available on the {domain}; choose one of "
-                          f"{', '.join(map(repr, on_domain))}")
+        raise ConfigError(
+            key,
+            f"{choice!r} is not available on the {domain}; choose one of "
+            f"{', '.join(map(repr, on_domain))}",
+        )
     allowed = choices(domain, inputs)
     if choice not in allowed:
-        raise ConfigError(key, f"{choice!r} is not available with scheme {scheme!r}; choose one "
-                          f"of {', '.join(map(repr, allowed))}")
+        raise ConfigError(
+            key,
+            f"{choice!r} is not available with scheme {scheme!r}; choose one "
+            f"of {', '.join(map(repr, allowed))}",
+        )
     pool = candidates(domain, inputs)
     own = [c for c in pool if not c.selectable and not c.applies(model)]
     if own:
@@ -201,13 +229,20 @@ def select_evaluator(model: Model, domain: str, inputs: str, choice: Any = "auto
         return own[0]
     # a model served only by its own evaluator elsewhere (usa_av's auxiliary sums on values or
     # coefficients): no general evaluator of this layout knows its slices
-    owners = [c for c in EVALUATOR_CLASSES if c.serves(domain) and not c.selectable and not c.applies(model)]
+    owners = [
+        c
+        for c in EVALUATOR_CLASSES
+        if c.serves(domain) and not c.selectable and not c.applies(model)
+    ]
     if owners:
         served = sorted({i for c in owners for i in c.inputs})
-        raise ConfigError("discretization.scheme", f"scheme {scheme!r} cannot run model {model.name!r}: its "
-                          f"interaction ({owners[0].name!r}) needs the density as {' or '.join(served)}, "
-                          f"and this scheme gives it as {inputs}; choose another scheme (spheredens info "
-                          "lists them)")
+        raise ConfigError(
+            "discretization.scheme",
+            f"scheme {scheme!r} cannot run model {model.name!r}: its "
+            f"interaction ({owners[0].name!r}) needs the density as {' or '.join(served)}, "
+            f"and this scheme gives it as {inputs}; choose another scheme (spheredens info "
+            "lists them)",
+        )
     usable = [c for c in pool if c.selectable and not c.applies(model)]
     if choice == "auto":
         return usable[0]

@@ -29,6 +29,7 @@ row's sum. All together the sums equal the direct ones to about 2^-59 of each ro
 to 2^-58 ||V||): the same velocities to round-off
 (tests/test_particles.py::test_clustered_particle_sums_give_the_direct_velocities).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,9 +37,8 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from .._types import Array
 from ._pruned import SourceBlocks
-
-Array = NDArray[np.float64]
 
 #: the truncation of every expanded pair, relative to the pair's sum
 EXPANSION_TOLERANCE = 2.0**-60
@@ -107,13 +107,20 @@ def sphere_order(x: Array, band: float | None = None) -> NDArray[np.int64]:
     east- and westward (so a band's end meets the next band's start)."""
     n = len(x)
     band = 8.0 * math.sqrt(4.0 * math.pi / max(n, 1)) if band is None else float(band)
-    ring = np.floor((np.arcsin(np.clip(x[:, 2], -1.0, 1.0)) + 0.5 * math.pi) / band).astype(np.int64)
+    ring = np.floor((np.arcsin(np.clip(x[:, 2], -1.0, 1.0)) + 0.5 * math.pi) / band).astype(
+        np.int64
+    )
     lon = np.arctan2(x[:, 1], x[:, 0])
     return np.lexsort((np.where(ring % 2 == 0, lon, -lon), ring))
 
 
-def clustered_logsumexp_sums(q: Array, x: Array, log_a: Array, vy: Array, beta_sigma: float,
-                             ) -> tuple[Array, Array, Array, dict]:
+def clustered_logsumexp_sums(
+    q: Array,
+    x: Array,
+    log_a: Array,
+    vy: Array,
+    beta_sigma: float,
+) -> tuple[Array, Array, Array, dict]:
     """(Z e^-M, N e^-M, M) of :func:`~spheredens.interaction.logsumexp_sums` for particles
     ``x`` (n, 2) on the circle that are both the targets (``q`` = beta B^T x) and the sources
     (log weights ``log_a``, V y in ``vy``), ordered by :func:`circle_order`; ``beta_sigma`` is

@@ -1,16 +1,16 @@
 """FFT convolution on the circle when B = Q^T K is a positive multiple of a rotation."""
+
 from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from .._types import Array
 from ..grids import CircleGrid
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._quadrature import DirectQuadrature, clip_norm
-
-Array = NDArray[np.float64]
 
 #: targets whose (scaled) partition function is below this fraction of its maximum are
 #: recomputed by direct quadrature: the FFT gives Z there only to absolute accuracy eps * max Z
@@ -72,7 +72,9 @@ class FourierConvolution(Evaluator):
     def __init__(self, model: Model, sources: CircleGrid, targets: CircleGrid) -> None:
         decomposition = model.kernel.rotation_multiple_2d()
         if decomposition is None:
-            raise ValueError("FourierConvolution needs B = Q^T K to be a positive multiple of a rotation")
+            raise ValueError(
+                "FourierConvolution needs B = Q^T K to be a positive multiple of a rotation"
+            )
         if sources.n != targets.n:
             raise ValueError("FourierConvolution needs source and target grids of the same size")
         a, phi0 = decomposition
@@ -86,8 +88,9 @@ class FourierConvolution(Evaluator):
         self.targets = targets.points
         self._v = model.V
         self._v_norm = model.V_norm
-        self._fallback = DirectQuadrature(model, sources.points, sources.weight, targets.points,
-                                          max_cached=0)
+        self._fallback = DirectQuadrature(
+            model, sources.points, sources.weight, targets.points, max_cached=0
+        )
 
     def attention_average(self, rho: Array) -> Array:
         """N/Z (``sa``) or N (``usa``) at the targets for one density rho (n,); shape (n, 2)."""

@@ -1,4 +1,5 @@
 """Spectral interaction on S^2: Funk-Hecke multipliers (scaled modified spherical Bessel functions)."""
+
 from __future__ import annotations
 
 import math
@@ -11,13 +12,13 @@ from scipy import special
 from scipy.spatial.transform import Rotation
 
 from .._lazy import ducc0
+from .._types import Array
 from ..geometry import tangent_project
 from ..grids import GaussGrid, OffGridSynthesis
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._quadrature import DirectQuadrature, clip_norm
 
-Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
 
 #: where the scaled partition function is below this fraction of its maximum, the spectral
@@ -79,8 +80,14 @@ class _SphereEvaluator(Evaluator):
     def _finish(self, z: Array, n: Array, log_scale: Array | float) -> Array:
         """N/Z (sa) or N e^{log_scale} (usa) on the grid, guarded where Z is round-off."""
         if not self.model.kind.normalized:
-            with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
-                return n * np.exp(log_scale)[..., None] if np.ndim(log_scale) else n * np.exp(log_scale)
+            with np.errstate(
+                over="ignore", invalid="ignore"
+            ):  # usa at large beta: inf, caught later
+                return (
+                    n * np.exp(log_scale)[..., None]
+                    if np.ndim(log_scale)
+                    else n * np.exp(log_scale)
+                )
         small = z < GUARD_RELATIVE_Z * z.max()
         self.guarded_fraction = float(small.mean())
         out = n / np.where(z > 0.0, z, np.inf)[..., None]
@@ -158,13 +165,14 @@ class FunkHeckeInteraction(_SphereEvaluator):
         # <e_r, W e_s> for r in (theta, phi), s in (x, theta, phi), W = V R^T (one R^T for
         # det R = -1 too: W uses the original R)
         W = model.V @ self._r.T
-        self._w = {(r, c): np.einsum("ijd,de,ije->ij", er, W, ec)
-                   for r, er in (("t", grid.e_theta), ("p", grid.e_phi), ("x", grid.points))
-                   for c, ec in (("x", grid.points), ("t", grid.e_theta), ("p", grid.e_phi))}
+        self._w = {
+            (r, c): np.einsum("ijd,de,ije->ij", er, W, ec)
+            for r, er in (("t", grid.e_theta), ("p", grid.e_phi), ("x", grid.points))
+            for c, ec in (("x", grid.points), ("t", grid.e_theta), ("p", grid.e_phi))
+        }
 
     def _rotated(self, rho_c: Coefficients) -> Coefficients:
         if self._euler is not None:
-
             rho_c = ducc0.sht.rotate_alm(np.ascontiguousarray(rho_c), self.grid.lmax, *self._euler)
         if self._parity is not None:
             rho_c = self._parity * rho_c
@@ -241,7 +249,9 @@ def barycentric_weights(nodes: Array, x: Array) -> Array:
     return c
 
 
-@register_evaluator("kappa_interpolation", domains=("sphere",), inputs=("coefficients",), priority=20)
+@register_evaluator(
+    "kappa_interpolation", domains=("sphere",), inputs=("coefficients",), priority=20
+)
 class KappaInterpolation(_SphereEvaluator):
     """Near-spectral velocity for a general invertible B, by interpolation in kappa.
 
@@ -258,12 +268,16 @@ class KappaInterpolation(_SphereEvaluator):
     ``ducc0`` (3 per node).
     """
 
-    description = ("sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
-                   "(B invertible, cond <= 1e3)")
+    description = (
+        "sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
+        "(B invertible, cond <= 1e3)"
+    )
     requirement = GENERAL_B_REQUIREMENT
     structure = staticmethod(well_conditioned)
 
-    def __init__(self, model: Model, grid: GaussGrid, *, tol: float = 1e-12, max_nodes: int = 64) -> None:
+    def __init__(
+        self, model: Model, grid: GaussGrid, *, tol: float = 1e-12, max_nodes: int = 64
+    ) -> None:
         super().__init__(model, grid)
         B = model.kernel.B
         sigma = model.kernel.singular_values
@@ -283,7 +297,10 @@ class KappaInterpolation(_SphereEvaluator):
         self._offgrid = OffGridSynthesis(grid, self.u)
 
     def attributes(self) -> dict[str, Any]:
-        return {"kappa_nodes": len(self.nodes), "kappa_interpolation_tolerance": self.achieved_tolerance}
+        return {
+            "kappa_nodes": len(self.nodes),
+            "kappa_interpolation_tolerance": self.achieved_tolerance,
+        }
 
     def _choose_nodes(self, a: float, b: float, tol: float, max_nodes: int) -> tuple[Array, float]:
         l = np.arange(self.grid.lmax + 1.0)
@@ -294,8 +311,11 @@ class KappaInterpolation(_SphereEvaluator):
         for p in range(4, max_nodes + 1, 4):
             nodes = chebyshev_log_nodes(a, b, p)
             vals = np.array([np.concatenate(funk_hecke_multipliers(l, k)) for k in nodes])
-            err = float((np.abs(barycentric_weights(nodes, sample) @ vals - exact).max(axis=1)
-                         / scale).max())
+            err = float(
+                (
+                    np.abs(barycentric_weights(nodes, sample) @ vals - exact).max(axis=1) / scale
+                ).max()
+            )
             if err <= tol:
                 return nodes, err
         return nodes, err

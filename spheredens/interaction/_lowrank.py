@@ -53,27 +53,32 @@ the few heavy cells, so each level costs one spectral evaluation and a direct su
 peeled cells, where step 5 sums over ~20% of all cells for each row (measured on
 docs/numerics.md).
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .._lazy import ducc0
+from .._types import Array
 from ..geometry import tangent_project
 from ..grids import GaussGrid
 from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
-from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, barycentric_weights,
-                          chebyshev_log_nodes, funk_hecke_multipliers, well_conditioned)
+from ._funk_hecke import (
+    GENERAL_B_REQUIREMENT,
+    GUARD_RELATIVE_Z,
+    barycentric_weights,
+    chebyshev_log_nodes,
+    funk_hecke_multipliers,
+    well_conditioned,
+)
 from ._points import degrees, multiplier_degree
 from ._pruned import pruned_logsumexp_sums
 from ._quadrature import clip_norm
-
-Array = NDArray[np.float64]
 
 #: l1 error of the low-rank multipliers, relative to s_0(kappa), on the sampled kappa range
 LOWRANK_TOLERANCE = 1e-12
@@ -95,8 +100,13 @@ WEIGHT_CUTOFF = 1e-15
 WEIGHT_NODES = 64
 
 
-def lowrank_multipliers(lmax: int, kappa_min: float, kappa_max: float, tol: float = LOWRANK_TOLERANCE,
-                        samples: int = 400) -> tuple[Array, float]:
+def lowrank_multipliers(
+    lmax: int,
+    kappa_min: float,
+    kappa_max: float,
+    tol: float = LOWRANK_TOLERANCE,
+    samples: int = 400,
+) -> tuple[Array, float]:
     """Degree profiles c_r(l) (R, lmax + 1), orthonormal, with
     s_l(k) ~ sum_r (sum_l' s_l'(k) c_r(l')) c_r(l) and the same for ds_l, to an l1 error over l
     below ``tol`` s_0(k) at ``samples`` log-spaced k in [kappa_min, kappa_max]; and that error."""
@@ -130,10 +140,15 @@ class KappaLowRank:
         self.profiles, self.error = lowrank_multipliers(lmax, lo, hi, tol)
         self.rank = len(self.profiles)
         self._inv_b = np.linalg.inv(self.B)
-        self._nodes = chebyshev_log_nodes(lo, hi, WEIGHT_NODES)  # hi > lo: the range is widened above
+        self._nodes = chebyshev_log_nodes(
+            lo, hi, WEIGHT_NODES
+        )  # hi > lo: the range is widened above
         l = np.arange(lmax + 1.0)
         at_nodes = np.array([funk_hecke_multipliers(l, k) for k in self._nodes])  # (p, 2, lmax + 1)
-        self._node_a, self._node_a_d = at_nodes[:, 0] @ self.profiles.T, at_nodes[:, 1] @ self.profiles.T
+        self._node_a, self._node_a_d = (
+            at_nodes[:, 0] @ self.profiles.T,
+            at_nodes[:, 1] @ self.profiles.T,
+        )
 
     def kappa_of_image(self, u: Array) -> Array:
         """kappa~(u) = beta / |B^{-T} u| for unit vectors u (..., 3)."""
@@ -179,8 +194,10 @@ class LowRankPoints(Evaluator):
     maximum are computed by pruned direct log-sum-exp quadrature (``fallback_fraction``: their
     share at the last call)."""
 
-    description = ("sphere, density at points (fv cells): Funk-Hecke multipliers of low rank in "
-                   "kappa = beta |B^T x|, general syntheses at the targets (B invertible, cond <= 1e3)")
+    description = (
+        "sphere, density at points (fv cells): Funk-Hecke multipliers of low rank in "
+        "kappa = beta |B^T x|, general syntheses at the targets (B invertible, cond <= 1e3)"
+    )
     requirement = GENERAL_B_REQUIREMENT
     structure = staticmethod(well_conditioned)
 
@@ -188,8 +205,17 @@ class LowRankPoints(Evaluator):
     def build(cls, model: Model, layout: Layout) -> "LowRankPoints":
         return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
-    def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
-                 tol: float = LOWRANK_TOLERANCE, epsilon: float = 1e-13, nthreads: int = 1) -> None:
+    def __init__(
+        self,
+        model: Model,
+        sources: Array,
+        weight: Array,
+        targets: Array,
+        *,
+        tol: float = LOWRANK_TOLERANCE,
+        epsilon: float = 1e-13,
+        nthreads: int = 1,
+    ) -> None:
         self.model = model
         self.sources = np.ascontiguousarray(sources, dtype=float)
         self.weight = np.asarray(weight, dtype=float)
@@ -218,16 +244,27 @@ class LowRankPoints(Evaluator):
         self.weight_degree = self.lowrank.weight_degree()
         self.grid_degree = max(self.lmax, self.weight_degree) + EXTRA_DEGREES
         # longitudes: an FFT-friendly count >= 2 L_H + 2 (2 x 103 longitudes made every synthesis 6x slower)
-        self._nt, self._nph = self.grid_degree + 1, int(ducc0.fft.good_size(2 * self.grid_degree + 2, True))
-        self._profiles = np.ascontiguousarray(self.lowrank.profiles[:, degrees(self.lmax).astype(int)])
+        self._nt, self._nph = (
+            self.grid_degree + 1,
+            int(ducc0.fft.good_size(2 * self.grid_degree + 2, True)),
+        )
+        self._profiles = np.ascontiguousarray(
+            self.lowrank.profiles[:, degrees(self.lmax).astype(int)]
+        )
         # the Gauss-Legendre grid (ducc0 "GL": theta_k ascending, phi_j = 2 pi j / nph)
         x, _ = np.polynomial.legendre.leggauss(self._nt)
         theta = np.arccos(-x)
         phi = 2.0 * np.pi * np.arange(self._nph) / self._nph
         st = np.sin(theta)[:, None]
-        u_grid = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), np.cos(theta)[:, None] + 0 * phi),
-                          axis=-1).reshape(-1, 3)
-        self._a_both = np.ascontiguousarray(np.stack(self.lowrank.weights(self.lowrank.kappa_of_image(u_grid))))
+        u_grid = np.stack(
+            np.broadcast_arrays(
+                st * np.cos(phi), st * np.sin(phi), np.cos(theta)[:, None] + 0 * phi
+            ),
+            axis=-1,
+        ).reshape(-1, 3)
+        self._a_both = np.ascontiguousarray(
+            np.stack(self.lowrank.weights(self.lowrank.kappa_of_image(u_grid)))
+        )
         l_h = degrees(self.grid_degree)
         self._l_grad = np.sqrt(l_h * (l_h + 1.0))
         self._source_loc = np.ascontiguousarray(points_to_colat_lon(self.sources))
@@ -253,34 +290,66 @@ class LowRankPoints(Evaluator):
     def attributes(self) -> dict[str, Any]:
         if self.model.beta == 0.0:
             return {}
-        return {"lowrank_rank": self.lowrank.rank, "lowrank_error": self.lowrank.error,
-                "interaction_lmax": self.lmax, "lowrank_weight_degree": self.weight_degree,
-                "lowrank_grid_degree": self.grid_degree, "log_domain_below": self.log_domain_below,
-                "log_domain_peel_levels": self.peel_levels}
+        return {
+            "lowrank_rank": self.lowrank.rank,
+            "lowrank_error": self.lowrank.error,
+            "interaction_lmax": self.lmax,
+            "lowrank_weight_degree": self.weight_degree,
+            "lowrank_grid_degree": self.grid_degree,
+            "log_domain_below": self.log_domain_below,
+            "log_domain_peel_levels": self.peel_levels,
+        }
 
     def fields(self, masses: Array, rows: Array | None = None) -> Array:
         """(H, D, dH/dtheta, dH/dphi / sin theta) at the targets' image points (only at the targets
         ``rows`` when given), shape (4, n), for the source masses a_j (module docstring)."""
         sht, nthreads, eps = ducc0.sht, self._nthreads, self._epsilon
-        mu = sht.adjoint_synthesis_general(map=np.ascontiguousarray(masses, dtype=float)[None, :], spin=0,
-                                           lmax=self.lmax, loc=self._source_loc, epsilon=eps,
-                                           nthreads=nthreads)[0]
+        mu = sht.adjoint_synthesis_general(
+            map=np.ascontiguousarray(masses, dtype=float)[None, :],
+            spin=0,
+            lmax=self.lmax,
+            loc=self._source_loc,
+            epsilon=eps,
+            nthreads=nthreads,
+        )[0]
         rank = self.lowrank.rank
         f = np.empty((rank, self._nt * self._nph))
         for r in range(rank):
-            f[r] = sht.synthesis_2d(alm=(self._profiles[r] * mu)[None, :], spin=0, lmax=self.lmax,
-                                    geometry="GL", ntheta=self._nt, nphi=self._nph,
-                                    nthreads=nthreads).reshape(-1)
+            f[r] = sht.synthesis_2d(
+                alm=(self._profiles[r] * mu)[None, :],
+                spin=0,
+                lmax=self.lmax,
+                geometry="GL",
+                ntheta=self._nt,
+                nphi=self._nph,
+                nthreads=nthreads,
+            ).reshape(-1)
         hd = np.einsum("krp,rp->kp", self._a_both, f).reshape(2, self._nt, self._nph)
-        alm = [sht.analysis_2d(map=m[None], spin=0, lmax=self.grid_degree, geometry="GL",
-                               nthreads=nthreads)[0] for m in hd]
+        alm = [
+            sht.analysis_2d(
+                map=m[None], spin=0, lmax=self.grid_degree, geometry="GL", nthreads=nthreads
+            )[0]
+            for m in hd
+        ]
         loc = self._target_loc if rows is None else np.ascontiguousarray(self._target_loc[rows])
         out = np.empty((4, len(loc)))
         for k in range(2):
-            out[k] = sht.synthesis_general(alm=alm[k][None], spin=0, lmax=self.grid_degree,
-                                           loc=loc, epsilon=eps, nthreads=nthreads)[0]
-        out[2:] = sht.synthesis_general(alm=np.stack([self._l_grad * alm[0], np.zeros_like(alm[0])]), spin=1,
-                                        lmax=self.grid_degree, loc=loc, epsilon=eps, nthreads=nthreads)
+            out[k] = sht.synthesis_general(
+                alm=alm[k][None],
+                spin=0,
+                lmax=self.grid_degree,
+                loc=loc,
+                epsilon=eps,
+                nthreads=nthreads,
+            )[0]
+        out[2:] = sht.synthesis_general(
+            alm=np.stack([self._l_grad * alm[0], np.zeros_like(alm[0])]),
+            spin=1,
+            lmax=self.grid_degree,
+            loc=loc,
+            epsilon=eps,
+            nthreads=nthreads,
+        )
         return out
 
     def attention_average(self, rho: Array) -> Array:
@@ -295,7 +364,9 @@ class LowRankPoints(Evaluator):
             return np.broadcast_to(avg, self.targets.shape)
         h, n = self.scaled_sums(a)
         if not model.kind.normalized:
-            with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
+            with np.errstate(
+                over="ignore", invalid="ignore"
+            ):  # usa at large beta: inf, caught later
                 return n * np.exp(self._kappa)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):  # h <= 0: rows redone below
             out = n / h[:, None]
@@ -308,7 +379,9 @@ class LowRankPoints(Evaluator):
             rest = self._peeled_rows(a, log_a, small, out)
             self.direct_fraction = rest.size / h.size
             if rest.size:
-                z, num, _, _ = pruned_logsumexp_sums(self._query[rest], self.sources, log_a, self._vy)
+                z, num, _, _ = pruned_logsumexp_sums(
+                    self._query[rest], self.sources, log_a, self._vy
+                )
                 out[rest] = num / np.where(z > 0.0, z, np.inf)[:, None]
         return clip_norm(out, self._v_norm)
 
@@ -347,8 +420,13 @@ class LowRankPoints(Evaluator):
             # both over e^s with s the larger log Z; peeled blocks below 2^-60 of the tail's Z
             # are skipped (that Z is known to better than 1e-3 here, hence the margin)
             log_t = self._kappa[done] + np.log(h_t)
-            z_b, n_b, m_b, _ = pruned_logsumexp_sums(self._query[done], self.sources[cells], log_a[cells],
-                                                     self._vy[cells], log_lower=log_t - 1e-3)
+            z_b, n_b, m_b, _ = pruned_logsumexp_sums(
+                self._query[done],
+                self.sources[cells],
+                log_a[cells],
+                self._vy[cells],
+                log_lower=log_t - 1e-3,
+            )
             with np.errstate(divide="ignore"):
                 log_b = m_b + np.log(z_b)
             s = np.maximum(log_t, log_b)
@@ -361,4 +439,6 @@ class LowRankPoints(Evaluator):
     def vectors(self, rho: Array) -> Array:
         """Tangent velocity X[rho] at the targets, shape (n_xi, n_targets, 3), for source values
         ``rho`` of shape (n_xi, n_sources)."""
-        return np.stack([tangent_project(self.targets, self.attention_average(r)) for r in np.atleast_2d(rho)])
+        return np.stack(
+            [tangent_project(self.targets, self.attention_average(r)) for r in np.atleast_2d(rho)]
+        )

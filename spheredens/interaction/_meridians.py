@@ -40,6 +40,7 @@ recomputed by direct log-sum-exp quadrature on the grid (certified pruning of so
 :func:`~spheredens.interaction.pruned_logsumexp_sums`), exactly as the direct evaluator computes
 them: the velocity there stays right in the log domain instead of being clipped.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,17 +52,22 @@ from numpy.typing import NDArray
 from scipy.spatial.transform import Rotation
 
 from .._lazy import ducc0
+from .._types import Array
 from ..grids import GaussGrid
 from ..grids._shtns import make_sht, rings_at_least
 from ..models import Model
 from ._base import Layout, register_evaluator
-from ._funk_hecke import (GENERAL_B_REQUIREMENT, GUARD_RELATIVE_Z, _SphereEvaluator, rotation_euler_zyz,
-                          well_conditioned)
+from ._funk_hecke import (
+    GENERAL_B_REQUIREMENT,
+    GUARD_RELATIVE_Z,
+    _SphereEvaluator,
+    rotation_euler_zyz,
+    well_conditioned,
+)
 from ._lowrank import EXTRA_DEGREES, LOWRANK_TOLERANCE, KappaLowRank
 from ._pruned import pruned_logsumexp_sums
 from ._quadrature import clip_norm
 
-Array = NDArray[np.float64]
 Coefficients = NDArray[np.complex128]
 
 #: interpolation weights per target along a great circle, and the upsampling factor
@@ -111,7 +117,9 @@ def es_kernel(taps: int, upsampling: float):
     def psi(z: Array) -> Array:
         z = np.asarray(z, dtype=float)
         inside = np.abs(z) < 1.0
-        return np.where(inside, np.exp(b * (np.sqrt(np.where(inside, 1.0 - z * z, 0.0)) - 1.0)), 0.0)
+        return np.where(
+            inside, np.exp(b * (np.sqrt(np.where(inside, 1.0 - z * z, 0.0)) - 1.0)), 0.0
+        )
 
     return psi
 
@@ -124,8 +132,10 @@ class LowRankMeridianInteraction(_SphereEvaluator):
     rows where that function is below ``GUARD_RELATIVE_Z`` of its maximum are computed by direct
     log-sum-exp quadrature."""
 
-    description = ("sphere: Funk-Hecke multipliers of low rank in kappa = beta |B^T x|, evaluated "
-                   "along the images of the grid's meridians (B invertible, cond <= 1e3)")
+    description = (
+        "sphere: Funk-Hecke multipliers of low rank in kappa = beta |B^T x|, evaluated "
+        "along the images of the grid's meridians (B invertible, cond <= 1e3)"
+    )
     requirement = GENERAL_B_REQUIREMENT
     structure = staticmethod(well_conditioned)
 
@@ -135,8 +145,16 @@ class LowRankMeridianInteraction(_SphereEvaluator):
             raise ValueError("lowrank_meridian evaluates at the points of its own Gauss grid only")
         return cls(model, layout.sources)
 
-    def __init__(self, model: Model, grid: GaussGrid, *, tol: float = LOWRANK_TOLERANCE,
-                 extra_degrees: int = EXTRA_DEGREES, taps: int = TAPS, upsampling: float = UPSAMPLING) -> None:
+    def __init__(
+        self,
+        model: Model,
+        grid: GaussGrid,
+        *,
+        tol: float = LOWRANK_TOLERANCE,
+        extra_degrees: int = EXTRA_DEGREES,
+        taps: int = TAPS,
+        upsampling: float = UPSAMPLING,
+    ) -> None:
         super().__init__(model, grid)
         self.fallback_fraction = 0.0
         if model.beta == 0.0:
@@ -164,8 +182,12 @@ class LowRankMeridianInteraction(_SphereEvaluator):
     def attributes(self) -> dict[str, Any]:
         if self.model.beta == 0.0:
             return {}
-        return {"lowrank_rank": self.rank, "lowrank_error": self.lowrank_error,
-                "lowrank_weight_degree": self.weight_degree, "lowrank_grid_degree": self._nt - 1}
+        return {
+            "lowrank_rank": self.rank,
+            "lowrank_error": self.lowrank_error,
+            "lowrank_weight_degree": self.weight_degree,
+            "lowrank_grid_degree": self._nt - 1,
+        }
 
     # -- set-up -----------------------------------------------------------------------------
     def _regular_grid(self, B: Array, beta: float, lmax_h: int) -> None:
@@ -178,10 +200,14 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         theta = np.arccos(np.asarray(self._sh.cos_theta))
         phi = 2.0 * np.pi * np.arange(self._nph) / self._nph
         st, ct = np.sin(theta)[:, None], np.cos(theta)[:, None]
-        rotated = np.stack(np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), ct + 0 * phi), axis=-1)
+        rotated = np.stack(
+            np.broadcast_arrays(st * np.cos(phi), st * np.sin(phi), ct + 0 * phi), axis=-1
+        )
         u = (rotated @ self._q).reshape(-1, 3)  # Q^T u'': points of the original frame
         # (2, R, P): the weights of H and of D at the regular grid's points
-        self._a_both = np.ascontiguousarray(np.stack(self.lowrank.weights(self.lowrank.kappa_of_image(u))))
+        self._a_both = np.ascontiguousarray(
+            np.stack(self.lowrank.weights(self.lowrank.kappa_of_image(u)))
+        )
         self._f = np.zeros((self.rank, self._nt, self._nph))
 
     def _targets(self, B: Array, beta: float, taps: int, upsampling: float) -> None:
@@ -202,7 +228,9 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         half = g.nphi // 2
         opposite = np.abs(np.angle(np.exp(1j * (phi_j[half:] - phi_j[:half] - np.pi)))).max()
         if off > 1e-9 or opposite > 1e-9:  # cannot happen for invertible B: a broken invariant
-            raise RuntimeError(f"the grid's meridians do not map to meridians ({off:.1e}, {opposite:.1e})")
+            raise RuntimeError(
+                f"the grid's meridians do not map to meridians ({off:.1e}, {opposite:.1e})"
+            )
         self._half = half
         # longitude: rfft rows of the regular grid -> values (and d/dphi) at phi_j, j < half;
         # even modes give the part common to phi_j and phi_j + pi, odd modes the part that flips
@@ -216,7 +244,9 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         for name, m in (("value", e), ("derivative", ed)):
             for parity in (0, 1):  # rows [Re c_k, Im c_k] -> Re(sum_k c_k m_kj), k of one parity
                 rows = m[parity::2]
-                self._lon[f"{name}{parity}"] = np.ascontiguousarray(np.vstack([rows.real, -rows.imag]))
+                self._lon[f"{name}{parity}"] = np.ascontiguousarray(
+                    np.vstack([rows.real, -rows.imag])
+                )
         # colatitude: along great circle c (meridian c, then meridian c + half downwards) the
         # regular grid's samples sit at t_m = (m + 1/2) h, m < 2 nt, h = pi / nt
         nt = self._nt
@@ -236,9 +266,10 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         values = psi((s[:, None] - index * step) / width)
         self._row = n_up + taps  # each circle's upsampled samples, padded so no index wraps
         cols = circle[:, None] * self._row + np.mod(first, n_up)[:, None] + np.arange(taps)[None, :]
-        self._interp = sparse.csr_matrix((values.reshape(-1), cols.reshape(-1),
-                                          np.arange(0, values.size + 1, taps)),
-                                         shape=(len(s), half * self._row))
+        self._interp = sparse.csr_matrix(
+            (values.reshape(-1), cols.reshape(-1), np.arange(0, values.size + 1, taps)),
+            shape=(len(s), half * self._row),
+        )
         # deconvolution by the kernel's Fourier transform (Gauss-Legendre quadrature of psi)
         xg, wg = np.polynomial.legendre.leggauss(200)
         kk = np.arange(n_circle // 2 + 1.0)
@@ -258,8 +289,9 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         self._e_p = np.stack([-sp, cp, np.zeros_like(sp)], axis=-1) @ self._q
         self._inv_sin = 1.0 / st
         # along the circle t = 2 pi - theta on the second half: d/dt = -d/dtheta
-        self._sign_t = np.broadcast_to(np.where(np.arange(g.nphi) < half, 1.0, -1.0)[None, :],
-                                       theta.shape).reshape(-1)
+        self._sign_t = np.broadcast_to(
+            np.where(np.arange(g.nphi) < half, 1.0, -1.0)[None, :], theta.shape
+        ).reshape(-1)
 
     def _assembly(self) -> None:
         """grad kappa~ at the targets, and the coefficients of N / Z along (e_theta, e_phi)
@@ -270,10 +302,17 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         kappa = self._kappa[:, None]
         # N e^-kappa = V [u D + (e_t sign dH/dt + e_p dH/dphi / sin - (D - H) grad kappa~) / kappa]
         # (4, N, 3): N e^-kappa = V sum_f field_f vectors_f at each target
-        self._vectors = np.array([self._grad_kappa / kappa, u - self._grad_kappa / kappa,
-                                  self._e_p * (self._inv_sin / self._kappa)[:, None],
-                                  self._e_t * (self._sign_t / self._kappa)[:, None]])
-        frames = np.stack([g.e_theta.reshape(-1, 3) @ self.model.V, g.e_phi.reshape(-1, 3) @ self.model.V])
+        self._vectors = np.array(
+            [
+                self._grad_kappa / kappa,
+                u - self._grad_kappa / kappa,
+                self._e_p * (self._inv_sin / self._kappa)[:, None],
+                self._e_t * (self._sign_t / self._kappa)[:, None],
+            ]
+        )
+        frames = np.stack(
+            [g.e_theta.reshape(-1, 3) @ self.model.V, g.e_phi.reshape(-1, 3) @ self.model.V]
+        )
         # (2, 4, N): component c of N / Z at target n is sum_f coef[c, f, n] field_f[n] / H[n]
         self._coef = np.einsum("cnd,fnd->cfn", frames, self._vectors)
 
@@ -295,7 +334,10 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         x_even = np.concatenate([even.real, even.imag], axis=-1).reshape(2 * nt, -1)
         x_odd = np.concatenate([odd.real, odd.imag], axis=-1).reshape(2 * nt, -1)
         y_even, y_odd = x_even @ self._lon["value0"], x_odd @ self._lon["value1"]
-        d_even, d_odd = x_even[:nt] @ self._lon["derivative0"], x_odd[:nt] @ self._lon["derivative1"]
+        d_even, d_odd = (
+            x_even[:nt] @ self._lon["derivative0"],
+            x_odd[:nt] @ self._lon["derivative1"],
+        )
         # great circles (half, 2 nt samples in t, fields H, D, dH/dphi)
         circles = self._circles
         circles[:, :nt, :2] = (y_even + y_odd).reshape(2, nt, half).transpose(2, 1, 0)
@@ -306,12 +348,19 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         # interpolation; the field axis last, so that the sparse product reads rows in place
         spectrum = ducc0.fft.r2c(circles, axes=(1,), forward=True, nthreads=1)
         up = self._up
-        np.multiply(spectrum, self._deconv[None, :, None], out=up[:, :nt + 1, :3])
-        np.multiply(spectrum[..., 0], self._deconv_d[None, :], out=up[:, :nt + 1, 3])
+        np.multiply(spectrum, self._deconv[None, :, None], out=up[:, : nt + 1, :3])
+        np.multiply(spectrum[..., 0], self._deconv_d[None, :], out=up[:, : nt + 1, 3])
         samples = self._samples
-        ducc0.fft.c2r(up, axes=(1,), lastsize=self._n_up, forward=False, inorm=0, nthreads=1,
-                      out=samples[:, :self._n_up])
-        samples[:, self._n_up:] = samples[:, :self._taps]
+        ducc0.fft.c2r(
+            up,
+            axes=(1,),
+            lastsize=self._n_up,
+            forward=False,
+            inorm=0,
+            nthreads=1,
+            out=samples[:, : self._n_up],
+        )
+        samples[:, self._n_up :] = samples[:, : self._taps]
         return self._interp @ samples.reshape(-1, 4)
 
     def _log_domain_rows(self, rho_c: Coefficients, rows: Array) -> Array:
@@ -330,7 +379,9 @@ class LowRankMeridianInteraction(_SphereEvaluator):
         h = fields[:, 0]
         n = np.einsum("nf,fnd->nd", fields, self._vectors) @ self.model.V.T
         if not self.model.kind.normalized:
-            with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
+            with np.errstate(
+                over="ignore", invalid="ignore"
+            ):  # usa at large beta: inf, caught later
                 return n * np.exp(self._kappa)[:, None]
         out = n / np.where(h > 0.0, h, np.inf)[:, None]
         small = self._small_rows(h)
@@ -365,7 +416,7 @@ class LowRankMeridianInteraction(_SphereEvaluator):
                 comp[0, small] = np.sum(self.grid.e_theta.reshape(-1, 3)[small] * avg, axis=-1)
                 comp[1, small] = np.sum(self.grid.e_phi.reshape(-1, 3)[small] * avg, axis=-1)
             speed2 = comp[0] ** 2 + comp[1] ** 2
-            over = speed2 > self._v_norm ** 2
+            over = speed2 > self._v_norm**2
             if over.any():
                 comp[:, over] *= self._v_norm / np.sqrt(speed2[over])
             out[k] = comp.reshape((2,) + self.grid.shape)

@@ -1,23 +1,26 @@
 """Spectral interaction from weighted source points to arbitrary target points on S^2 (ducc0)."""
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy import special
 
 from .._lazy import ducc0
+from .._types import Array
 from ..geometry import tangent_project
 from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
-from ._funk_hecke import (GUARD_RELATIVE_Z, FunkHeckeInteraction, funk_hecke_multipliers,
-                          zonal_decomposition)
+from ._funk_hecke import (
+    GUARD_RELATIVE_Z,
+    FunkHeckeInteraction,
+    funk_hecke_multipliers,
+    zonal_decomposition,
+)
 from ._quadrature import clip_norm
-
-Array = NDArray[np.float64]
 
 #: degrees kept: the scaled multipliers s_l(kappa) / s_0(kappa) fall below this beyond them
 MULTIPLIER_CUTOFF = 1e-17
@@ -132,7 +135,9 @@ class SphereBasis(_PointCache):
         def make():
             loc = np.ascontiguousarray(points_to_colat_lon(points))
             th, ph = loc[:, 0], loc[:, 1]
-            e_theta = np.stack([np.cos(th) * np.cos(ph), np.cos(th) * np.sin(ph), -np.sin(th)], axis=-1)
+            e_theta = np.stack(
+                [np.cos(th) * np.cos(ph), np.cos(th) * np.sin(ph), -np.sin(th)], axis=-1
+            )
             e_phi = np.stack([-np.sin(ph), np.cos(ph), np.zeros_like(ph)], axis=-1)
             return loc, e_theta, e_phi
 
@@ -142,8 +147,13 @@ class SphereBasis(_PointCache):
         """Coefficients of sum_j masses_j delta_{points_j} (degrees <= L)."""
         loc = self._frames(points)[0]
         return self._sht.adjoint_synthesis_general(
-            map=np.ascontiguousarray(masses, dtype=float)[None, :], spin=0, lmax=self.L, loc=loc,
-            epsilon=self.epsilon, nthreads=self.nthreads)[0]
+            map=np.ascontiguousarray(masses, dtype=float)[None, :],
+            spin=0,
+            lmax=self.L,
+            loc=loc,
+            epsilon=self.epsilon,
+            nthreads=self.nthreads,
+        )[0]
 
     def fields(self, mu: Array, points: Array) -> tuple[Array, Array]:
         """(F, M) at the points u, both times e^{-kappa}: F = K_kappa * mu and the vector
@@ -151,8 +161,14 @@ class SphereBasis(_PointCache):
         loc, e_theta, e_phi = self._frames(points)
 
         def synth(alm, spin):
-            return self._sht.synthesis_general(alm=alm, spin=spin, lmax=self.L, loc=loc,
-                                               epsilon=self.epsilon, nthreads=self.nthreads)
+            return self._sht.synthesis_general(
+                alm=alm,
+                spin=spin,
+                lmax=self.L,
+                loc=loc,
+                epsilon=self.epsilon,
+                nthreads=self.nthreads,
+            )
 
         f = synth((self.s * mu)[None, :], 0)[0]
         dz = synth((self.ds * mu)[None, :], 0)[0]
@@ -192,8 +208,16 @@ class FunkHeckePoints(Evaluator):
     def build(cls, model: Model, layout: Layout) -> "FunkHeckePoints":
         return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
-    def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
-                 epsilon: float = 1e-13, nthreads: int = 1) -> None:
+    def __init__(
+        self,
+        model: Model,
+        sources: Array,
+        weight: Array,
+        targets: Array,
+        *,
+        epsilon: float = 1e-13,
+        nthreads: int = 1,
+    ) -> None:
         self.model = model
         self.weight = np.asarray(weight, dtype=float)
         self.sources = np.asarray(sources, dtype=float)
@@ -227,7 +251,9 @@ class FunkHeckePoints(Evaluator):
         z, m = self.basis.fields(self.basis.analysis(self._rotated_sources, masses), self.targets)
         vel = tangent_project(self.targets, m @ self._w.T)
         if not model.kind.normalized:
-            with np.errstate(over="ignore", invalid="ignore"):  # usa at large beta: inf, caught later
+            with np.errstate(
+                over="ignore", invalid="ignore"
+            ):  # usa at large beta: inf, caught later
                 return vel * math.exp(self.kappa)
         small = z < GUARD_RELATIVE_Z * z.max()
         self.guarded_fraction = float(small.mean())

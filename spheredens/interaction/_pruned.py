@@ -16,6 +16,7 @@ Z(x), and change N/Z by less than 2 ||V|| 2^-60. What is summed is summed exactl
 :class:`~spheredens.interaction.DirectQuadrature`'s log-sum-exp form, for any beta and for
 densities down to the smallest normal numbers; nothing small is floored.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,12 +24,11 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from .._types import Array
 from ..geometry import tangent_project
 from ..models import Model
 from ._base import Layout, register_evaluator
 from ._quadrature import _MAX_CACHED, DirectQuadrature, clip_norm
-
-Array = NDArray[np.float64]
 
 #: all skipped blocks of a row together weigh less than this fraction of the row's sum
 PRUNE_FRACTION = 2.0**-60
@@ -44,8 +44,14 @@ class SourceBlocks:
     (module docstring); ``extra`` (per source) widens the radii (a centroid that may move).
     ``starts`` gives blocks of any sizes (their first indices) instead of ``block`` each."""
 
-    def __init__(self, sources: Array, block: int = SOURCE_BLOCK, extra: Array | float = 0.0, *,
-                 starts: NDArray[np.int64] | None = None) -> None:
+    def __init__(
+        self,
+        sources: Array,
+        block: int = SOURCE_BLOCK,
+        extra: Array | float = 0.0,
+        *,
+        starts: NDArray[np.int64] | None = None,
+    ) -> None:
         n_s = len(sources)
         self.starts = np.arange(0, n_s, block) if starts is None else np.asarray(starts)
         mean = np.add.reduceat(sources, self.starts, axis=0)
@@ -65,12 +71,22 @@ class SourceBlocks:
         index = np.where(log_a == block_log_a[self.block], np.arange(len(log_a)), len(log_a))
         heaviest = np.minimum.reduceat(index, self.starts)
         lower = np.max(q @ sources[heaviest].T + log_a[heaviest][None, :], axis=1)
-        upper = (q @ self.centres.T + q_norm[:, None] * self.radius[None, :]
-                 + (block_log_a + self.log_size)[None, :])
+        upper = (
+            q @ self.centres.T
+            + q_norm[:, None] * self.radius[None, :]
+            + (block_log_a + self.log_size)[None, :]
+        )
         return upper, lower
 
-    def kept_sums(self, q: Array, keep: Array, sources: Array, log_a: Array, vy: Array,
-                  target_block: int = TARGET_BLOCK) -> tuple[Array, Array, Array]:
+    def kept_sums(
+        self,
+        q: Array,
+        keep: Array,
+        sources: Array,
+        log_a: Array,
+        vy: Array,
+        target_block: int = TARGET_BLOCK,
+    ) -> tuple[Array, Array, Array]:
         """(Z e^-M, N e^-M, M) as :func:`~spheredens.interaction.logsumexp_sums`, over the
         sources of the kept blocks only (for each block of targets, the union of its rows')."""
         n_t, d = len(q), vy.shape[1]
@@ -91,9 +107,15 @@ class SourceBlocks:
         return z, n, m
 
 
-def pruned_logsumexp_sums(q: Array, sources: Array, log_a: Array, vy: Array, *,
-                          source_block: int = SOURCE_BLOCK,
-                          log_lower: Array | None = None) -> tuple[Array, Array, Array, float]:
+def pruned_logsumexp_sums(
+    q: Array,
+    sources: Array,
+    log_a: Array,
+    vy: Array,
+    *,
+    source_block: int = SOURCE_BLOCK,
+    log_lower: Array | None = None,
+) -> tuple[Array, Array, Array, float]:
     """:func:`~spheredens.interaction.logsumexp_sums` with the certified pruning of the module
     docstring, for sources that move (particles): the blocks are built from ``sources`` at each
     call. Sources (and targets) ordered so that consecutive ones are close make it cheap; any
@@ -139,26 +161,44 @@ class PrunedDirectQuadrature(DirectQuadrature):
     log a_j = ell_j + log w_j as they are: densities far below the smallest float64 number
     (e^-1460) keep their weight in the softmax."""
 
-    description = ("direct quadrature in the log domain, skipping source blocks proven below "
-                   "2^-60 of each row's sum (any Q, K, V, beta <= 1e4)")
+    description = (
+        "direct quadrature in the log domain, skipping source blocks proven below "
+        "2^-60 of each row's sum (any Q, K, V, beta <= 1e4)"
+    )
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "PrunedDirectQuadrature":
         moments = layout.inputs == "log_moments"
-        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points,
-                   tangents=layout.sources.tangents if moments else None)
+        return cls(
+            model,
+            layout.sources.points,
+            layout.sources.weight,
+            layout.target_points,
+            tangents=layout.sources.tangents if moments else None,
+        )
 
-    def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
-                 source_block: int = SOURCE_BLOCK, target_block: int = TARGET_BLOCK,
-                 max_cached: int = _MAX_CACHED, tangents: Array | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        sources: Array,
+        weight: Array,
+        targets: Array,
+        *,
+        source_block: int = SOURCE_BLOCK,
+        target_block: int = TARGET_BLOCK,
+        max_cached: int = _MAX_CACHED,
+        tangents: Array | None = None,
+    ) -> None:
         #: with tangents, the state is (log rho, centroid offset) per source (class docstring)
         self.tangents = None if tangents is None else np.asarray(tangents, dtype=float)
         # the cached kernel serves densities at fixed points only
-        super().__init__(model, sources, weight, targets,
-                         max_cached=max_cached if tangents is None else 0)
+        super().__init__(
+            model, sources, weight, targets, max_cached=max_cached if tangents is None else 0
+        )
         # a centroid moves at most half a cell from y_j
-        self._blocks = SourceBlocks(self.sources, source_block,
-                                    0.5 * self.weight if self.tangents is not None else 0.0)
+        self._blocks = SourceBlocks(
+            self.sources, source_block, 0.5 * self.weight if self.tangents is not None else 0.0
+        )
         self._qnorm = np.linalg.norm(self._beta_bx, axis=1)
         self._log_cut = self._blocks.log_cut
         self._target_block = target_block
@@ -192,8 +232,14 @@ class PrunedDirectQuadrature(DirectQuadrature):
             log_a = np.log(a)
         return self._pruned_average(log_a, rho, a)
 
-    def _pruned_average(self, log_a: Array, rho: Array | None = None, a: Array | None = None, *,
-                        sources: Array | None = None) -> Array:
+    def _pruned_average(
+        self,
+        log_a: Array,
+        rho: Array | None = None,
+        a: Array | None = None,
+        *,
+        sources: Array | None = None,
+    ) -> Array:
         """The sums over the kept blocks, from the log weights ``log_a`` at ``sources`` (by default
         the fixed source points); given the density ``rho`` and its weights ``a`` too, the
         cached kernel's sums where they are cheaper."""
@@ -204,8 +250,11 @@ class PrunedDirectQuadrature(DirectQuadrature):
         upper, lower = blocks.bounds(self._beta_bx, self._qnorm, sources, log_a)
         keep = upper >= lower[:, None] + self._log_cut
         self.kept_fraction = float((keep @ np.exp(blocks.log_size)).sum() / (n_t * len(log_a)))
-        if (a is not None and self._kernel is not None
-                and self.kept_fraction > self._fallback_fraction(upper, a)):
+        if (
+            a is not None
+            and self._kernel is not None
+            and self.kept_fraction > self._fallback_fraction(upper, a)
+        ):
             return super().attention_average(rho)  # the cached kernel is cheaper: the same sums
         z, n, m = blocks.kept_sums(self._beta_bx, keep, sources, log_a, vy, self._target_block)
         if self.model.kind.normalized:
@@ -225,7 +274,9 @@ def log_mass_velocity(model: Model, targets: Array, sources: Array, log_a: Array
         return model.zero_temperature_velocity(targets)
     keep = log_a > -np.inf
     sources, log_a = sources[keep], log_a[keep]
-    z, n, m, _ = pruned_logsumexp_sums(model.kernel.query(targets), sources, log_a, sources @ model.V.T)
+    z, n, m, _ = pruned_logsumexp_sums(
+        model.kernel.query(targets), sources, log_a, sources @ model.V.T
+    )
     if model.kind.normalized:
         average = clip_norm(n / z[:, None], model.V_norm)
     else:

@@ -1,13 +1,12 @@
 """Direct quadrature of the attention integrals, stable for any beta (log-sum-exp)."""
+
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
-
-Array = NDArray[np.float64]
 
 #: below this value of the rescaled partition function a row is recomputed in log-sum-exp form
 _UNDERFLOW_GUARD = 1e-200
@@ -58,8 +57,15 @@ class DirectQuadrature(Evaluator):
     def build(cls, model: Model, layout: Layout) -> "DirectQuadrature":
         return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
 
-    def __init__(self, model: Model, sources: Array, weight: Array, targets: Array, *,
-                 max_cached: int = _MAX_CACHED) -> None:
+    def __init__(
+        self,
+        model: Model,
+        sources: Array,
+        weight: Array,
+        targets: Array,
+        *,
+        max_cached: int = _MAX_CACHED,
+    ) -> None:
         self.model = model
         self.sources = np.ascontiguousarray(sources, dtype=float)
         self.weight = np.asarray(weight, dtype=float)
@@ -86,7 +92,7 @@ class DirectQuadrature(Evaluator):
         idx = np.arange(len(self.targets)) if rows is None else rows
         outs, maxima = [], []
         for start in range(0, len(idx), self._chunk):
-            logits = self._beta_bx[idx[start:start + self._chunk]] @ self.sources.T
+            logits = self._beta_bx[idx[start : start + self._chunk]] @ self.sources.T
             rowmax = logits.max(axis=1)
             outs.append(np.exp(logits - rowmax[:, None]) @ scaled)
             maxima.append(rowmax)
@@ -137,8 +143,9 @@ class DirectQuadrature(Evaluator):
     vectors = Evaluator.projected_averages  # X = P_x (N/Z or N) of each slice at the targets
 
 
-def logsumexp_sums(beta_bx: Array, sources: Array, log_a: Array, vy: Array, *,
-                   chunk: int | None = None) -> tuple[Array, Array, Array]:
+def logsumexp_sums(
+    beta_bx: Array, sources: Array, log_a: Array, vy: Array, *, chunk: int | None = None
+) -> tuple[Array, Array, Array]:
     """Attention sums in log-sum-exp form for targets given by beta B^T x (rows of ``beta_bx``).
 
     With logits g_fj = <beta B^T x_f, y_j> + log a_j and M_f = max_j g_fj, returns
@@ -149,7 +156,7 @@ def logsumexp_sums(beta_bx: Array, sources: Array, log_a: Array, vy: Array, *,
     step = chunk or max(1, _CHUNK_ENTRIES // max(len(sources), 1))
     zs, ns, ms = [], [], []
     for start in range(0, n_t, step):
-        g = beta_bx[start:start + step] @ sources.T
+        g = beta_bx[start : start + step] @ sources.T
         g += log_a[None, :]
         m = g.max(axis=1)
         g -= m[:, None]

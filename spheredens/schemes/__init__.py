@@ -8,22 +8,35 @@ registered subclass of :class:`Scheme`, imported below.
 A scheme name means one method per domain: ``fv`` is finite volumes on the circle and on the
 sphere; the registry is therefore kept per domain (:data:`SCHEMES`).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from ._base import SCHEMES, Scheme, Tendency, register_scheme, scheme_class
+from ._circle_fourier import FourierScheme  # registers "fourier"
+
 # registration order is the order configuration messages list the schemes in
 from ._circle_fv import FiniteVolumeScheme  # registers circle "fv"
-from ._circle_fourier import FourierScheme  # registers "fourier"
+from ._circle_log_sl import LogSemiLagrangianScheme  # registers circle "log_sl"
 from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"
 from ._sphere_fv import SphereFiniteVolumeScheme  # registers sphere "fv"
-from ._circle_log_sl import LogSemiLagrangianScheme  # registers circle "log_sl"
 from ._sphere_log_sl import SphereLogSemiLagrangianScheme  # registers sphere "log_sl"
 
-__all__ = ["SCHEMES", "Scheme", "Tendency", "FiniteVolumeScheme", "FourierScheme", "LogSemiLagrangianScheme",
-           "SHSpectralScheme", "SphereLogSemiLagrangianScheme",
-           "SphereFiniteVolumeScheme", "make_scheme", "register_scheme", "scheme_class"]
+__all__ = [
+    "SCHEMES",
+    "Scheme",
+    "Tendency",
+    "FiniteVolumeScheme",
+    "FourierScheme",
+    "LogSemiLagrangianScheme",
+    "SHSpectralScheme",
+    "SphereLogSemiLagrangianScheme",
+    "SphereFiniteVolumeScheme",
+    "make_scheme",
+    "register_scheme",
+    "scheme_class",
+]
 
 
 def make_scheme(problem: Any, discretization: Any) -> Any:

@@ -24,14 +24,15 @@ the grid resolve the kernel) and ``memory_estimate``. A new scheme subclasses :c
 declares its class attributes and registers itself with
 :func:`~spheredens.schemes.register_scheme`.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any, ClassVar, Mapping, NamedTuple
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from .._validate import as_bool, as_int, as_str
 from ..exceptions import ConfigError
 from ..geometry import DOMAINS, get_domain
@@ -39,11 +40,14 @@ from ..integrators import INTEGRATORS
 from ..interaction import Layout, make_evaluator, select_evaluator
 from ..kernel import AttentionKernel
 from ..models import Model
-from ._memory import (F8, energy_sums, evaluator_memory, particle_memory, slice_diagnostics,
-                      w2_diagnostics)
-
-Array = NDArray[np.float64]
-
+from ._memory import (
+    F8,
+    energy_sums,
+    evaluator_memory,
+    particle_memory,
+    slice_diagnostics,
+    w2_diagnostics,
+)
 
 #: domain name -> registry of the schemes available on it (each Domain's ``schemes``)
 SCHEMES = {name: get_domain(name).schemes for name in DOMAINS}
@@ -84,13 +88,21 @@ class Tendency(NamedTuple):
     max_compression: float = math.nan
 
 
-def validate_choice(table: Mapping[str, Any], key: str, prefix: str, allowed: Mapping[str, Any],
-                    default: str, what: str) -> str:
+def validate_choice(
+    table: Mapping[str, Any],
+    key: str,
+    prefix: str,
+    allowed: Mapping[str, Any],
+    default: str,
+    what: str,
+) -> str:
     """``table[key]`` (or ``default``), one of ``allowed``."""
     value = as_str(table.get(key, default), f"{prefix}.{key}")
     if value not in allowed:
-        raise ConfigError(f"{prefix}.{key}", f"{value!r} is not a known {what}; choose one of "
-                          f"{', '.join(map(repr, allowed))}")
+        raise ConfigError(
+            f"{prefix}.{key}",
+            f"{value!r} is not a known {what}; choose one of {', '.join(map(repr, allowed))}",
+        )
     return value
 
 
@@ -190,22 +202,32 @@ class Scheme:
 
     # -- configuration ---------------------------------------------------------------------
     @classmethod
-    def validate_options(cls, table: Mapping[str, Any], prefix: str, model: Model) -> dict[str, Any]:
+    def validate_options(
+        cls, table: Mapping[str, Any], prefix: str, model: Model
+    ) -> dict[str, Any]:
         """The ``[discretization]`` options (without ``scheme``), validated, defaults filled in,
         in the order of :attr:`options`."""
         values = {cls.resolution: cls.validate_resolution(table, prefix)}
         values.update(cls.validate_own_options(table, prefix))
         interaction = as_str(table.get("interaction", "auto"), f"{prefix}.interaction")
-        select_evaluator(model, cls.domain, cls.evaluator_inputs, interaction, scheme=cls.name,
-                         key=f"{prefix}.interaction")
+        select_evaluator(
+            model,
+            cls.domain,
+            cls.evaluator_inputs,
+            interaction,
+            scheme=cls.name,
+            key=f"{prefix}.interaction",
+        )
         values["interaction"] = interaction
         if "integrator" in cls.options:
-            values["integrator"] = as_str(table.get("integrator", cls.default_integrator),
-                                          f"{prefix}.integrator")
+            values["integrator"] = as_str(
+                table.get("integrator", cls.default_integrator), f"{prefix}.integrator"
+            )
             INTEGRATORS.get(values["integrator"], f"{prefix}.integrator")
         if "allow_underresolved" in table:
-            values["allow_underresolved"] = as_bool(table["allow_underresolved"],
-                                                    f"{prefix}.allow_underresolved")
+            values["allow_underresolved"] = as_bool(
+                table["allow_underresolved"], f"{prefix}.allow_underresolved"
+            )
         return {key: values[key] for key in cls.options if key in values}
 
     @classmethod
@@ -233,18 +255,33 @@ class Scheme:
         extent = cls.imaginary_spectrum * cfl
         if extent <= reach:
             return None
-        safe = [(math.floor(100.0 * INTEGRATORS.get(name).imaginary_axis_reach / cls.imaginary_spectrum) / 100.0,
-                 name) for name in INTEGRATORS.names() if INTEGRATORS.get(name).imaginary_axis_reach > 0.0]
-        options = " or ".join(f"{name!r} (time.cfl <= {limit:g})" for limit, name in sorted(safe, reverse=True))
-        axis = (f"its eigenvalues lie on the imaginary axis (|lambda dt| up to {cls.imaginary_spectrum:.3g} cfl)")
+        safe = [
+            (
+                math.floor(
+                    100.0 * INTEGRATORS.get(name).imaginary_axis_reach / cls.imaginary_spectrum
+                )
+                / 100.0,
+                name,
+            )
+            for name in INTEGRATORS.names()
+            if INTEGRATORS.get(name).imaginary_axis_reach > 0.0
+        ]
+        options = " or ".join(
+            f"{name!r} (time.cfl <= {limit:g})" for limit, name in sorted(safe, reverse=True)
+        )
+        axis = f"its eigenvalues lie on the imaginary axis (|lambda dt| up to {cls.imaginary_spectrum:.3g} cfl)"
         if reach == 0.0:
-            return ("discretization.integrator",
-                    f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: {axis} and "
-                    f"the stability region of {integrator!r} holds no part of that axis; use {options}")
-        return ("time.cfl",
-                f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: {axis}, "
-                f"here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} reaches on that axis; "
-                f"use {options}")
+            return (
+                "discretization.integrator",
+                f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: {axis} and "
+                f"the stability region of {integrator!r} holds no part of that axis; use {options}",
+            )
+        return (
+            "time.cfl",
+            f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: {axis}, "
+            f"here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} reaches on that axis; "
+            f"use {options}",
+        )
 
     #: what the largest resolution costs, said when a larger one is refused (measured)
     resolution_cost: ClassVar[str] = ""
@@ -255,14 +292,21 @@ class Scheme:
         what the bound costs (:attr:`resolution_cost`)."""
         if isinstance(value, int) and not isinstance(value, bool) and value > cls.resolution_max:
             cost = f"; {cls.resolution_cost}" if cls.resolution_cost else ""
-            raise ConfigError(key, f"= {value} is too large: must be <= {cls.resolution_max}{what}{cost}")
+            raise ConfigError(
+                key, f"= {value} is too large: must be <= {cls.resolution_max}{what}{cost}"
+            )
 
     @classmethod
     def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
         value = table.get(cls.resolution, cls.resolution_default)
         cls.check_resolution_bound(value, f"{prefix}.{cls.resolution}", cls.resolution_what)
-        return as_int(value, f"{prefix}.{cls.resolution}", minimum=cls.resolution_min,
-                      maximum=cls.resolution_max, what=cls.resolution_what)
+        return as_int(
+            value,
+            f"{prefix}.{cls.resolution}",
+            minimum=cls.resolution_min,
+            maximum=cls.resolution_max,
+            what=cls.resolution_what,
+        )
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -296,8 +340,9 @@ class Scheme:
     def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
         """``resolution_text`` filled in (``value``, ``need``, ``width`` = (beta sigma_max)^(-1/2),
         ``beta_sigma`` = beta sigma_max)."""
-        return cls.resolution_text.format(value=value, need=need, width=kernel.width,
-                                          beta_sigma=kernel.beta * kernel.sigma_max)
+        return cls.resolution_text.format(
+            value=value, need=need, width=kernel.width, beta_sigma=kernel.beta * kernel.sigma_max
+        )
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
@@ -319,8 +364,15 @@ class Scheme:
         raise NotImplementedError
 
     @classmethod
-    def memory_parts(cls, options: Mapping[str, Any], model: Model, *, n_xi: int = 1,
-                     snapshots: int = 11, particles: int | None = None) -> dict[str, float]:
+    def memory_parts(
+        cls,
+        options: Mapping[str, Any],
+        model: Model,
+        *,
+        n_xi: int = 1,
+        snapshots: int = 11,
+        particles: int | None = None,
+    ) -> dict[str, float]:
         """Estimated peak memory of a run in bytes, by what holds it
         (:mod:`spheredens.schemes._memory`): the snapshots (kept, copied into the Dataset and
         rendered in memory when the file is written, with the checkpoint), the state and the
@@ -332,29 +384,60 @@ class Scheme:
         A scheme that declares only :meth:`memory_estimate` gets its points and kernels with
         200 work arrays per point and slice."""
         M = int(n_xi)
-        extra = {} if particles is None else {"particles": particle_memory(model, particles, snapshots, M)}
+        extra = (
+            {}
+            if particles is None
+            else {"particles": particle_memory(model, particles, snapshots, M)}
+        )
         try:
             points, targets, state_bytes = cls.memory_sizes(options)
         except NotImplementedError:
             points, kernel = cls.memory_estimate(options)
-            return {"snapshots": 3 * F8 * points * M * snapshots, "work arrays": 200 * F8 * points * M,
-                    "interaction": float(kernel), **extra}
+            return {
+                "snapshots": 3 * F8 * points * M * snapshots,
+                "work arrays": 200 * F8 * points * M,
+                "interaction": float(kernel),
+                **extra,
+            }
         choice = options.get("interaction", "auto")
-        evaluator = select_evaluator(model, cls.domain, cls.evaluator_inputs, choice, scheme=cls.name).name
-        fields = 1 + int(cls.carries_centroids) + int(cls.carries_log_density)  # rho, centroids, log rho
+        evaluator = select_evaluator(
+            model, cls.domain, cls.evaluator_inputs, choice, scheme=cls.name
+        ).name
+        fields = (
+            1 + int(cls.carries_centroids) + int(cls.carries_log_density)
+        )  # rho, centroids, log rho
         kept = F8 * points * (M + (M > 1)) * fields * snapshots
-        return {"snapshots": 3 * kept + 3 * M * state_bytes,
-                "solver state": 10 * M * state_bytes,
-                "work arrays": cls.work_bytes_per_point * points * M + cls.grid_bytes_per_point * points,
-                "interaction": evaluator_memory(evaluator, model, points=points, targets=targets, n_xi=M,
-                                                lmax=options.get("lmax"), inputs=cls.evaluator_inputs),
-                "diagnostics": (slice_diagnostics(points, M) + energy_sums(model, points, cls.evaluator_inputs)
-                                + w2_diagnostics(model, points, centroids=cls.carries_centroids)),
-                **extra}
+        return {
+            "snapshots": 3 * kept + 3 * M * state_bytes,
+            "solver state": 10 * M * state_bytes,
+            "work arrays": cls.work_bytes_per_point * points * M
+            + cls.grid_bytes_per_point * points,
+            "interaction": evaluator_memory(
+                evaluator,
+                model,
+                points=points,
+                targets=targets,
+                n_xi=M,
+                lmax=options.get("lmax"),
+                inputs=cls.evaluator_inputs,
+            ),
+            "diagnostics": (
+                slice_diagnostics(points, M)
+                + energy_sums(model, points, cls.evaluator_inputs)
+                + w2_diagnostics(model, points, centroids=cls.carries_centroids)
+            ),
+            **extra,
+        }
 
     # -- construction ----------------------------------------------------------------------
-    def __init__(self, problem: Any, *, interaction: str = "auto", integrator: str | None = None,
-                 allow_underresolved: bool = False) -> None:
+    def __init__(
+        self,
+        problem: Any,
+        *,
+        interaction: str = "auto",
+        integrator: str | None = None,
+        allow_underresolved: bool = False,
+    ) -> None:
         self.problem = problem
         model = problem.model
         self.integrator = self.make_integrator(integrator or self.default_integrator)
@@ -405,10 +488,15 @@ class Scheme:
         """What to run instead after a step that broke an invariant at ``time.cfl`` = ``cfl``
         (:class:`~spheredens.simulate.Invariants`): the default integrator at half the cfl, at
         most the default 0.4 (stable for every scheme)."""
-        text = (f"use discretization.integrator = {self.default_integrator!r} with time.cfl <= "
-                f"{min(0.4, 0.5 * cfl):g}")
-        return text + (" (if it recurs: a finer grid)" if self.positive else
-                       " (if it recurs: a finer grid, or scheme 'fv', which keeps rho >= 0)")
+        text = (
+            f"use discretization.integrator = {self.default_integrator!r} with time.cfl <= "
+            f"{min(0.4, 0.5 * cfl):g}"
+        )
+        return text + (
+            " (if it recurs: a finer grid)"
+            if self.positive
+            else " (if it recurs: a finer grid, or scheme 'fv', which keeps rho >= 0)"
+        )
 
     def masses(self, state: Any) -> Array:
         """The mass of each slice, sum(rho weight), shape (n_xi,): 1 at the start, kept by every
@@ -475,15 +563,22 @@ class CircleScheme(Scheme):
     resolution_max = 1 << 16
     even_n: ClassVar[bool] = False
 
-    resolution_cost = ("the set-up is instant there with fft, but the direct sums take n^2 = 4.3e9 "
-                       "kernel entries per right-hand side")
+    resolution_cost = (
+        "the set-up is instant there with fft, but the direct sums take n^2 = 4.3e9 "
+        "kernel entries per right-hand side"
+    )
 
     @classmethod
     def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
         value = table.get("n", cls.resolution_default)
         cls.check_resolution_bound(value, f"{prefix}.n", f" for scheme {cls.name!r}")
-        n = as_int(value, f"{prefix}.n", minimum=cls.resolution_min,
-                   maximum=cls.resolution_max, what=f" for scheme {cls.name!r}")
+        n = as_int(
+            value,
+            f"{prefix}.n",
+            minimum=cls.resolution_min,
+            maximum=cls.resolution_max,
+            what=f" for scheme {cls.name!r}",
+        )
         if cls.even_n and n % 2:
             raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {cls.name!r}")
         return n
@@ -494,8 +589,10 @@ class CircleScheme(Scheme):
 
     #: 3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max)
     resolution_rule = (6.0 * math.pi, 1.0)
-    resolution_text = ("n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
-                       "{width:.3g} rad by 3 cells: needs n >= {need}")
+    resolution_text = (
+        "n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
+        "{width:.3g} rad by 3 cells: needs n >= {need}"
+    )
 
     @classmethod
     def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
@@ -506,8 +603,14 @@ class CircleScheme(Scheme):
     velocity_grid: Any
 
     def layout(self) -> Layout:
-        return Layout("circle", self.evaluator_inputs, self.grid, self.velocity_grid,
-                      frame=self.velocity_grid.tangents[None], scheme=self.name)
+        return Layout(
+            "circle",
+            self.evaluator_inputs,
+            self.grid,
+            self.velocity_grid,
+            frame=self.velocity_grid.tangents[None],
+            scheme=self.name,
+        )
 
     def tangential_velocity(self, state: Array) -> Array:
         """v = <tau, X[rho]> at the points of ``velocity_grid``, shape (n_xi, n)."""

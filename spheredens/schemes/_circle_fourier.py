@@ -1,17 +1,16 @@
 """Pseudo-spectral Fourier scheme on the circle."""
+
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from ..grids import CircleGrid
 from ..kernel import AttentionKernel
 from ._base import CircleScheme, Tendency, register_scheme, validate_choice
-
-Array = NDArray[np.float64]
 
 
 def spectral_filter(n: int, kind: str) -> Array:
@@ -66,10 +65,15 @@ class FourierScheme(CircleScheme):
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-        return {"filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS),
-                                          "exponential", "spectral filter")}
+        return {
+            "filter": validate_choice(
+                table, "filter", prefix, dict.fromkeys(FILTERS), "exponential", "spectral filter"
+            )
+        }
 
-    def __init__(self, problem: Any, *, n: int = 256, filter: str = "exponential", **common: Any) -> None:
+    def __init__(
+        self, problem: Any, *, n: int = 256, filter: str = "exponential", **common: Any
+    ) -> None:
         self.grid = self.velocity_grid = CircleGrid(n, offset=0.0)
         super().__init__(problem, **common)
         self.filter = filter
@@ -84,9 +88,16 @@ class FourierScheme(CircleScheme):
     def rhs(self, state: Array, t: float) -> Tendency:
         v = self.tangential_velocity(state)
         flux_hat = np.fft.rfft(state * v, axis=-1)
-        return Tendency(-np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1), float(np.abs(v).max()),
-                        max_compression=self.max_compression(v))
+        return Tendency(
+            -np.fft.irfft(self._ik * flux_hat, n=self.grid.n, axis=-1),
+            float(np.abs(v).max()),
+            max_compression=self.max_compression(v),
+        )
 
     def attributes(self) -> dict[str, Any]:
-        return {"n": self.grid.n, "filter": self.filter, "interaction": self.interaction.name,
-                "integrator": self.integrator.name}
+        return {
+            "n": self.grid.n,
+            "filter": self.filter,
+            "interaction": self.interaction.name,
+            "integrator": self.integrator.name,
+        }

@@ -1,15 +1,14 @@
 """Finite volumes on the circle: upwind fluxes with face velocities and limited slopes."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from ..grids import CircleGrid
 from ._base import CircleScheme, Tendency, register_scheme, validate_choice
-
-Array = NDArray[np.float64]
 
 #: limiter name -> theta of the generalized minmod slope (0: first order)
 LIMITERS = {"mc": 2.0, "minmod": 1.0, "first_order": 0.0}
@@ -89,9 +88,16 @@ class FiniteVolumeScheme(CircleScheme):
         east = state + 0.5 * slope  # value at the right face of cell j
         west = state - 0.5 * slope  # value at the left face of cell j
         flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
-        return Tendency(-(flux - np.roll(flux, 1, axis=-1)) / self.grid.h, float(np.abs(v).max()),
-                        max_compression=self.max_compression(v))
+        return Tendency(
+            -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h,
+            float(np.abs(v).max()),
+            max_compression=self.max_compression(v),
+        )
 
     def attributes(self) -> dict[str, Any]:
-        return {"n": self.grid.n, "limiter": self.limiter, "interaction": self.interaction.name,
-                "integrator": self.integrator.name}
+        return {
+            "n": self.grid.n,
+            "limiter": self.limiter,
+            "interaction": self.interaction.name,
+            "integrator": self.integrator.name,
+        }

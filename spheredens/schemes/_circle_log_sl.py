@@ -36,20 +36,19 @@ The attention sums take ell directly (inputs ``"log_moments"``): the log weights
 sources, at the cells' centroids, are ell_k + log h
 (:class:`~spheredens.interaction.PrunedDirectQuadrature`).
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .._types import Array
 from .._validate import as_float
-from ..grids import CircleGrid
 from ..geometry import circle_points
+from ..grids import CircleGrid
 from ._base import CircleScheme, Tendency, register_scheme
-
-Array = NDArray[np.float64]
 
 #: log densities are kept above this value: a cell at e^-1e6 of the largest is weighed by no
 #: softmax (logits differ by at most 2 beta sigma_max(B), below 1e5 for any beta the
@@ -98,7 +97,9 @@ def _node_paths(u: Array, h: float, start: Array, rest: Array) -> Array:
     # time to cross segment (e - 1, e): h log(u_e / u_{e-1}) / (u_e - u_{e-1}), capped at
     # 2 max(rest) (no path crosses a longer one; the cap keeps the running sum well scaled)
     cap = 2.0 * longest + h
-    tau = np.minimum(travel_time(h, np.where(through, left, 1.0), np.where(through, right, 1.0)), cap)
+    tau = np.minimum(
+        travel_time(h, np.where(through, left, 1.0), np.where(through, right, 1.0)), cap
+    )
     cum = np.concatenate(([0.0], np.cumsum(np.where(through, tau, 0.0))))
     barrier = np.concatenate(([True], ~through))  # node e cannot be passed going left
     last_barrier = np.maximum.accumulate(np.where(barrier, np.arange(ue.size), 0))
@@ -137,7 +138,9 @@ def _backward_right_movers(x: Array, u: Array, h: float, dt: float) -> Array:
         return out
     # time to reach node i0 going back: frac log(ux / u0) / (ux - u0); none through a zero of u
     reach = moving & (u0 > 0.0)
-    tau0 = np.where(reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf)
+    tau0 = np.where(
+        reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf
+    )
     inside = moving & (tau0 >= dt)
     out[inside] = ux[inside] * dt * relative_expm1(a[inside] * dt)
     beyond = moving & (tau0 < dt)
@@ -226,7 +229,7 @@ def remap(ell: Array, offset: Array, feet: Array, h: float, forward: Any) -> tup
     # which piece starts at each foot: the position of foot j in the sorted cuts
     rank = np.empty(cuts.size, dtype=np.int64)
     rank[order] = np.arange(cuts.size)
-    starts = rank[: n]
+    starts = rank[:n]
     # a piece lies in the cell after the faces counted so far (by index, not by its position:
     # a sliver next to a face must not take the neighbour's density), clipped to that cell
     cell = first + np.cumsum(order >= feet.size)[:-1]
@@ -290,18 +293,24 @@ class ErrorControlledSteps:
     def step_ok(self, old: Array, new: Array) -> bool:
         """Accept the step when its error estimate is within ``tolerance``, and size the next."""
         error, dt = self._last_error, self._last_dt
-        factor = 2.0 if error == 0.0 else min(2.0, max(0.2, 0.9 * math.sqrt(self.tolerance / error)))
+        factor = (
+            2.0 if error == 0.0 else min(2.0, max(0.2, 0.9 * math.sqrt(self.tolerance / error)))
+        )
         if error > self.tolerance:
             self._rejected = True
             return False
         shortened = dt < self._proposed * (1.0 - 1e-9) and not self._rejected
         # a step cut short to land on a snapshot time says nothing against the proposed one
-        self.dt_next = max(dt * factor, self._proposed) if shortened and factor >= 1.0 else dt * factor
+        self.dt_next = (
+            max(dt * factor, self._proposed) if shortened and factor >= 1.0 else dt * factor
+        )
         return True
 
     def safe_setting(self, cfl: float) -> str:
         """Steps follow the error control: a smaller tolerance shortens them."""
-        return f"use discretization.tolerance <= {self.tolerance / 4:g} (if it recurs: a finer grid)"
+        return (
+            f"use discretization.tolerance <= {self.tolerance / 4:g} (if it recurs: a finer grid)"
+        )
 
     def controller_state(self) -> dict[str, float]:
         return {} if self.dt_next is None else {"dt_next": self.dt_next}
@@ -352,22 +361,30 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-        return {"tolerance": as_float(table.get("tolerance", DEFAULT_TOLERANCE), f"{prefix}.tolerance",
-                                      minimum=MIN_TOLERANCE, maximum=1.0,
-                                      what=" (the error of log rho allowed in one step; the steps grow "
-                                           "like tolerance^-1/2: about 5000 per unit time at 1e-8, "
-                                           "26 s at n = 32 to t = 0.2 on 2 cores)")}
+        return {
+            "tolerance": as_float(
+                table.get("tolerance", DEFAULT_TOLERANCE),
+                f"{prefix}.tolerance",
+                minimum=MIN_TOLERANCE,
+                maximum=1.0,
+                what=" (the error of log rho allowed in one step; the steps grow "
+                "like tolerance^-1/2: about 5000 per unit time at 1e-8, "
+                "26 s at n = 32 to t = 0.2 on 2 cores)",
+            )
+        }
 
-    def __init__(self, problem: Any, *, n: int = 256, tolerance: float = DEFAULT_TOLERANCE,
-                 **common: Any) -> None:
+    def __init__(
+        self, problem: Any, *, n: int = 256, tolerance: float = DEFAULT_TOLERANCE, **common: Any
+    ) -> None:
         self.grid = CircleGrid(n, offset=0.5)
         self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j at (j + 1) h
         super().__init__(problem, **common)
         self.tolerance = float(tolerance)
         model = problem.model
         #: cells below max(ell) - window are weighed by no softmax (by less than e^-50)
-        self.window = (2.0 * model.beta * model.kernel.sigma_max + 50.0 if model.kind.interacting
-                       else math.inf)
+        self.window = (
+            2.0 * model.beta * model.kernel.sigma_max + 50.0 if model.kind.interacting else math.inf
+        )
         self.init_step_control()
         self._emptied = False
         self._cache: tuple[Any, float, Array] | None = None
@@ -390,7 +407,9 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         for f in self.problem.slice_initials():
             values = np.maximum(np.asarray(f(circle_points(theta)), dtype=float), 0.0) * wts
             mass = values.sum(axis=1)
-            offsets.append(np.where(mass > 0.0, (values @ nodes) / np.where(mass > 0.0, mass, 1.0), 0.0) / 2.0)
+            offsets.append(
+                np.where(mass > 0.0, (values @ nodes) / np.where(mass > 0.0, mass, 1.0), 0.0) / 2.0
+            )
         with np.errstate(divide="ignore"):
             ell = np.maximum(np.log(np.maximum(rho0, 0.0)), LOG_FLOOR)
         return np.stack([ell, np.clip(np.array(offsets), -0.5 * _EDGE, 0.5 * _EDGE)], axis=1)
@@ -426,8 +445,9 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         up = np.roll(ell, -1, axis=-1) - ell  # ell_{j+1} - ell_j, across face j
         with np.errstate(over="ignore"):
             out_right = np.maximum(v, 0.0) + np.minimum(v, 0.0) * np.exp(np.minimum(up, 700.0))
-            flux_left = np.roll(np.maximum(v, 0.0) * np.exp(np.minimum(-up, 700.0)) + np.minimum(v, 0.0),
-                                1, axis=-1)
+            flux_left = np.roll(
+                np.maximum(v, 0.0) * np.exp(np.minimum(-up, 700.0)) + np.minimum(v, 0.0), 1, axis=-1
+            )
         rate = np.zeros_like(state)
         rate[:, 0] = -(out_right - flux_left) / self.grid.h
         return Tendency(rate, float(np.abs(v).max()), max_compression=self.max_compression(v))
@@ -447,8 +467,9 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         out = np.empty_like(state)
         for k, ((ell, offset), vk) in enumerate(zip(state, v)):
             u = np.roll(vk, 1)  # the velocity at position j h is that of face j - 1
-            new, out[k, 1] = remap(ell, offset, self.feet(u, dt), h,
-                                   lambda x: backward_trace(x, -u, h, dt))
+            new, out[k, 1] = remap(
+                ell, offset, self.feet(u, dt), h, lambda x, u=u: backward_trace(x, -u, h, dt)
+            )
             # the remap conserves the mass up to the round-off of its logs and exps (~1e-14
             # per step); a factor that close to 1 removes that drift without touching the
             # relative accuracy of any cell
@@ -473,16 +494,22 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         return new
 
     def attributes(self) -> dict[str, Any]:
-        return {"n": self.grid.n, "tolerance": self.tolerance, "interaction": self.interaction.name,
-                "integrator": "semi_lagrangian"}
+        return {
+            "n": self.grid.n,
+            "tolerance": self.tolerance,
+            "interaction": self.interaction.name,
+            "integrator": "semi_lagrangian",
+        }
 
 
 class SemiLagrangianStep:
     """The time integrator of :class:`LogSemiLagrangianScheme` in the loop's interface."""
 
     name = "semi_lagrangian"
-    description = ("predictor-corrector semi-Lagrangian remap of log rho, exact feet of the "
-                   "piecewise-linear face velocity, error controlled")
+    description = (
+        "predictor-corrector semi-Lagrangian remap of log rho, exact feet of the "
+        "piecewise-linear face velocity, error controlled"
+    )
 
     def __init__(self, scheme: LogSemiLagrangianScheme) -> None:
         self.scheme = scheme

@@ -22,6 +22,7 @@ piece is a positive integral computed from logarithms, so every cell keeps its r
 accuracy however small it is (:mod:`._circle_log_sl` gives the 1-D pieces: the profile of a
 cell with a given centroid, log integrals of exponentials).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,10 +32,17 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
-from ._circle_log_sl import (_EDGE, _langevin_slope, inverse_langevin, langevin, log_integral_exp,
-                             relative_expm1, travel_time)
+from .._types import Array
+from ._circle_log_sl import (
+    _EDGE,
+    _langevin_slope,
+    inverse_langevin,
+    langevin,
+    log_integral_exp,
+    relative_expm1,
+    travel_time,
+)
 
-Array = NDArray[np.float64]
 Index = NDArray[np.int64]
 
 
@@ -63,7 +71,9 @@ class LineField:
         n, h = self.n, self.h
         X, U = self._extended(speeds)
         k = np.minimum(np.floor(x / h).astype(np.int64), n - 1)
-        right = 2 * n + k + (x >= self.nodes[line, k]).astype(np.int64)  # x in segment (right - 1, right)
+        right = (
+            2 * n + k + (x >= self.nodes[line, k]).astype(np.int64)
+        )  # x in segment (right - 1, right)
         left = right - 1
         x0, u0, u1 = X[line, left], U[line, left], U[line, right]
         length = X[line, right] - x0
@@ -75,16 +85,21 @@ class LineField:
         if not moving.any():
             return out
         reach = moving & (u0 > 0.0)
-        tau0 = np.where(reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf)
+        tau0 = np.where(
+            reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf
+        )
         inside = moving & (tau0 >= dt)
         out[inside] = ux[inside] * dt * relative_expm1(a[inside] * dt)
         beyond = np.flatnonzero(moving & (tau0 < dt))
         if beyond.size:
-            out[beyond] = frac[beyond] + self._node_paths(X, U, line[beyond], left[beyond],
-                                                          dt - tau0[beyond], dt)
+            out[beyond] = frac[beyond] + self._node_paths(
+                X, U, line[beyond], left[beyond], dt - tau0[beyond], dt
+            )
         return out
 
-    def _node_paths(self, X: Array, U: Array, line: Index, start: Index, rest: Array, dt: float) -> Array:
+    def _node_paths(
+        self, X: Array, U: Array, line: Index, start: Index, rest: Array, dt: float
+    ) -> Array:
         """Backward displacement from the extended nodes ``start`` (U > 0 there) of lines
         ``line`` over the times ``rest`` in [0, dt], through whole segments as far as the time
         allows, whole periods first."""
@@ -93,12 +108,20 @@ class LineField:
         lengths = np.diff(X, axis=1)  # segment e (nodes e - 1, e) at column e - 1
         through = (U[:, :-1] > 0.0) & (U[:, 1:] > 0.0)
         cap = 2.0 * dt + 1.0  # no path within dt crosses a longer segment: keeps the sums scaled
-        tau = np.where(through, np.minimum(travel_time(lengths, np.where(through, U[:, :-1], 1.0),
-                                                       np.where(through, U[:, 1:], 1.0)), cap), 0.0)
+        tau = np.where(
+            through,
+            np.minimum(
+                travel_time(
+                    lengths, np.where(through, U[:, :-1], 1.0), np.where(through, U[:, 1:], 1.0)
+                ),
+                cap,
+            ),
+            0.0,
+        )
         cum = np.concatenate((np.zeros((L, 1)), np.cumsum(tau, axis=1)), axis=1)  # (L, E)
         # whole periods: a line without a stagnation point is travelled round in a time T
         loop = cum[:, 2 * n] - cum[:, n]
-        free = through[:, n:2 * n].all(axis=1) & (loop > 0.0) & (loop < cap)
+        free = through[:, n : 2 * n].all(axis=1) & (loop > 0.0) & (loop < cap)
         laps = np.where(free[line], np.floor(rest / np.where(free[line], loop[line], 1.0)), 0.0)
         rest = np.maximum(rest - laps * np.where(free[line], loop[line], 0.0), 0.0)
         # the last node at or before ``start`` that cannot be passed going left
@@ -113,7 +136,11 @@ class LineField:
         left_time = np.maximum(rest - (cum[line, start] - cum[line, k]), 0.0)
         u_k = U[line, k]
         a = (u_k - U[line, k - 1]) / (X[line, k] - X[line, k - 1])
-        return laps * P + (X[line, start] - X[line, k]) + u_k * left_time * relative_expm1(a * left_time)
+        return (
+            laps * P
+            + (X[line, start] - X[line, k])
+            + u_k * left_time * relative_expm1(a * left_time)
+        )
 
     def _mirrored(self) -> "LineField":
         """The field seen in the coordinate x' = P - x (cell k becomes n - 1 - k)."""
@@ -159,7 +186,9 @@ class Profiles:
     chord of |sin s| along a great circle through the poles) and sigma the log-slope whose
     profile has the cell's centroid (offset c in cell widths)."""
 
-    def __init__(self, offset: Array, h: float, w0: Array | None = None, w1: Array | None = None) -> None:
+    def __init__(
+        self, offset: Array, h: float, w0: Array | None = None, w1: Array | None = None
+    ) -> None:
         self.h = h
         half = 0.5 * h
         y = 2.0 * np.asarray(offset, dtype=float)  # the centroid in half-widths
@@ -199,8 +228,15 @@ def log_line_mass(ell: Array, h: float) -> Array:
         return logsumexp(ell, axis=1) + math.log(h)
 
 
-def remap_lines(ell: Array, offset: Array, carry: Array, field: LineField, dt: float,
-                floor: float, weight: tuple[Array, Array] | None = None) -> tuple[Array, Array, Array, Array]:
+def remap_lines(
+    ell: Array,
+    offset: Array,
+    carry: Array,
+    field: LineField,
+    dt: float,
+    floor: float,
+    weight: tuple[Array, Array] | None = None,
+) -> tuple[Array, Array, Array, Array]:
     """One remap of every line along the characteristics of ``field`` over ``dt``.
 
     Returns (ell, offset, carry, emptied): the new log cell averages (each line's mass made
@@ -231,13 +267,17 @@ def remap_lines(ell: Array, offset: Array, carry: Array, field: LineField, dt: f
         profiles = Profiles(offset, h)
     else:
         profiles = Profiles(offset, h, 0.5 * (weight[0] + weight[1]), (weight[1] - weight[0]) / h)
-    whole, _ = profiles.log_integral(slice(None), np.full(ell.shape, -0.5 * h), np.full(ell.shape, 0.5 * h))
+    whole, _ = profiles.log_integral(
+        slice(None), np.full(ell.shape, -0.5 * h), np.full(ell.shape, 0.5 * h)
+    )
     level = ell + math.log(h) - whole
     centre = (cell + 0.5) * h
     piece, at = profiles.log_integral((rows, k), lo - centre, hi - centre)
     piece = piece + level[rows, k]
     mid = centre + at
-    image = field.trace(mid.reshape(-1), np.repeat(np.arange(L), 2 * n), dt, forward=True).reshape(L, 2 * n)
+    image = field.trace(mid.reshape(-1), np.repeat(np.arange(L), 2 * n), dt, forward=True).reshape(
+        L, 2 * n
+    )
     # reduce the pieces of each new cell (new is non-decreasing along a row, every cell present)
     group = (rows * n + new).reshape(-1)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
@@ -250,7 +290,9 @@ def remap_lines(ell: Array, offset: Array, carry: Array, field: LineField, dt: f
     weight = np.where(np.isfinite(weight), weight, 0.0)
     total = np.add.reduceat(weight, starts)
     new_centre = (np.arange(n) + 0.5) * h
-    moment = np.add.reduceat(weight * (image.reshape(-1) - np.repeat(np.tile(new_centre, L), count)), starts)
+    moment = np.add.reduceat(
+        weight * (image.reshape(-1) - np.repeat(np.tile(new_centre, L), count)), starts
+    )
     carried = np.add.reduceat(weight * carry[rows, k].reshape(-1), starts)
     with np.errstate(invalid="ignore", divide="ignore"):
         out_ell = np.where(empty, -np.inf, top + np.log(total) - math.log(h)).reshape(L, n)

@@ -17,10 +17,10 @@ measures the peak of the numpy allocations of small runs of every scheme and eva
 slices, and particle runs) and checks that the estimate is at least that and at most 10 times it.
 What is not counted: the libraries' own tables (shtns, ducc0, POT, HDF5) and Python objects.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ..geometry import CIRCLE, domain_of_dimension
 from ..interaction._clusters import P_MAX, X_MAX
@@ -60,8 +60,11 @@ def pruned_sums(n_targets: int, n_sources: int, *, cached: bool = True) -> float
     bounds of every target against every block of 16 sources (upper bounds, the products they
     come from, the boolean mask), and the kept sources of a block of 256 targets."""
     blocks = math.ceil(n_sources / SOURCE_BLOCK)
-    return (direct_sums(n_targets, n_sources, cached=cached) + 2.2 * F8 * n_targets * blocks
-            + 2 * F8 * min(n_targets, TARGET_BLOCK) * n_sources)
+    return (
+        direct_sums(n_targets, n_sources, cached=cached)
+        + 2.2 * F8 * n_targets * blocks
+        + 2 * F8 * min(n_targets, TARGET_BLOCK) * n_sources
+    )
 
 
 def pruned_point_sums(n: int) -> float:
@@ -82,8 +85,16 @@ def lowrank_setup(lmax: int) -> float:
     return 3.3 * F8 * WEIGHT_NODES * WEIGHT_GRID_POINTS + F8 * (2 * MAX_RANK + 16) * own
 
 
-def evaluator_memory(name: str, model: Model, *, points: int, targets: int, n_xi: int,
-                     lmax: int | None = None, inputs: str = "values") -> float:
+def evaluator_memory(
+    name: str,
+    model: Model,
+    *,
+    points: int,
+    targets: int,
+    n_xi: int,
+    lmax: int | None = None,
+    inputs: str = "values",
+) -> float:
     """Bytes of the interaction evaluator ``name`` (the one the configuration resolves): its
     precomputed arrays, its set-up's temporaries and what one call forms, for a state of
     ``n_xi`` slices on ``points`` sources and the velocity at ``targets``."""
@@ -201,5 +212,15 @@ def particle_memory(model: Model, n: int, snapshots: int, n_xi: int) -> float:
     return positions + sums + 3 * F8 * n_xi * n_xi
 
 
-__all__ = ["auxiliary_memory", "direct_sums", "energy_sums", "evaluator_memory", "lowrank_setup",
-           "particle_memory", "pruned_point_sums", "pruned_sums", "slice_diagnostics", "w2_diagnostics"]
+__all__ = [
+    "auxiliary_memory",
+    "direct_sums",
+    "energy_sums",
+    "evaluator_memory",
+    "lowrank_setup",
+    "particle_memory",
+    "pruned_point_sums",
+    "pruned_sums",
+    "slice_diagnostics",
+    "w2_diagnostics",
+]

@@ -1,4 +1,5 @@
 """Spherical-harmonic (pseudo-spectral) scheme on S^2, transforms by shtns."""
+
 from __future__ import annotations
 
 import math
@@ -7,13 +8,12 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from .._types import Array
 from .._validate import as_int
 from ..grids import GaussGrid
 from ..grids._sphere_gauss import MAX_LMAX, default_grid_size
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme, validate_choice
-
-Array = NDArray[np.float64]
 
 FILTERS = ("exponential", "none")
 
@@ -70,8 +70,10 @@ class SHSpectralScheme(Scheme):
     resolution_default = 31
     resolution_min = 3
     resolution_max = MAX_LMAX
-    resolution_cost = ("at 1023 the Gauss grid has 1536 x 3072 points: about 5 s of set-up, 2 s per "
-                       "right-hand side and 5 GiB (funk_hecke, measured on one core)")
+    resolution_cost = (
+        "at 1023 the Gauss grid has 1536 x 3072 points: about 5 s of set-up, 2 s per "
+        "right-hand side and 5 GiB (funk_hecke, measured on one core)"
+    )
     default_integrator = "rk4"
     #: degree l <= lmax moves at up to max|X|: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
     imaginary_spectrum = math.pi
@@ -81,14 +83,21 @@ class SHSpectralScheme(Scheme):
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-        return {"filter": validate_choice(table, "filter", prefix, dict.fromkeys(FILTERS),
-                                          "exponential", "spectral filter"),
-                "nthreads": as_int(table.get("nthreads", 1), f"{prefix}.nthreads", minimum=1, maximum=256)}
+        return {
+            "filter": validate_choice(
+                table, "filter", prefix, dict.fromkeys(FILTERS), "exponential", "spectral filter"
+            ),
+            "nthreads": as_int(
+                table.get("nthreads", 1), f"{prefix}.nthreads", minimum=1, maximum=256
+            ),
+        }
 
     #: the multipliers reach degree ~ sqrt(2 kappa ln(1/eps)): lmax >= 3 sqrt(2 beta sigma_max)
     resolution_rule = (3.0, 2.0)
-    resolution_text = ("lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
-                       "{beta_sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}")
+    resolution_text = (
+        "lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
+        "{beta_sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}"
+    )
 
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
@@ -106,8 +115,15 @@ class SHSpectralScheme(Scheme):
         nlat, nphi = default_grid_size(lmax)
         return nlat * nphi, nlat * nphi, 16.0 * (lmax + 1) * (lmax + 2) / 2
 
-    def __init__(self, problem: Any, *, lmax: int = 31, filter: str = "exponential", nthreads: int = 1,
-                 **common: Any) -> None:
+    def __init__(
+        self,
+        problem: Any,
+        *,
+        lmax: int = 31,
+        filter: str = "exponential",
+        nthreads: int = 1,
+        **common: Any,
+    ) -> None:
         self.grid = GaussGrid(lmax, nthreads=nthreads)
         self.filter = filter
         self._sigma = sphere_filter(self.grid.l, lmax, filter)
@@ -118,8 +134,9 @@ class SHSpectralScheme(Scheme):
 
     def layout(self) -> Layout:
         g = self.grid
-        return Layout("sphere", "coefficients", g, g, frame=np.stack([g.e_theta, g.e_phi]),
-                      scheme=self.name)
+        return Layout(
+            "sphere", "coefficients", g, g, frame=np.stack([g.e_theta, g.e_phi]), scheme=self.name
+        )
 
     def initial_state(self) -> NDArray[np.complex128]:
         """Coefficients of each slice's rho_0 (Gauss-grid analysis), renormalized to unit mass."""
@@ -149,10 +166,16 @@ class SHSpectralScheme(Scheme):
         out = np.empty_like(state)
         for k, rho in enumerate(rho_grid):
             out[k] = -g.divergence_coefficients(rho * vel[k, 0], rho * vel[k, 1])
-        compression = (max(0.0, -min(float(g.synth(g.divergence_coefficients(v[0], v[1])).min()) for v in vel))
-                       if divergence else math.nan)
-        return Tendency(out, float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2))),
-                        max_compression=compression)
+        compression = (
+            max(0.0, -min(float(g.synth(g.divergence_coefficients(v[0], v[1])).min()) for v in vel))
+            if divergence
+            else math.nan
+        )
+        return Tendency(
+            out,
+            float(np.sqrt(np.max(vel[:, 0] ** 2 + vel[:, 1] ** 2))),
+            max_compression=compression,
+        )
 
     def _synthesized(self, state: NDArray[np.complex128]) -> list[Array]:
         """rho of each slice on the grid; the last state's values are kept (the loop's check
@@ -191,7 +214,13 @@ class SHSpectralScheme(Scheme):
         return np.stack([self.grid.synth(c) for c in np.atleast_2d(state)])
 
     def attributes(self) -> dict[str, Any]:
-        return {"lmax": self.grid.lmax, "nlat": self.grid.nlat, "nphi": self.grid.nphi,
-                "filter": self.filter, "interaction": self.interaction.name,
-                "integrator": self.integrator.name, "shtns_threads": self.grid.nthreads,
-                **self.interaction.attributes()}
+        return {
+            "lmax": self.grid.lmax,
+            "nlat": self.grid.nlat,
+            "nphi": self.grid.nphi,
+            "filter": self.filter,
+            "interaction": self.interaction.name,
+            "integrator": self.integrator.name,
+            "shtns_threads": self.grid.nthreads,
+            **self.interaction.attributes(),
+        }

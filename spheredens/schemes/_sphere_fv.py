@@ -1,21 +1,20 @@
 """Positivity-preserving finite volumes on S^2 (reduced latitude-longitude rings)."""
+
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ..grids import RingMesh
-from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
+from .._types import Array
 from .._validate import as_bool, as_float
 from ..exceptions import ConfigError
+from ..grids import RingMesh
+from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme
 from ._circle_fv import LIMITERS, FiniteVolumeScheme
-
-Array = NDArray[np.float64]
 
 
 def minmod3(a: Array, b: Array, c: Array) -> Array:
@@ -82,15 +81,24 @@ class SphereFiniteVolumeScheme(Scheme):
 
     name = "fv"
     domain = "sphere"
-    options = ("nlat", "limiter", "interaction", "log_domain_below", "log_domain_peeling", "integrator",
-               "allow_underresolved")
+    options = (
+        "nlat",
+        "limiter",
+        "interaction",
+        "log_domain_below",
+        "log_domain_peeling",
+        "integrator",
+        "allow_underresolved",
+    )
     resolution = "nlat"
     resolution_default = 32
     resolution_min = MIN_RINGS
     resolution_max = MAX_RINGS
     resolution_what = " (latitude rings of the finite-volume mesh)"
-    resolution_cost = ("the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up, 2.8 s per "
-                       "right-hand side and 4.8 GiB (funk_hecke, measured on one core), 4 times that at 2048")
+    resolution_cost = (
+        "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up, 2.8 s per "
+        "right-hand side and 4.8 GiB (funk_hecke, measured on one core), 4 times that at 2048"
+    )
     positive = True
     zero_temperature_order = 2.0
 
@@ -98,16 +106,21 @@ class SphereFiniteVolumeScheme(Scheme):
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         values = FiniteVolumeScheme.validate_own_options(table, prefix)
         if "log_domain_below" in table:
-            values["log_domain_below"] = as_float(table["log_domain_below"], f"{prefix}.log_domain_below",
-                                                  minimum=0.0, maximum=1e-3)
+            values["log_domain_below"] = as_float(
+                table["log_domain_below"], f"{prefix}.log_domain_below", minimum=0.0, maximum=1e-3
+            )
         if "log_domain_peeling" in table:
-            values["log_domain_peeling"] = as_bool(table["log_domain_peeling"], f"{prefix}.log_domain_peeling")
+            values["log_domain_peeling"] = as_bool(
+                table["log_domain_peeling"], f"{prefix}.log_domain_peeling"
+            )
         return values
 
     #: 3 cells of pi / nlat across the kernel width: nlat >= 3 pi sqrt(beta sigma_max)
     resolution_rule = (3.0 * math.pi, 1.0)
-    resolution_text = ("nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-                       "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
+    resolution_text = (
+        "nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
+        "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}"
+    )
 
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
@@ -125,17 +138,30 @@ class SphereFiniteVolumeScheme(Scheme):
         cells = int(4 * int(options["nlat"]) ** 2 / math.pi) + 2
         return cells, int(3.6 * cells), 8.0 * cells
 
-    def __init__(self, problem: Any, *, nlat: int = 32, limiter: str = "mc",
-                 log_domain_below: float | None = None, log_domain_peeling: bool | None = None,
-                 **common: Any) -> None:
+    def __init__(
+        self,
+        problem: Any,
+        *,
+        nlat: int = 32,
+        limiter: str = "mc",
+        log_domain_below: float | None = None,
+        log_domain_peeling: bool | None = None,
+        **common: Any,
+    ) -> None:
         self.grid = RingMesh(nlat)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
         super().__init__(problem, **common)
-        for key, value in (("log_domain_below", log_domain_below), ("log_domain_peeling", log_domain_peeling)):
+        for key, value in (
+            ("log_domain_below", log_domain_below),
+            ("log_domain_peeling", log_domain_peeling),
+        ):
             if value is not None and not hasattr(self.interaction, "log_domain_below"):
-                raise ConfigError(f"discretization.{key}", f"applies to lowrank_points only, not to "
-                                  f"{self.interaction.name!r}; remove the key")
+                raise ConfigError(
+                    f"discretization.{key}",
+                    f"applies to lowrank_points only, not to "
+                    f"{self.interaction.name!r}; remove the key",
+                )
         if log_domain_below is not None:
             self.interaction.log_domain_below = log_domain_below
         if log_domain_peeling is not None:
@@ -177,13 +203,17 @@ class SphereFiniteVolumeScheme(Scheme):
             return zero, zero
         m, th = self.grid, self._theta
         dlon = m.dlon
-        s_lon = minmod3(th * (rho[:, self._east] - rho) / dlon,
-                        (rho[:, self._east] - rho[:, self._west]) / (2.0 * dlon),
-                        th * (rho - rho[:, self._west]) / dlon)
+        s_lon = minmod3(
+            th * (rho[:, self._east] - rho) / dlon,
+            (rho[:, self._east] - rho[:, self._west]) / (2.0 * dlon),
+            th * (rho - rho[:, self._west]) / dlon,
+        )
         north = (m.north_average @ rho.T).T
         south = (m.south_average @ rho.T).T
         dn, ds = self._d_north, self._d_south
-        s_lat = minmod3(th * (north - rho) / dn, (north - south) / (dn + ds), th * (rho - south) / ds)
+        s_lat = minmod3(
+            th * (north - rho) / dn, (north - south) / (dn + ds), th * (rho - south) / ds
+        )
         s_lat[:, ~self._inner] = 0.0
         s_lon[:, ~self._inner] = 0.0
         reach = np.abs(s_lat) * self._lat_reach + np.abs(s_lon) * self._lon_reach
@@ -210,13 +240,21 @@ class SphereFiniteVolumeScheme(Scheme):
         right = np.clip(right, 0.0, 2.0 * lo[:, b])
         up, un = np.maximum(u, 0.0) * m.face_length, np.minimum(u, 0.0) * m.face_length
         flux = up * left + un * right
-        outflow = np.stack([np.bincount(a, up[k], m.n_cells) - np.bincount(b, un[k], m.n_cells)
-                            for k in range(len(u))])
+        outflow = np.stack(
+            [
+                np.bincount(a, up[k], m.n_cells) - np.bincount(b, un[k], m.n_cells)
+                for k in range(len(u))
+            ]
+        )
         # the compression of each cell by its face velocities: d rho_c / dt = -rho_c div_c X
         # where rho is flat, what bounds the growth of max rho
         div = m.divergence @ (u * m.face_length).T
-        return Tendency(-(m.divergence @ flux.T).T, speed, float((outflow / m.area).max()),
-                        max_compression=max(0.0, -float(div.min())))
+        return Tendency(
+            -(m.divergence @ flux.T).T,
+            speed,
+            float((outflow / m.area).max()),
+            max_compression=max(0.0, -float(div.min())),
+        )
 
     def stable_dt(self, cfl: float, tendency: Tendency) -> float:
         """cfl min(h / max_speed, 1 / max_c outflow rate): rho >= 0 for cfl <= 0.5."""
@@ -226,6 +264,12 @@ class SphereFiniteVolumeScheme(Scheme):
         return cfl * dt
 
     def attributes(self) -> dict[str, Any]:
-        return {"nlat": self.grid.nlat, "n_cells": self.grid.n_cells, "mesh": "reduced latitude-longitude "
-                "rings with polar caps", "limiter": self.limiter, "interaction": self.interaction.name,
-                "integrator": self.integrator.name, **self.interaction.attributes()}
+        return {
+            "nlat": self.grid.nlat,
+            "n_cells": self.grid.n_cells,
+            "mesh": "reduced latitude-longitude rings with polar caps",
+            "limiter": self.limiter,
+            "interaction": self.interaction.name,
+            "integrator": self.integrator.name,
+            **self.interaction.attributes(),
+        }

@@ -38,26 +38,31 @@ The velocity is the certified pruned log-sum-exp quadrature over the cells' mass
 centroids (:func:`~spheredens.interaction._pruned.log_mass_velocity`), the zero-temperature
 field for that model.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.special import logsumexp
 
+from .._types import Array
 from .._validate import as_float, as_unit_vectors
 from ..grids import LatLonCells
 from ..grids._sphere_cells import MAX_RINGS, MIN_RINGS, colat_lon_frame, colat_lon_points
 from ..interaction import Layout
 from ..interaction._pruned import log_mass_velocity
 from ._base import Scheme, Tendency, register_scheme
-from ._circle_log_sl import (_EDGE, DEFAULT_TOLERANCE, LOG_FLOOR, MIN_TOLERANCE, ErrorControlledSteps,
-                             SemiLagrangianStep)
+from ._circle_log_sl import (
+    _EDGE,
+    DEFAULT_TOLERANCE,
+    LOG_FLOOR,
+    MIN_TOLERANCE,
+    ErrorControlledSteps,
+    SemiLagrangianStep,
+)
 from ._line_remap import LineField, remap_lines
-
-Array = NDArray[np.float64]
 
 #: the step control follows every cell within e^-RELATIVE_RANGE of the largest (and those a
 #: softmax can see)
@@ -78,7 +83,9 @@ class _Sources:
     def __init__(self, grid: LatLonCells) -> None:
         self.points = grid.points
         self.weight = grid.weight
-        self.tangents = grid.to_world(colat_lon_frame(grid.colat[:, None], grid.phi[None, :])[1]).reshape(-1, 3)
+        self.tangents = grid.to_world(
+            colat_lon_frame(grid.colat[:, None], grid.phi[None, :])[1]
+        ).reshape(-1, 3)
 
 
 def default_pole(model: Any) -> Array:
@@ -134,8 +141,10 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     resolution_cost = "2 nlat^2 cells, each velocity evaluation a pruned sum over them all"
     #: 3 cells of pi / nlat across the kernel width, as ``fv``
     resolution_rule = (3.0 * math.pi, 1.0)
-    resolution_text = ("nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-                       "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}")
+    resolution_text = (
+        "nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
+        "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}"
+    )
     default_integrator = "semi_lagrangian"
     evaluator_inputs = "log_moments"
     positive = True
@@ -153,10 +162,16 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         pole = table.get("pole", "auto")
         if pole != "auto":
             pole = list(as_unit_vectors([pole], f"{prefix}.pole", 3)[0])
-        return {"tolerance": as_float(table.get("tolerance", DEFAULT_TOLERANCE), f"{prefix}.tolerance",
-                                      minimum=MIN_TOLERANCE, maximum=1.0,
-                                      what=" (the error of log rho allowed in one step)"),
-                "pole": pole}
+        return {
+            "tolerance": as_float(
+                table.get("tolerance", DEFAULT_TOLERANCE),
+                f"{prefix}.tolerance",
+                minimum=MIN_TOLERANCE,
+                maximum=1.0,
+                what=" (the error of log rho allowed in one step)",
+            ),
+            "pole": pole,
+        }
 
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
@@ -167,9 +182,18 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         cells = 2 * int(options.get("nlat") or cls.resolution_default) ** 2
         return cells, cells, 3 * 8.0 * cells
 
-    def __init__(self, problem: Any, *, nlat: int = 64, tolerance: float = DEFAULT_TOLERANCE,
-                 pole: Any = "auto", **common: Any) -> None:
-        self.grid = LatLonCells(nlat, default_pole(problem.model) if pole == "auto" else np.asarray(pole))
+    def __init__(
+        self,
+        problem: Any,
+        *,
+        nlat: int = 64,
+        tolerance: float = DEFAULT_TOLERANCE,
+        pole: Any = "auto",
+        **common: Any,
+    ) -> None:
+        self.grid = LatLonCells(
+            nlat, default_pole(problem.model) if pole == "auto" else np.asarray(pole)
+        )
         self.pole_option = pole
         super().__init__(problem, **common)
         self.tolerance = float(tolerance)
@@ -178,8 +202,10 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         #: the step control looks at the cells within this many e-folds of the largest: those a
         #: softmax can weigh by more than e^-50 of it, and at least those within e^-1500 (the
         #: relative accuracy promised; below that, cells near the floor would drive the steps)
-        self.window = max(2.0 * model.beta * model.kernel.sigma_max + 50.0 if model.kind.interacting else 0.0,
-                          RELATIVE_RANGE)
+        self.window = max(
+            2.0 * model.beta * model.kernel.sigma_max + 50.0 if model.kind.interacting else 0.0,
+            RELATIVE_RANGE,
+        )
         self.log_area = 2.0 * math.log(self.grid.h)  # m = exp(ell) h^2
         self.init_step_control()
         self._emptied = False
@@ -188,11 +214,15 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         #: the metric along a great circle through the poles: |sin s| at the ends of each cell
         ends = np.abs(np.sin(np.arange(2 * nlat + 1) * self.grid.h))
         ends[[0, nlat, 2 * nlat]] = 0.0
-        self._circle_weight = (np.broadcast_to(ends[:-1], (nlat, 2 * nlat)),
-                               np.broadcast_to(ends[1:], (nlat, 2 * nlat)))
+        self._circle_weight = (
+            np.broadcast_to(ends[:-1], (nlat, 2 * nlat)),
+            np.broadcast_to(ends[1:], (nlat, 2 * nlat)),
+        )
 
     def layout(self) -> Layout:
-        return Layout("sphere", "log_moments", _Sources(self.grid), self.grid.points, scheme=self.name)
+        return Layout(
+            "sphere", "log_moments", _Sources(self.grid), self.grid.points, scheme=self.name
+        )
 
     def make_integrator(self, name: str) -> Any:
         return SemiLagrangianStep(self)
@@ -208,7 +238,10 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         ot, op, log_w = g.cell_quadrature(order)
         theta = g.colat[:, None, None] + ot[None, None, :] * g.h
         phi = g.phi[None, :, None] + op[None, None, :] * g.h
-        values = np.asarray(log_f(g.to_world(colat_lon_points(theta, phi))), dtype=float) + log_w[:, None, :]
+        values = (
+            np.asarray(log_f(g.to_world(colat_lon_points(theta, phi))), dtype=float)
+            + log_w[:, None, :]
+        )
         top = values.max(axis=-1)
         safe = np.where(np.isfinite(top), top, 0.0)
         with np.errstate(under="ignore"):
@@ -251,7 +284,11 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
                 parts.append((log_m + math.log(weight), a, b))
         else:
             with np.errstate(divide="ignore"):
-                parts.append(self._log_moments(lambda x: np.log(np.maximum(np.asarray(f(x), dtype=float), 0.0))))
+                parts.append(
+                    self._log_moments(
+                        lambda x: np.log(np.maximum(np.asarray(f(x), dtype=float), 0.0))
+                    )
+                )
         top = np.max([p[0] for p in parts], axis=0)
         safe = np.where(np.isfinite(top), top, 0.0)
         with np.errstate(under="ignore"):
@@ -269,8 +306,15 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         for f in self.problem.slice_initials():
             log_m, a, b = self._slice_moments(f)
             ell = np.maximum(log_m - self.log_area, LOG_FLOOR)
-            out.append(np.stack([ell, np.clip(a, -0.5 * _EDGE, 0.5 * _EDGE),
-                                 np.clip(b, -0.5 * _EDGE, 0.5 * _EDGE)]))
+            out.append(
+                np.stack(
+                    [
+                        ell,
+                        np.clip(a, -0.5 * _EDGE, 0.5 * _EDGE),
+                        np.clip(b, -0.5 * _EDGE, 0.5 * _EDGE),
+                    ]
+                )
+            )
         return np.stack(out)
 
     def log_density(self, state: Array) -> Array:
@@ -300,8 +344,12 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
                 return known
         g = self.grid
         src = g.to_world(g.centroid_points(sources[1], sources[2])).reshape(-1, 3)
-        vel = log_mass_velocity(self.model, g.to_world(points.reshape(-1, 3)), src,
-                                sources[0].reshape(-1) + self.log_area)
+        vel = log_mass_velocity(
+            self.model,
+            g.to_world(points.reshape(-1, 3)),
+            src,
+            sources[0].reshape(-1) + self.log_area,
+        )
         vel = g.to_grid(vel).reshape(points.shape)
         self._recent = (self._recent + [(sources, points, vel)])[-RECENT_VELOCITIES:]
         return vel
@@ -309,7 +357,9 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     def rhs(self, state: Array, t: float) -> Tendency:
         """For the step size: the speeds at the centroids (the step is the remap; rate 0)."""
         if self._cache is None or self._cache[0] is not state or self._cache[1] != t:
-            vel = np.stack([self._velocity(s, self.grid.centroid_points(s[1], s[2])) for s in state])
+            vel = np.stack(
+                [self._velocity(s, self.grid.centroid_points(s[1], s[2])) for s in state]
+            )
             self._cache = (state, t, vel)
         vel = self._cache[2]
         speed = float(np.sqrt(np.max(np.sum(vel * vel, axis=-1))))
@@ -342,8 +392,9 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
 
         offset = lines(s[1], -1.0)
         field = LineField((np.arange(2 * n)[None, :] + 0.5 + offset) * g.h, lines(v, -1.0), g.h)
-        ell, a_line, b_line, empty = remap_lines(lines(s[0]), offset, lines(s[2]), field, dt, LOG_FLOOR,
-                                                 self._circle_weight)
+        ell, a_line, b_line, empty = remap_lines(
+            lines(s[0]), offset, lines(s[2]), field, dt, LOG_FLOOR, self._circle_weight
+        )
 
         def back(f: Array, sign: float = 1.0) -> Array:
             out = np.empty(g.cells_shape)
@@ -369,26 +420,42 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     def advance(self, state: Array, t: float, dt: float) -> Array:
         """One predictor-corrector step (module docstring); records the error estimate."""
         self._emptied = False
-        predicted = np.stack([self._split_step(s, lambda p, s=s: self._velocity(s, p), dt, True)
-                              for s in state])
+        predicted = np.stack(
+            [self._split_step(s, lambda p, s=s: self._velocity(s, p), dt, True) for s in state]
+        )
         if not np.all(np.isfinite(predicted[:, 1:])) or np.any(np.isnan(predicted)):
             self._last_error, self._last_dt = math.inf, dt
             return np.array(state)
-        new = np.stack([self._split_step(
-            s, lambda p, s=s, q=q: 0.5 * (self._velocity(s, p) + self._velocity(q, p)), dt, False)
-            for s, q in zip(state, predicted)])
+        new = np.stack(
+            [
+                self._split_step(
+                    s,
+                    lambda p, s=s, q=q: 0.5 * (self._velocity(s, p) + self._velocity(q, p)),
+                    dt,
+                    False,
+                )
+                for s, q in zip(state, predicted)
+            ]
+        )
         ell = new[:, 0]
         relevant = ell >= ell.reshape(len(ell), -1).max(axis=1)[:, None, None] - self.window
-        change = np.maximum(np.abs(ell - predicted[:, 0]),
-                            np.maximum(np.abs(new[:, 1] - predicted[:, 1]), np.abs(new[:, 2] - predicted[:, 2])))
+        change = np.maximum(
+            np.abs(ell - predicted[:, 0]),
+            np.maximum(np.abs(new[:, 1] - predicted[:, 1]), np.abs(new[:, 2] - predicted[:, 2])),
+        )
         self.record_error(change, relevant, dt)
         return new
 
     def attributes(self) -> dict[str, Any]:
-        return {"nlat": self.grid.nlat, "n_cells": self.grid.n_cells,
-                "mesh": "equiangular latitude-longitude cells about the pole", "pole": self.grid.pole.tolist(),
-                "tolerance": self.tolerance,
-                "interaction": self.interaction.name, "integrator": "semi_lagrangian"}
+        return {
+            "nlat": self.grid.nlat,
+            "n_cells": self.grid.n_cells,
+            "mesh": "equiangular latitude-longitude cells about the pole",
+            "pole": self.grid.pole.tolist(),
+            "tolerance": self.tolerance,
+            "interaction": self.interaction.name,
+            "integrator": "semi_lagrangian",
+        }
 
 
 def _log_total(log_m: Array) -> float:

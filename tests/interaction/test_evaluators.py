@@ -1,4 +1,5 @@
 """Direct quadrature and FFT convolution: agreement, bounds, extreme beta (acceptance item 4)."""
+
 from __future__ import annotations
 
 import mpmath
@@ -47,14 +48,18 @@ def test_fft_equals_direct_on_smooth_density(name, B, beta, offset):
 
 def test_auto_choice_uses_fft_only_for_rotation_multiples():
     grid = CircleGrid(64)
-    assert isinstance(make_interaction(model("sa", 5.0, 2 * rot(1.0), np.eye(2)), grid, grid),
-                      FourierConvolution)
+    assert isinstance(
+        make_interaction(model("sa", 5.0, 2 * rot(1.0), np.eye(2)), grid, grid), FourierConvolution
+    )
     general = np.array([[1.75, 0.866025], [0.433013, 2.5]])
-    assert isinstance(make_interaction(model("sa", 5.0, general, np.eye(2)), grid, grid),
-                      DirectQuadrature)
+    assert isinstance(
+        make_interaction(model("sa", 5.0, general, np.eye(2)), grid, grid), DirectQuadrature
+    )
     # a reflection (det < 0) is not a rotation
-    assert isinstance(make_interaction(model("sa", 5.0, np.diag([1.0, -1.0]), np.eye(2)), grid, grid),
-                      DirectQuadrature)
+    assert isinstance(
+        make_interaction(model("sa", 5.0, np.diag([1.0, -1.0]), np.eye(2)), grid, grid),
+        DirectQuadrature,
+    )
 
 
 def test_direct_matches_plain_formula_at_moderate_beta():

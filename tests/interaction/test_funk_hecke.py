@@ -1,4 +1,5 @@
 """Spectral evaluators on S^2 against direct quadrature (acceptance item 2 of the sphere)."""
+
 from __future__ import annotations
 
 import mpmath
@@ -8,10 +9,15 @@ from scipy.spatial.transform import Rotation
 
 from spheredens.grids import GaussGrid
 from spheredens.initial import von_mises_fisher_density
-from spheredens.interaction import (DirectQuadrature, FunkHeckeInteraction, KappaInterpolation,
-                                    LowRankMeridianInteraction,
-                                    funk_hecke_multipliers, make_sphere_interaction,
-                                    orthogonal_multiple)
+from spheredens.interaction import (
+    DirectQuadrature,
+    FunkHeckeInteraction,
+    KappaInterpolation,
+    LowRankMeridianInteraction,
+    funk_hecke_multipliers,
+    make_sphere_interaction,
+    orthogonal_multiple,
+)
 from spheredens.models import Model
 
 V = np.array([[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]])
@@ -37,8 +43,10 @@ def grids():
 
 def smooth_coefficients(grid):
     def rho(x):
-        return (0.6 * von_mises_fisher_density(x, np.array([0.0, 0.6, 0.8]), 3.0)
-                + 0.4 * von_mises_fisher_density(x, np.array([1.0, 0.0, 0.0]), 1.0))
+        return 0.6 * von_mises_fisher_density(
+            x, np.array([0.0, 0.6, 0.8]), 3.0
+        ) + 0.4 * von_mises_fisher_density(x, np.array([1.0, 0.0, 0.0]), 1.0)
+
     return grid.analys(grid.point_values(rho))
 
 
@@ -57,8 +65,12 @@ def test_spectral_matches_direct_quadrature(grids, case, beta, name):
     assert isinstance(spectral, expected_cls)
     every = 3  # compare on a third of the grid points (the oracle is O(N_fine N_targets))
     got = spectral.velocity(c)[0].reshape(-1, 3)[::every]
-    oracle = DirectQuadrature(model, fine.points.reshape(-1, 3), fine.weight.reshape(-1),
-                              coarse.points.reshape(-1, 3)[::every])
+    oracle = DirectQuadrature(
+        model,
+        fine.points.reshape(-1, 3),
+        fine.weight.reshape(-1),
+        coarse.points.reshape(-1, 3)[::every],
+    )
     want = oracle.velocity(fine.synth(c).reshape(1, -1))[0]
     rho = coarse.synth(c).reshape(-1)[::every]
     mask = rho > 1e-8 * rho.max()
@@ -74,8 +86,12 @@ def test_multipliers_against_60_digit_quadrature(kappa):
     s, ds = funk_hecke_multipliers(l, kappa)
     mpmath.mp.dps = 40
     for li in (0, 1, 4, 8):
-        f = mpmath.quad(lambda t: mpmath.exp(kappa * (t - 1)) * mpmath.legendre(li, t), [-1, 1])
-        df = mpmath.quad(lambda t: t * mpmath.exp(kappa * (t - 1)) * mpmath.legendre(li, t), [-1, 1])
+        f = mpmath.quad(
+            lambda t, li=li: mpmath.exp(kappa * (t - 1)) * mpmath.legendre(li, t), [-1, 1]
+        )
+        df = mpmath.quad(
+            lambda t, li=li: t * mpmath.exp(kappa * (t - 1)) * mpmath.legendre(li, t), [-1, 1]
+        )
         assert abs(s[li] - float(2 * mpmath.pi * f)) <= 1e-13 * s[0]
         assert abs(ds[li] - float(2 * mpmath.pi * df)) <= 1e-13 * s[0]
 
@@ -115,5 +131,7 @@ def test_fast_tangent_components_match_velocity(case, name):
     vel = ev.velocity(c)[0]
     ev.frame = np.stack([grid.e_theta, grid.e_phi])  # the spectral scheme's layout
     comps = ev.velocity(c[None])[0]
-    want = np.stack([np.einsum("ijd,ijd->ij", vel, grid.e_theta), np.einsum("ijd,ijd->ij", vel, grid.e_phi)])
+    want = np.stack(
+        [np.einsum("ijd,ijd->ij", vel, grid.e_theta), np.einsum("ijd,ijd->ij", vel, grid.e_phi)]
+    )
     assert np.abs(comps - want).max() <= 1e-13 * np.abs(want).max()

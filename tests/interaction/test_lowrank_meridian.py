@@ -9,6 +9,7 @@ References:
 - the linearization around the uniform density, derived by hand for V = B^-T (in
   :mod:`spheredens.references`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,14 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from spheredens.grids import GaussGrid
-from spheredens.interaction import (DirectQuadrature, Layout, LowRankMeridianInteraction,
-                                    SphereDirectQuadrature, make_evaluator, make_sphere_interaction)
+from spheredens.interaction import (
+    DirectQuadrature,
+    Layout,
+    LowRankMeridianInteraction,
+    SphereDirectQuadrature,
+    make_evaluator,
+    make_sphere_interaction,
+)
 from spheredens.models import Model
 from spheredens.references import mean_field_velocity
 from spheredens.verify import linear_growth_errors
@@ -26,10 +33,16 @@ V = np.diag([1.0, 0.8, 0.5])
 B_CASES = {
     # condition numbers 2.3, 3.0 and 1.25 (two equal singular values, a reflection)
     "general": np.array([[1.2, 0.3, 0.1], [-0.2, 0.8, 0.4], [0.1, 0.2, 1.5]]),
-    "cond3": (Rotation.from_rotvec([0.4, 0.1, -0.9]).as_matrix() @ np.diag([1.5, 1.0, 0.5])
-              @ Rotation.from_rotvec([-0.3, 0.8, 0.2]).as_matrix().T),
-    "axisymmetric_reflection": (Rotation.from_rotvec([1.1, -0.5, 0.3]).as_matrix() @ np.diag([1.0, 0.8, -0.8])
-                                @ Rotation.from_rotvec([0.2, 0.2, 1.2]).as_matrix().T),
+    "cond3": (
+        Rotation.from_rotvec([0.4, 0.1, -0.9]).as_matrix()
+        @ np.diag([1.5, 1.0, 0.5])
+        @ Rotation.from_rotvec([-0.3, 0.8, 0.2]).as_matrix().T
+    ),
+    "axisymmetric_reflection": (
+        Rotation.from_rotvec([1.1, -0.5, 0.3]).as_matrix()
+        @ np.diag([1.0, 0.8, -0.8])
+        @ Rotation.from_rotvec([0.2, 0.2, 1.2]).as_matrix().T
+    ),
 }
 LMAX = 31
 CENTRES = np.array([[0.3, 0.5, 0.8], [-0.6, 0.2, -0.3], [0.1, -0.9, 0.2]])
@@ -37,7 +50,10 @@ CENTRES = CENTRES / np.linalg.norm(CENTRES, axis=1)[:, None]
 
 
 def mixture(points, weights, kappas, floor=0.0):
-    return sum(w * np.exp(k * (points @ mu - 1.0)) for w, k, mu in zip(weights, kappas, CENTRES)) + floor
+    return (
+        sum(w * np.exp(k * (points @ mu - 1.0)) for w, k, mu in zip(weights, kappas, CENTRES))
+        + floor
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,15 +117,25 @@ def test_tiny_partition_function_rows_are_computed_in_the_log_domain(grid):
 def test_frame_components_equal_the_projected_vectors(grid):
     """The scheme's fast path (components along e_theta, e_phi) is the vector path projected."""
     model = Model("sa", 30.0, np.eye(3), B_CASES["cond3"], V)
-    layout = Layout("sphere", "coefficients", grid, grid,
-                                   frame=np.stack([grid.e_theta, grid.e_phi]), scheme="sh_spectral")
+    layout = Layout(
+        "sphere",
+        "coefficients",
+        grid,
+        grid,
+        frame=np.stack([grid.e_theta, grid.e_phi]),
+        scheme="sh_spectral",
+    )
     ev = make_evaluator(model, layout, "lowrank_meridian")
     rho_c = grid.analys(mixture(grid.points, [1.0, 0.5], [25.0, 40.0]))
     state = np.stack([rho_c, grid.analys(mixture(grid.points, [0.3, 1.0], [3.0, 8.0], 0.1))])
     fast = ev.velocity(state)
     vectors = ev.vectors(state)
-    slow = np.stack([np.stack([np.einsum("...d,...d->...", v, e) for e in (grid.e_theta, grid.e_phi)])
-                     for v in vectors])
+    slow = np.stack(
+        [
+            np.stack([np.einsum("...d,...d->...", v, e) for e in (grid.e_theta, grid.e_phi)])
+            for v in vectors
+        ]
+    )
     assert np.abs(fast - slow).max() <= 1e-14
 
 
@@ -134,6 +160,8 @@ def test_linear_growth_around_uniform(beta):
     :func:`spheredens.verify.linear_growth_errors`, run by ``spheredens verify`` too) must give
     this to 1e-9, and the growth rate <f, df/dt> / <f, f> (B = I: 2 L(beta) / beta) to 1e-10.
     """
-    tendency, rate, _ = linear_growth_errors(beta, LMAX, B_CASES["general"], np.array([0.3, -0.5, 0.8]))
+    tendency, rate, _ = linear_growth_errors(
+        beta, LMAX, B_CASES["general"], np.array([0.3, -0.5, 0.8])
+    )
     assert tendency <= 1e-9
     assert rate <= 1e-10

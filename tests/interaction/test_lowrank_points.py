@@ -5,10 +5,14 @@ The finite-volume velocity is, by definition, the discrete sums over the cell ma
 cell centres evaluated at the face midpoints; direct log-sum-exp quadrature over the same
 sources (:class:`DirectQuadrature`) computes exactly these sums, so it is the reference here.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+# the matrices, centres and mixtures of the Gauss-grid evaluator's tests
+from test_lowrank_meridian import B_CASES, V, mixture  # noqa: E402
 
 import spheredens as sd
 from spheredens.grids import RingMesh
@@ -17,9 +21,6 @@ from spheredens.models import Model
 from spheredens.problem import Problem
 from spheredens.references import linear_growth_tendency
 from spheredens.schemes import make_scheme
-
-# the matrices, centres and mixtures of the Gauss-grid evaluator's tests
-from test_lowrank_meridian import B_CASES, V, mixture  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,10 @@ def test_beta_zero_is_the_mean_field(mesh):
     got = LowRankPoints(model, mesh.points, mesh.area, mesh.face_point).vectors(rho[None])[0]
     m = (rho * mesh.area) @ mesh.points
     avg = V @ m / np.sum(rho * mesh.area)
-    want = avg[None, :] - np.sum(avg[None, :] * mesh.face_point, axis=1, keepdims=True) * mesh.face_point
+    want = (
+        avg[None, :]
+        - np.sum(avg[None, :] * mesh.face_point, axis=1, keepdims=True) * mesh.face_point
+    )
     assert np.abs(got - want).max() <= 1e-14
 
 
@@ -122,20 +126,39 @@ def fv_linear_growth(nlat: int, beta: float, B: np.ndarray, a: np.ndarray) -> tu
     """(rate of the fv right-hand side linearized at the uniform density in the direction <a, x>,
     the rate of the exact tendency on the same cells), <f, df/dt> / <f, f> in the cell inner
     product; V = B^-T keeps the uniform density steady."""
-    cfg = sd.config_from_dict({
-        "model": {"name": "sa", "beta": beta, "K": B.tolist(), "V": np.linalg.inv(B).T.tolist()},
-        "domain": {"name": "sphere"}, "initial": {"name": "uniform"},
-        "discretization": {"scheme": "fv", "nlat": nlat, "interaction": "lowrank_points",
-},
-        "time": {"t_end": 1.0, "snapshots": 2}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {
+                "name": "sa",
+                "beta": beta,
+                "K": B.tolist(),
+                "V": np.linalg.inv(B).T.tolist(),
+            },
+            "domain": {"name": "sphere"},
+            "initial": {"name": "uniform"},
+            "discretization": {
+                "scheme": "fv",
+                "nlat": nlat,
+                "interaction": "lowrank_points",
+            },
+            "time": {"t_end": 1.0, "snapshots": 2},
+        }
+    )
     solver = make_scheme(Problem.from_config(cfg), cfg.discretization)
     m = solver.grid
     f = m.cell_averages(lambda x: x @ a)
     base = np.full(m.n_cells, 1.0 / (4.0 * np.pi))
-    eps = 1e-4  # the mc slopes of base +- eps f are +- eps times those of f: the difference is linear
-    got = (solver.rhs((base + eps * f)[None], 0.0).rate[0] - solver.rhs((base - eps * f)[None], 0.0).rate[0]) / (2 * eps)
+    eps = (
+        1e-4  # the mc slopes of base +- eps f are +- eps times those of f: the difference is linear
+    )
+    got = (
+        solver.rhs((base + eps * f)[None], 0.0).rate[0]
+        - solver.rhs((base - eps * f)[None], 0.0).rate[0]
+    ) / (2 * eps)
     want = m.cell_averages(lambda x: linear_growth_tendency(x, B, a, beta))
-    return float(np.sum(f * got * m.area) / np.sum(f * f * m.area)), float(np.sum(f * want * m.area) / np.sum(f * f * m.area))
+    return float(np.sum(f * got * m.area) / np.sum(f * f * m.area)), float(
+        np.sum(f * want * m.area) / np.sum(f * f * m.area)
+    )
 
 
 def test_fv_linear_growth_rate_converges_at_second_order():
@@ -155,12 +178,23 @@ def test_fv_linear_growth_rate_converges_at_second_order():
 
 def test_auto_picks_it_for_a_general_b_and_the_run_equals_direct():
     """fv with a general B: ``auto`` is lowrank_points, and a run equals the direct one."""
+
     def cfg(interaction):
-        return sd.config_from_dict({
-            "model": {"name": "sa", "beta": 2.0, "K": B_CASES["general"].tolist(), "V": V.tolist()},
-            "domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "seed": 3},
-            "discretization": {"scheme": "fv", "nlat": 20, "interaction": interaction},
-            "time": {"t_end": 0.5, "times": [0.0, 0.5]}})
+        return sd.config_from_dict(
+            {
+                "model": {
+                    "name": "sa",
+                    "beta": 2.0,
+                    "K": B_CASES["general"].tolist(),
+                    "V": V.tolist(),
+                },
+                "domain": {"name": "sphere"},
+                "initial": {"name": "random_smooth", "seed": 3},
+                "discretization": {"scheme": "fv", "nlat": 20, "interaction": interaction},
+                "time": {"t_end": 0.5, "times": [0.0, 0.5]},
+            }
+        )
+
     a = sd.run(cfg("auto"), progress=False)
     b = sd.run(cfg("direct"), progress=False)
     assert a.attrs["interaction"] == "lowrank_points"
@@ -194,11 +228,21 @@ def test_a_lower_log_domain_level_trades_accuracy_as_documented(mesh):
 
 def test_log_domain_below_is_an_fv_option_of_lowrank_points(tmp_path):
     def cfg(**disc):
-        return sd.config_from_dict({
-            "model": {"name": "sa", "beta": 2.0, "K": B_CASES["general"].tolist(), "V": V.tolist()},
-            "domain": {"name": "sphere"}, "initial": {"name": "random_smooth", "seed": 3},
-            "discretization": {"scheme": "fv", "nlat": 20, **disc},
-            "time": {"t_end": 0.1, "times": [0.0, 0.1]}})
+        return sd.config_from_dict(
+            {
+                "model": {
+                    "name": "sa",
+                    "beta": 2.0,
+                    "K": B_CASES["general"].tolist(),
+                    "V": V.tolist(),
+                },
+                "domain": {"name": "sphere"},
+                "initial": {"name": "random_smooth", "seed": 3},
+                "discretization": {"scheme": "fv", "nlat": 20, **disc},
+                "time": {"t_end": 0.1, "times": [0.0, 0.1]},
+            }
+        )
+
     ds = sd.run(cfg(log_domain_below=1e-9), progress=False)
     assert ds.attrs["log_domain_below"] == 1e-9
     with pytest.raises(sd.ConfigError, match="log_domain_below"):
@@ -207,7 +251,9 @@ def test_log_domain_below_is_an_fv_option_of_lowrank_points(tmp_path):
         sd.run(cfg(log_domain_below=1e-9, interaction="direct"), progress=False)
     # peeling: on by default (12 levels), off on request; a bool
     assert ds.attrs["log_domain_peel_levels"] == 12
-    assert sd.run(cfg(log_domain_peeling=False), progress=False).attrs["log_domain_peel_levels"] == 0
+    assert (
+        sd.run(cfg(log_domain_peeling=False), progress=False).attrs["log_domain_peel_levels"] == 0
+    )
     with pytest.raises(sd.ConfigError, match="log_domain_peeling"):
         cfg(log_domain_peeling="yes")
     with pytest.raises(sd.ConfigError, match="lowrank_points only"):
@@ -227,8 +273,9 @@ def test_a_larger_sum_lets_the_pruning_skip_more_and_stays_certified(mesh):
     z, n, m, _ = pruned_logsumexp_sums(q, mesh.points, np.log(a), vy)
     z_r, n_r, m_r, _ = pruned_logsumexp_sums(q, mesh.points[~heavy], np.log(a[~heavy]), vy[~heavy])
     log_rest = m_r + np.log(z_r)
-    z_h, n_h, m_h, kept = pruned_logsumexp_sums(q, mesh.points[heavy], np.log(a[heavy]), vy[heavy],
-                                                log_lower=log_rest)
+    z_h, n_h, m_h, kept = pruned_logsumexp_sums(
+        q, mesh.points[heavy], np.log(a[heavy]), vy[heavy], log_lower=log_rest
+    )
     *_, kept_alone = pruned_logsumexp_sums(q, mesh.points[heavy], np.log(a[heavy]), vy[heavy])
     assert kept < 0.9 * kept_alone  # measured 0.58 against 0.69
     w_h = np.exp(m_h - m)
@@ -237,6 +284,7 @@ def test_a_larger_sum_lets_the_pruning_skip_more_and_stays_certified(mesh):
     assert np.abs(total / z - 1.0).max() <= 1e-14
     assert np.abs(both_n / total[:, None] - n / z[:, None]).max() <= 1e-14
     # a bound far above every block: nothing is summed
-    z_0, n_0, m_0, kept_0 = pruned_logsumexp_sums(q, mesh.points[heavy], np.log(a[heavy]), vy[heavy],
-                                                  log_lower=log_rest + 1e4)
+    z_0, n_0, m_0, kept_0 = pruned_logsumexp_sums(
+        q, mesh.points[heavy], np.log(a[heavy]), vy[heavy], log_lower=log_rest + 1e4
+    )
     assert kept_0 == 0.0 and np.all(z_0 == 0.0) and np.all(n_0 == 0.0) and np.all(m_0 == -np.inf)

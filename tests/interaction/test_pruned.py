@@ -1,5 +1,6 @@
 """Direct quadrature with certified pruning (issue 14, step 1): the certificate holds and the
 velocity equals the unpruned direct sums to round-off."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,11 @@ V_C = np.array([[1.0, 0.0], [0.0, 0.5]])
 def concentrated_circle(grid):
     """Two clusters (width ~0.03 rad) and an exponentially small floor: the low-temperature case."""
     th = grid.theta
-    rho = (np.exp(-((th - 0.52) ** 2) / 0.001) + 0.5 * np.exp(-((th - 0.52 - np.pi) ** 2) / 0.002)
-           + 1e-250)
+    rho = (
+        np.exp(-((th - 0.52) ** 2) / 0.001)
+        + 0.5 * np.exp(-((th - 0.52 - np.pi) ** 2) / 0.002)
+        + 1e-250
+    )
     return rho / np.sum(rho * grid.weight)
 
 
@@ -57,10 +61,13 @@ def test_the_certificate_bounds_what_is_skipped():
     blocks = pruned._blocks
     starts = blocks.starts
     block_log_a = np.maximum.reduceat(log_a, starts)
-    heaviest = starts + np.array([np.argmax(log_a[s:s + 16]) for s in starts])
+    heaviest = starts + np.array([np.argmax(log_a[s : s + 16]) for s in starts])
     lower = np.max(pruned._beta_bx @ grid.points[heaviest].T + log_a[heaviest], axis=1)
-    upper = (pruned._beta_bx @ blocks.centres.T + pruned._qnorm[:, None] * blocks.radius[None, :]
-             + (block_log_a + blocks.log_size)[None, :])
+    upper = (
+        pruned._beta_bx @ blocks.centres.T
+        + pruned._qnorm[:, None] * blocks.radius[None, :]
+        + (block_log_a + blocks.log_size)[None, :]
+    )
     skipped = (upper < lower[:, None] + pruned._log_cut)[:, blocks.block]
     assert skipped.mean() > 0.5  # most pairs are skipped at beta = 1000
     share = (weights * skipped).sum(axis=1) / weights.sum(axis=1)
@@ -94,11 +101,17 @@ def test_pruned_sums_in_row_chunks_equal_the_sums_at_once(monkeypatch):
     log_a = np.log(rng.uniform(0.5, 1.5, len(x)))
     vy = x * np.array([1.0, 0.5, 0.5])
     log_lower = rng.uniform(250.0, 300.0, len(x))
-    whole = [_pruned.pruned_logsumexp_sums(q, x, log_a, vy), _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower)]
+    whole = [
+        _pruned.pruned_logsumexp_sums(q, x, log_a, vy),
+        _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower),
+    ]
     n_blocks = -(-len(x) // _pruned.SOURCE_BLOCK)
     for rows in (256, 768):
         monkeypatch.setattr(_pruned, "BOUND_ENTRIES", rows * n_blocks)
-        parts = [_pruned.pruned_logsumexp_sums(q, x, log_a, vy), _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower)]
+        parts = [
+            _pruned.pruned_logsumexp_sums(q, x, log_a, vy),
+            _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower),
+        ]
         for a, b in zip(whole, parts):
             for u, v in zip(a[:3], b[:3]):
                 np.testing.assert_array_equal(u, v)

@@ -1,4 +1,5 @@
 """Exact solution of sa_zero_temperature on S^2 by characteristics (shared by the sphere tests)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def divergence(x):
     cx = x @ C.T
     r = np.linalg.norm(cx, axis=1)
     mx = x @ M.T
-    return (np.trace(M) / r - np.sum((cx @ C) * mx, axis=1) / r**3 - 2 * np.sum(x * mx, axis=1) / r)
+    return np.trace(M) / r - np.sum((cx @ C) * mx, axis=1) / r**3 - 2 * np.sum(x * mx, axis=1) / r
 
 
 def exact_zero_temperature(points, T):
@@ -32,11 +33,17 @@ def exact_zero_temperature(points, T):
     n = len(points)
 
     def f(s, y):
-        x = y[:3 * n].reshape(n, 3)
+        x = y[: 3 * n].reshape(n, 3)
         return np.concatenate([field(x).reshape(-1), divergence(x)])
 
-    sol = solve_ivp(f, (T, 0.0), np.concatenate([points.reshape(-1), np.zeros(n)]),
-                    method="DOP853", rtol=1e-12, atol=1e-12)
-    x0 = sol.y[:3 * n, -1].reshape(n, 3)
+    sol = solve_ivp(
+        f,
+        (T, 0.0),
+        np.concatenate([points.reshape(-1), np.zeros(n)]),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    x0 = sol.y[: 3 * n, -1].reshape(n, 3)
     x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
-    return von_mises_fisher_density(x0, MEAN, KAPPA) * np.exp(sol.y[3 * n:, -1])
+    return von_mises_fisher_density(x0, MEAN, KAPPA) * np.exp(sol.y[3 * n :, -1])

@@ -5,22 +5,26 @@ rho_0 a von Mises-Fisher density (kappa = 2), t_end = 0.5. Reference: the Fourie
 n = 256 with cfl = 0.05 (spectrally accurate, error < 1e-11 here), an independent
 discretization; the fv error is measured against its exact cell averages.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import EXAMPLE_C, make_config
 
 import spheredens as sd
-from conftest import EXAMPLE_C, make_config
 
 T = 0.5
 INITIAL = {"name": "von_mises_fisher", "means": [[0.6, 0.8]], "kappas": [2.0]}
 
 
 def solve(scheme, n, cfl, **extra):
-    cfg = make_config(model={"beta": 1.0, **EXAMPLE_C}, initial=INITIAL,
-                      discretization={"scheme": scheme, "n": n, **extra},
-                      time={"t_end": T, "times": [0.0, T], "cfl": cfl})
+    cfg = make_config(
+        model={"beta": 1.0, **EXAMPLE_C},
+        initial=INITIAL,
+        discretization={"scheme": scheme, "n": n, **extra},
+        time={"t_end": T, "times": [0.0, T], "cfl": cfl},
+    )
     return sd.run(cfg, progress=False)["rho"].values[-1]
 
 
@@ -61,7 +65,9 @@ def test_fv_second_order_in_l1(reference_coefficients):
 def test_fourier_spectral_accuracy(reference_coefficients, filter):
     n = 64
     theta = np.arange(n) * 2 * np.pi / n
-    err = np.abs(solve("fourier", n, 0.05, filter=filter) - trig_eval(reference_coefficients, theta)).max()
+    err = np.abs(
+        solve("fourier", n, 0.05, filter=filter) - trig_eval(reference_coefficients, theta)
+    ).max()
     assert err < 1e-9, err  # measured 1.0e-11 (exponential filter)
 
 

@@ -11,6 +11,7 @@ r' = r (1 - r^2) / 2, so r(t) = r_0 e^{t/2} / sqrt(1 - r_0^2 + r_0^2 e^t). The m
 int e^{i k theta} rho_t = r(t)^k e^{i k psi} are checked at T = 3 for k = 1, 2 (the order
 parameter and the shape), with each scheme's observed order.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,11 +23,14 @@ import pytest
 from spheredens.verify import wrapped_cauchy_errors as moment_errors
 
 
-@pytest.mark.parametrize("scheme, ns, tolerance, order", [
-    ("fv", (128, 256), 3e-4, 1.8),
-    ("log_sl", (128, 256), 3e-4, 1.8),
-    ("fourier", (32, 64), 1e-9, None),
-])
+@pytest.mark.parametrize(
+    "scheme, ns, tolerance, order",
+    [
+        ("fv", (128, 256), 3e-4, 1.8),
+        ("log_sl", (128, 256), 3e-4, 1.8),
+        ("fourier", (32, 64), 1e-9, None),
+    ],
+)
 def test_beta_zero_follows_the_wrapped_cauchy_family(scheme, ns, tolerance, order):
     (coarse, mass_c), (fine, mass_f) = (moment_errors(scheme, n) for n in ns)
     assert fine <= tolerance, (scheme, coarse, fine)

@@ -6,6 +6,7 @@ The zero-temperature reference is computed here, independently of the package: l
 Gauss points of every cell by integrating the characteristic and its log-Jacobian backward
 (scipy DOP853, rtol 1e-12), then the exact log cell averages by log-sum-exp.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,15 @@ from scipy.integrate import quad, solve_ivp
 from scipy.special import i0e, logsumexp
 
 import spheredens as sd
-from spheredens.schemes._circle_log_sl import (backward_feet, backward_trace, cell_slopes,
-                                               inverse_langevin, langevin, log_integral_exp, remap)
+from spheredens.schemes._circle_log_sl import (
+    backward_feet,
+    backward_trace,
+    cell_slopes,
+    inverse_langevin,
+    langevin,
+    log_integral_exp,
+    remap,
+)
 
 K_C = [[1.75, 0.866025], [0.433013, 2.5]]
 V_C = [[1.0, 0.0], [0.0, 0.5]]
@@ -28,10 +36,17 @@ KAPPA, MU = 270.0, 2.0
 def test_log_integral_exp_matches_quadrature():
     for slope in (-3000.0, -40.0, -1e-9, 0.0, 2e-7, 5.0, 800.0):
         a, b = -0.01, 0.013
-        exact = quad(lambda s: math.exp(slope * s - abs(slope) * 0.013), a, b, epsabs=0, epsrel=1e-13,
-                     limit=200)[0]
+        exact = quad(
+            lambda s, slope=slope: math.exp(slope * s - abs(slope) * 0.013),
+            a,
+            b,
+            epsabs=0,
+            epsrel=1e-13,
+            limit=200,
+        )[0]
         assert log_integral_exp(np.array(slope), a, b) - abs(slope) * 0.013 == pytest.approx(
-            math.log(exact), abs=1e-12)
+            math.log(exact), abs=1e-12
+        )
 
 
 def test_feet_are_exact_for_a_piecewise_linear_field():
@@ -61,9 +76,22 @@ def test_langevin_and_its_inverse():
     the slope recovered from the centroid is the slope, from flat to a wall at the edge."""
     h = 0.01
     for sigma in (-5e4, -300.0, -1.0, 0.0, 1e-6, 20.0, 2e3, 1e5):
-        centroid = quad(lambda s: s * math.exp(sigma * (s - h / 2)), -h / 2, h / 2, epsabs=0,
-                        epsrel=1e-13)[0] / quad(lambda s: math.exp(sigma * (s - h / 2)), -h / 2, h / 2,
-                                                epsabs=0, epsrel=1e-13)[0]
+        centroid = (
+            quad(
+                lambda s, sigma=sigma: s * math.exp(sigma * (s - h / 2)),
+                -h / 2,
+                h / 2,
+                epsabs=0,
+                epsrel=1e-13,
+            )[0]
+            / quad(
+                lambda s, sigma=sigma: math.exp(sigma * (s - h / 2)),
+                -h / 2,
+                h / 2,
+                epsabs=0,
+                epsrel=1e-13,
+            )[0]
+        )
         assert h * langevin(sigma * h / 2) / 2 == pytest.approx(centroid, rel=1e-9, abs=1e-15)
         assert cell_slopes(np.array(centroid / h), h) == pytest.approx(sigma, rel=1e-7, abs=1e-6)
     assert np.all(np.isfinite(inverse_langevin(np.array([-1.0, 1.0]))))
@@ -130,21 +158,34 @@ def exact_log_cell_averages(n: int, T: float) -> np.ndarray:
         dv = (_zero_temperature_field(th + d) - _zero_temperature_field(th - d)) / (2 * d)
         return np.concatenate([-_zero_temperature_field(th), dv])
 
-    sol = solve_ivp(f, (0.0, T), np.concatenate([theta, np.zeros(theta.size)]), method="DOP853",
-                    rtol=1e-12, atol=1e-12)
-    foot, integral = sol.y[: theta.size, -1], sol.y[theta.size:, -1]
+    sol = solve_ivp(
+        f,
+        (0.0, T),
+        np.concatenate([theta, np.zeros(theta.size)]),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    foot, integral = sol.y[: theta.size, -1], sol.y[theta.size :, -1]
     log_norm = math.log(2 * np.pi * i0e(KAPPA)) + KAPPA
     q = KAPPA * np.cos(foot - MU) - log_norm - integral
     return logsumexp((q + np.log(0.5 * gw[None, :].repeat(n, 0).reshape(-1))).reshape(n, 8), axis=1)
 
 
 def zero_temperature_run(n: int, T: float, tolerance: float = 1e-3):
-    cfg = sd.config_from_dict({
-        "model": {"name": "sa_zero_temperature", "K": K_C, "V": V_C},
-        "domain": {"name": "circle"},
-        "initial": {"name": "von_mises_fisher", "means": [[math.cos(MU), math.sin(MU)]], "kappas": [KAPPA]},
-        "discretization": {"scheme": "log_sl", "n": n, "tolerance": tolerance},
-        "time": {"t_end": T, "snapshots": 2}})
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "sa_zero_temperature", "K": K_C, "V": V_C},
+            "domain": {"name": "circle"},
+            "initial": {
+                "name": "von_mises_fisher",
+                "means": [[math.cos(MU), math.sin(MU)]],
+                "kappas": [KAPPA],
+            },
+            "discretization": {"scheme": "log_sl", "n": n, "tolerance": tolerance},
+            "time": {"t_end": T, "snapshots": 2},
+        }
+    )
     scheme = sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization)
     result = sd.simulate(scheme, cfg.time)
     return scheme, result

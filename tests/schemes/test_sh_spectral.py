@@ -1,30 +1,42 @@
 """The spherical-harmonic scheme: conservation, spectral convergence, zero-temperature exact
 solution, concentrating runs (acceptance items 1, 3, 4, 5 of the sphere)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature
 from scipy.spatial.transform import Rotation
 
 import spheredens as sd
 from spheredens.grids import GaussGrid, OffGridSynthesis
-from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature
 
 V = [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]
 K_ROT = (1.3 * Rotation.from_rotvec([0.3, -0.7, 0.4]).as_matrix()).tolist()
-SMOOTH = {"name": "von_mises_fisher", "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
-          "kappas": [4.0, 6.0], "weights": [0.6, 0.4]}
+SMOOTH = {
+    "name": "von_mises_fisher",
+    "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
+    "kappas": [4.0, 6.0],
+    "weights": [0.6, 0.4],
+}
 
 
 def sphere_config(model, lmax, time, initial=SMOOTH, **disc):
-    return sd.config_from_dict({"model": model, "domain": {"name": "sphere"}, "initial": initial,
-                                "discretization": {"scheme": "sh_spectral", "lmax": lmax, **disc},
-                                "time": time})
+    return sd.config_from_dict(
+        {
+            "model": model,
+            "domain": {"name": "sphere"},
+            "initial": initial,
+            "discretization": {"scheme": "sh_spectral", "lmax": lmax, **disc},
+            "time": time,
+        }
+    )
 
 
 def test_mass_conserved_and_diagnostics_reported():
-    cfg = sphere_config({"name": "sa", "beta": 30.0, "K": K_ROT, "V": V}, 31,
-                        {"t_end": 3.0, "snapshots": 7})
+    cfg = sphere_config(
+        {"name": "sa", "beta": 30.0, "K": K_ROT, "V": V}, 31, {"t_end": 3.0, "snapshots": 7}
+    )
     ds = sd.run(cfg, progress=False)
     assert ds.attrs["interaction"] == "funk_hecke" and ds.attrs["filter"] == "exponential"
     # exact: the l = 0 coefficient never changes; the Gauss grid integrates rho exactly
@@ -60,10 +72,13 @@ def test_zero_temperature_matches_characteristics():
     T = 1.0
     errors = []
     for lmax in (31, 63):
-        cfg = sphere_config({"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V_ZT.tolist()},
-                            lmax, {"t_end": T, "times": [0.0, T], "max_dt": 0.005},
-                            initial={"name": "von_mises_fisher", "means": [MEAN.tolist()],
-                                     "kappas": [KAPPA]}, filter="none")
+        cfg = sphere_config(
+            {"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V_ZT.tolist()},
+            lmax,
+            {"t_end": T, "times": [0.0, T], "max_dt": 0.005},
+            initial={"name": "von_mises_fisher", "means": [MEAN.tolist()], "kappas": [KAPPA]},
+            filter="none",
+        )
         ds = sd.run(cfg, progress=False)
         grid = GaussGrid(lmax)
         exact = exact_zero_temperature(grid.points.reshape(-1, 3), T).reshape(grid.shape)
@@ -74,10 +89,13 @@ def test_zero_temperature_matches_characteristics():
 
 
 def test_strongly_concentrating_run_finishes():
-    cfg = sphere_config({"name": "sa", "beta": 100.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]}, 31,
-                        {"t_end": 20.0, "snapshots": 11},
-                        initial={"name": "random_smooth", "seed": 2, "bandwidth": 4},
-                        allow_underresolved=True)
+    cfg = sphere_config(
+        {"name": "sa", "beta": 100.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
+        31,
+        {"t_end": 20.0, "snapshots": 11},
+        initial={"name": "random_smooth", "seed": 2, "bandwidth": 4},
+        allow_underresolved=True,
+    )
     with pytest.warns(sd.SpheredensWarning, match="lmax = 31 does not resolve"):
         ds = sd.run(cfg, progress=False)
     assert ds.attrs["run_status"] == "complete" and float(ds.time[-1]) == 20.0

@@ -1,39 +1,52 @@
 """Finite volumes on S^2 (issue 7): mesh geometry and time step, mass and positivity, order
 against the exact characteristic solution, agreement with the spectral scheme, layout."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature
 from scipy.spatial.transform import Rotation
 
 import spheredens as sd
-from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature
 from spheredens.compare import density_function
 from spheredens.grids import RingMesh
-from spheredens.plot import plot_run
 from spheredens.interaction import DirectQuadrature
 from spheredens.interaction._points import FunkHeckePoints
+from spheredens.plot import plot_run
 from spheredens.transport import w2_sphere
 
 V = [[1.0, 0.2, 0.0], [0.1, 0.7, -0.3], [0.0, 0.4, 0.5]]
 K_ROT = (1.3 * Rotation.from_rotvec([0.3, -0.7, 0.4]).as_matrix()).tolist()
-SMOOTH = {"name": "von_mises_fisher", "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
-          "kappas": [4.0, 6.0], "weights": [0.6, 0.4]}
+SMOOTH = {
+    "name": "von_mises_fisher",
+    "means": [[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]],
+    "kappas": [4.0, 6.0],
+    "weights": [0.6, 0.4],
+}
 
 
 def fv_config(model, nlat, time, initial=SMOOTH, scheme="fv", **disc):
     res = {"nlat": nlat} if scheme == "fv" else {"lmax": nlat}
-    return sd.config_from_dict({"model": model, "domain": {"name": "sphere"}, "initial": initial,
-                                "discretization": {"scheme": scheme, **res, **disc}, "time": time})
+    return sd.config_from_dict(
+        {
+            "model": model,
+            "domain": {"name": "sphere"},
+            "initial": initial,
+            "discretization": {"scheme": scheme, **res, **disc},
+            "time": time,
+        }
+    )
 
 
 def outflow_rate(mesh, velocity):
     """max over cells of sum_f |f| max(u_f . n_f, 0) / |c| for a velocity at the face points."""
     un = np.sum(velocity * mesh.face_normal, axis=1) * mesh.face_length
-    out = (np.bincount(mesh.face_left, np.maximum(un, 0), mesh.n_cells)
-           + np.bincount(mesh.face_right, np.maximum(-un, 0), mesh.n_cells))
+    out = np.bincount(mesh.face_left, np.maximum(un, 0), mesh.n_cells) + np.bincount(
+        mesh.face_right, np.maximum(-un, 0), mesh.n_cells
+    )
     return float((out / mesh.area).max())
 
 
@@ -51,7 +64,9 @@ def test_cell_areas_sum_to_four_pi(nlat):
     # latitude faces tile each ring boundary: their lengths add up to the circle 2 pi cos(lat)
     for j in range(nlat - 1):
         on = mesh.face_is_latitude & (mesh.ring[mesh.face_left] == j)
-        assert abs(mesh.face_length[on].sum() - 2 * math.pi * math.cos(mesh.lat_edges[j + 1])) < 1e-12
+        assert (
+            abs(mesh.face_length[on].sum() - 2 * math.pi * math.cos(mesh.lat_edges[j + 1])) < 1e-12
+        )
     # each centre lies in its own cell
     assert np.array_equal(mesh.locate(mesh.lat_c, mesh.lon_c), np.arange(mesh.n_cells))
 
@@ -61,8 +76,12 @@ def exact_face_fluxes(mesh, field, order=8):
     nodes, wts = np.polynomial.legendre.leggauss(order)
     lat_face = mesh.face_is_latitude
     half = np.where(lat_face, 0.5 * mesh.face_length / np.cos(mesh.face_lat), 0.5 * mesh.h)
-    lat = np.where(lat_face[:, None], mesh.face_lat[:, None], mesh.face_lat[:, None] + half[:, None] * nodes)
-    lon = np.where(lat_face[:, None], mesh.face_lon[:, None] + half[:, None] * nodes, mesh.face_lon[:, None])
+    lat = np.where(
+        lat_face[:, None], mesh.face_lat[:, None], mesh.face_lat[:, None] + half[:, None] * nodes
+    )
+    lon = np.where(
+        lat_face[:, None], mesh.face_lon[:, None] + half[:, None] * nodes, mesh.face_lon[:, None]
+    )
     cl, sl = np.cos(lat), np.sin(lat)
     x = np.stack([cl * np.cos(lon), cl * np.sin(lon), sl], axis=-1)
     north = np.stack([-sl * np.cos(lon), -sl * np.sin(lon), cl], axis=-1)
@@ -83,11 +102,16 @@ def test_face_fluxes_are_second_order():
         mesh = RingMesh(nlat)
         errs = []
         for axis in axes:
-            field = lambda x: np.cross(axis / np.linalg.norm(axis), x)  # noqa: E731
+            field = lambda x, axis=axis: np.cross(axis / np.linalg.norm(axis), x)  # noqa: E731
             flux = np.sum(field(mesh.face_point) * mesh.face_normal, axis=1) * mesh.face_length
             errs.append(np.max(np.abs(flux - exact_face_fluxes(mesh, field)) / mesh.face_length))
         u = np.cross([0.0, 0.0, 1.0], mesh.face_point)
-        assert np.abs(mesh.divergence @ (np.sum(u * mesh.face_normal, axis=1) * mesh.face_length)).max() < 1e-12
+        assert (
+            np.abs(
+                mesh.divergence @ (np.sum(u * mesh.face_normal, axis=1) * mesh.face_length)
+            ).max()
+            < 1e-12
+        )
         worst.append(max(errs))
     orders = np.log2(np.array(worst[:-1]) / np.array(worst[1:]))
     assert np.all(orders > 1.8), (worst, orders)
@@ -120,10 +144,13 @@ def test_scheme_time_step_against_equatorial_cell_size():
 
 # -- acceptance 2: mass and positivity ---------------------------------------------------------
 def test_mass_exact_and_density_nonnegative_when_concentrating():
-    cfg = fv_config({"name": "sa", "beta": 100.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]}, 32,
-                    {"t_end": 20.0, "snapshots": 11},
-                    initial={"name": "random_smooth", "seed": 2, "bandwidth": 4},
-                    allow_underresolved=True)
+    cfg = fv_config(
+        {"name": "sa", "beta": 100.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
+        32,
+        {"t_end": 20.0, "snapshots": 11},
+        initial={"name": "random_smooth", "seed": 2, "bandwidth": 4},
+        allow_underresolved=True,
+    )
     with pytest.warns(sd.SpheredensWarning, match="nlat = 32 does not resolve"):
         ds = sd.run(cfg, progress=False)
     assert ds.attrs["run_status"] == "complete" and float(ds.time[-1]) == 20.0
@@ -144,9 +171,12 @@ def test_second_order_in_l1_against_characteristics():
     T = 1.0
     errors = []
     for nlat in (16, 32, 64):
-        cfg = fv_config({"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V_ZT.tolist()}, nlat,
-                        {"t_end": T, "times": [0.0, T]},
-                        initial={"name": "von_mises_fisher", "means": [MEAN.tolist()], "kappas": [KAPPA]})
+        cfg = fv_config(
+            {"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V_ZT.tolist()},
+            nlat,
+            {"t_end": T, "times": [0.0, T]},
+            initial={"name": "von_mises_fisher", "means": [MEAN.tolist()], "kappas": [KAPPA]},
+        )
         ds = sd.run(cfg, progress=False)
         mesh = RingMesh(nlat)
         exact = mesh.cell_averages(lambda x: exact_zero_temperature(x, T), order=2)
@@ -165,21 +195,29 @@ def test_fv_and_spectral_agree_in_w2_and_converge_to_the_same_limit():
     these errors, and their distance falls with refinement."""
     time = {"t_end": 1.0, "times": [0.0, 1.0]}
     model = {"name": "sa", "beta": 2.0, "K": K_ROT, "V": V}
-    fv = {n: sd.run(fv_config(model, n, time), progress=False)["rho"].values[-1] for n in (16, 32, 64)}
-    sh = {l: density_function(sd.run(fv_config(model, l, time, scheme="sh_spectral"), progress=False), -1)
-          for l in (15, 31, 63)}
+    fv = {
+        n: sd.run(fv_config(model, n, time), progress=False)["rho"].values[-1] for n in (16, 32, 64)
+    }
+    sh = {
+        l: density_function(
+            sd.run(fv_config(model, l, time, scheme="sh_spectral"), progress=False), -1
+        )
+        for l in (15, 31, 63)
+    }
     mesh = {n: RingMesh(n) for n in (16, 32, 64)}
 
     def w2(n, a, b):
         m = mesh[n]
-        return w2_sphere(m.points, np.clip(a, 0, None) * m.area, m.points, np.clip(b, 0, None) * m.area)
+        return w2_sphere(
+            m.points, np.clip(a, 0, None) * m.area, m.points, np.clip(b, 0, None) * m.area
+        )
 
     spectral = {(n, l): mesh[n].cell_averages(sh[l]) for n in (16, 32) for l in (15, 31, 63)}
     fv_steps = {n: w2(n, fv[n], mesh[n].remap_from(mesh[2 * n], fv[2 * n])) for n in (16, 32)}
     order = math.log2(fv_steps[16] / fv_steps[32])
     assert order > 1.0
     for n, l in ((16, 15), (32, 31)):
-        err_fv = fv_steps[n] / (1.0 - 2.0 ** -order)
+        err_fv = fv_steps[n] / (1.0 - 2.0**-order)
         err_sh = w2(n, spectral[n, l], spectral[n, 2 * l + 1])
         distance = w2(n, fv[n], spectral[n, l])
         # measured: 0.060 <= 0.065 + 0.047 (n = 16, lmax = 15); 0.0166 <= 0.0206 + 0.0004 (32, 31)
@@ -192,15 +230,26 @@ def test_fv_and_spectral_agree_in_w2_and_converge_to_the_same_limit():
 
 # -- the velocity at the faces ---------------------------------------------------------------
 @pytest.mark.parametrize("name", ["sa", "usa"])
-@pytest.mark.parametrize("beta,K", [(0.0, np.eye(3)), (1.0, np.eye(3)), (30.0, np.array(K_ROT)),
-                                    (300.0, np.eye(3)),
-                                    (20.0, Rotation.from_rotvec([0.1, 0.2, 0.3]).as_matrix() @ np.diag([1, 1, -1]))])
+@pytest.mark.parametrize(
+    "beta,K",
+    [
+        (0.0, np.eye(3)),
+        (1.0, np.eye(3)),
+        (30.0, np.array(K_ROT)),
+        (300.0, np.eye(3)),
+        (20.0, Rotation.from_rotvec([0.1, 0.2, 0.3]).as_matrix() @ np.diag([1, 1, -1])),
+    ],
+)
 def test_spectral_face_velocity_equals_direct_quadrature(name, beta, K):
     mesh = RingMesh(24)
     rho = mesh.cell_averages(lambda x: np.exp(3 * x[:, 0]) + 0.5 * np.exp(2 * x[:, 2]))
-    model = sd.config_from_dict({"model": {"name": name, "beta": beta, "K": K.tolist(), "V": V},
-                                 "domain": {"name": "sphere"},
-                                 "discretization": {"allow_underresolved": True}}).model.build()
+    model = sd.config_from_dict(
+        {
+            "model": {"name": name, "beta": beta, "K": K.tolist(), "V": V},
+            "domain": {"name": "sphere"},
+            "discretization": {"allow_underresolved": True},
+        }
+    ).model.build()
     spectral = FunkHeckePoints(model, mesh.points, mesh.area, mesh.face_point).velocity(rho[None])
     direct = DirectQuadrature(model, mesh.points, mesh.area, mesh.face_point).velocity(rho[None])
     assert np.abs(spectral - direct).max() <= 1e-12 * max(1.0, np.abs(direct).max())
@@ -216,24 +265,38 @@ def test_direct_and_spectral_face_velocities_give_the_same_run():
 
 
 # -- every model through either scheme; output layout -----------------------------------------
-@pytest.mark.parametrize("model", [
-    {"name": "sa", "beta": 2.0, "K": [[1.0, 0.3, 0.0], [0.0, 1.1, 0.2], [0.1, 0.0, 0.9]], "V": V},
-    {"name": "usa", "beta": 2.0, "V": V},
-    {"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {
+            "name": "sa",
+            "beta": 2.0,
+            "K": [[1.0, 0.3, 0.0], [0.0, 1.1, 0.2], [0.1, 0.0, 0.9]],
+            "V": V,
+        },
+        {"name": "usa", "beta": 2.0, "V": V},
+        {"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V},
+    ],
+)
 def test_every_model_runs_with_either_scheme(model):
     time = {"t_end": 0.3, "snapshots": 3}
-    runs = {s: sd.run(fv_config(model, 16 if s == "fv" else 15, time, scheme=s), progress=False)
-            for s in ("fv", "sh_spectral")}
+    runs = {
+        s: sd.run(fv_config(model, 16 if s == "fv" else 15, time, scheme=s), progress=False)
+        for s in ("fv", "sh_spectral")
+    }
     for ds in runs.values():
         assert ds.attrs["run_status"] == "complete"
         assert np.abs(ds["mass"].values - 1.0).max() <= 1e-12
     fv = runs["fv"]
     assert fv["rho"].dims == ("time", "cell") and fv["lat"].dims == ("cell",)
     general_b = model["name"] == "sa" and "K" in model
-    assert fv.attrs["interaction"] == ("lowrank_points" if general_b else
-                                        "zero_temperature" if model["name"] == "sa_zero_temperature"
-                                        else "funk_hecke")
+    assert fv.attrs["interaction"] == (
+        "lowrank_points"
+        if general_b
+        else "zero_temperature"
+        if model["name"] == "sa_zero_temperature"
+        else "funk_hecke"
+    )
     # the two schemes see the same dynamics: masses of the northern hemisphere agree
     north_fv = float((fv["rho"][-1] * fv["weight"]).where(fv["lat"] > 0).sum())
     sh = runs["sh_spectral"]
@@ -250,14 +313,19 @@ def test_output_layout_and_latlon_remap(tmp_path):
     assert back.sizes["cell"] == mesh.n_cells
     np.testing.assert_allclose(back["weight"].values, mesh.area, rtol=0, atol=0)
     assert abs(float(back["weight"].sum()) - 4 * math.pi) <= 1e-12
-    assert back["lat"].attrs["units"] == "degrees_north" and back["lat"].attrs["bounds"] == "lat_bounds"
+    assert (
+        back["lat"].attrs["units"] == "degrees_north"
+        and back["lat"].attrs["bounds"] == "lat_bounds"
+    )
     # CF cell vertices (nv = 4: south-west, south-east, north-east, north-west corner)
     lat_v, lon_v = back["lat_bounds"].values, back["lon_bounds"].values
     assert lat_v.shape == lon_v.shape == (mesh.n_cells, 4)
     lat_b, lon_b = lat_v[:, [0, 2]], lon_v[:, [0, 1]]
     assert np.all((lat_b[:, 0] <= back["lat"].values) & (back["lat"].values <= lat_b[:, 1]))
     # areas from the bounds: dlon (sin lat1 - sin lat0)
-    area = np.radians(lon_b[:, 1] - lon_b[:, 0]) * (np.sin(np.radians(lat_b[:, 1])) - np.sin(np.radians(lat_b[:, 0])))
+    area = np.radians(lon_b[:, 1] - lon_b[:, 0]) * (
+        np.sin(np.radians(lat_b[:, 1])) - np.sin(np.radians(lat_b[:, 0]))
+    )
     np.testing.assert_allclose(area, back["weight"].values, rtol=1e-12)
     lat, lon, img = mesh.to_latlon(ds["rho"].values, 90, 180)
     assert img.shape == (2, 90, 180)
@@ -274,7 +342,11 @@ def test_invalid_fv_sphere_options_are_refused():
     for disc, key, words in [
         ({"scheme": "fv", "nlat": 2}, "discretization.nlat", "4"),
         ({"scheme": "fv", "lmax": 31}, "discretization", "lmax"),
-        ({"scheme": "fv", "interaction": "kappa_interpolation"}, "discretization.interaction", "'direct'"),
+        (
+            {"scheme": "fv", "interaction": "kappa_interpolation"},
+            "discretization.interaction",
+            "'direct'",
+        ),
         ({"scheme": "fv", "interaction": "funk_hecke"}, None, None),
         ({"scheme": "fourier"}, "discretization.scheme", "'fv'"),
     ]:
@@ -285,7 +357,10 @@ def test_invalid_fv_sphere_options_are_refused():
         with pytest.raises(sd.ConfigError) as err:
             sd.config_from_dict(table)
         assert str(err.value).startswith(key) and words in str(err.value), str(err.value)
-    bad_b = {**base, "model": {"name": "sa", "beta": 1.0, "K": [[1, 0.3, 0], [0, 1, 0], [0, 0, 1]]},
-             "discretization": {"scheme": "fv", "interaction": "funk_hecke"}}
+    bad_b = {
+        **base,
+        "model": {"name": "sa", "beta": 1.0, "K": [[1, 0.3, 0], [0, 1, 0], [0, 0, 1]]},
+        "discretization": {"scheme": "fv", "interaction": "funk_hecke"},
+    }
     with pytest.raises(sd.ConfigError, match="'lowrank_points'"):
         sd.config_from_dict(bad_b)

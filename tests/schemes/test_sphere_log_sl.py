@@ -2,6 +2,7 @@
 closed forms and an ODE solver, and the whole scheme against exact solutions of transport by
 fixed fields (characteristics integrated here with scipy, independently of the package).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,13 @@ def _line_field(seed: int = 0, L: int = 3, n: int = 40):
     rng = np.random.default_rng(seed)
     h = 2 * np.pi / n
     nodes = (np.arange(n) + 0.5 + rng.uniform(-0.45, 0.45, (L, n))) * h
-    speeds = np.stack([0.5 + 0.3 * np.sin(nodes[0]), 0.3 * np.sin(2 * nodes[1]) + 0.1,
-                       -0.7 + 0.2 * np.cos(nodes[2])])
+    speeds = np.stack(
+        [
+            0.5 + 0.3 * np.sin(nodes[0]),
+            0.3 * np.sin(2 * nodes[1]) + 0.1,
+            -0.7 + 0.2 * np.cos(nodes[2]),
+        ]
+    )
     return LineField(nodes, speeds, h), nodes, speeds
 
 
@@ -48,8 +54,14 @@ def test_feet_are_exact_for_the_piecewise_linear_field_through_the_centroids(dt)
     for line in range(3):
         x = rng.uniform(-3.0, 10.0, 20)
         feet = field.trace(x, np.full(20, line), dt)
-        sol = solve_ivp(lambda s, y: -_interpolated(nodes[line], speeds[line], y), (0.0, dt), x,
-                        rtol=1e-12, atol=1e-12, method="DOP853")
+        sol = solve_ivp(
+            lambda s, y, line=line: -_interpolated(nodes[line], speeds[line], y),
+            (0.0, dt),
+            x,
+            rtol=1e-12,
+            atol=1e-12,
+            method="DOP853",
+        )
         assert np.abs(feet - sol.y[:, -1]).max() < 1e-7
         back = field.trace(feet, np.full(20, line), dt, forward=True)
         assert np.abs(back - x).max() < 1e-12
@@ -74,21 +86,31 @@ def test_a_shift_by_whole_cells_returns_the_cells_and_any_remap_keeps_each_line_
     ell, offset = _log_cells(lambda x: -2500.0 * (1 - np.cos(x - 1.0)), n)
     ell, offset = np.stack([ell, ell]), np.stack([offset, offset])
     nodes = (np.arange(n) + 0.5 + offset) * h
-    shifted, moved, carried, empty = remap_lines(ell, offset, np.full((L, n), 0.1),
-                                                 LineField(nodes, np.ones((L, n)), h), 3 * h, -1e6)
+    shifted, moved, carried, empty = remap_lines(
+        ell, offset, np.full((L, n), 0.1), LineField(nodes, np.ones((L, n)), h), 3 * h, -1e6
+    )
     assert ell.min() < -4990.0
     assert np.abs(shifted - np.roll(ell, 3, axis=1)).max() < 1e-12 * np.abs(ell).max()
     assert np.abs(moved - np.roll(offset, 3, axis=1)).max() < 1e-9
     assert not empty.any()
     speeds = np.stack([0.5 + 0.3 * np.sin(nodes[0]), 0.3 * np.sin(2 * nodes[1])])
     for dt in (0.1, 1.0, 10.0):
-        new, _, carried, _ = remap_lines(ell, offset, np.full((L, n), 0.1), LineField(nodes, speeds, h), dt, -1e6)
-        assert np.abs(logsumexp(new + math.log(h), axis=1) - logsumexp(ell + math.log(h), axis=1)).max() < 1e-13
+        new, _, carried, _ = remap_lines(
+            ell, offset, np.full((L, n), 0.1), LineField(nodes, speeds, h), dt, -1e6
+        )
+        assert (
+            np.abs(
+                logsumexp(new + math.log(h), axis=1) - logsumexp(ell + math.log(h), axis=1)
+            ).max()
+            < 1e-13
+        )
         assert np.abs(carried - 0.1).max() < 1e-15
         assert np.all(np.isfinite(new)) and new.min() < -4000.0
 
 
-@pytest.mark.parametrize("w0, w1", [(1.0, 0.0), (0.05, 1.0), (0.05, -1.0), (1.0, 5.0), (0.02, 0.39)])
+@pytest.mark.parametrize(
+    "w0, w1", [(1.0, 0.0), (0.05, 1.0), (0.05, -1.0), (1.0, 5.0), (0.02, 0.39)]
+)
 def test_weighted_profiles_have_the_cells_centroids(w0, w1):
     """w(t) e^{sigma t} with w linear and >= 0 on the cell (zero at an end, as next to a pole)
     has its centroid where the cell's offset says, from the middle to a hair from the edges."""
@@ -104,8 +126,15 @@ def _scheme(model: dict, initial: dict, nlat: int, tolerance: float, T: float, p
     disc = {"scheme": "log_sl", "nlat": nlat, "tolerance": tolerance}
     if pole is not None:
         disc["pole"] = pole
-    cfg = sd.config_from_dict({"model": model, "domain": {"name": "sphere"}, "initial": initial,
-                               "discretization": disc, "time": {"t_end": T, "snapshots": 2}})
+    cfg = sd.config_from_dict(
+        {
+            "model": model,
+            "domain": {"name": "sphere"},
+            "initial": initial,
+            "discretization": disc,
+            "time": {"t_end": T, "snapshots": 2},
+        }
+    )
     return sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization), cfg
 
 
@@ -118,7 +147,7 @@ def _exact_log_cell_averages(scheme, log_rho_at, order: int = 4):
     phi = g.phi[None, :, None] + op[None, None, :] * g.h
     points = g.to_world(colat_lon_points(theta, phi)).reshape(-1, 3)
     values = log_rho_at(points).reshape(g.nlat, g.nlon, -1) + log_w[:, None, :]
-    return (logsumexp(values, axis=-1).reshape(-1) - np.log(g.weight))
+    return logsumexp(values, axis=-1).reshape(-1) - np.log(g.weight)
 
 
 ZERO_TEMPERATURE = {"name": "sa_zero_temperature", "K": B_ZT.tolist(), "V": V_ZT.tolist()}
@@ -169,8 +198,14 @@ def test_a_flow_out_of_a_pole_through_the_polar_rings_is_second_order(monkeypatc
     mean, kappa, T = np.array([0.0, 0.6, 0.8]), 3.0, 1.0
     errors = []
     for nlat in (16, 32, 64):
-        scheme, cfg = _scheme(ZERO_TEMPERATURE, {"name": "von_mises_fisher", "means": [mean.tolist()],
-                                                 "kappas": [kappa]}, nlat, 1e-3, T, pole=E3)
+        scheme, cfg = _scheme(
+            ZERO_TEMPERATURE,
+            {"name": "von_mises_fisher", "means": [mean.tolist()], "kappas": [kappa]},
+            nlat,
+            1e-3,
+            T,
+            pole=E3,
+        )
         monkeypatch.setattr(scheme, "_velocity", lambda s, p: _source_at_the_pole(p))
         result = sd.simulate(scheme, cfg.time)
         exact = _exact_log_cell_averages(scheme, lambda x: _exact_source_flow(x, T, mean, kappa))

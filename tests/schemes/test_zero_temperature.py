@@ -4,14 +4,14 @@ The reference is computed here, independently of the package: rho_T = (Phi_T)_# 
 Phi the flow of v(theta) = <tau(theta), V B^T x / |B^T x|>, integrated backward from the cell
 faces (cell averages, for fv) or from the nodes with the Jacobian (point values, for fourier).
 """
+
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from conftest import EXAMPLE_C, make_config
 from scipy.integrate import solve_ivp
 
 import spheredens as sd
-from conftest import EXAMPLE_C, make_config
 
 T = 2.0
 B = np.array(EXAMPLE_C["Q"]).T @ np.array(EXAMPLE_C["K"])
@@ -33,7 +33,10 @@ def dv_field(theta):
 
 def rho0(theta):
     from scipy.special import ive
-    return np.exp(KAPPA * (np.cos(theta) * MEAN[0] + np.sin(theta) * MEAN[1] - 1)) / (2 * np.pi * ive(0, KAPPA))
+
+    return np.exp(KAPPA * (np.cos(theta) * MEAN[0] + np.sin(theta) * MEAN[1] - 1)) / (
+        2 * np.pi * ive(0, KAPPA)
+    )
 
 
 def backward(theta_end):
@@ -43,8 +46,14 @@ def backward(theta_end):
     def f(s, y):
         return np.concatenate([v_field(y[:m]), dv_field(y[:m])])
 
-    sol = solve_ivp(f, (T, 0.0), np.concatenate([theta_end, np.zeros(m)]), method="DOP853",
-                    rtol=1e-13, atol=1e-13)
+    sol = solve_ivp(
+        f,
+        (T, 0.0),
+        np.concatenate([theta_end, np.zeros(m)]),
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+    )
     return sol.y[:m, -1], sol.y[m:, -1]
 
 
@@ -65,10 +74,12 @@ def exact_point_values(n):
 
 
 def run(scheme, n, cfl):
-    cfg = make_config(model={"name": "sa_zero_temperature", **EXAMPLE_C},
-                      initial={"name": "von_mises_fisher", "means": [MEAN.tolist()], "kappas": [KAPPA]},
-                      discretization={"scheme": scheme, "n": n},
-                      time={"t_end": T, "times": [0.0, T], "cfl": cfl})
+    cfg = make_config(
+        model={"name": "sa_zero_temperature", **EXAMPLE_C},
+        initial={"name": "von_mises_fisher", "means": [MEAN.tolist()], "kappas": [KAPPA]},
+        discretization={"scheme": scheme, "n": n},
+        time={"t_end": T, "times": [0.0, T], "cfl": cfl},
+    )
     ds = sd.run(cfg, progress=False)
     assert np.isinf(ds.attrs["beta"])
     return ds["rho"].values[-1]
@@ -76,7 +87,9 @@ def run(scheme, n, cfl):
 
 def test_fv_converges_to_characteristic_solution_at_second_order():
     ns = (64, 128, 256)
-    errors = [np.sum(np.abs(run("fv", n, 0.4) - exact_cell_averages(n))) * 2 * np.pi / n for n in ns]
+    errors = [
+        np.sum(np.abs(run("fv", n, 0.4) - exact_cell_averages(n))) * 2 * np.pi / n for n in ns
+    ]
     orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     # limited second-order reconstruction + SSPRK3: theory 2, limiter clipping at the extrema
     # costs a little; 1.8 is the acceptance bound
