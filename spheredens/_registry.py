@@ -1,7 +1,7 @@
 """Name -> object registries, one per family (models, initial densities, schemes, ...).
 
 Registry keys are exactly the strings used in configuration files, netCDF attributes and
-MODELS.md. A failed lookup raises :class:`~spheredens.exceptions.ConfigError` listing the
+docs/models.md. A failed lookup raises :class:`~spheredens.exceptions.ConfigError` listing the
 registered names.
 """
 

@@ -23,7 +23,7 @@ def mass(rho: Array, weight: Array, xi_weight: Array) -> float:
 
 
 def energy_defined(model: Model) -> str:
-    """Empty string when MODELS.md defines the energy for ``model``; else the reason it does not."""
+    """Empty string when docs/models.md defines the energy for ``model``; else the reason it does not."""
     if model.name == "usa_av":
         return ""
     if model.name != "usa":

@@ -105,7 +105,7 @@ class ConfigError(SpheredensError, ValueError):
 
 
 class SchemaError(SpheredensError, ValueError):
-    """A file does not follow the spheredens dataset layout (DATASET.md).
+    """A file does not follow the spheredens dataset layout (docs/dataset.md).
 
     The message is one line; long values in it are cut (:func:`shown`).
     """

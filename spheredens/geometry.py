@@ -221,7 +221,7 @@ def circle_angle(x: Array) -> Array:
 
 
 def sphere_points(lat_deg: Array, lon_deg: Array) -> Array:
-    """Unit vectors (nlat, nlon, 3) of a (lat, lon) grid in degrees (DATASET.md):
+    """Unit vectors (nlat, nlon, 3) of a (lat, lon) grid in degrees (docs/dataset.md):
     x = (cos lat cos lon, cos lat sin lon, sin lat)."""
     lat, lon = np.radians(np.asarray(lat_deg))[:, None], np.radians(np.asarray(lon_deg))[None, :]
     return np.stack(

@@ -1,4 +1,4 @@
-"""The models of MODELS.md: parameters and kernel formulas, independent of any grid.
+"""The models of docs/models.md: parameters and kernel formulas, independent of any grid.
 
 Every model is a continuity equation d/dt rho + div_S(rho X[rho]) = 0 on S^{d-1}. The models
 differ in the velocity X:
@@ -68,7 +68,7 @@ MODELS.register("usa_av")(
 
 @dataclass(frozen=True)
 class Model:
-    """A model of MODELS.md with its parameters.
+    """A model of docs/models.md with its parameters.
 
     Parameters
     ----------
@@ -123,7 +123,7 @@ class Model:
 
 @dataclass(frozen=True)
 class ProjectionTarget:
-    """The zero-temperature limit map Pi(x) = P_1 x / |P_1 x| of MODELS.md section 3.
+    """The zero-temperature limit map Pi(x) = P_1 x / |P_1 x| of docs/models.md section 3.
 
     Attributes
     ----------
@@ -163,7 +163,7 @@ SYMMETRY_RTOL = 1e-5
 def projection_target(
     model: Model, *, rtol: float = 1e-9, symmetry_rtol: float = SYMMETRY_RTOL
 ) -> ProjectionTarget:
-    """Check Assumption 1 for ``model`` and describe Pi_# of MODELS.md section 3.
+    """Check Assumption 1 for ``model`` and describe Pi_# of docs/models.md section 3.
 
     Parameters
     ----------

@@ -3,12 +3,12 @@
     dx_i/dt = P_{x_i} sum_j w_j exp(beta <B^T x_i, x_j>) V x_j / sum_j w_j exp(beta <B^T x_i, x_j>)
 
 (``sa``; ``usa`` without the denominator; ``sa_zero_temperature``: X_inf(x_i)), i.e. the
-continuity equation of MODELS.md for the empirical measure sum_j w_j delta_{x_j}. For ``usa_av``
+continuity equation of docs/models.md for the empirical measure sum_j w_j delta_{x_j}. For ``usa_av``
 every particle carries a slice index k(i) (label xi_{k(i)}, frozen) and
 
     dx_i/dt = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>) G_{k(i)}^T G_{k(j)} x_j,
 
-the velocity X_k of MODELS.md section 5 for the empirical slice measures (slice k has mass
+the velocity X_k of docs/models.md section 5 for the empirical slice measures (slice k has mass
 r_k = sum_{k(j) = k} w_j), summed as e^beta sum_j ... exp(beta (<., .> - 1)). Softmax in
 log-sum-exp form, float64, O(n^2) pairs vectorized in row blocks; RK4 (default) with the
 positions renormalized to |x| = 1 after every step, fixed step ``particles.dt`` shortened to
@@ -315,7 +315,7 @@ def auxiliary_particle_energy(
     model: Model, x: Array, weight: Array, slices: NDArray[np.int64]
 ) -> float:
     """E_h = 1/(2 beta) sum_ij w_i w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>), the
-    energy of MODELS.md section 5 for the empirical slice measures (non-decreasing in time)."""
+    energy of docs/models.md section 5 for the empirical slice measures (non-decreasing in time)."""
     slices = np.asarray(slices)
     order = np.argsort(slices, kind="stable")
     x, weight, slices = x[order], weight[order], slices[order]

@@ -1,4 +1,4 @@
-"""Snapshots -> xarray.Dataset in schema ``spheredens-1`` (DATASET.md; the layout itself is
+"""Snapshots -> xarray.Dataset in schema ``spheredens-1`` (docs/dataset.md; the layout itself is
 built by :func:`spheredens.schema.density_dataset`)."""
 
 from __future__ import annotations

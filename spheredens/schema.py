@@ -132,7 +132,7 @@ DENSITY_VARIABLES = {
         "1",
         "share of d rho/dt removed by the spectral filter: ||(1 - sigma) d rho/dt|| / ||d rho/dt||",
     ),
-    "energy": Variable(("time",), "interaction energy E_beta", "1", "MODELS.md section 4"),
+    "energy": Variable(("time",), "interaction energy E_beta", "1", "docs/models.md section 4"),
     "w2_projection": Variable(
         ("time",),
         "W2 to Pi_# rho_0",

@@ -1,4 +1,4 @@
-"""Limit targets of MODELS.md section 3 as measures: Pi_# rho_0 and the terminal subspace of V.
+"""Limit targets of docs/models.md section 3 as measures: Pi_# rho_0 and the terminal subspace of V.
 
 Functions of the model and of the initial density *function* (not of a grid), so that the
 target is exact up to a stated quadrature / sampling error:
@@ -179,7 +179,7 @@ def _sphere_target(
 def projection_measure(
     model: Model, initial: Callable[[Array], Array], *, circle_atoms: int = CIRCLE_TARGET_ATOMS
 ) -> TargetMeasure:
-    """Pi_# rho_0 (MODELS.md section 3) as a discrete measure: the quadratures of the domain's
+    """Pi_# rho_0 (docs/models.md section 3) as a discrete measure: the quadratures of the domain's
     part ``"projection_target"`` (circle and sphere here). A mixture initial density (with
     ``components``, the von Mises-Fisher densities) is also summed over its components in the
     log domain (:func:`_by_components`), which is used when the direct quadrature differs from

@@ -1,10 +1,10 @@
-"""Reference numbers stored before the architecture change (issue 13, acceptance item 6).
+"""Stored reference numbers: every numeric variable of one short run per combination.
 
 Every case is a short run through the public API (``sd.load_config`` / ``sd.config_from_dict``
 and ``sd.run``), one per (domain, scheme, evaluator) combination and model family, plus the
 ``make demo`` run of example C. :func:`numbers` returns every numeric variable of the run's
 Dataset and its non-volatile attributes; ``tests/data/reference_numbers.npz`` holds them as
-computed on main before the change (commit 444443e), written by
+computed on main at commit 444443e, written by
 
     .venv/bin/python tests/reference_cases.py --write
 
@@ -13,7 +13,7 @@ change of some variables' formula replaces only those, on every case, by
 
     .venv/bin/python tests/reference_cases.py --update w2_projection w2_terminal
 
-(done twice so far: issue 14 item 3, and issue 17 item 3 with
+(done twice so far: for the W2 representation, and for the CF cell bounds and measures with
 ``--update theta_bounds cell_area lat_bounds lon_bounds``; see ``tests/test_reference_numbers.py``).
 Attributes the same way, named ``attr:NAME`` (for the faithfulness attributes:
 ``--update attr:unfaithful_from_t attr:unfaithful_min_rho attr:unfaithful_max_rho``).

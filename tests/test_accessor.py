@@ -1,4 +1,4 @@
-"""The accessor ``ds.sd`` (issue 13: one home for the dataset layout): marginal, grid, domain
+"""The accessor ``ds.sd``: marginal, grid, domain
 and the density as a function of points, on every kind of file."""
 
 from __future__ import annotations

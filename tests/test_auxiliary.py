@@ -1,4 +1,4 @@
-"""usa_av (issue 8): slices over xi with gauges and couplings. The spectral slice coupling
+"""usa_av: slices over xi with gauges and couplings. The spectral slice coupling
 against direct sums, energy ascent, collapse and anti-collapse, output layout, errors."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_toeplitz_product_is_used_for_equally_spaced_slices():
     assert uneven.model.build().auxiliary.toeplitz is None
 
 
-# -- acceptance 1: the energy never decreases ---------------------------------------------------
+# -- the energy never decreases ---------------------------------------------------
 @pytest.mark.parametrize("kernel", sorted(KERNELS.names()))
 def test_energy_is_non_decreasing(kernel):
     extra = {"prompts": 3} if kernel == "prefix" else {}
@@ -126,7 +126,7 @@ def test_energy_is_non_decreasing(kernel):
     assert np.abs(ds["mass"].values - 1.0).max() <= 1e-12
 
 
-# -- acceptance 2: collapse and its prevention -------------------------------------------------
+# -- collapse and its prevention -------------------------------------------------
 @pytest.mark.parametrize("domain", ["circle", "sphere"])
 def test_baseline_and_distance_bias_collapse(domain):
     """beta = 1, T = 20: the marginal ends within 0.2 rad (W2) of a Dirac mass.
@@ -161,7 +161,7 @@ def test_rope_on_the_sphere_spreads_over_a_circle_of_latitude():
     assert abs(z[2]) < 0.95  # not the degenerate orbit through the poles
 
 
-# -- acceptance 3: cosine_toeplitz and prefix ------------------------------------------------------
+# -- cosine_toeplitz and prefix ------------------------------------------------------
 def test_cosine_toeplitz_ends_non_collapsed():
     ds = run_quietly(av_config("circle", "cosine_toeplitz"))
     assert ds["marginal_w2_dirac"].values[-1] > 1.0  # measured 1.62
@@ -335,7 +335,7 @@ def test_invalid_auxiliary_configurations(table, key, words):
     assert str(err.value).startswith(key) and words in str(err.value), str(err.value)
 
 
-# -- acceptance 5: densities against particles ---------------------------------------------------
+# -- densities against particles ---------------------------------------------------
 def test_density_within_the_particle_ensemble_spread_at_t20():
     """rope on the circle, 4 slices, beta = 1, T = 20; particles n = 256 (iid, 4 seeds). The
     sampling error of n = 256 particles is measured by the ensemble: the W2 distances between

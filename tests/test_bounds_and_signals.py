@@ -1,5 +1,4 @@
-"""Costs have bounds, memory is estimated for everything, signals are honoured (issue 29, probes
-3, 4 and 11, item 7).
+"""Costs have bounds, memory is estimated for everything, signals are honoured.
 
 * The memory estimate (:func:`spheredens.config.estimated_memory`) is an upper bound within a
   factor 10 of the measured peak of the numpy allocations (tracemalloc) for every scheme with

@@ -1,4 +1,4 @@
-"""CF-1.10 compliance of every file kind (issue 17, acceptance 3), checked by a real checker.
+"""CF-1.10 compliance of every file kind, checked by a real checker.
 
 The checker is ``cfchecker`` (the CF checker of the CF community, PyPI package ``cfchecker``;
 it needs the udunits2 C library, which scripts/setup.sh installs). Two things make it run here:

@@ -1,4 +1,4 @@
-"""compare refuses files that do not belong together (issue 17, acceptance 1).
+"""compare refuses files that do not belong together.
 
 The density and every particle file must come from one model (model, beta, Q, K, V, domain,
 initial density, usa_av slice labels and weights); a mismatch is refused in one line naming

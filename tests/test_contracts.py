@@ -1,5 +1,4 @@
-"""Every registered (domain, scheme, evaluator) combination against the scheme contract
-(issue 13, acceptance 3).
+"""Every registered (domain, scheme, evaluator) combination against the scheme contract.
 
 The combinations come from the registries: every scheme of every domain
 (``Domain.schemes``), with every evaluator class that serves its layout

@@ -1,4 +1,4 @@
-"""convert-particles checks what it is given (issue 29, item 4 and acceptance 4).
+"""convert-particles checks what it is given.
 
 Angles in degrees, non-unit vectors and arrays whose axes are not (time, n, d) are refused in
 one line (exit 2, one ``spheredens: error:`` line naming what to do), and ``--degrees`` and
@@ -65,7 +65,7 @@ def assert_same_measure(a, b):
     assert max(w2) <= 1e-12, w2
 
 
-# -- acceptance 4: degrees ---------------------------------------------------------------------
+# -- degrees ---------------------------------------------------------------------
 def test_degrees_are_refused_in_one_line_naming_degrees(theta, tmp_path, capsys):
     np.save(tmp_path / "deg.npy", np.rad2deg(theta))
     out = tmp_path / "deg.nc"
@@ -173,7 +173,7 @@ def test_degrees_on_positions_is_refused(tmp_path, capsys):
     )
 
 
-# -- acceptance 4: non-unit vectors ------------------------------------------------------------
+# -- non-unit vectors ------------------------------------------------------------
 def test_non_unit_vectors_are_refused_naming_the_worst_row(tmp_path, capsys):
     x = unit_vectors((3, N, 3))
     x[1, 7] *= 1 + 3 * UNIT_TOLERANCE  # above the tolerance, not the worst
@@ -240,7 +240,7 @@ def test_non_unit_netcdf_particle_file_names_the_worst_row(tmp_path):
         open_particles(tmp_path / "p.nc")
 
 
-# -- acceptance 4: transposed arrays -----------------------------------------------------------
+# -- transposed arrays -----------------------------------------------------------
 def test_transposed_array_is_refused_naming_the_shapes(tmp_path, capsys):
     """The probe's case: (n, time, d) where (time, n, d) is expected."""
     x = unit_vectors((len(TIMES), N, 2))
@@ -642,7 +642,7 @@ def test_compare_refuses_bad_particle_files_in_one_line(density, tmp_path, capsy
     assert not out.exists()
 
 
-# -- --dt alone: nothing counts the axes (issue 29 item 4, the probe's last gap) ----------------
+# -- --dt alone: nothing counts the axes ----------------
 # An (n, time, d) array given with --dt, without weights, has no count of times to be checked
 # against. No layout is guessed from the shape: with --config the times k dt must end by its
 # t_end (refused in one line naming the shapes and the --axes that fits); without, a time axis

@@ -1,4 +1,4 @@
-"""Every example of the docs runs (issue 17, acceptance 4 and 8).
+"""Every example of the docs runs.
 
 * Every ```toml block of README.md and docs/**/*.md is validated: a sweep file (top-level
   ``base`` or ``[vary]``) by the sweep loader, anything else as a run configuration, with the
@@ -251,7 +251,7 @@ def _help_texts() -> str:
 
 def test_help_names_existing_documentation():
     """``spheredens --help`` and each command's help name docs that exist (docs/config.md,
-    not CONFIG.md)."""
+    not a page that does not exist)."""
     names = set(re.findall(r"[\w./-]+\.md\b", _help_texts()))
     assert names, "the help names no documentation page"
     missing = sorted(n for n in names if not (ROOT / n).is_file())

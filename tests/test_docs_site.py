@@ -1,4 +1,4 @@
-"""The documentation site (issue 18, acceptance 1, 2 and 5), without building it.
+"""The documentation site, without building it.
 
 The build itself is ``make docs`` (Sphinx with warnings as errors, every gallery script run),
 which ``.ci/run`` runs after the test suite. These checks are what the build cannot see: a

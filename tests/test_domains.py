@@ -1,4 +1,4 @@
-"""The domain is the one place that knows the domain (issue 13, docs/architecture.md "A domain").
+"""The domain is the one place that knows the domain.
 
 Every registered domain answers what the modules ask (quasi-uniform points, W2); a domain the
 package has never heard of (S^3, registered here for the test only) gets the domain-generic

@@ -1,5 +1,4 @@
-"""Invalid configurations: one-line errors naming the key, in Python and on the command line
-(acceptance item 6)."""
+"""Invalid configurations: one-line errors naming the key, in Python and on the command line."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def example_c(beta, t_end, scheme="fv", n=512, snapshots=None):
 
 @pytest.fixture(scope="module")
 def runs():
-    # beta = 100 to T = 40 (acceptance item 1); the others far enough to pass their minimum
+    # beta = 100 to T = 40; the others far enough to pass their minimum
     return {beta: example_c(beta, 40.0 if beta == 100.0 else 20.0) for beta in BETAS}
 
 

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 29, acceptance 6): every input of the hostile-input probe is refused in
+"""Hostile inputs: every input of the hostile-input probe is refused in
 one line with exit code 2 (or runs correctly, with the exit code given), and no file that existed
 before the command is changed (content and mode).
 
@@ -170,7 +170,7 @@ PARTICLES = "[particles]\nn = 20\ndt = 0.05\n"
 
 # (id, files, argv, exit codes accepted, words the one error line contains)
 CASES: list[tuple] = [
-    # -- shtns grids (issue 29 item 1): a grid shtns refuses ends in one line, never silently --
+    # -- shtns grids: a grid shtns refuses ends in one line, never silently --
     (
         "lowrank_meridian_lmax7",
         {

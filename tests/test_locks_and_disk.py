@@ -1,5 +1,5 @@
 """Output locks (one writer per file, the holder named, stale locks taken over) and writes
-that fail on a real full file system (issue 17, acceptance 5 and 7)."""
+that fail on a real full file system."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def assert_names_holder(line: str, pid: int) -> None:
     assert f"pid {pid} on host {socket.gethostname()}, started " in line and " UTC" in line
 
 
-# ---------------------------------------------------------------- locks (acceptance 5)
+# ---------------------------------------------------------------- locks
 
 
 def test_two_runs_on_one_path_one_writes_the_other_refuses_at_once(tmp_path):
@@ -116,7 +116,7 @@ def test_two_runs_on_one_path_one_writes_the_other_refuses_at_once(tmp_path):
     assert line.startswith("spheredens: error: ") and repr(str(out)) in line
     assert_names_holder(line, procs[winner].pid)
     assert ended[loser] < ended[winner]  # refused at once, while the other was still running
-    assert results[winner][2] == "" and results[winner][1] == ""  # -q: no "wrote" line (issue 29)
+    assert results[winner][2] == "" and results[winner][1] == ""  # -q: no "wrote" line
     assert stored_beta(out) == winner and sd.open_run(out).attrs["run_status"] == "complete"
     assert not lock_files(out)[1].exists() and lock_holder(out) is None  # released
 
@@ -329,7 +329,7 @@ def test_two_sweeps_on_one_folder(tmp_path, capsys, monkeypatch):
     assert lock_holder(combined) is None
 
 
-# ---------------------------------------------------------------- full disk (acceptance 7)
+# ---------------------------------------------------------------- full disk
 
 
 @pytest.fixture

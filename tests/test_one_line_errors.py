@@ -1,5 +1,4 @@
-"""Hostile values and paths get one line, not a traceback or a wrong message (issue 29, probe
-items 6, 11, 12 and the accessor / open_run errors of item 7).
+"""Hostile values and paths get one line, not a traceback or a wrong message.
 
 One test per defect of the probe, each of which failed before: a very concentrated von
 Mises-Fisher density (kappa = 1e10) gave an all-NaN t = 0 snapshot; K or V of 1e308, a huge

@@ -1,5 +1,5 @@
 """Output paths are checked before any work; numeric options are range-checked; warnings and
-numerical failures print as one line (issue 17).
+numerical failures print as one line.
 
 Every command that writes (run, particles, compare, sweep, plot, analyze-beta, and the Python
 functions behind them) refuses, before the first step, an output whose folder is missing (no
@@ -28,7 +28,7 @@ from spheredens.particles import run_particles
 from spheredens.plot import plot_run
 from spheredens.sweep import check_sweep_output, load_sweep, run_sweep
 
-#: the check is one stat, one mkstemp and one unlink: far below 2 s (the bound of issue 17)
+#: the check is one stat, one mkstemp and one unlink: far below 2 s
 CONFIG = (
     "[model]\nbeta = 1.0\n[discretization]\nn = 64\n[time]\nt_end = 0.2\nsnapshots = 2\n"
     "[output]\nfigure = false\n[particles]\nn = 20\ndt = 0.1\n"
@@ -140,7 +140,7 @@ def test_mkdir_creates_the_folder_and_the_command_runs(name, files, tmp_path, ca
     out = tmp_path / "new" / "deeper" / "out.nc"
     assert main([*command(name, files, out), "--mkdir"]) == 0, capsys.readouterr().err
     written = out.with_suffix(".png") if name == "plot" else out
-    # run and particles are given -q: no "wrote" line then (issue 29)
+    # run and particles are given -q: no "wrote" line then
     quiet = "-q" in command(name, files, out)
     assert written.is_file() and ("wrote " in capsys.readouterr().out) is not quiet
 

@@ -186,7 +186,7 @@ def test_cli_particles_file_names(tmp_path, capsys, monkeypatch):
     )
     assert main(["particles", "c.toml", "-q", "-o", "e.nc", "--seeds", "4..5"]) == 0
     assert sorted(p.name for p in tmp_path.glob("e_seed*.nc")) == ["e_seed4.nc", "e_seed5.nc"]
-    assert capsys.readouterr().out == ""  # --quiet: no "wrote" lines (issue 29)
+    assert capsys.readouterr().out == ""  # --quiet: no "wrote" lines
     assert main(["particles", "c.toml", "--seeds", "1"]) == 0  # one seed: no suffix
     assert "wrote c_particles.nc  (20 particles, iid, seed 1" in capsys.readouterr().out
 

@@ -38,7 +38,7 @@ def with_particles(base, **particles):
     return sd.config_from_dict({**base, "particles": particles})
 
 
-# -- acceptance 1: convergence in dt and |x| = 1 ---------------------------------------------
+# -- convergence in dt and |x| = 1 ---------------------------------------------
 @pytest.mark.parametrize("base", [CIRCLE, SPHERE], ids=["circle", "sphere"])
 def test_integrator_converges_at_fourth_order_and_stays_on_the_sphere(base):
     cfg = with_particles(
@@ -89,7 +89,7 @@ def test_zero_temperature_particles_follow_the_field():
     assert np.abs(ds["position"].values[-1] - expect).max() < 1e-8
 
 
-# -- acceptance 2 and 3: n^(-1/2) for iid, quantile much closer -------------------------------
+# -- n^(-1/2) for iid, quantile much closer -------------------------------
 @pytest.fixture(scope="module")
 def circle_density():
     return sd.run(sd.config_from_dict(CIRCLE), progress=False)
@@ -123,7 +123,7 @@ def test_sphere_iid_rate():
     assert -0.65 <= slope <= -0.35, (w2, slope)
 
 
-# -- acceptance 4: a run against itself -------------------------------------------------------
+# -- a run against itself -------------------------------------------------------
 def grid_particles(ds, domain):
     """The density at its quadrature nodes as a particle run (weights rho * weight)."""
     if domain == "circle":
@@ -178,7 +178,7 @@ def test_no_common_time_is_refused(circle_density):
         compare(circle_density, p)
 
 
-# -- acceptance 5: bad particle files ---------------------------------------------------------
+# -- bad particle files ---------------------------------------------------------
 def good_positions(t=3, n=20, d=2, seed=0):
     g = np.random.default_rng(seed).standard_normal((t, n, d))
     return g / np.linalg.norm(g, axis=-1, keepdims=True)
@@ -292,7 +292,7 @@ def test_cli_particles_and_compare(tmp_path, capsys):
     ), out
 
 
-# -- low temperature: compare places the departures (issue 15) --------------------------------
+# -- low temperature: compare places the departures --------------------------------
 DEPARTURE_CASE = """[model]
 name = "sa"
 beta = 30.0

@@ -1,4 +1,4 @@
-"""Labelled particles of usa_av (MODELS.md section 5) and their comparison with slice densities."""
+"""Labelled particles of usa_av (docs/models.md section 5) and their comparison with slice densities."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures and animations of every file kind (issue 18, acceptance 3), with the Agg backend.
+"""Figures and animations of every file kind, with the Agg backend.
 
 ``spheredens plot`` and ``spheredens animate`` on a tiny file of each kind: a circle run, a
 Gauss-grid run (sh_spectral), a finite-volume run on the sphere, a usa_av run with slices,
@@ -126,7 +126,7 @@ def gif_frames(path):
     return frames
 
 
-# -- acceptance 3: plot and animate every file kind -----------------------------------------------
+# -- plot and animate every file kind -----------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_plot_draws_every_file_kind(files, kind, tmp_path, capsys):
     png = tmp_path / f"{kind}.png"

@@ -1,6 +1,6 @@
-"""The numbers of main before the architecture change, recomputed (issue 13, acceptance 6).
+"""The stored reference numbers, recomputed: refactoring changes no number.
 
-``tests/data/reference_numbers.npz`` was written on main at 444443e, before the change, by
+``tests/data/reference_numbers.npz`` was written on main at 444443e by
 ``tests/reference_cases.py --write``: the ``make demo`` run of example C and one short run per
 (domain, scheme, evaluator) combination and model family (the exact zero-temperature
 references among them). Each is run again here, written to a file and read back; every
@@ -8,13 +8,12 @@ numeric variable must agree to 1e-12 of its scale, and every attribute but the v
 history and wall times must be identical.
 
 ``w2_projection`` and ``w2_terminal`` were regenerated (``tests/reference_cases.py --update
-w2_projection w2_terminal``) for the one representation of a grid density in W2 (issue 14,
-item 3): on the circle rho_t is now the piecewise-constant density on the cells instead of
-atoms at the cell centres, which moves these two variables by about h^2 / 12 in W2^2 (relative
+w2_projection w2_terminal``) for the one representation of a grid density in W2: on the
+circle rho_t is the piecewise-constant density on the cells instead of atoms at the cell centres, which moves these two variables by about h^2 / 12 in W2^2 (relative
 changes up to 4e-3, and 0.15 for the demo's w2_terminal where it is small); every other
 variable stayed identical (the sphere's w2_terminal moved by round-off only, 2e-16).
 
-For CF-1.10 (issue 17, item 3) the files gained cell bounds and measures: ``theta_bounds`` on
+For CF-1.10 the files gained cell bounds and measures: ``theta_bounds`` on
 the circle, ``cell_area`` and ``lat_bounds``/``lon_bounds`` on the Gauss grid, ``cell_area``
 on the sphere fv mesh, whose ``lat_bounds``/``lon_bounds`` became the 4 vertices of each cell
 (shape (cell, 4) instead of (cell, 2)). Those four variables were stored anew

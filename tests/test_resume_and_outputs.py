@@ -1,4 +1,4 @@
-"""Resume, checkpoints and output files (issue 29, items 6 and 7): one test per defect of the
+"""Resume, checkpoints and output files: one test per defect of the
 probe, each failing on the code before the fix.
 
 * a checkpoint carries a checksum (``checkpoint_sha256``) and its invariants are checked before

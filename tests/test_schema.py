@@ -1,5 +1,5 @@
-"""Output files: DATASET.md layout, round trip on both netCDF engines, reproducibility
-(acceptance item 7), and interrupted runs."""
+"""Output files: the layout of docs/dataset.md, round trip on both netCDF engines, reproducibility
+and interrupted runs."""
 
 from __future__ import annotations
 

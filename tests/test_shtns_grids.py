@@ -1,4 +1,4 @@
-"""Every shtns grid the package asks for is one shtns accepts, on every CPU (issue 29, items 1-2).
+"""Every shtns grid the package asks for is one shtns accepts, on every CPU.
 
 shtns ends the process (C ``exit(1)``) on sizes it refuses, and its rules depend on the SIMD
 width of the build (the number of latitude rings must be at least 4 doubles-per-vector: 32 with
@@ -95,7 +95,7 @@ def test_every_grid_the_package_asks_for_is_accepted_at_every_width(width):
 
 
 def test_the_old_regular_grid_size_is_refused_by_the_rule():
-    """Today's rule catches the defect of issue 29: the old ``_regular_grid`` asked for
+    """Today's rule catches a grid that ends the process: the old ``_regular_grid`` asked for
     fft_friendly_rings(lmax_h + 1) = 24 rings at lmax 7 (lmax_h = 23: weight degree 0 + 16),
     which ends the process with avx512 (and not with avx2, where the test suite passed)."""
     old = fft_friendly_rings(7 + EXTRA_DEGREES + 1)

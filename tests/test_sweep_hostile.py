@@ -1,4 +1,4 @@
-"""Sweeps under hostile inputs and faults (issue 29, probes 2, 7, 8, 13 and item 7): a swept
+"""Sweeps under hostile inputs and faults: a swept
 matrix is combined, values equal as numbers are repeats, a failed case does not cost the
 combined file, the local cluster listens on 127.0.0.1 only, a worker's warnings are one
 ``spheredens: warning:`` line, an interrupted sweep leaves no lock file."""

@@ -1,4 +1,4 @@
-"""Progress that users can see (issue 18): tqdm bars for run, particles and compare, off with
+"""Progress that users can see: tqdm bars for run, particles and compare, off with
 --quiet and when stderr is not a terminal, forced with --progress, on in a notebook; a sweep
 that reports as it goes through Dask's events (dashboard address, each case's model time
 against t_end before any case has finished, wall times, the time left)."""

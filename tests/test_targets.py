@@ -1,4 +1,4 @@
-"""Targets of MODELS.md section 3: Pi_# rho_0 (exact masses) and the terminal subspace of V."""
+"""Targets of docs/models.md section 3: Pi_# rho_0 (exact masses) and the terminal subspace of V."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A run that has gone wrong never says ``complete`` (issue 29, item 5): integrators that cannot
+"""A run that has gone wrong never says ``complete``: integrators that cannot
 be stable for a scheme are refused at configuration time, every step is checked against the
 invariants its scheme promises (mass, positivity, growth of max |rho| against the velocity's
 compression), a violation stops the run ``unstable`` in one line with the last good snapshots

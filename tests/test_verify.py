@@ -1,4 +1,4 @@
-"""``spheredens verify`` (issue 17, acceptance 6): the exact references on the user's machine.
+"""``spheredens verify``: the exact references on the user's machine.
 
 The command runs every check of :func:`spheredens.verify.checks` and passes on this install; a
 broken scheme or a bound it cannot meet makes it fail with exit status 1, naming the check.
@@ -36,7 +36,7 @@ def test_verify_passes_with_one_line_per_check(capsys):
     ):
         assert any(name.startswith(part) for name in names), part
     # its wall time ("under a minute") is printed on the last line, never asserted: a loaded
-    # machine is slower (issue 29 item 3)
+    # machine is slower
 
 
 def test_a_bound_the_scheme_cannot_meet_fails(monkeypatch, capsys):

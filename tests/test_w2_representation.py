@@ -1,4 +1,4 @@
-"""One representation of a grid density for every W2 (issue 14, item 3).
+"""One representation of a grid density for every W2.
 
 ``w2_projection`` and ``w2_terminal`` of a run and ``spheredens compare`` represent rho_t the
 same way (:func:`spheredens.diagnostics.grid_atoms`): on the circle the piecewise-constant

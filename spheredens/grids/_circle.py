@@ -40,7 +40,7 @@ class CircleGrid:
         self.tangents = circle_tangents(self.theta)
         self.weight = np.full(self.n, self.h)
         self.shape = (self.n,)
-        self.space_dims = ("theta",)  # names of the space dimensions in a Dataset (DATASET.md)
+        self.space_dims = ("theta",)  # names of the space dimensions in a Dataset (docs/dataset.md)
 
     def dataset_variables(self) -> dict[str, tuple]:
         """Variables describing the grid beyond its coordinates: the CF cell bounds of ``theta``
@@ -49,7 +49,7 @@ class CircleGrid:
         return {"theta_bounds": (("theta", "nv"), bounds, {"comment": "cell edges"})}
 
     def dataset_coords(self) -> dict[str, tuple]:
-        """Coordinates for a Dataset (DATASET.md): name -> (dims, values, attrs)."""
+        """Coordinates for a Dataset (docs/dataset.md): name -> (dims, values, attrs)."""
         return {
             "theta": (
                 "theta",

@@ -1,4 +1,4 @@
-"""Particle sums on the circle with certified expansions between clusters (issue 15).
+"""Particle sums on the circle with certified expansions between clusters.
 
 At low temperature n particles gather in a few tight clusters, and the direct log-sum-exp sums
 cost n^2 exponentials however tight they are: a target in a cluster sees all of it. Between a

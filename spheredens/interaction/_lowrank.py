@@ -1,4 +1,4 @@
-"""Funk-Hecke multipliers of low rank in kappa, and the general-B evaluator at points (issue 16).
+"""Funk-Hecke multipliers of low rank in kappa, and the general-B evaluator at points.
 
 With kappa(x) = beta |B^T x| and the image point u(x) = B^T x / |B^T x|, the scaled sums
 e^{-kappa(x)} Z(x) and e^{-kappa(x)} dZ/dkappa are H(u(x)) and D(u(x)), where

@@ -1,4 +1,4 @@
-"""General invertible B on S^2 at the cost of a few transforms (issue 16).
+"""General invertible B on S^2 at the cost of a few transforms.
 
 With kappa(x) = beta |B^T x| and the image point u(x) = B^T x / |B^T x|, the scaled
 partition function is e^{-kappa(x)} Z(x) = F~_{kappa(x)}(u(x)), F~_kappa = sum_l s_l(kappa) rho_l

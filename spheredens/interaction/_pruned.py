@@ -1,4 +1,4 @@
-"""Direct quadrature in the log domain with certified pruning of source blocks (issue 14, step 1).
+"""Direct quadrature in the log domain with certified pruning of source blocks.
 
 At low temperature (beta >= 1000) a target x sees almost nothing of most of the domain: the
 weight of y is exp(<q(x), y>) a(y) with q(x) = beta B^T x, and away from the direction of q(x)

@@ -1,4 +1,4 @@
-"""Conservative semi-Lagrangian finite volumes for log rho on the circle (issue 14).
+"""Conservative semi-Lagrangian finite volumes for log rho on the circle.
 
 At low temperature the late dynamics are decided by densities far below the smallest float64
 number (e^-1460 at beta = 10^4). This scheme stores the logarithm of the cell averages,

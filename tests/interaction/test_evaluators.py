@@ -1,4 +1,4 @@
-"""Direct quadrature and FFT convolution: agreement, bounds, extreme beta (acceptance item 4)."""
+"""Direct quadrature and FFT convolution: agreement, bounds, extreme beta."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spectral evaluators on S^2 against direct quadrature (acceptance item 2 of the sphere)."""
+"""Spectral evaluators on S^2 against direct quadrature."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_spectral_matches_direct_quadrature(grids, case, beta, name):
     rho = coarse.synth(c).reshape(-1)[::every]
     mask = rho > 1e-8 * rho.max()
     rel = np.abs(got - want)[mask].max() / np.abs(want).max()
-    # acceptance: 1e-10; measured 2e-15 (Funk-Hecke) and 4e-12 (kappa interpolation, beta = 1)
+    # asserted: 1e-10; measured 2e-15 (Funk-Hecke) and 4e-12 (kappa interpolation, beta = 1)
     assert rel <= 1e-10, rel
 
 

@@ -1,4 +1,4 @@
-"""The general-B evaluator of the sphere, lowrank_meridian (issue 16, acceptance items 2 and 3).
+"""The general-B evaluator of the sphere, lowrank_meridian.
 
 References:
 - direct log-sum-exp quadrature on a fine Gauss grid, on which the band-limited rho times the

@@ -1,5 +1,4 @@
-"""The general-B evaluator of the sphere's finite volumes, lowrank_points (issue 16, item 2 and
-acceptance 2 and 3 for the finite-volume scheme).
+"""The general-B evaluator of the sphere's finite volumes, lowrank_points.
 
 The finite-volume velocity is, by definition, the discrete sums over the cell masses at the
 cell centres evaluated at the face midpoints; direct log-sum-exp quadrature over the same
@@ -74,7 +73,7 @@ def test_peeling_keeps_the_tiny_rows_right_at_the_cost_of_a_few_cells(mesh, beta
     """Acceptance 2, second half, with peeling (the default): the small rows of the
     concentrated density above are taken from the spectral sums of its tail plus the exact sums
     over the few peeled heavy cells. They agree with direct quadrature to 1e-8 of ||V|| (the
-    acceptance's figure for them; measured 2.6e-9 and 2.3e-10), and only a minority of them
+    bound asserted for them; measured 2.6e-9 and 2.3e-10), and only a minority of them
     falls back to the direct sum over all cells (measured: 8% of them at beta = 30, 33% at 300). The premise, measured: the tail's spectral error is
     ~1e-14 of the tail's mass, so a row is taken where its e^-kappa Z_t is >= 1e-6 of it."""
     model = Model("sa", beta, np.eye(3), B_CASES["general"], V)

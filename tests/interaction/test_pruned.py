@@ -1,4 +1,4 @@
-"""Direct quadrature with certified pruning (issue 14, step 1): the certificate holds and the
+"""Direct quadrature with certified pruning: the certificate holds and the
 velocity equals the unpruned direct sums to round-off."""
 
 from __future__ import annotations

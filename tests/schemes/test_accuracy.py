@@ -1,4 +1,4 @@
-"""Observed orders and spectral accuracy on a smooth problem (acceptance item 2).
+"""Observed orders and spectral accuracy on a smooth problem.
 
 Problem: sa with the example-C matrices (B general, so the direct evaluator is used), beta = 1,
 rho_0 a von Mises-Fisher density (kappa = 2), t_end = 0.5. Reference: the Fourier scheme at
@@ -57,7 +57,7 @@ def test_fv_second_order_in_l1(reference_coefficients):
         exact = trig_eval(reference_coefficients, (np.arange(n) + 0.5) * h, h_average=h)
         errors.append(np.sum(np.abs(solve("fv", n, 0.4) - exact)) * h)
     orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
-    # theory: 2 (limited linear reconstruction, SSPRK3 with dt ~ h); acceptance: >= 1.8
+    # theory: 2 (limited linear reconstruction, SSPRK3 with dt ~ h); asserted: >= 1.8
     assert orders.min() >= 1.8, (errors, orders)
 
 

@@ -1,4 +1,4 @@
-"""The exact beta = 0 reference for every circle scheme (issue 14, acceptance 5).
+"""The exact beta = 0 reference for every circle scheme.
 
 At beta = 0 the softmax weighs every y alike: X(x) = P_x V m with m = int y rho, the mean.
 With V = B = I this is the Kuramoto model of identical oscillators, theta' = r sin(psi - theta)

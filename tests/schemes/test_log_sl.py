@@ -1,4 +1,4 @@
-"""The log-domain semi-Lagrangian scheme ``log_sl`` (issue 14): its pieces against closed
+"""The log-domain semi-Lagrangian scheme ``log_sl``: its pieces against closed
 forms, and the whole scheme against exact solutions where rho spans hundreds of orders of
 magnitude.
 
@@ -192,7 +192,7 @@ def zero_temperature_run(n: int, T: float, tolerance: float = 1e-3):
 
 
 def test_zero_temperature_log_rho_to_1e3_down_to_1e_200():
-    """Acceptance 3 of issue 14: log rho to 1e-3 wherever rho >= 1e-200, mass to round-off.
+    """log rho to 1e-3 wherever rho >= 1e-200, mass to round-off.
     rho_0 spans 1e-234..1e1; by T = 1.5 the flow has compressed and drained it further."""
     n, T = 2048, 1.5
     scheme, result = zero_temperature_run(n, T)

@@ -1,5 +1,5 @@
 """The spherical-harmonic scheme: conservation, spectral convergence, zero-temperature exact
-solution, concentrating runs (acceptance items 1, 3, 4, 5 of the sphere)."""
+solution, concentrating runs."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_spectral_self_convergence():
         ref_here = OffGridSynthesis(ref_grid, grid.points).values(ref_c).reshape(grid.shape)
         errors.append(np.abs(ds["rho"].values[-1] - ref_here).max())
     gains = [errors[0] / errors[1], errors[1] / errors[2]]
-    # acceptance: at least 1e3 per doubling (measured 2.5e3 and 1.3e8)
+    # asserted: at least 1e3 per doubling (measured 2.5e3 and 1.3e8)
     assert min(gains) >= 1e3, errors
 
 

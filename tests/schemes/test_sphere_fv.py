@@ -1,4 +1,4 @@
-"""Finite volumes on S^2 (issue 7): mesh geometry and time step, mass and positivity, order
+"""Finite volumes on S^2: mesh geometry and time step, mass and positivity, order
 against the exact characteristic solution, agreement with the spectral scheme, layout."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def outflow_rate(mesh, velocity):
     return float((out / mesh.area).max())
 
 
-# -- acceptance 1: the mesh ------------------------------------------------------------------
+# -- the mesh ------------------------------------------------------------------
 @pytest.mark.parametrize("nlat", [4, 7, 16, 64, 257])
 def test_cell_areas_sum_to_four_pi(nlat):
     mesh = RingMesh(nlat)
@@ -142,7 +142,7 @@ def test_scheme_time_step_against_equatorial_cell_size():
     assert scheme.stable_dt(0.4, tendency) >= 0.5 * 0.4 * scheme.grid.h / speed
 
 
-# -- acceptance 2: mass and positivity ---------------------------------------------------------
+# -- mass and positivity ---------------------------------------------------------
 def test_mass_exact_and_density_nonnegative_when_concentrating():
     cfg = fv_config(
         {"name": "sa", "beta": 100.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]},
@@ -166,7 +166,7 @@ def test_mass_exact_and_density_nonnegative_when_concentrating():
     assert w2.min() < 0.5 * w2[0]
 
 
-# -- acceptance 3: second order against the exact solution -------------------------------------
+# -- second order against the exact solution -------------------------------------
 def test_second_order_in_l1_against_characteristics():
     T = 1.0
     errors = []
@@ -186,7 +186,7 @@ def test_second_order_in_l1_against_characteristics():
     assert np.all(orders >= 1.8), (errors, orders)
 
 
-# -- acceptance 4: finite volumes and spectral agree ---------------------------------------------
+# -- finite volumes and spectral agree ---------------------------------------------
 def test_fv_and_spectral_agree_in_w2_and_converge_to_the_same_limit():
     """W2 on the atoms of the finite-volume mesh (cell masses at cell centres; the spectral
     solution integrated over the same cells). Each scheme's error is estimated from its own

@@ -1,4 +1,4 @@
-"""sa_zero_temperature against the exact solution by characteristics (acceptance item 3).
+"""sa_zero_temperature against the exact solution by characteristics.
 
 The reference is computed here, independently of the package: rho_T = (Phi_T)_# rho_0 with
 Phi the flow of v(theta) = <tau(theta), V B^T x / |B^T x|>, integrated backward from the cell
@@ -92,7 +92,7 @@ def test_fv_converges_to_characteristic_solution_at_second_order():
     ]
     orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     # limited second-order reconstruction + SSPRK3: theory 2, limiter clipping at the extrema
-    # costs a little; 1.8 is the acceptance bound
+    # costs a little; 1.8 is the asserted bound
     assert orders.min() >= 1.8, (errors, orders)
     assert errors[-1] < 5e-4  # measured 3.5e-4
 
