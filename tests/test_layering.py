@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("config",),
     ("problem",),
     ("targets", "references"),
-    ("grids._shtns",),
+    ("grids._shtns", "grids._cf"),
     ("grids._circle", "grids._sphere_gauss", "grids._sphere_rings"),
     ("grids._sphere_cells",),
     ("grids",),

@@ -96,8 +96,8 @@ def size_problem(
 ) -> str:
     """Why shtns would end the process for a transform of degree ``lmax`` (order ``mmax``,
     default ``lmax``) on ``nlat`` x ``nphi`` points with SIMD vectors of ``width`` doubles
-    (default :data:`WIDEST`, whose rules hold for every build), or "" when it accepts them. The rules of every grid kind
-    the package uses (Gauss and regular) are the same."""
+    (default :data:`WIDEST`, whose rules hold for every build), or "" when it accepts them.
+    The rules of every grid kind the package uses (Gauss and regular) are the same."""
     mmax = lmax if mmax is None else mmax
     width = WIDEST if width is None else int(width)
     if not 1 <= lmax <= MAX_SHTNS_LMAX:
@@ -111,7 +111,10 @@ def size_problem(
     if nlat <= lmax:
         return f"{nlat} latitude rings are too few for lmax = {lmax}: shtns needs more than lmax"
     if nphi <= 2 * mmax:
-        return f"{nphi} longitudes are too few for mmax = {mmax}: shtns needs more than 2 mmax = {2 * mmax}"
+        return (
+            f"{nphi} longitudes are too few for mmax = {mmax}: "
+            f"shtns needs more than 2 mmax = {2 * mmax}"
+        )
     if nlat < min_rings(width):
         kind = (
             "every CPU's build (avx512's vectors of 8 doubles)"

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._types import Array
+from ._cf import cell_vertices
 from ._sphere_gauss import CELL_AREA_ATTRS
 from ._sphere_rings import MAX_RINGS, MIN_RINGS, RingMesh
 
@@ -21,7 +22,8 @@ def colat_lon_points(theta: Array, phi: Array) -> Array:
 
 
 def colat_lon_frame(theta: Array, phi: Array) -> tuple[Array, Array]:
-    """(e_theta, e_phi): unit tangents towards increasing colatitude (south) and longitude (east)."""
+    """(e_theta, e_phi): unit tangents towards increasing colatitude (south) and longitude
+    (east)."""
     theta, phi = np.broadcast_arrays(theta, phi)
     ct, cp, sp = np.cos(theta), np.cos(phi), np.sin(phi)
     return (
@@ -174,16 +176,7 @@ class LatLonCells:
         lat_v, lon_v = self.vertices()
         order = "in the grid's frame: north-west, south-west, south-east, north-east corner"
         return {
-            "lat_bounds": (
-                ("cell", "nv"),
-                lat_v,
-                {"comment": "latitude of the cell vertices, " + order},
-            ),
-            "lon_bounds": (
-                ("cell", "nv"),
-                lon_v,
-                {"comment": "longitude of the cell vertices, " + order},
-            ),
+            **cell_vertices(lat_v, lon_v, order),
             "cell_area": ("cell", self.weight.copy(), dict(CELL_AREA_ATTRS)),
             "grid_pole": (
                 "xyz",
@@ -197,34 +190,11 @@ class LatLonCells:
             ),
         }
 
-    def dataset_coords(self) -> dict[str, tuple]:
-        """CF coordinates on the ``cell`` dimension."""
-        return {
-            "lat": (
-                "cell",
-                self.lat,
-                {
-                    "long_name": "latitude",
-                    "standard_name": "latitude",
-                    "units": "degrees_north",
-                    "axis": "Y",
-                    "bounds": "lat_bounds",
-                    "comment": "latitude of the cell's coordinate centre",
-                },
-            ),
-            "lon": (
-                "cell",
-                self.lon,
-                {
-                    "long_name": "longitude",
-                    "standard_name": "longitude",
-                    "units": "degrees_east",
-                    "axis": "X",
-                    "bounds": "lon_bounds",
-                    "comment": "longitude of the cell's coordinate centre",
-                },
-            ),
-        }
+    coord_comments = (
+        "latitude of the cell's coordinate centre",
+        "longitude of the cell's coordinate centre",
+    )
+    dataset_coords = RingMesh.dataset_coords
 
     weight_attrs = {
         "long_name": "cell area",

@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from .._lazy import ducc0
 from .._types import Array
+from ._cf import lat_lon_coords
 from ._shtns import WIDEST, make_sht, min_rings
 
 Coefficients = NDArray[np.complex128]
@@ -132,31 +133,9 @@ class GaussGrid:
 
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates for a Dataset: name -> (dims, values, attrs)."""
-        return {
-            "lat": (
-                "lat",
-                self.lat,
-                {
-                    "long_name": "latitude",
-                    "standard_name": "latitude",
-                    "units": "degrees_north",
-                    "axis": "Y",
-                    "bounds": "lat_bounds",
-                    "comment": "Gauss-Legendre nodes",
-                },
-            ),
-            "lon": (
-                "lon",
-                self.lon,
-                {
-                    "long_name": "longitude",
-                    "standard_name": "longitude",
-                    "units": "degrees_east",
-                    "axis": "X",
-                    "bounds": "lon_bounds",
-                },
-            ),
-        }
+        return lat_lon_coords(
+            ("lat", self.lat), ("lon", self.lon), lat_comment="Gauss-Legendre nodes"
+        )
 
     weight_attrs = {
         "long_name": "quadrature weight",

@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from .._types import Array
+from ._cf import cell_vertices, lat_lon_coords
 from ._sphere_gauss import CELL_AREA_ATTRS
 
 #: largest number of rings accepted (cells grow like 4 nlat^2 / pi)
@@ -174,7 +175,8 @@ class RingMesh:
         )
         n = self.n_cells
         lat_faces = np.flatnonzero(self.face_is_latitude)
-        # north[c] = average over c's longitude interval of the ring above (cells of ring j < nlat-1)
+        # north[c] = average over c's longitude interval of the ring above (cells of ring
+        # j < nlat-1)
         w = lon_width[lat_faces]
         self.north_average = sparse.csr_matrix(
             (
@@ -228,34 +230,15 @@ class RingMesh:
             np.stack([lon0, lon1, lon1, lon0], axis=-1),
         )
 
+    #: what the ``lat`` and ``lon`` coordinates of a cell are
+    coord_comments = ("latitude of the cell centre (area centroid)", "longitude of the cell centre")
+
     def dataset_coords(self) -> dict[str, tuple]:
         """CF coordinates on the ``cell`` dimension, with cell vertices for drawing the cells."""
-        return {
-            "lat": (
-                "cell",
-                self.lat,
-                {
-                    "long_name": "latitude",
-                    "standard_name": "latitude",
-                    "units": "degrees_north",
-                    "axis": "Y",
-                    "bounds": "lat_bounds",
-                    "comment": "latitude of the cell centre (area centroid)",
-                },
-            ),
-            "lon": (
-                "cell",
-                self.lon,
-                {
-                    "long_name": "longitude",
-                    "standard_name": "longitude",
-                    "units": "degrees_east",
-                    "axis": "X",
-                    "bounds": "lon_bounds",
-                    "comment": "longitude of the cell centre",
-                },
-            ),
-        }
+        lat_comment, lon_comment = self.coord_comments
+        return lat_lon_coords(
+            ("cell", self.lat), ("cell", self.lon), lat_comment=lat_comment, lon_comment=lon_comment
+        )
 
     def dataset_variables(self) -> dict[str, tuple]:
         """Mesh description: CF cell vertices (degrees, :meth:`vertices`), cell areas and the
@@ -266,16 +249,7 @@ class RingMesh:
             "north-west corner; caps: two vertices at the pole, longitudes 0 to 360"
         )
         return {
-            "lat_bounds": (
-                ("cell", "nv"),
-                lat_v,
-                {"comment": "latitude of the cell vertices, " + order},
-            ),
-            "lon_bounds": (
-                ("cell", "nv"),
-                lon_v,
-                {"comment": "longitude of the cell vertices, " + order},
-            ),
+            **cell_vertices(lat_v, lon_v, order),
             "cell_area": ("cell", self.area.copy(), dict(CELL_AREA_ATTRS)),
             "ring_count": (
                 "ring",
