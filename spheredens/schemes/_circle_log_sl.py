@@ -43,6 +43,7 @@ import math
 from typing import Any, Mapping
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._types import Array
 from .._validate import as_float
@@ -130,23 +131,45 @@ def _backward_right_movers(x: Array, u: Array, h: float, dt: float) -> Array:
     i0 = np.minimum(np.floor(x / h).astype(np.int64), n - 1)
     frac = x - i0 * h
     u0, u1 = u[i0], u[(i0 + 1) % n]
-    a = (u1 - u0) / h
+    out, beyond, tau0 = backward_within_segment(frac, u0, (u1 - u0) / h, dt)
+    if beyond.any():
+        out[beyond] = frac[beyond] + _node_paths(u, h, i0[beyond], dt - tau0[beyond])
+    return out
+
+
+def tolerance_option(table: Mapping[str, Any], prefix: str, more: str = "") -> float:
+    """The option ``tolerance`` of a log_sl scheme (the error of log rho allowed in one step),
+    checked; ``more`` is added to what the message says it is."""
+    return as_float(
+        table.get("tolerance", DEFAULT_TOLERANCE),
+        f"{prefix}.tolerance",
+        minimum=MIN_TOLERANCE,
+        maximum=1.0,
+        what=f" (the error of log rho allowed in one step{more})",
+    )
+
+
+def backward_within_segment(
+    frac: Array, u0: Array, a: Array, dt: float
+) -> tuple[Array, NDArray[np.bool_], Array]:
+    """Backward displacements over time dt of points at distance ``frac`` right of a node where
+    the velocity is ``u0``, rising with slope ``a`` (linear between nodes), for the points that
+    move right (0 at the others).
+
+    Returns ``(out, beyond, tau0)``: ``out`` holds the displacement of the points whose
+    backward path stays right of the node; ``beyond`` marks the points that reach the node
+    going back, at time ``tau0`` (the caller continues their paths through the nodes)."""
     ux = u0 + a * frac
-    out = np.zeros(x.size)
+    out = np.zeros(frac.size)
     moving = ux > 0.0
-    if not moving.any():
-        return out
-    # time to reach node i0 going back: frac log(ux / u0) / (ux - u0); none through a zero of u
+    # time to reach the node going back: frac log(ux / u0) / (ux - u0); none through a zero of u
     reach = moving & (u0 > 0.0)
     tau0 = np.where(
         reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf
     )
     inside = moving & (tau0 >= dt)
     out[inside] = ux[inside] * dt * relative_expm1(a[inside] * dt)
-    beyond = moving & (tau0 < dt)
-    if beyond.any():
-        out[beyond] = frac[beyond] + _node_paths(u, h, i0[beyond], dt - tau0[beyond])
-    return out
+    return out, moving & (tau0 < dt), tau0
 
 
 def backward_trace(x: Array, u: Array, h: float, dt: float) -> Array:
@@ -362,14 +385,11 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         return {
-            "tolerance": as_float(
-                table.get("tolerance", DEFAULT_TOLERANCE),
-                f"{prefix}.tolerance",
-                minimum=MIN_TOLERANCE,
-                maximum=1.0,
-                what=" (the error of log rho allowed in one step; the steps grow "
-                "like tolerance^-1/2: about 5000 per unit time at 1e-8, "
-                "26 s at n = 32 to t = 0.2 on 2 cores)",
+            "tolerance": tolerance_option(
+                table,
+                prefix,
+                "; the steps grow like tolerance^-1/2: about 5000 per unit time at 1e-8, "
+                "26 s at n = 32 to t = 0.2 on 2 cores",
             )
         }
 

@@ -36,6 +36,7 @@ from .._types import Array
 from ._circle_log_sl import (
     _EDGE,
     _langevin_slope,
+    backward_within_segment,
     inverse_langevin,
     langevin,
     log_integral_exp,
@@ -78,19 +79,8 @@ class LineField:
         x0, u0, u1 = X[line, left], U[line, left], U[line, right]
         length = X[line, right] - x0
         frac = x - x0
-        a = (u1 - u0) / length
-        ux = u0 + a * frac
-        out = np.zeros(x.size)
-        moving = ux > 0.0
-        if not moving.any():
-            return out
-        reach = moving & (u0 > 0.0)
-        tau0 = np.where(
-            reach, travel_time(frac, np.where(reach, u0, 1.0), np.where(reach, ux, 1.0)), np.inf
-        )
-        inside = moving & (tau0 >= dt)
-        out[inside] = ux[inside] * dt * relative_expm1(a[inside] * dt)
-        beyond = np.flatnonzero(moving & (tau0 < dt))
+        out, beyond, tau0 = backward_within_segment(frac, u0, (u1 - u0) / length, dt)
+        beyond = np.flatnonzero(beyond)
         if beyond.size:
             out[beyond] = frac[beyond] + self._node_paths(
                 X, U, line[beyond], left[beyond], dt - tau0[beyond], dt
