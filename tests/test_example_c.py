@@ -32,6 +32,7 @@ def runs():
     return {beta: example_c(beta, 40.0 if beta == 100.0 else 20.0) for beta in BETAS}
 
 
+@pytest.mark.slow
 def test_fv_keeps_density_nonnegative_when_concentrating(runs):
     ds = runs[100.0]
     assert float(ds.time[-1]) == 40.0 and ds.attrs["run_status"] == "complete"
@@ -41,6 +42,7 @@ def test_fv_keeps_density_nonnegative_when_concentrating(runs):
 
 
 @pytest.mark.parametrize("beta", BETAS)
+@pytest.mark.slow
 def test_mass_conserved_over_full_run(runs, beta):
     mass = runs[beta]["mass"].values
     # ~5000 steps x 3 stages of round-off on O(1) numbers: a random walk far below 1e-12
@@ -48,12 +50,14 @@ def test_mass_conserved_over_full_run(runs, beta):
 
 
 @pytest.mark.parametrize("beta", BETAS)
+@pytest.mark.slow
 def test_w2_projection_decreases_early(runs, beta):
     ds = runs[beta]
     w2 = ds["w2_projection"].sel(time=slice(0.0, 5.0)).values
     assert np.all(np.diff(w2) < 0), w2
 
 
+@pytest.mark.slow
 def test_minimum_w2_decreases_with_beta(runs):
     minima = [float(runs[b]["w2_projection"].min()) for b in BETAS]
     assert minima[0] > minima[1] > minima[2], minima

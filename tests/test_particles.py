@@ -103,6 +103,7 @@ def mean_w2(density, base, n, init, seeds):
     return float(np.mean(values))
 
 
+@pytest.mark.slow
 def test_circle_iid_rate_and_quantile_advantage(circle_density):
     ns = np.array([100, 300, 1000, 3000])
     seeds = {100: range(8), 300: range(8), 1000: range(4), 3000: range(2)}
@@ -113,6 +114,7 @@ def test_circle_iid_rate_and_quantile_advantage(circle_density):
     assert w2[2] >= 10 * quantile, (w2[2], quantile)  # measured ~15x
 
 
+@pytest.mark.slow
 def test_sphere_iid_rate():
     density = sd.run(sd.config_from_dict(SPHERE), progress=False)
     ns = np.array([100, 300, 1000, 3000])

@@ -81,6 +81,7 @@ def assert_identical(ds, ref):
     assert ds.attrs["n_steps"] == ref.attrs["n_steps"]
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_bit_for_bit(tmp_path, reference):
     rng = np.random.default_rng(12345)
     outcomes = {"no file": 0, "partial": 0, "complete": 0}

@@ -338,6 +338,7 @@ def test_a_workers_warnings_are_one_spheredens_warning_line(tmp_path):
     assert sd.open_run(case).attrs["run_status"] == "complete" and lock_records(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigint_group", "sigterm"])
 def test_an_interrupted_sweep_leaves_no_lock_file_and_resumes(tmp_path, how):
     """Item 7: Ctrl-C (SIGINT to the process group, as a terminal sends it) or SIGTERM to the
