@@ -42,7 +42,7 @@ from .io import FileWriter, check_not_input, check_output_location, open_particl
 from .locking import output_lock
 from .models import Model
 from .problem import Problem
-from .recorder import checkpoint_digest
+from .recorder import checkpoint_digest, run_status
 from .runner import Notify, input_files, resume_point, run_difference
 from .schema import particle_dataset
 from .schemes import Scheme, Tendency
@@ -475,13 +475,7 @@ class ParticleRecorder(Observer):
         return float("nan") if self._w2 is None else self._w2(x, self.system.weight)
 
     def finish(self, result: Any) -> None:
-        self.status = {
-            "run_status": "complete" if result.completed else "partial",
-            "stop_reason": result.stop_reason,
-            "stop_message": result.message,
-            "n_steps": int(result.n_steps),
-            "wall_time_seconds": float(result.wall_time),
-        }
+        self.status = run_status(result)
 
     def dataset(self) -> Any:
         """The Dataset of the snapshots so far (:func:`spheredens.schema.particle_dataset`)."""

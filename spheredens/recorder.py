@@ -217,6 +217,19 @@ def checkpoint_problem(ds: Any) -> str:
     return ""
 
 
+
+def run_status(result: Any) -> dict[str, Any]:
+    """The status attributes of a finished run (:class:`~spheredens.simulate.SimulationResult`):
+    ``run_status`` (complete or partial), ``stop_reason``, ``stop_message``, ``n_steps`` and
+    ``wall_time_seconds``."""
+    return {
+        "run_status": "complete" if result.completed else "partial",
+        "stop_reason": result.stop_reason,
+        "stop_message": result.message,
+        "n_steps": int(result.n_steps),
+        "wall_time_seconds": float(result.wall_time),
+    }
+
 class Recorder(Observer):
     """Observer collecting the density and its diagnostics at every snapshot time.
 
@@ -473,11 +486,7 @@ class Recorder(Observer):
     def finish(self, result: Any) -> None:
         self._drop_partial_snapshot()
         self.status = {
-            "run_status": "complete" if result.completed else "partial",
-            "stop_reason": result.stop_reason,
-            "stop_message": result.message,
-            "n_steps": int(result.n_steps),
-            "wall_time_seconds": float(result.wall_time),
+            **run_status(result),
             "wall_time_total_seconds": self._wall_before + float(result.wall_time),
         }
 

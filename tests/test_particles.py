@@ -371,7 +371,7 @@ def test_compare_reports_the_departures_as_computed_by_hand(tmp_path, capsys):
 
 
 def test_departure_verdict_says_which_side_has_left():
-    from spheredens.compare import departure_verdict
+    from spheredens.analysis import departure_verdict
 
     nan = float("nan")
     only_density = departure_verdict(

@@ -314,7 +314,7 @@ def test_angles_are_in_radians_everywhere(files, tmp_path, drawn):
     sd.plot_run(sd.open_run(files["circle"]), tmp_path / "c.png")
     sd.plot_run(sd.open_particles(files["particles_circle"]), tmp_path / "p.png")
     sd.plot_run(sd.open_run(files["usa_av"]), tmp_path / "a.png")
-    from spheredens.compare import plot_comparison
+    from spheredens.plot import plot_comparison
 
     cmp = xr.open_dataset(files["compare_circle"]).load()
     plot_comparison(
