@@ -309,17 +309,9 @@ def check_not_input(
         The configuration key or command line option the output comes from, named first in the
         message (``key`` wins).
 
-    Returns
-    -------
-    Path
-        ``path`` as a :class:`~pathlib.Path`.
-
-    Raises
-    ------
-    ConfigError
-        ``path`` is the same file as an input: the same name once resolved, or, when both
-        exist, the same file through a link (:func:`os.path.samefile`); also with
-        ``--overwrite``.
+    Returns ``path`` as a :class:`~pathlib.Path`, and raises :class:`ConfigError` when
+    ``path`` is the same file as an input: the same name once resolved, or, when both exist,
+    the same file through a link (:func:`os.path.samefile`); also with ``--overwrite``.
     """
     path = Path(path)
     for what, source in inputs:

@@ -482,13 +482,12 @@ class ParticleRecorder(Observer):
         system, problem = self.system, self.system.problem
         n = len(system.weight)
         labels = None if system.slices is None else (system.slices, problem.xi, problem.xi_weight)
+        run = {"domain": problem.domain, "model": problem.model, "config": self.config.to_toml()}
         ds = particle_dataset(
             self.times,
             self.positions,
             system.weight,
-            domain=problem.domain,
-            model=problem.model,
-            config=self.config.to_toml(),
+            **run,
             attrs={
                 "initialization": self.initialization,
                 "seed": int(self.seed),

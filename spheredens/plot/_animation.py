@@ -35,9 +35,7 @@ from ._common import (
     _w2_axes,
     open_figure_file,
 )
-from ._comparison import (
-    compare_w2_axes,
-)
+from ._comparison import circle_density_and_particles, compare_w2_axes
 from ._density import (
     _run_title,
 )
@@ -290,16 +288,7 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
         )
         compare_w2_axes(ax0, cmp)
         drawers.append(_cursor(ax0, t[0]))
-        layer = _CircleDensity(
-            density,
-            ax1,
-            log=False,
-            slices=False,
-            label="rho (marginal)" if "xi" in density["rho"].dims else "rho",
-        )
-        particles = _CircleParticles(run, hist=ax1, ymax=ax1.get_ylim()[1])
-        ax1.set_ylabel("density (per radian)")
-        _circle_target_lines(ax1, targets, vertical=True)
+        layer, particles = circle_density_and_particles(density, run, ax1, targets)
         ax1.legend(
             handles=ax1.get_legend_handles_labels()[0] + _target_handles(targets), fontsize=7
         )

@@ -249,6 +249,20 @@ def _sphere_view_axes(fig: Any, cells: Sequence[Any]) -> list[Any]:
     return axes
 
 
+def _target_markers(ax: Any, style: dict[str, str], x: Array, y: Array) -> None:
+    """The points of a target at (x, y) on ``ax``, as its markers."""
+    ax.plot(
+        x,
+        y,
+        ls="none",
+        marker=style["marker"],
+        ms=9,
+        color=style["color"],
+        markeredgecolor="k",
+        zorder=6,
+    )
+
+
 def _sphere_targets(
     axes: Sequence[Any], targets: Sequence[Target], views: Sequence[Any] = SPHERE_VIEWS
 ) -> None:
@@ -261,16 +275,7 @@ def _sphere_targets(
                 v, right, up = _view_frame(view)
                 if len(pts):
                     front = pts @ v > 0
-                    ax.plot(
-                        pts[front] @ right,
-                        pts[front] @ up,
-                        ls="none",
-                        marker=style["marker"],
-                        ms=9,
-                        color=style["color"],
-                        markeredgecolor="k",
-                        zorder=6,
-                    )
+                    _target_markers(ax, style, pts[front] @ right, pts[front] @ up)
                 if len(curve):
                     xs, ys = curve @ right, curve @ up
                     hidden = curve @ v < -1e-9  # a great circle through the rim is drawn
@@ -284,17 +289,7 @@ def _sphere_targets(
                     )
             else:
                 if len(pts):
-                    lon, lat = _lon_lat(pts)
-                    ax.plot(
-                        lon,
-                        lat,
-                        ls="none",
-                        marker=style["marker"],
-                        ms=9,
-                        color=style["color"],
-                        markeredgecolor="k",
-                        zorder=6,
-                    )
+                    _target_markers(ax, style, *_lon_lat(pts))
                 if len(curve):
                     lon, lat = _lon_lat(curve)
                     jump = np.concatenate([[False], np.abs(np.diff(lon)) > np.pi])

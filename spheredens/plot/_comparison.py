@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -72,6 +72,24 @@ def compare_w2_axes(ax: Any, cmp: Any) -> None:
     ax.set_ylabel("W2 density vs particles (radians)")
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
+
+
+def circle_density_and_particles(
+    density: Any, run: Any, ax: Any, targets: Sequence[Any]
+) -> tuple[_CircleDensity, _CircleParticles]:
+    """On one axis of theta, per radian: rho (the marginal with slices) and the histogram of
+    the angles of the particles of ``run``, with the target lines; the two layers returned."""
+    layer = _CircleDensity(
+        density,
+        ax,
+        log=False,
+        slices=False,
+        label="rho (marginal)" if "xi" in density["rho"].dims else "rho",
+    )
+    particles = _CircleParticles(run, hist=ax, ymax=ax.get_ylim()[1])
+    ax.set_ylabel("density (per radian)")
+    _circle_target_lines(ax, targets, vertical=True)
+    return layer, particles
 
 
 def plot_compare_file(cmp: Any, path: str | Path) -> Path:
@@ -180,18 +198,9 @@ def plot_comparison(
         ti = t[i]
         if circle:
             ax = fig.add_subplot(1, len(idx) + 1, c + 2)
-            layer = _CircleDensity(
-                density,
-                ax,
-                log=False,
-                slices=False,
-                label="rho (marginal)" if "xi" in density["rho"].dims else "rho",
-            )
-            hist = _CircleParticles(particles, hist=ax, ymax=ax.get_ylim()[1])
+            layer, hist = circle_density_and_particles(density, particles, ax, targets)
             layer.draw(ti)
             hist.draw(ti)
-            ax.set_ylabel("density (per radian)")
-            _circle_target_lines(ax, targets, vertical=True)
             ax.legend(
                 handles=ax.get_legend_handles_labels()[0]
                 + (_target_handles(targets) if c == 0 else []),

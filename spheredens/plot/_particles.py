@@ -10,6 +10,7 @@ import numpy as np
 from .._lazy import pyplot as plt
 from ..geometry import circle_angle
 from ..targets import file_targets
+from . import _common as common
 from ._common import (
     SPHERE_VIEWS,
     W2_LABEL,
@@ -20,8 +21,6 @@ from ._common import (
     _sphere_targets,
     _sphere_view_axes,
     _target_handles,
-    _targets_legend,
-    _theta_axis,
     save_figure,
 )
 from ._layers import (
@@ -104,7 +103,7 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
                 handles=_target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85
             )
         ax.set_xlabel("t")
-        _theta_axis(ax, "y")
+        common._theta_axis(ax, "y")
         ax.set_title(_particles_title(run), fontsize=9)
         ax = fig.add_subplot(top[0, 1])
         if not _particle_w2_axes(ax, run):
@@ -142,5 +141,5 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
             0.5, 0.5, "no W2 to a target recorded", ha="center", va="center", transform=ax.transAxes
         )
     fig.suptitle(_particles_title(run), fontsize=10)
-    _targets_legend(fig, targets)
+    common._targets_legend(fig, targets)
     return save_figure(fig, path)
