@@ -868,9 +868,11 @@ def test_python_api_tells_notify_or_the_log(tmp_path, caplog):
         )
     ]
     assert ds.attrs["source_layout"] == f"shape ({N}, 4, 3) read as (time, n, d)"
-    with caplog.at_level("INFO", logger="spheredens.io"):
+    with caplog.at_level("INFO", logger="spheredens.convert"):
         convert_particles(tmp_path / "y.npy", domain="sphere", dt=1.0)
-    assert [r.getMessage() for r in caplog.records if r.name == "spheredens.io"] == [told[0][1]]
+    assert [r.getMessage() for r in caplog.records if r.name == "spheredens.convert"] == [
+        told[0][1]
+    ]
     told.clear()
     convert_particles(
         tmp_path / "y.npy",

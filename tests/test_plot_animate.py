@@ -204,11 +204,11 @@ def test_mp4_has_the_frames_asked_for(files, tmp_path):
 def test_default_format_follows_ffmpeg(files, tmp_path, monkeypatch):
     source = tmp_path / "c.nc"
     shutil.copy(files["circle"], source)
-    monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: False)
+    monkeypatch.setattr(sdplot._animation, "ffmpeg_available", lambda: False)
     assert sdplot.animation_output_path(source) == tmp_path / "c.gif"
     assert main(["animate", str(source), "--frames", "2"]) == 0
     assert Image.open(tmp_path / "c.gif").n_frames == 2
-    monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: True)
+    monkeypatch.setattr(sdplot._animation, "ffmpeg_available", lambda: True)
     assert sdplot.animation_output_path(source) == tmp_path / "c.mp4"
 
 
@@ -239,7 +239,7 @@ def test_animation_paths_and_options_are_refused_in_one_line(files, tmp_path, ca
         == 0
     )
     capsys.readouterr()
-    monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: False)
+    monkeypatch.setattr(sdplot._animation, "ffmpeg_available", lambda: False)
     assert main(["animate", circle, "-o", str(tmp_path / "x.mp4")]) == 2
     assert "ffmpeg is not installed" in one_line(capsys) and not (tmp_path / "x.mp4").exists()
     with pytest.raises(SystemExit):
@@ -298,7 +298,8 @@ def drawn(monkeypatch):
         ]
         return real(fig, path, **kw)
 
-    monkeypatch.setattr(sdplot, "save_figure", keep)
+    for module in (sdplot._density, sdplot._particles, sdplot._comparison, sdplot._study):
+        monkeypatch.setattr(module, "save_figure", keep)
     return figures
 
 
