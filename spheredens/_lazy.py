@@ -4,7 +4,8 @@
 modules write ``from ._lazy import xarray as xr`` at their top, and the library is imported
 the first time an attribute is used (``xr.Dataset``). This is the only place where a library
 is imported lazily; no module of spheredens imports anything inside a function
-(tests/test_layering.py checks both).
+(tests/test_layering.py checks both). :func:`when_imported` runs code once a library is
+imported, by whoever imports it (the ``ds.sd`` accessor registers itself so with xarray).
 """
 
 from __future__ import annotations

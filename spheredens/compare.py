@@ -4,7 +4,8 @@ spread of an ensemble of particle runs (:func:`w2_between_runs`, :func:`ensemble
 
 The inputs are checked first: their kinds (:func:`check_argument_kinds`), and that the particles
 come from the density's model (:mod:`spheredens.agreement`); the departures from the
-zero-temperature target are those of :mod:`spheredens.analysis` (:func:`~spheredens.analysis.departures`)."""
+zero-temperature target are those of :mod:`spheredens.analysis`
+(:func:`~spheredens.analysis.departures`)."""
 
 from __future__ import annotations
 
@@ -72,16 +73,18 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
         if k == 0:
             others = names[1] if runs == 1 else "every particle file"
             out.append(
-                f"{density}: compared at the {shared} time{many} it shares with {others}, of its {count}"
+                f"{density}: compared at the {shared} time{many} it shares with {others}, "
+                f"of its {count}"
             )
         elif runs == 1:
             out.append(
-                f"{name}: compared at the {shared} time{many} it shares with {density}, of its {count}"
+                f"{name}: compared at the {shared} time{many} it shares with {density}, "
+                f"of its {count}"
             )
         else:
             out.append(
-                f"{name}: compared at the {shared} time{many} common to {density} and every particle "
-                f"file, of its {count}"
+                f"{name}: compared at the {shared} time{many} common to {density} and every "
+                f"particle file, of its {count}"
             )
     return out
 
@@ -189,7 +192,8 @@ def check_argument_kinds(
     Parameters
     ----------
     kinds : sequence of (kind, schema)
-        :func:`path_kind` (or file_kind and file_schema of :mod:`spheredens.schema`) of the density, then of each particle run.
+        :func:`path_kind` (or ``file_kind`` and ``file_schema`` of :mod:`spheredens.schema`)
+        of the density, then of each particle run.
     names : sequence of str
         Their names in the message (file names).
     usage : str
@@ -287,7 +291,8 @@ def compare(
         the piecewise-constant density and its cell-centre atoms (the grid's resolution); on the
         sphere the coarsening bound (see :func:`spheredens.transport.sphere_density_atoms`). The
         density is represented as for the runs' ``w2_projection``
-        (:func:`spheredens.diagnostics.grid_atoms`, stated in the ``comment`` of ``w2``). With several runs also
+        (:func:`spheredens.diagnostics.grid_atoms`, stated in the ``comment`` of ``w2``). With
+        several runs also
         ``w2_between_runs`` (run, other_run): W2 between the runs at the last common time, the
         ensemble's sampling error (:func:`ensemble_agreement`). With slices also
         ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k

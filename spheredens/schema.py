@@ -8,9 +8,13 @@ Datasets.
   :func:`validate_particles`.
 
 The recorders (:class:`spheredens.recorder.Recorder`,
-:class:`spheredens.particles.ParticleRecorder`) and :func:`spheredens.io.convert_particles`
+:class:`spheredens.particles.ParticleRecorder`) and :func:`spheredens.convert.convert_particles`
 only gather the arrays; what the file looks like is decided here. xarray is imported inside
 the builders only, so that ``import spheredens`` stays light.
+
+What kind a file is (a density, particle, comparison, sweep or analysis file) is decided here
+too, by :func:`file_kind`; the variables of the files of compare and analyze-beta are in
+:mod:`spheredens.result_schema`.
 """
 
 from __future__ import annotations

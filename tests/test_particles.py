@@ -318,7 +318,8 @@ initialization = "quantile"
 
 
 def hand_departure(t, w2):
-    """analyze-beta's rule written out: the first snapshot after the minimum with W2 > 2 min + 0.02."""
+    """analyze-beta's rule written out: the first snapshot after the minimum with
+    W2 > 2 min + 0.02."""
     i = int(np.argmin(w2))
     later = [k for k in range(i + 1, len(t)) if w2[k] > 2 * w2[i] + 0.02]
     return t[later[0]] if later else np.nan

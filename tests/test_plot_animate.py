@@ -298,7 +298,7 @@ def drawn(monkeypatch):
         ]
         return real(fig, path, **kw)
 
-    for module in (sdplot._density, sdplot._particles, sdplot._comparison, sdplot._study):
+    for module in (sdplot._common, sdplot._density, sdplot._comparison, sdplot._study):
         monkeypatch.setattr(module, "save_figure", keep)
     return figures
 

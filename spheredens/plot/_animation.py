@@ -20,34 +20,34 @@ from ..schema import file_kind
 from ..targets import file_targets
 from ._common import (
     SPHERE_VIEWS,
-    _circle_target_lines,
-    _cursor,
-    _finite,
-    _lon_lat,
-    _on_circle,
-    _other_curve,
-    _source,
-    _sphere_targets,
-    _sphere_view_axes,
-    _target_handles,
-    _targets_legend,
-    _view_frame,
-    _w2_axes,
+    any_finite,
+    circle_target_lines,
+    figure_source,
+    lon_lat,
+    on_circle,
     open_figure_file,
+    other_curve,
+    sphere_targets,
+    sphere_view_axes,
+    target_handles,
+    targets_legend,
+    time_cursor,
+    view_frame,
+    w2_axes,
 )
 from ._comparison import circle_density_and_particles, compare_w2_axes
 from ._density import (
-    _run_title,
+    run_title,
 )
 from ._layers import (
-    _CircleDensity,
-    _CircleParticles,
-    _SphereDensity,
-    _SphereParticles,
+    CircleDensity,
+    CircleParticles,
+    SphereDensity,
+    SphereParticles,
 )
 from ._particles import (
-    _particle_w2_axes,
-    _particles_title,
+    particle_w2_axes,
+    particles_title,
 )
 
 #: frames per second of an animation (``spheredens animate --fps``)
@@ -130,31 +130,31 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
     """(figure, draw(t), title text) of a density run."""
     targets = file_targets(ds)
     t = np.asarray(ds["time"].values, dtype=float)
-    if _on_circle(ds):
+    if on_circle(ds):
         fig, (ax0, ax1) = plt.subplots(
             1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.5, 1]}
         )
-        density = _CircleDensity(ds, ax0)
-        _circle_target_lines(ax0, targets, vertical=True)
+        density = CircleDensity(ds, ax0)
+        circle_target_lines(ax0, targets, vertical=True)
         ax0.legend(
-            handles=ax0.get_legend_handles_labels()[0] + _target_handles(targets),
+            handles=ax0.get_legend_handles_labels()[0] + target_handles(targets),
             fontsize=7,
             loc="lower left",
             framealpha=0.85,
         )
         drawers = [density.draw]
-        if _w2_axes(ax1, ds):
+        if w2_axes(ax1, ds):
             ax1.set_title("distances to the targets", fontsize=9)
         else:
-            _other_curve(ax1, ds, density.rho.max(axis=1), "max rho (per radian)")
-        drawers.append(_cursor(ax1, t[0]))
-        title = fig.suptitle(_run_title(ds, "circle"), fontsize=10)
+            other_curve(ax1, ds, density.rho.max(axis=1), "max rho (per radian)")
+        drawers.append(time_cursor(ax1, t[0]))
+        title = fig.suptitle(run_title(ds, "circle"), fontsize=10)
     else:
         fig = plt.figure(figsize=(11, 5.8))
         grid = fig.add_gridspec(2, 3, height_ratios=[3.0, 1.6], width_ratios=[1, 1, 1.9])
-        axes = _sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
-        density = _SphereDensity(ds, axes)
-        _sphere_targets(axes, targets)
+        axes = sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
+        density = SphereDensity(ds, axes)
+        sphere_targets(axes, targets)
         for ax, (_, _, label) in zip(axes, SPHERE_VIEWS):
             ax.set_title(label, fontsize=8)
         fig.colorbar(density.mappable, ax=axes[2], shrink=0.8, label="rho (per steradian)")
@@ -170,7 +170,7 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
             layers = []
             for ax, (kind, view, _) in zip(axes, SPHERE_VIEWS):
                 dots = ax.scatter([], [], s=30, marker="o", edgecolors="w", lw=0.6, zorder=7)
-                layers.append((dots, kind, None if view is None else _view_frame(view)))
+                layers.append((dots, kind, None if view is None else view_frame(view)))
             entry = plt.Line2D(
                 [],
                 [],
@@ -191,18 +191,18 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
                         dots.set_offsets(np.column_stack([m[front] @ right, m[front] @ up]))
                         dots.set_facecolor(rgba[front])
                     else:
-                        dots.set_offsets(np.column_stack(_lon_lat(m)))
+                        dots.set_offsets(np.column_stack(lon_lat(m)))
                         dots.set_facecolor(rgba)
 
             drawers.append(draw_modes)
         ax = fig.add_subplot(grid[1, :])
-        if not _w2_axes(ax, ds):
-            _other_curve(
+        if not w2_axes(ax, ds):
+            other_curve(
                 ax, ds, density.rho.reshape(t.size, -1).max(axis=1), "max rho (per steradian)"
             )
-        drawers.append(_cursor(ax, t[0]))
-        title = fig.suptitle(_run_title(ds, "sphere"), fontsize=10)
-        _targets_legend(fig, targets)
+        drawers.append(time_cursor(ax, t[0]))
+        title = fig.suptitle(run_title(ds, "sphere"), fontsize=10)
+        targets_legend(fig, targets)
     return fig, lambda s: [draw(s) for draw in drawers], title
 
 
@@ -210,16 +210,16 @@ def _particle_animation(run: Any) -> tuple[Any, Callable[[float], None], Any]:
     """(figure, draw(t), title text) of a particle run."""
     targets = file_targets(run)
     t = np.asarray(run["time"].values, dtype=float)
-    has_w2 = "w2_projection" in run and _finite(run["w2_projection"].values)
-    if _on_circle(run):
+    has_w2 = "w2_projection" in run and any_finite(run["w2_projection"].values)
+    if on_circle(run):
         fig, axes = plt.subplots(1, 3 if has_w2 else 2, figsize=(13 if has_w2 else 9, 4.2))
-        layer = _CircleParticles(run, ring=axes[0], hist=axes[1], targets=targets)
-        _circle_target_lines(axes[1], targets, vertical=True)
-        axes[1].legend(handles=_target_handles(targets), fontsize=7, loc="upper right")
+        layer = CircleParticles(run, ring=axes[0], hist=axes[1], targets=targets)
+        circle_target_lines(axes[1], targets, vertical=True)
+        axes[1].legend(handles=target_handles(targets), fontsize=7, loc="upper right")
         drawers = [layer.draw]
         if has_w2:
-            _particle_w2_axes(axes[2], run)
-            drawers.append(_cursor(axes[2], t[0]))
+            particle_w2_axes(axes[2], run)
+            drawers.append(time_cursor(axes[2], t[0]))
     else:
         fig = plt.figure(figsize=(11, 5.8 if has_w2 else 4.2))
         grid = fig.add_gridspec(
@@ -228,18 +228,18 @@ def _particle_animation(run: Any) -> tuple[Any, Callable[[float], None], Any]:
             height_ratios=[3.0, 1.6] if has_w2 else [1.0],
             width_ratios=[1, 1, 1.9],
         )
-        axes = _sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
-        layer = _SphereParticles(run, axes, size=6.0)
-        _sphere_targets(axes, targets)
+        axes = sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
+        layer = SphereParticles(run, axes, size=6.0)
+        sphere_targets(axes, targets)
         for ax, (_, _, label) in zip(axes, SPHERE_VIEWS):
             ax.set_title(label, fontsize=8)
         drawers = [layer.draw]
         if has_w2:
             ax = fig.add_subplot(grid[1, :])
-            _particle_w2_axes(ax, run)
-            drawers.append(_cursor(ax, t[0]))
-        _targets_legend(fig, targets)
-    title = fig.suptitle(_particles_title(run), fontsize=10)
+            particle_w2_axes(ax, run)
+            drawers.append(time_cursor(ax, t[0]))
+        targets_legend(fig, targets)
+    title = fig.suptitle(particles_title(run), fontsize=10)
     return fig, lambda s: [draw(s) for draw in drawers], title
 
 
@@ -280,37 +280,35 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
         fig, ax = plt.subplots(1, 1, figsize=(7, 4.2))
         compare_w2_axes(ax, cmp)
         ax.set_title("(the density and particle files it names were not found)", fontsize=8)
-        drawers.append(_cursor(ax, t[0]))
-    elif _on_circle(density):
+        drawers.append(time_cursor(ax, t[0]))
+    elif on_circle(density):
         targets = file_targets(density)
         fig, (ax0, ax1) = plt.subplots(
             1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.4]}
         )
         compare_w2_axes(ax0, cmp)
-        drawers.append(_cursor(ax0, t[0]))
+        drawers.append(time_cursor(ax0, t[0]))
         layer, particles = circle_density_and_particles(density, run, ax1, targets)
-        ax1.legend(
-            handles=ax1.get_legend_handles_labels()[0] + _target_handles(targets), fontsize=7
-        )
+        ax1.legend(handles=ax1.get_legend_handles_labels()[0] + target_handles(targets), fontsize=7)
         drawers += [layer.draw, particles.draw]
     else:
         targets = file_targets(density)
         fig = plt.figure(figsize=(11, 5.8))
         grid = fig.add_gridspec(2, 3, height_ratios=[3.0, 1.6], width_ratios=[1, 1, 1.9])
-        axes = _sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
-        layer = _SphereDensity(density, axes)
+        axes = sphere_view_axes(fig, [grid[0, 0], grid[0, 1], grid[0, 2]])
+        layer = SphereDensity(density, axes)
         td = np.asarray(density["time"].values, dtype=float)
-        particles = _SphereParticles(run, axes, size=5.0)
-        _sphere_targets(axes, targets)
+        particles = SphereParticles(run, axes, size=5.0)
+        sphere_targets(axes, targets)
         fig.colorbar(layer.mappable, ax=axes[2], shrink=0.8, label="rho (per steradian)")
         ax = fig.add_subplot(grid[1, :])
         compare_w2_axes(ax, cmp)
         drawers += [
             lambda s: layer.draw(int(np.argmin(np.abs(td - s)))),
             particles.draw,
-            _cursor(ax, t[0]),
+            time_cursor(ax, t[0]),
         ]
-        _targets_legend(fig, targets)
+        targets_legend(fig, targets)
     title = fig.suptitle("density vs particles", fontsize=10)
     return fig, lambda s: [draw(s) for draw in drawers], title
 
@@ -337,7 +335,7 @@ def make_animation(source: Any, *, fps: float = DEFAULT_FPS, frames: int | None 
     spheredens.SchemaError
         ``source`` is not a file spheredens draws.
     """
-    return _animation(*_source(source), fps=fps, frames=frames)[0]
+    return _animation(*figure_source(source), fps=fps, frames=frames)[0]
 
 
 def _check_fps(fps: Any) -> None:
@@ -450,7 +448,7 @@ def animate_run(
     PosixPath('example_c.gif')
     """
     _check_fps(fps)
-    ds, source_path = _source(source)
+    ds, source_path = figure_source(source)
     out = animation_output_path(source_path, output)
     out = check_output_location(out, suffix=out.suffix, mkdir=mkdir)
     anim, fig = _animation(ds, source_path, fps=fps, frames=frames)

@@ -76,7 +76,7 @@ def open_figure_file(path: str | Path) -> Any:
     return ds
 
 
-def _source(source: Any) -> tuple[Any, Path | None]:
+def figure_source(source: Any) -> tuple[Any, Path | None]:
     """(Dataset, its path or None) of a path or a Dataset."""
     if isinstance(source, (str, os.PathLike)):
         return open_figure_file(source), Path(source)
@@ -92,7 +92,7 @@ TARGET_STYLE = {
 }
 
 
-def _target_handles(targets: Sequence[Target]) -> list[Any]:
+def target_handles(targets: Sequence[Target]) -> list[Any]:
     """Legend entries of the targets."""
     handles = []
     for target in targets:
@@ -116,12 +116,12 @@ def _target_handles(targets: Sequence[Target]) -> list[Any]:
     return handles
 
 
-def _targets_legend(fig: Any, targets: Sequence[Target]) -> None:
+def targets_legend(fig: Any, targets: Sequence[Target]) -> None:
     if targets:
-        fig.legend(handles=_target_handles(targets), loc="upper right", fontsize=7, framealpha=0.9)
+        fig.legend(handles=target_handles(targets), loc="upper right", fontsize=7, framealpha=0.9)
 
 
-def _circle_target_lines(ax: Any, targets: Sequence[Target], *, vertical: bool) -> None:
+def circle_target_lines(ax: Any, targets: Sequence[Target], *, vertical: bool) -> None:
     """The target angles on an axis of theta: vertical (theta on x) or horizontal lines."""
     for target in targets:
         style = TARGET_STYLE[target.role]
@@ -130,7 +130,7 @@ def _circle_target_lines(ax: Any, targets: Sequence[Target], *, vertical: bool) 
             draw(angle, color=style["color"], ls=style["ls"], lw=1.6, zorder=5)
 
 
-def _theta_axis(ax: Any, which: str = "x") -> None:
+def theta_axis(ax: Any, which: str = "x") -> None:
     """An axis of theta in radians on [0, 2 pi], with ticks at multiples of pi / 2."""
     ticks = np.arange(5) * np.pi / 2
     labels = ["0", "pi/2", "pi", "3pi/2", "2pi"]
@@ -145,17 +145,17 @@ def _theta_axis(ax: Any, which: str = "x") -> None:
 
 
 # -- curves against time -------------------------------------------------------------------------
-def _on_circle(ds: Any) -> bool:
+def on_circle(ds: Any) -> bool:
     """Whether the file's domain is drawn as the circle: a point there is one angle (the
     domain's ``points_of_angles``); the sphere is drawn on its views."""
     return file_domain(ds).points_of_angles is not None
 
 
-def _finite(values: Any) -> bool:
+def any_finite(values: Any) -> bool:
     return bool(np.any(np.isfinite(np.asarray(values, dtype=float))))
 
 
-def _w2_axes(ax: Any, ds: Any) -> bool:
+def w2_axes(ax: Any, ds: Any) -> bool:
     """W2 to Pi_# rho_0 and to the top eigenspace of V against t (radians, log scale); False
     when the file has neither."""
     t = ds["time"].values
@@ -164,7 +164,7 @@ def _w2_axes(ax: Any, ds: Any) -> bool:
         ("w2_projection", "W2(rho_t, Pi_# rho_0)", {"color": "C3"}),
         ("w2_terminal", "W2 to the top eigenspace of V", {"color": "C0", "ls": "--"}),
     ):
-        if name in ds and _finite(ds[name].values):
+        if name in ds and any_finite(ds[name].values):
             ax.semilogy(
                 t, np.where(ds[name].values > 0, ds[name].values, np.nan), label=label, **style
             )
@@ -177,11 +177,11 @@ def _w2_axes(ax: Any, ds: Any) -> bool:
     return drawn
 
 
-def _other_curve(ax: Any, ds: Any, top: Array, top_label: str) -> None:
+def other_curve(ax: Any, ds: Any, top: Array, top_label: str) -> None:
     """The curve of a run without W2 to a target: for usa_av the W2 of the marginal to the
     nearest Dirac mass (radians, collapse), else max rho."""
     t = ds["time"].values
-    if "marginal_w2_dirac" in ds and _finite(ds["marginal_w2_dirac"].values):
+    if "marginal_w2_dirac" in ds and any_finite(ds["marginal_w2_dirac"].values):
         ax.semilogy(t, np.maximum(ds["marginal_w2_dirac"].values, 1e-6), "-", color="C3")
         ax.set_ylabel("W2(marginal, nearest Dirac) (radians)", fontsize=8)
         ax.set_title("collapse of the marginal", fontsize=9)
@@ -192,7 +192,7 @@ def _other_curve(ax: Any, ds: Any, top: Array, top_label: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _cursor(ax: Any, t0: float) -> Callable[[float], None]:
+def time_cursor(ax: Any, t0: float) -> Callable[[float], None]:
     line = ax.axvline(t0, color="k", lw=0.9, alpha=0.8)
     return lambda t: line.set_xdata([t, t])
 
@@ -206,12 +206,12 @@ SPHERE_VIEWS = (
 )
 
 
-def _edges(centres: np.ndarray, lo: float, hi: float) -> np.ndarray:
+def cell_edges(centres: np.ndarray, lo: float, hi: float) -> np.ndarray:
     mid = 0.5 * (centres[1:] + centres[:-1])
     return np.concatenate([[lo], mid, [hi]])
 
 
-def _view_frame(view: Any) -> tuple[Array, Array, Array]:
+def view_frame(view: Any) -> tuple[Array, Array, Array]:
     """(view, right, up): the direction seen from and the screen axes of an orthographic view."""
     view = np.asarray(view, float) / np.linalg.norm(view)
     up = np.array([0.0, 0.0, 1.0]) if abs(view[2]) < 0.9 else np.array([1.0, 0.0, 0.0])
@@ -220,7 +220,7 @@ def _view_frame(view: Any) -> tuple[Array, Array, Array]:
     return view, right, np.cross(view, right)
 
 
-def _ortho_frame(ax: Any) -> None:
+def ortho_frame(ax: Any) -> None:
     ax.add_patch(patches.Circle((0, 0), 1.0, fill=False, lw=0.6))
     ax.set_xlim(-1.02, 1.02)
     ax.set_ylim(-1.02, 1.02)
@@ -228,28 +228,28 @@ def _ortho_frame(ax: Any) -> None:
     ax.axis("off")
 
 
-def _mollweide_frame(ax: Any) -> None:
+def mollweide_frame(ax: Any) -> None:
     ax.set_xticklabels([])
     ax.set_yticklabels([])
     ax.grid(True, alpha=0.3)
 
 
-def _lon_lat(x: Array) -> tuple[Array, Array]:
+def lon_lat(x: Array) -> tuple[Array, Array]:
     """Longitude in [-pi, pi) and latitude (radians) of unit vectors (..., 3)."""
     return np.arctan2(x[..., 1], x[..., 0]), np.arcsin(np.clip(x[..., 2], -1.0, 1.0))
 
 
-def _sphere_view_axes(fig: Any, cells: Sequence[Any]) -> list[Any]:
+def sphere_view_axes(fig: Any, cells: Sequence[Any]) -> list[Any]:
     """The axes of :data:`SPHERE_VIEWS` in three gridspec cells."""
     axes = []
     for cell, (kind, _, _) in zip(cells, SPHERE_VIEWS):
         ax = fig.add_subplot(cell, projection="mollweide" if kind == "mollweide" else None)
-        (_mollweide_frame if kind == "mollweide" else _ortho_frame)(ax)
+        (mollweide_frame if kind == "mollweide" else ortho_frame)(ax)
         axes.append(ax)
     return axes
 
 
-def _target_markers(ax: Any, style: dict[str, str], x: Array, y: Array) -> None:
+def target_markers(ax: Any, style: dict[str, str], x: Array, y: Array) -> None:
     """The points of a target at (x, y) on ``ax``, as its markers."""
     ax.plot(
         x,
@@ -263,7 +263,7 @@ def _target_markers(ax: Any, style: dict[str, str], x: Array, y: Array) -> None:
     )
 
 
-def _sphere_targets(
+def sphere_targets(
     axes: Sequence[Any], targets: Sequence[Target], views: Sequence[Any] = SPHERE_VIEWS
 ) -> None:
     """The targets on the views: points as markers (front side only), great circles as lines."""
@@ -272,10 +272,10 @@ def _sphere_targets(
             style = TARGET_STYLE[target.role]
             pts, curve = target.points, target.curve()
             if kind == "ortho":
-                v, right, up = _view_frame(view)
+                v, right, up = view_frame(view)
                 if len(pts):
                     front = pts @ v > 0
-                    _target_markers(ax, style, pts[front] @ right, pts[front] @ up)
+                    target_markers(ax, style, pts[front] @ right, pts[front] @ up)
                 if len(curve):
                     xs, ys = curve @ right, curve @ up
                     hidden = curve @ v < -1e-9  # a great circle through the rim is drawn
@@ -289,15 +289,15 @@ def _sphere_targets(
                     )
             else:
                 if len(pts):
-                    _target_markers(ax, style, *_lon_lat(pts))
+                    target_markers(ax, style, *lon_lat(pts))
                 if len(curve):
-                    lon, lat = _lon_lat(curve)
+                    lon, lat = lon_lat(curve)
                     jump = np.concatenate([[False], np.abs(np.diff(lon)) > np.pi])
                     lon, lat = np.where(jump, np.nan, lon), np.where(jump, np.nan, lat)
                     ax.plot(lon, lat, ls=style["ls"], color=style["color"], lw=1.5, zorder=6)
 
 
-def _snapshot_indices(t_all: Array, times: Any, count: int) -> Array:
+def snapshot_indices(t_all: Array, times: Any, count: int) -> Array:
     if times is None:
         return np.unique(np.linspace(0, t_all.size - 1, min(count, t_all.size)).round().astype(int))
     return np.array([int(np.argmin(np.abs(t_all - t))) for t in np.atleast_1d(times)])

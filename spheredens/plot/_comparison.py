@@ -14,21 +14,21 @@ from .._lazy import pyplot as plt
 from ..targets import file_targets
 from ._common import (
     SPHERE_VIEWS,
-    _circle_target_lines,
-    _finite,
-    _mollweide_frame,
-    _on_circle,
-    _snapshot_indices,
-    _sphere_targets,
-    _target_handles,
-    _targets_legend,
+    any_finite,
+    circle_target_lines,
+    mollweide_frame,
+    on_circle,
     save_figure,
+    snapshot_indices,
+    sphere_targets,
+    target_handles,
+    targets_legend,
 )
 from ._layers import (
-    _CircleDensity,
-    _CircleParticles,
-    _SphereDensity,
-    _SphereParticles,
+    CircleDensity,
+    CircleParticles,
+    SphereDensity,
+    SphereParticles,
 )
 
 
@@ -66,7 +66,7 @@ def compare_w2_axes(ax: Any, cmp: Any) -> None:
     ax.semilogy(
         t, mean, "o-", color="C3", ms=3, label=f"mean of {runs} run(s)" if runs > 1 else "W2"
     )
-    if "density_resolution" in cmp and _finite(cmp["density_resolution"].values):
+    if "density_resolution" in cmp and any_finite(cmp["density_resolution"].values):
         ax.semilogy(t, cmp["density_resolution"].values, ":", color="k", label="density resolution")
     ax.set_xlabel("t")
     ax.set_ylabel("W2 density vs particles (radians)")
@@ -76,19 +76,19 @@ def compare_w2_axes(ax: Any, cmp: Any) -> None:
 
 def circle_density_and_particles(
     density: Any, run: Any, ax: Any, targets: Sequence[Any]
-) -> tuple[_CircleDensity, _CircleParticles]:
+) -> tuple[CircleDensity, CircleParticles]:
     """On one axis of theta, per radian: rho (the marginal with slices) and the histogram of
     the angles of the particles of ``run``, with the target lines; the two layers returned."""
-    layer = _CircleDensity(
+    layer = CircleDensity(
         density,
         ax,
         log=False,
         slices=False,
         label="rho (marginal)" if "xi" in density["rho"].dims else "rho",
     )
-    particles = _CircleParticles(run, hist=ax, ymax=ax.get_ylim()[1])
+    particles = CircleParticles(run, hist=ax, ymax=ax.get_ylim()[1])
     ax.set_ylabel("density (per radian)")
-    _circle_target_lines(ax, targets, vertical=True)
+    circle_target_lines(ax, targets, vertical=True)
     return layer, particles
 
 
@@ -107,9 +107,9 @@ def plot_compare_file(cmp: Any, path: str | Path) -> Path:
     """
     t = cmp["time"].values
     panels = ["w2"]
-    if "particle_w2_projection" in cmp and _finite(cmp["particle_w2_projection"].values):
+    if "particle_w2_projection" in cmp and any_finite(cmp["particle_w2_projection"].values):
         panels.append("departure")
-    if "w2_slice" in cmp and _finite(cmp["w2_slice"].values):
+    if "w2_slice" in cmp and any_finite(cmp["w2_slice"].values):
         panels.append("slices")
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 1, 4.2), squeeze=False)
     axes = axes[0]
@@ -186,12 +186,12 @@ def plot_comparison(
         The snapshot times drawn (nearest common ones); default 3 evenly spaced.
     """
     t = cmp["time"].values
-    idx = _snapshot_indices(t, times, 3)
+    idx = snapshot_indices(t, times, 3)
     targets = file_targets(density)
     mean = np.asarray(cmp["w2_mean"].values, dtype=float)
     fig = plt.figure(figsize=(4.0 * (len(idx) + 1.3), 3.9))
     compare_w2_axes(fig.add_subplot(1, len(idx) + 1, 1), cmp)
-    circle = _on_circle(density)
+    circle = on_circle(density)
     mollweide = (SPHERE_VIEWS[2],)
     view = None if circle else density.sd.grid().regular_view(density.sd.marginal())
     for c, i in enumerate(idx):
@@ -203,16 +203,16 @@ def plot_comparison(
             hist.draw(ti)
             ax.legend(
                 handles=ax.get_legend_handles_labels()[0]
-                + (_target_handles(targets) if c == 0 else []),
+                + (target_handles(targets) if c == 0 else []),
                 fontsize=7,
             )
         else:
             ax = fig.add_subplot(1, len(idx) + 1, c + 2, projection="mollweide")
-            _mollweide_frame(ax)
-            layer = _SphereDensity(density, [ax], views=mollweide, view=view)
+            mollweide_frame(ax)
+            layer = SphereDensity(density, [ax], views=mollweide, view=view)
             layer.draw(int(np.argmin(np.abs(density["time"].values - ti))))
-            _SphereParticles(particles, [ax], size=3.0, views=mollweide).draw(ti)
-            _sphere_targets([ax], targets, views=mollweide)
+            SphereParticles(particles, [ax], size=3.0, views=mollweide).draw(ti)
+            sphere_targets([ax], targets, views=mollweide)
         ax.set_title(f"t = {ti:g}, W2 = {float(mean[i]):.3g} (radians)", fontsize=9)
-    _targets_legend(fig, targets if not circle else ())
+    targets_legend(fig, targets if not circle else ())
     return save_figure(fig, path)

@@ -15,23 +15,23 @@ from ..geometry import CIRCLE, SPHERE
 from ..targets import file_targets
 from ._common import (
     SPHERE_VIEWS,
-    _circle_target_lines,
-    _snapshot_indices,
-    _sphere_targets,
-    _sphere_view_axes,
-    _target_handles,
-    _targets_legend,
-    _theta_axis,
-    _w2_axes,
+    circle_target_lines,
     save_figure,
+    snapshot_indices,
+    sphere_targets,
+    sphere_view_axes,
+    target_handles,
+    targets_legend,
+    theta_axis,
+    w2_axes,
 )
 from ._layers import (
-    _log_floor,
-    _SphereDensity,
+    SphereDensity,
+    log_floor,
 )
 
 
-def _run_title(ds: Any, where: str) -> str:
+def run_title(ds: Any, where: str) -> str:
     scheme = ds.attrs.get("scheme")
     size = (
         f"n = {ds.attrs['n']}"
@@ -62,7 +62,7 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
     theta = ds["theta"].values
     targets = file_targets(ds)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
-    floor, top = _log_floor(rho)
+    floor, top = log_floor(rho)
     mesh = ax0.pcolormesh(
         t,
         theta,
@@ -72,13 +72,13 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
         cmap="viridis",
     )
     fig.colorbar(mesh, ax=ax0, label="rho (per radian)")
-    _circle_target_lines(ax0, targets, vertical=False)
+    circle_target_lines(ax0, targets, vertical=False)
     if targets:
-        ax0.legend(handles=_target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85)
+        ax0.legend(handles=target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85)
     ax0.set_xlabel("t")
-    _theta_axis(ax0, "y")
-    ax0.set_title(_run_title(ds, "circle"), fontsize=9)
-    if _w2_axes(ax1, ds):
+    theta_axis(ax0, "y")
+    ax0.set_title(run_title(ds, "circle"), fontsize=9)
+    if w2_axes(ax1, ds):
         ax1.set_title("distances to the targets", fontsize=9)
     else:
         ax1.plot(t, ds["min_rho"].values, "-", color="C0")
@@ -104,7 +104,7 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
         Snapshot times to draw (nearest stored); default up to ``max_rows`` evenly spaced ones.
     """
     t_all = ds["time"].values
-    idx = _snapshot_indices(t_all, times, max_rows)
+    idx = snapshot_indices(t_all, times, max_rows)
     targets = file_targets(ds)
     rows = len(idx)
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.8))
@@ -114,10 +114,10 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     density = None
     view = ds.sd.grid().regular_view(ds.sd.marginal())  # computed once for every row
     for r, i in enumerate(idx):
-        axes = _sphere_view_axes(fig, [grid[r, 0], grid[r, 1], grid[r, 2]])
-        density = _SphereDensity(ds, axes, view=view)
+        axes = sphere_view_axes(fig, [grid[r, 0], grid[r, 1], grid[r, 2]])
+        density = SphereDensity(ds, axes, view=view)
         density.draw(i)
-        _sphere_targets(axes, targets)
+        sphere_targets(axes, targets)
         rho = density.rho[i]
         for ax, (_, _, label) in zip(axes, SPHERE_VIEWS):
             ax.set_title(
@@ -128,7 +128,7 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
         fig.colorbar(density.mappable, ax=axes[2], shrink=0.8, label="rho (per steradian)")
     bottom = grid[rows, :].subgridspec(1, 3, wspace=0.35)
     ax = fig.add_subplot(bottom[0, 0])
-    if not _w2_axes(ax, ds):
+    if not w2_axes(ax, ds):
         ax.text(
             0.5,
             0.5,
@@ -168,8 +168,8 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     ax.set_ylabel("-min rho / max rho (1)")
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title("Gibbs undershoot", fontsize=8)
-    fig.suptitle(_run_title(ds, "sphere"), fontsize=10)
-    _targets_legend(fig, targets)
+    fig.suptitle(run_title(ds, "sphere"), fontsize=10)
+    targets_legend(fig, targets)
     return save_figure(fig, path)
 
 

@@ -16,14 +16,14 @@ from ._common import (
     MAX_DRAWN_PARTICLES,
     SPHERE_VIEWS,
     TARGET_STYLE,
-    _edges,
-    _lon_lat,
-    _theta_axis,
-    _view_frame,
+    cell_edges,
+    lon_lat,
+    theta_axis,
+    view_frame,
 )
 
 
-class _SphereDensity:
+class SphereDensity:
     """rho of a sphere file (the marginal with slices; fv cells sampled on a regular grid) on
     the three views; :meth:`draw` puts snapshot ``i`` there, coloured from 0 to its maximum."""
 
@@ -42,12 +42,12 @@ class _SphereDensity:
         )
         self.order = np.argsort(lat)
         self.rho = np.asarray(rho_all, dtype=float)[:, self.order]
-        lat_e = _edges(lat[self.order], -90.0, 90.0)
+        lat_e = cell_edges(lat[self.order], -90.0, 90.0)
         dlon = 360.0 / lon.size
         lon_e = np.concatenate([lon - dlon / 2, [lon[-1] + dlon / 2]])
         centred = np.where(lon >= 180.0, lon - 360.0, lon)  # Mollweide wants [-180, 180)
         self.moll_order = np.argsort(centred)
-        moll_lon_e = _edges(centred[self.moll_order], -180.0, 180.0)
+        moll_lon_e = cell_edges(centred[self.moll_order], -180.0, 180.0)
         self.norm = colors.Normalize(vmin=0.0, vmax=1.0)
         first = self.rho[0]
         self.meshes: list[tuple[Any, Any]] = []
@@ -60,7 +60,7 @@ class _SphereDensity:
         )
         for ax, (kind, view, _) in zip(axes, views):
             if kind == "ortho":
-                v, right, up = _view_frame(view)
+                v, right, up = view_frame(view)
                 hidden = 0.25 * (x[:-1, :-1] + x[1:, :-1] + x[:-1, 1:] + x[1:, 1:]) @ v <= 0.0
                 mesh = ax.pcolormesh(
                     x @ right,
@@ -92,7 +92,7 @@ class _SphereDensity:
         self.norm.vmin, self.norm.vmax = 0.0, max(float(rho.max()), 1e-300)
 
 
-def _particle_colours(ds: Any) -> Any:
+def particle_colours(ds: Any) -> Any:
     """RGBA colours of the particles: by slice for labelled (usa_av) files, else one colour."""
     n = ds.sizes["particle"]
     if "slice" in ds:
@@ -102,12 +102,12 @@ def _particle_colours(ds: Any) -> Any:
     return np.tile(colors.to_rgba("C1"), (n, 1))
 
 
-def _drawn_particles(n: int) -> Array:
+def drawn_particles(n: int) -> Array:
     """Indices of the particles drawn: all, or :data:`MAX_DRAWN_PARTICLES` evenly spaced."""
     return np.unique(np.linspace(0, n - 1, min(n, MAX_DRAWN_PARTICLES)).round().astype(int))
 
 
-class _SphereParticles:
+class SphereParticles:
     """Particles of a sphere file as points on the three views; :meth:`draw` puts the
     snapshot nearest to time ``t``."""
 
@@ -119,14 +119,14 @@ class _SphereParticles:
         size: float = 4.0,
         views: Sequence[Any] = SPHERE_VIEWS,
     ) -> None:
-        keep = _drawn_particles(run.sizes["particle"])
+        keep = drawn_particles(run.sizes["particle"])
         self.t = np.asarray(run["time"].values, dtype=float)
         self.x = np.asarray(run["position"].values, dtype=float)[:, keep]
-        self.rgba = _particle_colours(run)[keep]
+        self.rgba = particle_colours(run)[keep]
         self.layers = []
         for ax, (kind, view, _) in zip(axes, views):
             dots = ax.scatter([], [], s=size, lw=0, zorder=4)
-            self.layers.append((dots, kind, None if view is None else _view_frame(view)))
+            self.layers.append((dots, kind, None if view is None else view_frame(view)))
 
     def draw(self, t: float) -> None:
         x = self.x[int(np.argmin(np.abs(self.t - t)))]
@@ -137,19 +137,19 @@ class _SphereParticles:
                 dots.set_offsets(np.column_stack([x[front] @ right, x[front] @ up]))
                 dots.set_facecolor(self.rgba[front])
             else:
-                lon, lat = _lon_lat(x)
+                lon, lat = lon_lat(x)
                 dots.set_offsets(np.column_stack([lon, lat]))
                 dots.set_facecolor(self.rgba)
 
 
 # -- the circle: layers --------------------------------------------------------------------------
-def _log_floor(rho: Array) -> tuple[float, float]:
+def log_floor(rho: Array) -> tuple[float, float]:
     top = float(np.nanmax(rho))
     positive = rho[rho > 0]
     return max(top * 1e-6, float(positive.min()) if positive.size else top * 1e-6), top
 
 
-class _CircleDensity:
+class CircleDensity:
     """rho(theta) of a circle file as a line (log scale with ``log``), with the slices rho_k of
     usa_av as thin lines coloured by xi; :meth:`draw` puts the snapshot nearest to time ``t``."""
 
@@ -186,12 +186,12 @@ class _CircleDensity:
             else np.concatenate([self.rho.ravel(), self.slices.ravel()])
         )
         if log:
-            floor, top = _log_floor(both)
+            floor, top = log_floor(both)
             ax.set_yscale("log")
             ax.set_ylim(floor, top * 1.5)
         else:
             ax.set_ylim(0.0, 1.05 * float(np.nanmax(both)))
-        _theta_axis(ax, "x")
+        theta_axis(ax, "x")
         ax.set_ylabel("rho (per radian)")
         ax.grid(True, which="both", alpha=0.3)
 
@@ -203,7 +203,7 @@ class _CircleDensity:
             line.set_ydata(clip(self.slices[i, k]))
 
 
-class _CircleParticles:
+class CircleParticles:
     """Particles of a circle file: dots on the unit circle (``ring`` axes) and/or the
     histogram of their angles per radian (``hist`` axes); :meth:`draw` puts the snapshot
     nearest to time ``t``."""
@@ -222,8 +222,8 @@ class _CircleParticles:
         self.angle = circle_angle(x)
         self.weight = np.asarray(run["particle_weight"].values, dtype=float)
         n = x.shape[1]
-        self.keep = _drawn_particles(n)
-        self.rgba = _particle_colours(run)[self.keep]
+        self.keep = drawn_particles(n)
+        self.rgba = particle_colours(run)[self.keep]
         self.bins = np.linspace(0.0, 2 * np.pi, max(16, min(90, int(np.sqrt(n)) * 2)) + 1)
         self.ring = self.hist = None
         if ring is not None:
@@ -257,7 +257,7 @@ class _CircleParticles:
                 label="particles (histogram)",
             )
             hist.set_ylim(0.0, 1.05 * max(float(np.max(heights)), ymax or 0.0))
-            _theta_axis(hist, "x")
+            theta_axis(hist, "x")
             hist.set_ylabel("density (per radian)")
 
     def _histogram(self, i: int) -> Array:

@@ -11,27 +11,15 @@ from .._lazy import pyplot as plt
 from ..geometry import circle_angle
 from ..targets import file_targets
 from . import _common as common
-from ._common import (
-    SPHERE_VIEWS,
-    W2_LABEL,
-    _circle_target_lines,
-    _finite,
-    _on_circle,
-    _snapshot_indices,
-    _sphere_targets,
-    _sphere_view_axes,
-    _target_handles,
-    save_figure,
-)
 from ._layers import (
-    _CircleParticles,
-    _drawn_particles,
-    _particle_colours,
-    _SphereParticles,
+    CircleParticles,
+    SphereParticles,
+    drawn_particles,
+    particle_colours,
 )
 
 
-def _particles_title(run: Any) -> str:
+def particles_title(run: Any) -> str:
     n = run.sizes["particle"]
     model = run.attrs.get("model")
     head = f"{n} particles" + (
@@ -41,8 +29,8 @@ def _particles_title(run: Any) -> str:
     return head + (f" ({', '.join(extra)})" if extra else "") + f" on the {run.attrs.get('domain')}"
 
 
-def _particle_w2_axes(ax: Any, run: Any) -> bool:
-    if "w2_projection" not in run or not _finite(run["w2_projection"].values):
+def particle_w2_axes(ax: Any, run: Any) -> bool:
+    if "w2_projection" not in run or not common.any_finite(run["w2_projection"].values):
         return False
     w2 = np.asarray(run["w2_projection"].values, dtype=float)
     ax.semilogy(
@@ -53,7 +41,7 @@ def _particle_w2_axes(ax: Any, run: Any) -> bool:
         label="W2(particles, Pi_# of their start)",
     )
     ax.set_xlabel("t")
-    ax.set_ylabel(W2_LABEL)
+    ax.set_ylabel(common.W2_LABEL)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     return True
@@ -78,17 +66,17 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
         Snapshot times to draw (nearest stored); default up to ``max_panels`` evenly spaced.
     """
     t_all = np.asarray(run["time"].values, dtype=float)
-    idx = _snapshot_indices(t_all, times, max_panels)
+    idx = common.snapshot_indices(t_all, times, max_panels)
     targets = file_targets(run)
-    if _on_circle(run):
+    if common.on_circle(run):
         cols = len(idx)
         fig = plt.figure(figsize=(max(11, 3.2 * cols), 7.6))
         grid = fig.add_gridspec(3, cols, height_ratios=[2.4, 1.6, 1.5])
         top = grid[0, :].subgridspec(1, 2, width_ratios=[1.6, 1])
         ax = fig.add_subplot(top[0, 0])
-        keep = _drawn_particles(run.sizes["particle"])[: max(1, 200_000 // max(t_all.size, 1))]
+        keep = drawn_particles(run.sizes["particle"])[: max(1, 200_000 // max(t_all.size, 1))]
         angles = circle_angle(np.asarray(run["position"].values, dtype=float)[:, keep])
-        rgba = _particle_colours(run)[keep]
+        rgba = particle_colours(run)[keep]
         ax.scatter(
             np.repeat(t_all, keep.size),
             angles.ravel(),
@@ -97,16 +85,19 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
             c=np.tile(rgba, (t_all.size, 1)),
             rasterized=True,
         )
-        _circle_target_lines(ax, targets, vertical=False)
+        common.circle_target_lines(ax, targets, vertical=False)
         if targets:
             ax.legend(
-                handles=_target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85
+                handles=common.target_handles(targets),
+                fontsize=7,
+                loc="lower left",
+                framealpha=0.85,
             )
         ax.set_xlabel("t")
-        common._theta_axis(ax, "y")
-        ax.set_title(_particles_title(run), fontsize=9)
+        common.theta_axis(ax, "y")
+        ax.set_title(particles_title(run), fontsize=9)
         ax = fig.add_subplot(top[0, 1])
-        if not _particle_w2_axes(ax, run):
+        if not particle_w2_axes(ax, run):
             ax.axis("off")
             ax.text(
                 0.5,
@@ -118,28 +109,28 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
             )
         for c, i in enumerate(idx):
             ring, hist = fig.add_subplot(grid[1, c]), fig.add_subplot(grid[2, c])
-            layer = _CircleParticles(run, ring=ring, hist=hist, targets=targets)
+            layer = CircleParticles(run, ring=ring, hist=hist, targets=targets)
             layer.draw(t_all[i])
-            _circle_target_lines(hist, targets, vertical=True)
+            common.circle_target_lines(hist, targets, vertical=True)
             ring.set_title(f"t = {t_all[i]:g}", fontsize=9)
-        return save_figure(fig, path, dpi=100)
+        return common.save_figure(fig, path, dpi=100)
     rows = len(idx)
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.6))
     grid = fig.add_gridspec(
         rows + 1, 3, height_ratios=[3.0] * rows + [2.2], width_ratios=[1, 1, 1.9]
     )
     for r, i in enumerate(idx):
-        axes = _sphere_view_axes(fig, [grid[r, 0], grid[r, 1], grid[r, 2]])
-        _SphereParticles(run, axes).draw(t_all[i])
-        _sphere_targets(axes, targets)
-        for ax, (_, _, label) in zip(axes, SPHERE_VIEWS):
+        axes = common.sphere_view_axes(fig, [grid[r, 0], grid[r, 1], grid[r, 2]])
+        SphereParticles(run, axes).draw(t_all[i])
+        common.sphere_targets(axes, targets)
+        for ax, (_, _, label) in zip(axes, common.SPHERE_VIEWS):
             ax.set_title(f"t = {t_all[i]:g}, {label}", fontsize=8)
     ax = fig.add_subplot(grid[rows, :])
-    if not _particle_w2_axes(ax, run):
+    if not particle_w2_axes(ax, run):
         ax.axis("off")
         ax.text(
             0.5, 0.5, "no W2 to a target recorded", ha="center", va="center", transform=ax.transAxes
         )
-    fig.suptitle(_particles_title(run), fontsize=10)
-    common._targets_legend(fig, targets)
-    return save_figure(fig, path)
+    fig.suptitle(particles_title(run), fontsize=10)
+    common.targets_legend(fig, targets)
+    return common.save_figure(fig, path)
