@@ -12,6 +12,7 @@ between the two atomic measures by POT, and the L1 error of those cell averages.
 
 Usage: python benchmarks/bench_sphere_fv.py  (writes benchmarks/results/sphere_fv.json)
 """
+
 from __future__ import annotations
 
 import time
@@ -20,15 +21,15 @@ from pathlib import Path
 import numpy as np
 
 import spheredens as sd
-from spheredens.compare import density_function
 from spheredens.transport import w2_sphere
 from spheredens.grids import RingMesh
 
 from _common import stamp, write_rows
 
 CONFIG = Path(__file__).resolve().parents[1] / "runs" / "fv_vs_spectral" / "config.toml"
-CASES = [("fv", {"nlat": n}) for n in (32, 64, 128)] + \
-        [("sh_spectral", {"lmax": l}) for l in (15, 31, 63)]
+CASES = [("fv", {"nlat": n}) for n in (32, 64, 128)] + [
+    ("sh_spectral", {"lmax": l}) for l in (15, 31, 63)
+]
 EVAL_NLAT = 32
 
 
@@ -62,7 +63,7 @@ def cell_averages(ds, mesh: RingMesh) -> np.ndarray:
     """Averages of the run's final density over the cells of ``mesh``."""
     if "cell" in ds["rho"].dims:
         return mesh.remap_from(RingMesh(int(ds.sizes["ring"])), ds["rho"].values[-1])
-    return mesh.cell_averages(density_function(ds, -1))
+    return mesh.cell_averages(ds.sd.density_function(-1))
 
 
 def main() -> None:
@@ -73,16 +74,29 @@ def main() -> None:
     for scheme, res in CASES:
         ds, seconds, steps, size, t_end = solve(scheme, res)
         avg = cell_averages(ds, mesh)
-        row = {**base, "scheme": scheme, **res, "unknowns": size, "steps": steps,
-               "wall_s_per_unit_t": seconds / t_end,
-               "w2_error": w2_sphere(mesh.points, np.clip(avg, 0, None) * mesh.area,
-                                     mesh.points, np.clip(ref_avg, 0, None) * mesh.area),
-               "l1_error": float(np.sum(np.abs(avg - ref_avg) * mesh.area)),
-               "min_rho": float(np.min(avg))}
+        row = {
+            **base,
+            "scheme": scheme,
+            **res,
+            "unknowns": size,
+            "steps": steps,
+            "wall_s_per_unit_t": seconds / t_end,
+            "w2_error": w2_sphere(
+                mesh.points,
+                np.clip(avg, 0, None) * mesh.area,
+                mesh.points,
+                np.clip(ref_avg, 0, None) * mesh.area,
+            ),
+            "l1_error": float(np.sum(np.abs(avg - ref_avg) * mesh.area)),
+            "min_rho": float(np.min(avg)),
+        }
         rows.append(row)
-        print(f"{scheme:12s} {res} unknowns {size:6d} steps {steps:5d} "
-              f"wall/unit t {row['wall_s_per_unit_t']:8.3f} s  W2 {row['w2_error']:.3e}  "
-              f"L1 {row['l1_error']:.3e}", flush=True)
+        print(
+            f"{scheme:12s} {res} unknowns {size:6d} steps {steps:5d} "
+            f"wall/unit t {row['wall_s_per_unit_t']:8.3f} s  W2 {row['w2_error']:.3e}  "
+            f"L1 {row['l1_error']:.3e}",
+            flush=True,
+        )
     print("wrote", write_rows("sphere_fv", rows))
 
 

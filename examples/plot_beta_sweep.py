@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 import spheredens as sd
-from spheredens.analysis import plot_beta_study
+from spheredens.plot import plot_beta_study
 from spheredens.sweep import sweep_from_dict
 
 folder = Path(tempfile.mkdtemp())

@@ -19,7 +19,7 @@ density". Runtime: about 7 s.
 # A ``[particles]`` table added to the run configuration: 300 particles at the (k + 1/2) / n
 # quantiles of rho_0, a fixed step of 0.05 (shortened to land on the snapshot times).
 import spheredens as sd
-from spheredens.compare import plot_comparison
+from spheredens.plot import plot_comparison
 
 cfg = sd.config_from_dict({
     "model": {"name": "sa", "beta": 30.0,

@@ -24,7 +24,7 @@ Every command of the ``spheredens`` program has a function here, with the same d
 These public functions are documented fronts: each calls the module function that implements
 it (``spheredens.runner.run``, ``spheredens.compare.compare``, ...) with the arguments given,
 and its signature is that function's. ``sd.compare`` is the function; the module's other
-functions are imported by name (``from spheredens.compare import density_function``).
+functions are imported by name (``from spheredens.compare import ensemble_agreement``).
 
 The explicit pieces of a run::
 

@@ -4,19 +4,21 @@
 modules write ``from ._lazy import xarray as xr`` at their top, and the library is imported
 the first time an attribute is used (``xr.Dataset``). This is the only place where a library
 is imported lazily; no module of spheredens imports anything inside a function
-(tests/test_layering.py checks both).
+(tests/test_layering.py checks both). :func:`when_imported` runs code once a library is
+imported, by whoever imports it (the ``ds.sd`` accessor registers itself so with xarray).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.abc
 import io
 import os
 import sys
 import warnings
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 #: module name -> why it is loaded lazily (what uses it)
 LAZY_LIBRARIES = {
@@ -96,6 +98,64 @@ def _quiet_tqdm() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         importlib.import_module("tqdm.auto")
+
+
+#: module name -> what to call with the module once it is imported (:func:`when_imported`)
+_AFTER_IMPORT: dict[str, list[Callable[[ModuleType], None]]] = {}
+
+
+class _AfterImportLoader(importlib.abc.Loader):
+    """The loader of a watched module: the module's own loader, then the hooks."""
+
+    def __init__(self, loader: Any, name: str) -> None:
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        for hook in _AFTER_IMPORT.pop(self._name, []):
+            hook(module)
+
+    def __getattr__(self, attr: str) -> Any:  # resources, source, is_package: the real loader's
+        return getattr(self._loader, attr)
+
+
+class _AfterImportFinder(importlib.abc.MetaPathFinder):
+    """On ``sys.meta_path``: finds a watched module through the other finders and gives its
+    spec the loader that calls the hooks after the module has run."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> Any:
+        if fullname not in _AFTER_IMPORT:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _AfterImportLoader(spec.loader, fullname)
+                return spec
+        return None
+
+
+_FINDER = _AfterImportFinder()
+
+
+def when_imported(name: str, hook: Callable[[ModuleType], None]) -> None:
+    """Call ``hook(module)`` once the library ``name`` is imported: now when it already is,
+    else right after its import, whoever imports it. Nothing is imported here: ``import
+    spheredens`` stays light, and ``xarray.open_dataset(path).sd`` works as soon as both are
+    imported (:mod:`spheredens.accessor` registers itself this way)."""
+    if name not in LAZY_LIBRARIES:
+        raise ValueError(f"{name!r} is not listed in LAZY_LIBRARIES")
+    if name in sys.modules:
+        hook(sys.modules[name])
+        return
+    _AFTER_IMPORT.setdefault(name, []).append(hook)
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
 
 
 xarray = LazyModule("xarray")

@@ -6,22 +6,29 @@ xarray accessor ``ds.sd``, for what it needs instead of re-deriving it from dime
 * ``ds.sd.domain``: the :class:`~spheredens.geometry.Domain` of the file;
 * ``ds.sd.marginal(index=None)``: the density, summed over the slices (``xi``) when there are;
 * ``ds.sd.grid()``: the grid the density lives on (:class:`FileGrid`: points, weights, mesh);
-* ``ds.sd.density_function(t)``: the density at snapshot ``t`` as a function of points.
+* ``ds.sd.density_function(t)``: the density at snapshot ``t`` as a function of points;
+* ``ds.sd.model_record()``: what a density or particle file records of its model, item by item;
+* ``ds.sd.model()``: the :class:`~spheredens.models.Model` the file records.
 
-The accessor is registered on first use of :func:`register_accessor` (by the modules that open
-or build Datasets), so that ``import spheredens`` does not import xarray.
+The accessor is registered once, when xarray is imported (:func:`spheredens._lazy.when_imported`;
+at once when it already is): ``import spheredens`` does not import xarray, and
+``xarray.open_dataset(path).sd`` works as soon as both are imported.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from ._lazy import when_imported
 from ._lazy import xarray as xr
 from ._types import Array
+from .auxiliary import auxiliary_from_params
 from .exceptions import SchemaError
 from .geometry import (
     CIRCLE,
@@ -34,6 +41,7 @@ from .geometry import (
     get_domain,
 )
 from .grids import GaussGrid, LatLonCells, OffGridSynthesis, RingMesh
+from .models import Model
 from .slices import marginal
 
 #: name of the accessor on ``xarray.Dataset``
@@ -41,19 +49,27 @@ NAME = "sd"
 #: points evaluated at once by the trigonometric interpolation of ``fourier`` circle files
 _CHUNK_POINTS = 4096
 
-_registered = False
+#: the items of a model a file records (:meth:`SpheredensAccessor.model_record`), in this order
+MODEL_ITEMS = (
+    "domain",
+    "model",
+    "beta",
+    "Q",
+    "K",
+    "V",
+    "model.*",
+    "initial density",
+    "slice labels",
+    "slice weights",
+    "auxiliary.*",
+)
 
 
-def register_accessor() -> None:
-    """Register :class:`SpheredensAccessor` as ``xarray.Dataset.sd`` (imports xarray; only the
-    first call registers)."""
-    global _registered
-    if _registered:
-        return
-
+def register_accessor(module: Any = None) -> None:
+    """Register :class:`SpheredensAccessor` as ``xarray.Dataset.sd`` (imports xarray); done
+    once, when xarray is imported (see the module documentation)."""
     if not hasattr(xr.Dataset, NAME):
         xr.register_dataset_accessor(NAME)(SpheredensAccessor)
-    _registered = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,6 +187,105 @@ def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) 
     if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
         raise SchemaError("the file's ring_count does not describe a spheredens ring mesh")
     return FileGrid(domain, "cells", dims, points, weight, lat=lat, lon=lon, mesh=mesh)
+
+
+def config_tables(ds: Any) -> dict[str, Any]:
+    """The run configuration a file records (attribute ``config``, TOML or JSON), or {}."""
+    text = ds.attrs.get("config")
+    if not text:
+        return {}
+    for parse in (tomllib.loads, json.loads):
+        try:
+            data = parse(str(text))
+        except Exception:  # not this format (or unreadable): try the next
+            continue
+        return data if isinstance(data, dict) else {}
+    return {}
+
+
+def model_record(ds: Any) -> dict[str, Any]:
+    """What a density or particle file records of its model, by item of :data:`MODEL_ITEMS`:
+    ``domain``, ``model`` (name) and ``beta`` from the attributes, ``Q``, ``K``, ``V`` from the
+    variables, the other keys of its configuration's ``[model]`` table, its ``[initial]`` table
+    (``initial density``), the slice labels and weights (usa_av: ``xi`` and ``xi_weight`` of a
+    density, ``slice_xi`` and ``slice_weight`` of particles) and the other keys of ``[auxiliary]``.
+    Items a file does not record are absent (a converted particle file has only ``domain``)."""
+    rec: dict[str, Any] = {}
+    cfg = config_tables(ds)
+    model = cfg.get("model", {}) if isinstance(cfg.get("model"), dict) else {}
+    aux = cfg.get("auxiliary", {}) if isinstance(cfg.get("auxiliary"), dict) else {}
+    if "domain" in ds.attrs:
+        rec["domain"] = str(ds.attrs["domain"])
+    if "model" in ds.attrs or "name" in model:
+        rec["model"] = str(ds.attrs.get("model", model.get("name")))
+    if "beta" in ds.attrs or "beta" in model:
+        rec["beta"] = ds.attrs.get("beta", model.get("beta"))
+    for name in ("Q", "K", "V"):
+        if name in ds.variables:
+            rec[name] = np.asarray(ds[name].values, dtype=float)
+        elif name in model:
+            rec[name] = np.asarray(model[name], dtype=float)
+    rec.update(
+        {f"model.{k}": v for k, v in model.items() if k not in ("name", "beta", "Q", "K", "V")}
+    )
+    if isinstance(cfg.get("initial"), dict):
+        rec["initial density"] = cfg["initial"]
+    density_labels = "xi" in ds.coords and ds["xi"].dims == ("xi",)
+    labels = (
+        ds["xi"].values
+        if density_labels
+        else ds["slice_xi"].values
+        if "slice_xi" in ds.variables
+        else aux.get("xi")
+    )
+    weights = (
+        ds["xi_weight"].values
+        if "xi_weight" in ds.variables
+        else ds["slice_weight"].values
+        if "slice_weight" in ds.variables
+        else aux.get("weights")
+    )
+    if labels is not None:
+        rec["slice labels"] = np.asarray(labels, dtype=float)
+    if weights is not None:
+        rec["slice weights"] = np.asarray(weights, dtype=float)
+    rec.update({f"auxiliary.{k}": v for k, v in aux.items() if k not in ("xi", "weights")})
+    return rec
+
+
+def file_model(ds: Any) -> Model:
+    """The :class:`~spheredens.models.Model` a file records (:func:`model_record`): its name,
+    beta, Q, K and V, and for ``usa_av`` the auxiliary kernel of its ``[auxiliary]`` table.
+
+    Raises
+    ------
+    SchemaError
+        The file records no model, or only part of one (a particle file converted from another
+        code without a configuration), or one that cannot be built.
+    """
+    rec = model_record(ds)
+    missing = [item for item in ("model", "beta", "Q", "K", "V") if item not in rec]
+    if missing:
+        raise SchemaError(
+            f"the file records no model (no {', '.join(missing)}); a particle file converted "
+            "from another code gets one from spheredens convert-particles ... --config CONFIG"
+        )
+    Q, K, V = rec["Q"], rec["K"], rec["V"]
+    if not (Q.ndim == 2 and Q.shape[0] == Q.shape[1] and Q.shape == K.shape == V.shape):
+        raise SchemaError(
+            f"the file's Q, K, V have shapes {Q.shape}, {K.shape}, {V.shape}; a model needs "
+            "three square matrices of one size"
+        )
+    auxiliary = None
+    try:
+        if rec["model"] == "usa_av":
+            aux = config_tables(ds).get("auxiliary")
+            auxiliary = auxiliary_from_params(aux if isinstance(aux, dict) else {}, Q.shape[0])
+        return Model(rec["model"], float(rec["beta"]), Q, K, V, auxiliary)
+    except SchemaError:
+        raise
+    except Exception as exc:  # a name, beta or [auxiliary] table no model takes: one line
+        raise SchemaError(f"the file's model cannot be built ({exc})") from None
 
 
 def circle_cells(grid: FileGrid, rho: Array) -> Callable[[Array], Array]:
@@ -300,3 +415,20 @@ class SpheredensAccessor:
             f"density_function needs a run of scheme 'fv' or 'fourier' (circle), 'fv' or "
             f"'sh_spectral' (sphere), not {scheme!r} on the {grid.domain.name}"
         )
+
+    def model_record(self) -> dict[str, Any]:
+        """What the file records of its model, by item (:func:`model_record`)."""
+        return model_record(self._ds)
+
+    def model(self) -> Model:
+        """The :class:`~spheredens.models.Model` the file records (:func:`file_model`).
+
+        Raises
+        ------
+        SchemaError
+            The file records no model (a converted particle file), or not all of one.
+        """
+        return file_model(self._ds)
+
+
+when_imported("xarray", register_accessor)

@@ -17,24 +17,29 @@ Definitions (for W2(t) = ``w2_projection`` of one run):
 
 :func:`beta_table` prints one row per (beta, resolution) with these flags in words and the
 change of min_w2 and departure_time from each resolution to the next (n -> 2n).
+
+The same departure, of a density and of each of its particle runs, is what ``spheredens
+compare`` reports (:func:`departures`, :func:`departure_verdict`). The figures of a study are
+drawn by :mod:`spheredens.plot` (:func:`spheredens.plot.plot_beta_study`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from ._lazy import pyplot as plt
 from ._lazy import xarray as xr
 from ._types import Array
+from .diagnostics import particle_projection_distance
 from .exceptions import SchemaError
 from .io import read_netcdf
-from .plot import save_figure
-from .schema import analysis_attrs
+from .result_schema import analysis_attrs
 
 DEPARTURE_FACTOR, DEPARTURE_OFFSET = 2.0, 0.02
+#: two snapshot times are the same when they differ by less than this (relative to max(1, |t|))
+TIME_TOLERANCE = 1e-9
 
 #: the sweep dimensions that are resolutions (refinement studies): circle cells, spectral degree,
 #: finite-volume rings
@@ -67,6 +72,130 @@ def curve_summary(t: Array, w2: Array) -> dict[str, float]:
         "early_rate": rate,
         "t_last": float(t[ok][-1]),
     }
+
+
+def density_model(density: Any) -> tuple[Any, str]:
+    """The model the density file records (``density.sd.model()``), or None and the reason it
+    could not be rebuilt."""
+    try:
+        return density.sd.model(), ""
+    except SchemaError as exc:  # no model recorded: say so, do not stop the comparison
+        return None, f"the density's model could not be rebuilt ({exc})"
+
+
+def particle_projection_curve(model: Any, run: Any) -> tuple[Array, str]:
+    """W2 of a particle run to Pi_# of its own particles at t = 0 at each of its snapshots
+    (:class:`spheredens.diagnostics.ParticleProjectionDistance`, the ``w2_projection`` that
+    spheredens particle runs record), and the reason when it is undefined (NaN then)."""
+    t = np.asarray(run["time"].values, dtype=float)
+    positions = np.asarray(run["position"].values, dtype=float)
+    weight = np.asarray(run["particle_weight"].values, dtype=float)
+    if abs(t[0]) > TIME_TOLERANCE:
+        return np.full(t.size, np.nan), f"the particle file starts at t = {t[0]:g}, not 0"
+    distance, reason = particle_projection_distance(model, positions[0], weight)
+    if distance is None:
+        return np.full(t.size, np.nan), reason
+    return np.array([distance(x, weight) for x in positions]), ""
+
+
+def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
+    """When the density and each particle run leave the zero-temperature target, by the
+    definition of ``analyze-beta`` (:func:`spheredens.analysis.curve_summary`: the first
+    snapshot after the minimum of W2 to the target with W2 > 2 min + 0.02), each on its own
+    snapshot times.
+
+    The density's W2 is its ``w2_projection`` (to Pi_# rho_0); each particle run's is to
+    Pi_# of its own initial particles (:func:`particle_projection_curve`, with the density's
+    model), computed from the positions so that files converted from other codes are treated
+    alike.
+
+    Returns
+    -------
+    dict
+        ``density`` (curve summary and ``t_end``, the density's last time), ``runs`` (one per
+        particle run, the same keys), ``w2`` (per run, its W2 curve at each of its times),
+        ``verdict`` (a sentence: who departs when, and what W2 between them means after that)
+        and ``reason`` (why no departure could be computed, else empty).
+    """
+    t_den = np.asarray(density["time"].values, dtype=float)
+    den_w2 = (
+        np.asarray(density["w2_projection"].values, dtype=float)
+        if "w2_projection" in density
+        else np.full(t_den.size, np.nan)
+    )
+    dens = {**curve_summary(t_den, den_w2), "t_end": float(t_den[-1])}
+    model, reason = density_model(density)
+    rows, curves = [], []
+    for p in runs:
+        t_p = np.asarray(p["time"].values, dtype=float)
+        w, why = (
+            (np.full(t_p.size, np.nan), reason)
+            if model is None
+            else particle_projection_curve(model, p)
+        )
+        reason = reason or why
+        curves.append(w)
+        rows.append({**curve_summary(t_p, w), "t_end": float(t_p[-1])})
+    if not np.isfinite(dens["min_w2"]):
+        reason = reason or "the density file has no finite w2_projection"
+    verdict = (
+        f"departure from Pi_# rho_0 not compared: {reason}"
+        if reason
+        else departure_verdict(dens, rows)
+    )
+    return {"density": dens, "runs": rows, "w2": curves, "verdict": verdict, "reason": reason}
+
+
+def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]]) -> str:
+    """The sentence ``compare`` prints about the departures (see :func:`departures`)."""
+    rule = (
+        f"departure: first time after the minimum with W2 to the target > {DEPARTURE_FACTOR:g} min + "
+        f"{DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each run's initial particles"
+    )
+    t_d = density["departure_time"]
+    dep = np.array([r["departure_time"] for r in runs])
+    gone = dep[np.isfinite(dep)]
+    ends = np.array([r["t_end"] for r in runs])
+    if gone.size:
+        spread = (
+            f"at t = {gone.min():g}"
+            if gone.size == 1 or gone.min() == gone.max()
+            else f"at t = {gone.min():g} to {gone.max():g} (mean {gone.mean():.4g})"
+        )
+        parts = f"{gone.size} of {len(runs)} particle run(s) depart {spread}"
+        if gone.size < len(runs):
+            parts += f", the others not by t = {ends[~np.isfinite(dep)].min():g}"
+    else:
+        parts = f"the particles have not departed by t = {ends.min():g}"
+    dens = (
+        f"the density departs at t = {t_d:g}"
+        if np.isfinite(t_d)
+        else f"the density has not departed by t = {density['t_end']:g}"
+    )
+    if np.isfinite(t_d) and gone.size:
+        first = min(t_d, float(gone.min()))
+        who = "the particles" if gone.min() < t_d else "the density"
+        tail = (
+            f"; from t = {first:g} on they are in different phases ({who} first), so W2 between "
+            "them measures the gap between the departures, not an error of either code"
+        )
+        if abs(t_d - gone.min()) <= 0 and abs(t_d - gone.max()) <= 0:
+            tail = "; they depart together"
+    elif np.isfinite(t_d):
+        tail = (
+            f"; the density has left Pi_# rho_0 and the particles have not: after t = {t_d:g} "
+            "W2 between them measures the departure, not an error of either code"
+        )
+    elif gone.size:
+        tail = (
+            f"; the particles have left Pi_# rho_0 and the density has not: after t = {gone.min():g} "
+            "W2 between them measures the departure, not an error of either code (at low "
+            "temperature n particles leave early: they carry no mass below ~1/n, "
+            "docs/particles_low_temperature.md)"
+        )
+    else:
+        tail = "; neither has departed"
+    return f"{dens}; {parts}{tail} ({rule})"
 
 
 def richardson_estimate(
@@ -292,7 +421,8 @@ def _fmt(value: float, spec: str, missing: str = "-") -> str:
     return format(missing, f">{width}") if width.isdigit() else missing
 
 
-def _level(value: Any) -> str:
+def level_label(value: Any) -> str:
+    """A level of a swept dimension for tables and legends: numbers by %g."""
     return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
 
 
@@ -332,7 +462,7 @@ def beta_table(analysis: Any) -> list[str]:
     table = analysis.transpose("beta", ...)
     other = [d for d in table["min_w2"].dims if d != "beta"]
     res = resolution_dim(analysis)
-    width = {d: max([7, len(d)] + [len(_level(v)) for v in analysis[d].values]) for d in other}
+    width = {d: max([7, len(d)] + [len(level_label(v)) for v in analysis[d].values]) for d in other}
     head = f"{'beta':>8} " + "".join(f"{d:>{width[d]}} " for d in other)
     head += (
         f"{'min W2':>10} {'t_min':>7} {'departure':>9} {'early rate':>10} {'rate/gap':>8} "
@@ -344,7 +474,7 @@ def beta_table(analysis: Any) -> list[str]:
     for idx in np.ndindex(*table["min_w2"].shape):
         row = table.isel(dict(zip(["beta"] + other, idx)))
         text = f"{float(row.beta):8g} " + "".join(
-            f"{_level(row[d].item()):>{width[d]}} " for d in other
+            f"{level_label(row[d].item()):>{width[d]}} " for d in other
         )
         text += (
             f"{_fmt(float(row.min_w2), '10.4g')} {_fmt(float(row.t_min), '7.3g')} "
@@ -366,7 +496,7 @@ def beta_table(analysis: Any) -> list[str]:
         note = row_note(row)
         lines.append(text + (f"  {note}" if note else ""))
     if res:
-        levels = " -> ".join(_level(v) for v in analysis[res].values)
+        levels = " -> ".join(level_label(v) for v in analysis[res].values)
         lines.append(
             f"min chg, dep chg: |x(next {res}) - x({res})| / x(next {res}) for x = min W2 "
             f"and the departure time, from each {res} to the next ({levels})"
@@ -379,7 +509,7 @@ def beta_table(analysis: Any) -> list[str]:
     else:
         parts = [
             f"{_fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), '.3f', 'undefined')} "
-            f"({slopes.dims[0]} = {_level(v)})"
+            f"({slopes.dims[0]} = {level_label(v)})"
             for j, v in enumerate(slopes[slopes.dims[0]].values)
         ]
         lines.append(
@@ -399,96 +529,3 @@ def beta_table(analysis: Any) -> list[str]:
             "their departure is not reached; raise time.t_end and --resume"
         )
     return lines
-
-
-def beta_study_figure(combined: Any, analysis: Any) -> Any:
-    """The figure of :func:`plot_beta_study` (a matplotlib Figure): W2 against t for every beta
-    at the finest resolution (log axis; the minimum marked, hollow when it is at the last
-    snapshot); min W2 against beta (log-log) for every resolution with the bound; departure
-    time against beta on a log and a linear axis. The departure panels are left out when no
-    run departs within its time window, and the betas without a departure are named."""
-    w2 = combined["w2_projection"]
-    last = {d: -1 for d in w2.dims if d not in ("beta", "time")}
-    w2 = w2.isel(last).transpose("beta", "time") if last else w2.transpose("beta", "time")
-    an = analysis.isel({d: -1 for d in last if d in analysis.dims}) if last else analysis
-    beta = combined["beta"].values.astype(float)
-    t = combined["time"].values
-    res = resolution_dim(analysis)
-    levels = list(analysis[res].values) if res else [None]
-    departed = bool(np.any(np.isfinite(analysis["departure_time"].values)))
-    fig, axes = plt.subplots(1, 4 if departed else 2, figsize=(17, 3.8) if departed else (9, 3.8))
-    for b, curve, row in zip(beta, w2.values, (an.isel(beta=i) for i in range(len(beta)))):
-        (line,) = axes[0].semilogy(t, curve, label=f"beta = {b:g}")
-        if np.isfinite(float(row.min_w2)):
-            axes[0].plot(
-                [float(row.t_min)],
-                [float(row.min_w2)],
-                "o",
-                color=line.get_color(),
-                mfc="none" if bool(row.min_at_end) else line.get_color(),
-            )
-    axes[0].set_xlabel("t")
-    axes[0].set_ylabel("W2(rho_t, Pi_# rho_0)")
-    axes[0].legend(fontsize=7)
-    for level in levels:
-        sub = analysis.sel({res: level}) if res else analysis
-        sub = sub.isel({d: -1 for d in sub["min_w2"].dims if d != "beta"})
-        label = f"min over t of W2 ({res} = {_level(level)})" if res else "min over t of W2"
-        mins, end = sub["min_w2"].values, sub["min_at_end"].values.astype(bool)
-        (line,) = axes[1].loglog(beta, mins, "o-", label=label)
-        if end.any():
-            axes[1].plot(beta[end], mins[end], "o", ms=9, mfc="white", color=line.get_color())
-    mins, bound = an["min_w2"].values, an["bound"].values
-    ok = np.flatnonzero(np.isfinite(mins) & np.isfinite(bound))
-    if ok.size:
-        axes[1].loglog(
-            beta, mins[ok[0]] / bound[ok[0]] * bound, "k--", label="sqrt(log(beta+1)/beta) (scaled)"
-        )
-    if analysis["min_at_end"].values.any():
-        axes[1].plot(
-            [],
-            [],
-            "o",
-            ms=9,
-            mfc="white",
-            color="grey",
-            label="hollow: still falling at t_end (upper bound)",
-        )
-    axes[1].set_xlabel("beta")
-    axes[1].legend(fontsize=7)
-    if departed:
-        for level in levels:
-            sub = analysis.sel({res: level}) if res else analysis
-            sub = sub.isel({d: -1 for d in sub["departure_time"].dims if d != "beta"})
-            label = f"{res} = {_level(level)}" if res else None
-            for ax in axes[2:]:
-                ax.plot(beta, sub["departure_time"].values, "s-", label=label)
-        missing = beta[~np.isfinite(an["departure_time"].values)]
-        for ax, scale in zip(axes[2:], ("log", "linear")):
-            ax.set_xscale(scale)
-            ax.set_xlabel(f"beta ({scale})" if scale == "log" else "beta")
-            ax.set_ylabel("departure time")
-            if res:
-                ax.legend(fontsize=7)
-            if missing.size:
-                ax.text(
-                    0.02,
-                    0.03,
-                    "no departure by t_end: beta = " + ", ".join(f"{b:g}" for b in missing),
-                    transform=ax.transAxes,
-                    fontsize=7,
-                    va="bottom",
-                )
-    else:
-        fig.suptitle(
-            "no run departs from Pi_# rho_0 within its time window: departure panels left out",
-            fontsize=9,
-        )
-    for ax in axes:
-        ax.grid(True, which="both", alpha=0.3)
-    return fig
-
-
-def plot_beta_study(combined: Any, analysis: Any, path: str | Path) -> Path:
-    """Draw :func:`beta_study_figure` to the PNG file ``path`` and return the path."""
-    return save_figure(beta_study_figure(combined, analysis), path)

@@ -23,14 +23,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ._validate import os_error_problem
 from ._version import __version__
-from .analysis import analysis_output_path, analyze_beta, beta_table, open_combined, plot_beta_study
+from .analysis import analysis_output_path, analyze_beta, beta_table, open_combined
 from .auxiliary import KERNELS
 from .compare import (
     check_compare_files,
     compare,
     compare_output_path,
     comparison_summary,
-    plot_comparison,
 )
 from .config import load_config
 from .exceptions import (
@@ -67,6 +66,8 @@ from .plot import (
     animation_output_path,
     figure_path,
     open_figure_file,
+    plot_beta_study,
+    plot_comparison,
     plot_run,
     slices_figure_path,
 )

@@ -1,10 +1,14 @@
 """Density versus particles: W2 at every common snapshot time (``spheredens compare``); for runs
-with slices (``usa_av``) the marginal and every slice against the particles of that slice."""
+with slices (``usa_av``) the marginal and every slice against the particles of that slice; the
+spread of an ensemble of particle runs (:func:`w2_between_runs`, :func:`ensemble_agreement`).
+
+The inputs are checked first: their kinds (:func:`check_argument_kinds`), and that the particles
+come from the density's model (:mod:`spheredens.agreement`); the departures from the
+zero-temperature target are those of :mod:`spheredens.analysis`
+(:func:`~spheredens.analysis.departures`)."""
 
 from __future__ import annotations
 
-import json
-import tomllib
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,20 +19,26 @@ from numpy.typing import NDArray
 from ._lazy import xarray as xr
 from ._types import Array
 from ._validate import input_file_problem
-from .accessor import register_accessor
-from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, curve_summary
-from .config import config_from_dict
-from .diagnostics import grid_atoms, particle_projection_distance
-from .exceptions import ModelMismatchError, SchemaError, SpheredensWarning
+from .agreement import check_models, unchecked_notice
+from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, TIME_TOLERANCE, departures
+from .diagnostics import grid_atoms
+from .exceptions import SchemaError, SpheredensWarning
 from .geometry import domain_of_dimension
-from .plot import plot_comparison_snapshots
-from .problem import Problem
-from .schema import COMPARE_SCHEMA, CONVENTIONS, PARTICLE_SCHEMA, SCHEMA, TIME, XI, cf_encode
+from .result_schema import COMPARE_VARIABLES
+from .schema import (
+    ATTENTION,
+    COMPARE_SCHEMA,
+    CONVENTIONS,
+    PARTICLE_SCHEMA,
+    SCHEMA,
+    TIME,
+    XI,
+    cf_encode,
+    file_kind,
+    file_schema,
+)
 from .simulate import Progress, progress_bar
 from .transport import DENSITY_ATOMS
-
-#: two snapshot times are the same when they differ by less than this (relative to max(1, |t|))
-TIME_TOLERANCE = 1e-9
 
 
 def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
@@ -63,16 +73,18 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
         if k == 0:
             others = names[1] if runs == 1 else "every particle file"
             out.append(
-                f"{density}: compared at the {shared} time{many} it shares with {others}, of its {count}"
+                f"{density}: compared at the {shared} time{many} it shares with {others}, "
+                f"of its {count}"
             )
         elif runs == 1:
             out.append(
-                f"{name}: compared at the {shared} time{many} it shares with {density}, of its {count}"
+                f"{name}: compared at the {shared} time{many} it shares with {density}, "
+                f"of its {count}"
             )
         else:
             out.append(
-                f"{name}: compared at the {shared} time{many} common to {density} and every particle "
-                f"file, of its {count}"
+                f"{name}: compared at the {shared} time{many} common to {density} and every "
+                f"particle file, of its {count}"
             )
     return out
 
@@ -118,56 +130,15 @@ def particle_slices(
     return None
 
 
-#: relative tolerance of the numbers (beta, Q, K, V, initial parameters, slice labels and weights)
-#: compared between a density and its particle runs
-MODEL_TOLERANCE = 1e-12
 #: how the command is called, in the messages about its arguments
 USAGE = "spheredens compare DENSITY PARTICLES..."
-#: the file kinds by ``spheredens_schema``: words for the messages
-KINDS = {
-    SCHEMA: "a density file",
-    PARTICLE_SCHEMA: "a particle file",
-    COMPARE_SCHEMA: "a comparison file",
-    "spheredens-sweep-1": "a sweep's combined file",
+#: words for each kind of file (:func:`spheredens.schema.file_kind`) in the messages
+KIND_WORDS = {
+    "density": "a density file",
+    "particles": "a particle file",
+    "comparison": "a comparison file",
+    "sweep": "a sweep's combined file",
 }
-#: the items of a model that compare checks, in this order
-MODEL_ITEMS = (
-    "domain",
-    "model",
-    "beta",
-    "Q",
-    "K",
-    "V",
-    "model.*",
-    "initial density",
-    "slice labels",
-    "slice weights",
-    "auxiliary.*",
-)
-
-
-def dataset_kind(ds: Any) -> tuple[str, str]:
-    """What kind of spheredens file ``ds`` is: ``(kind, schema)`` with kind one of ``density``,
-    ``particles``, ``comparison``, ``sweep``, ``analysis`` or ``other``, and the schema name
-    (its ``spheredens_schema``, or a description when it has none)."""
-    schema = str(ds.attrs.get("spheredens_schema", ""))
-    kind = {
-        SCHEMA: "density",
-        PARTICLE_SCHEMA: "particles",
-        COMPARE_SCHEMA: "comparison",
-        "spheredens-sweep-1": "sweep",
-    }.get(schema)
-    if kind is not None:
-        return kind, schema
-    if "analysis" in schema or "min_w2_slope" in ds.variables or "departure_definition" in ds.attrs:
-        return "analysis", schema or "no spheredens_schema attribute"
-    if schema:
-        return "other", schema
-    if "rho" in ds.variables:  # files without the attribute (older, or built by hand)
-        return "density", "no spheredens_schema attribute"
-    if "position" in ds.variables:
-        return "particles", "no spheredens_schema attribute"
-    return "other", "no spheredens_schema attribute"
 
 
 def _kind_words(kind: str, schema: str) -> str:
@@ -179,12 +150,13 @@ def _kind_words(kind: str, schema: str) -> str:
             if schema.startswith("no ")
             else f"a {schema} file, neither a density nor a particle file"
         )
-    return f"{KINDS.get(schema, 'a ' + kind + ' file')} ({schema})"
+    return f"{KIND_WORDS.get(kind, 'a ' + kind + ' file')} ({schema})"
 
 
-def file_kind(path: str | Path) -> tuple[str, str]:
-    """:func:`dataset_kind` of the netCDF file ``path``, or ``("not netcdf", why)`` (``why``
-    e.g. "is not a netCDF file").
+def path_kind(path: str | Path) -> tuple[str, str]:
+    """The kind of the netCDF file ``path`` (:func:`spheredens.schema.file_kind`) and its
+    schema (:func:`spheredens.schema.file_schema`), read without loading it, or
+    ``("not netcdf", why)`` (``why`` e.g. "is not a netCDF file").
 
     Raises
     ------
@@ -202,7 +174,7 @@ def file_kind(path: str | Path) -> tuple[str, str]:
         return "not netcdf", "is not a netCDF file"
     try:
         with xr.open_dataset(path) as ds:
-            return dataset_kind(ds)
+            return file_kind(ds), file_schema(ds)
     except Exception as exc:  # any reader failure: one line, the first of the reader's message
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return "not netcdf", f"cannot be read as netCDF ({first[:200]})"
@@ -220,7 +192,8 @@ def check_argument_kinds(
     Parameters
     ----------
     kinds : sequence of (kind, schema)
-        :func:`dataset_kind` (or :func:`file_kind`) of the density, then of each particle run.
+        :func:`path_kind` (or ``file_kind`` and ``file_schema`` of :mod:`spheredens.schema`)
+        of the density, then of each particle run.
     names : sequence of str
         Their names in the message (file names).
     usage : str
@@ -271,293 +244,7 @@ def check_compare_files(density: str | Path, particles: Sequence[str | Path]) ->
     (swapped, a comparison, sweep or analysis file, a file that is not netCDF), in one line
     (:func:`check_argument_kinds`)."""
     paths = [density, *particles]
-    check_argument_kinds([file_kind(p) for p in paths], [str(p) for p in paths])
-
-
-def _config_tables(ds: Any) -> dict[str, Any]:
-    """The run configuration a file records (attribute ``config``, TOML or JSON), or {}."""
-    text = ds.attrs.get("config")
-    if not text:
-        return {}
-    for parse in (tomllib.loads, json.loads):
-        try:
-            data = parse(str(text))
-        except Exception:  # not this format (or unreadable): try the next
-            continue
-        return data if isinstance(data, dict) else {}
-    return {}
-
-
-def model_record(ds: Any) -> dict[str, Any]:
-    """What a density or particle file records of its model, by item of :data:`MODEL_ITEMS`:
-    ``domain``, ``model`` (name) and ``beta`` from the attributes, ``Q``, ``K``, ``V`` from the
-    variables, the other keys of its configuration's ``[model]`` table, its ``[initial]`` table
-    (``initial density``), the slice labels and weights (usa_av: ``xi`` and ``xi_weight`` of a
-    density, ``slice_xi`` and ``slice_weight`` of particles) and the other keys of ``[auxiliary]``.
-    Items a file does not record are absent (a converted particle file has only ``domain``)."""
-    rec: dict[str, Any] = {}
-    cfg = _config_tables(ds)
-    model = cfg.get("model", {}) if isinstance(cfg.get("model"), dict) else {}
-    aux = cfg.get("auxiliary", {}) if isinstance(cfg.get("auxiliary"), dict) else {}
-    if "domain" in ds.attrs:
-        rec["domain"] = str(ds.attrs["domain"])
-    if "model" in ds.attrs or "name" in model:
-        rec["model"] = str(ds.attrs.get("model", model.get("name")))
-    if "beta" in ds.attrs or "beta" in model:
-        rec["beta"] = ds.attrs.get("beta", model.get("beta"))
-    for name in ("Q", "K", "V"):
-        if name in ds.variables:
-            rec[name] = np.asarray(ds[name].values, dtype=float)
-        elif name in model:
-            rec[name] = np.asarray(model[name], dtype=float)
-    rec.update(
-        {f"model.{k}": v for k, v in model.items() if k not in ("name", "beta", "Q", "K", "V")}
-    )
-    if isinstance(cfg.get("initial"), dict):
-        rec["initial density"] = cfg["initial"]
-    density_labels = "xi" in ds.coords and ds["xi"].dims == ("xi",)
-    labels = (
-        ds["xi"].values
-        if density_labels
-        else ds["slice_xi"].values
-        if "slice_xi" in ds.variables
-        else aux.get("xi")
-    )
-    weights = (
-        ds["xi_weight"].values
-        if "xi_weight" in ds.variables
-        else ds["slice_weight"].values
-        if "slice_weight" in ds.variables
-        else aux.get("weights")
-    )
-    if labels is not None:
-        rec["slice labels"] = np.asarray(labels, dtype=float)
-    if weights is not None:
-        rec["slice weights"] = np.asarray(weights, dtype=float)
-    rec.update({f"auxiliary.{k}": v for k, v in aux.items() if k not in ("xi", "weights")})
-    return rec
-
-
-def _shown_value(value: Any, other: Any = None) -> str:
-    """A value for a message: numbers with %g (more digits when that hides the difference),
-    lists as lists, strings quoted."""
-
-    def show(v: Any, fmt: str) -> str:
-        if isinstance(v, str):
-            return repr(v)
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {show(x, fmt)}" for k, x in v.items()) + "}"
-        if isinstance(v, (list, tuple, np.ndarray)):
-            return (
-                "["
-                + ", ".join(show(x, fmt) for x in (v.tolist() if isinstance(v, np.ndarray) else v))
-                + "]"
-            )
-        if isinstance(v, (bool, np.bool_)):
-            return str(bool(v)).lower()
-        if isinstance(v, (int, float, np.integer, np.floating)):
-            return format(float(v), fmt)
-        return str(v)
-
-    text = show(value, "g")
-    if other is not None and text == show(other, "g"):
-        text = show(value, ".17g")
-    return text
-
-
-def _numbers(value: Any) -> Array | None:
-    """``value`` as a float array when it is a number or a (nested) list of numbers."""
-    if isinstance(value, (str, bool, np.bool_, dict)) or value is None:
-        return None
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        return None
-    return arr
-
-
-def _difference(item: str, ours: Any, theirs: Any, p: str, d: str) -> str:
-    """The difference in words between a particle file's value ``ours`` and the density's
-    ``theirs`` of ``item`` ("" when they agree to :data:`MODEL_TOLERANCE`)."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):  # a table: its first differing key
-        prefix = "initial" if item == "initial density" else item
-        for key in list(theirs) + [k for k in ours if k not in theirs]:
-            if key not in ours or key not in theirs:
-                where, there = (p, d) if key in ours else (d, p)
-                value = ours.get(key, theirs.get(key))
-                return (
-                    f"the initial density differs: {prefix}.{key} is {_shown_value(value)} in {where} "
-                    f"and not given in {there}"
-                )
-            if _difference(key, ours[key], theirs[key], p, d):
-                return (
-                    f"the initial density differs: {prefix}.{key} is "
-                    f"{_shown_value(ours[key], theirs[key])} in {p} but "
-                    f"{_shown_value(theirs[key], ours[key])} in {d}"
-                )
-        return ""
-    a, b = _numbers(ours), _numbers(theirs)
-    if a is None or b is None:
-        same = (
-            (str(ours) == str(theirs))
-            if type(ours) is type(theirs) or (a is None and b is None)
-            else False
-        )
-        return (
-            ""
-            if same
-            else (
-                f"{item} is {_shown_value(ours, theirs)} in {p} but "
-                f"{_shown_value(theirs, ours)} in {d}"
-            )
-        )
-    label = {"slice labels": "xi", "slice weights": "weight"}.get(item, item)
-    if a.shape != b.shape:
-        if item in ("slice labels", "slice weights"):
-            return f"the {item} differ: {a.size} slices in {p} but {b.size} in {d}"
-        return f"{item} has shape {a.shape} in {p} but {b.shape} in {d}"
-    with np.errstate(invalid="ignore"):
-        gap = np.where(np.isnan(a) & np.isnan(b), 0.0, np.where(a == b, 0.0, np.abs(a - b)))
-        scale = max(
-            float(np.nanmax(np.abs(a), initial=0.0)), float(np.nanmax(np.abs(b), initial=0.0))
-        )
-    gap = np.where(np.isnan(gap), np.inf, gap)
-    if not a.size or float(gap.max()) <= MODEL_TOLERANCE * scale:
-        return ""
-    if a.ndim == 0:
-        return f"{item} is {_shown_value(float(a), float(b))} in {p} but {_shown_value(float(b), float(a))} in {d}"
-    at = np.unravel_index(int(np.argmax(gap)), a.shape)
-    entry = f"{label}[{', '.join(map(str, at))}] is {_shown_value(a[at], b[at])} in {p} but {_shown_value(b[at], a[at])} in {d}"
-    if item in ("slice labels", "slice weights"):
-        return f"the {item} differ: {entry}"
-    return f"{item} differs: {entry}"
-
-
-def _item_order(record: dict[str, Any]) -> list[str]:
-    """The keys of a model record in the order of :data:`MODEL_ITEMS`."""
-    order = []
-    for item in MODEL_ITEMS:
-        if item.endswith(".*"):
-            order += [k for k in record if k.startswith(item[:-1])]
-        elif item in record:
-            order.append(item)
-    return order
-
-
-def model_differences(
-    density: Any,
-    run: Any,
-    *,
-    density_name: str = "the density",
-    particle_name: str = "the particles",
-) -> tuple[list[str], list[str]]:
-    """The differences between the model of a density and of a particle run, in words, in the
-    order of :data:`MODEL_ITEMS`, and the items the density records that the particle run does
-    not (not checked).
-
-    Numbers agree when they differ by at most :data:`MODEL_TOLERANCE` relative to the larger
-    magnitude (of the matrix, for Q, K, V and lists).
-    """
-    ours, theirs = model_record(run), model_record(density)
-    differences, missing = [], []
-    for item in _item_order(theirs) + [k for k in _item_order(ours) if k not in theirs]:
-        if item not in ours or item not in theirs:
-            if item in theirs:
-                missing.append(item)
-            continue
-        diff = _difference(item, ours[item], theirs[item], particle_name, density_name)
-        if diff:
-            differences.append(diff)
-    return differences, missing
-
-
-def check_models(
-    density: Any,
-    runs: Sequence[Any],
-    *,
-    density_file: str = "",
-    particle_files: Sequence[str] = (),
-    allow_mismatch: bool = False,
-) -> dict[str, Any]:
-    """Check that every particle run comes from the model of the density (:data:`MODEL_ITEMS`).
-
-    Returns
-    -------
-    dict
-        ``mismatches`` ((file name, its differences) per run, when ``allow_mismatch``),
-        ``unchecked`` ((file name, the items it does not record) per run), ``checked`` (names of the runs whose
-        model was checked and agrees) and ``summary`` (one sentence, for the ``model_check``
-        attribute and the printed verdict).
-
-    Raises
-    ------
-    ModelMismatchError
-        A particle run from another model (the first difference of the first such run); on
-        another domain even with ``allow_mismatch``.
-    """
-    d = density_file or "the density"
-    out: dict[str, Any] = {"mismatches": [], "unchecked": [], "checked": []}
-    for k, run in enumerate(runs):
-        named = k < len(particle_files) and particle_files[k]
-        p = particle_files[k] if named else f"particle run {k}"
-        differences, missing = model_differences(density, run, density_name=d, particle_name=p)
-        if differences:
-            head = (
-                f"particles {p} do not belong to density {d}"
-                if named and density_file
-                else f"particles {p} do not belong to {d}"
-                if named
-                else f"{p} does not belong to density {d}"
-                if density_file
-                else f"{p} does not belong to {d}"
-            )
-            if differences[0].startswith("domain "):
-                raise ModelMismatchError(f"{head}: {differences[0]}; W2 needs both on one domain")
-            if not allow_mismatch:
-                raise ModelMismatchError(
-                    f"{head}: {differences[0]}", hint="pass allow_mismatch=True to compare anyway"
-                )
-            out["mismatches"].append((p, differences))
-        elif missing:
-            out["unchecked"].append((p, missing))
-        else:
-            out["checked"].append(p)
-    parts = []
-    if out["mismatches"]:
-        parts.append(
-            "models differ, compared anyway (allow_mismatch): "
-            + "; ".join(diff for _, diffs in out["mismatches"] for diff in diffs)
-        )
-    if out["unchecked"]:
-        parts.append(unchecked_notice(out["unchecked"]))
-    if out["checked"]:
-        every = not parts
-        parts.append(
-            f"same model in {d} and {'every particle run' if every else ', '.join(out['checked'])} "
-            "(model, beta, Q, K, V, domain, initial density"
-            + (", slice labels and weights" if "slice labels" in model_record(density) else "")
-            + ")"
-        )
-    out["summary"] = ". ".join(parts)
-    return out
-
-
-def unchecked_notice(unchecked: Sequence[tuple[str, list[str]]]) -> str:
-    """The one-line notice about particle runs whose model could not be checked."""
-    bare = [p for p, items in unchecked if {"model", "beta", "Q", "K", "V"} <= set(items)]
-    partial = [(p, items) for p, items in unchecked if p not in bare]
-    parts = []
-    if bare:
-        parts.append(
-            f"{', '.join(bare)} {'carries' if len(bare) == 1 else 'carry'} no model (converted "
-            "from another code): the model was not checked"
-        )
-    for p, items in partial:
-        parts.append(f"{p} does not record {', '.join(items)}: those were not checked")
-    them = "it" if len(unchecked) == 1 else "them"
-    return (
-        "; ".join(parts) + f"; stamp {them} with spheredens convert-particles ... --config CONFIG"
-    )
+    check_argument_kinds([path_kind(p) for p in paths], [str(p) for p in paths])
 
 
 def compare(
@@ -604,7 +291,8 @@ def compare(
         the piecewise-constant density and its cell-centre atoms (the grid's resolution); on the
         sphere the coarsening bound (see :func:`spheredens.transport.sphere_density_atoms`). The
         density is represented as for the runs' ``w2_projection``
-        (:func:`spheredens.diagnostics.grid_atoms`, stated in the ``comment`` of ``w2``). With several runs also
+        (:func:`spheredens.diagnostics.grid_atoms`, stated in the ``comment`` of ``w2``). With
+        several runs also
         ``w2_between_runs`` (run, other_run): W2 between the runs at the last common time, the
         ensemble's sampling error (:func:`ensemble_agreement`). With slices also
         ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k
@@ -625,14 +313,13 @@ def compare(
         A particle run of another model (:func:`check_models`), unless ``allow_mismatch``.
     """
 
-    register_accessor()
     runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)
     names = [density_file] + [
         particle_files[k] if k < len(particle_files) and particle_files[k] else f"particle run {k}"
         for k in range(len(runs))
     ]
     check_argument_kinds(
-        [dataset_kind(density)] + [dataset_kind(p) for p in runs],
+        [(file_kind(ds), file_schema(ds)) for ds in [density, *runs]],
         names,
         usage="compare(density, particles)",
         first="the density argument",
@@ -713,56 +400,16 @@ def compare(
     if bar is not None:
         bar.close()
     method = f"{represent.method}; {represent.describe(grid, n_points, centroids)}"
+    var = COMPARE_VARIABLES
+    std = w2.std(axis=0, ddof=1) if len(runs) > 1 else np.full(len(shared), np.nan)
     ds = xr.Dataset(
         {
-            "w2": (
-                ("run", "time"),
-                w2,
-                {"long_name": "W2 density vs particles", "units": "radian", "comment": method},
-            ),
-            "w2_mean": (
-                "time",
-                w2.mean(axis=0),
-                {
-                    "long_name": "mean W2 over runs",
-                    "units": "radian",
-                    "comment": "mean of w2 over the particle runs",
-                },
-            ),
-            "w2_std": (
-                "time",
-                w2.std(axis=0, ddof=1) if len(runs) > 1 else np.full(len(shared), np.nan),
-                {
-                    "long_name": "std of W2 over runs",
-                    "units": "radian",
-                    "comment": "standard deviation of w2 over the particle runs (ddof = 1); NaN with "
-                    "a single particle run",
-                },
-            ),
-            "density_resolution": (
-                "time",
-                resolution,
-                {
-                    "long_name": "density resolution",
-                    "units": "radian",
-                    "comment": "resolution of the density (circle: W2 between its piecewise-constant cells "
-                    "and their centres; sphere: W2 bound between grid and coarse atoms)",
-                },
-            ),
-            "seed": (
-                "run",
-                np.array([int(p.attrs.get("seed", -1)) for p in runs]),
-                {"long_name": "seed", "comment": "seed of each particle run (-1: unknown)"},
-            ),
-            "n_particles": (
-                "run",
-                np.array([p.sizes["particle"] for p in runs]),
-                {
-                    "long_name": "number of particles",
-                    "units": "1",
-                    "comment": "number of particles of each run",
-                },
-            ),
+            "w2": var["w2"].entry(w2, comment=method),
+            "w2_mean": var["w2_mean"].entry(w2.mean(axis=0)),
+            "w2_std": var["w2_std"].entry(std),
+            "density_resolution": var["density_resolution"].entry(resolution),
+            "seed": var["seed"].entry(np.array([int(p.attrs.get("seed", -1)) for p in runs])),
+            "n_particles": var["n_particles"].entry(np.array([p.sizes["particle"] for p in runs])),
         },
         coords={"time": TIME.entry(times)},
         attrs={
@@ -789,77 +436,32 @@ def compare(
             f"{p}: {', '.join(items)}" for p, items in models["unchecked"]
         )
     dep = departures(density, runs)
-    ds["density_departure_time"] = (
-        (),
+    ds["density_departure_time"] = var["density_departure_time"].entry(
         dep["density"]["departure_time"],
-        {
-            "long_name": "density departure time",
-            "units": "1",
-            "comment": "departure time of the density from Pi_# rho_0: "
-            f"first snapshot after the minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + "
-            f"{DEPARTURE_OFFSET:g} (analyze-beta); NaN: not by t = {dep['density']['t_end']:g}",
-        },
+        comment="departure time of the density from Pi_# rho_0: first snapshot after the "
+        f"minimum of w2_projection with W2 > {DEPARTURE_FACTOR:g} min + {DEPARTURE_OFFSET:g} "
+        f"(analyze-beta); NaN: not by t = {dep['density']['t_end']:g}",
     )
-    ds["departure_time"] = (
-        "run",
-        np.array([r["departure_time"] for r in dep["runs"]]),
-        {
-            "long_name": "particle departure time",
-            "units": "1",
-            "comment": "departure time of each particle run from Pi_# rho_0, as density_departure_time, "
-            "on the run's own snapshot times, from the W2 of the "
-            "particles to Pi_# of their own initial positions (particle_w2_projection); NaN: "
-            "not by the run's last time",
-        },
+    ds["departure_time"] = var["departure_time"].entry(
+        np.array([r["departure_time"] for r in dep["runs"]])
     )
     at_common = [
         [curve[int(pj[list(di).index(i)])] for i in shared]
         for curve, (di, pj) in zip(dep["w2"], index)
     ]
-    ds["particle_w2_projection"] = (
-        ("run", "time"),
-        np.array(at_common, dtype=float),
-        {
-            "long_name": "particle W2 to own Pi_# rho_0",
-            "units": "radian",
-            "comment": "W2 of each particle run to Pi_# of its initial particles, at the common times; "
-            "departure_time uses every snapshot of the run",
-        },
+    ds["particle_w2_projection"] = var["particle_w2_projection"].entry(
+        np.array(at_common, dtype=float)
     )
     ds.attrs["departure_verdict"] = dep["verdict"]
     if len(runs) > 1:  # the ensemble's own spread at the last common time
         last = [int(pj[list(di).index(shared[-1])]) for di, pj in index]
-        ds["w2_between_runs"] = (
-            ("run", "other_run"),
-            w2_between_runs(runs, last),
-            {
-                "long_name": "W2 between particle runs",
-                "units": "radian",
-                "comment": "W2 between the particle runs at the last common time (the ensemble's "
-                "sampling error; see spheredens.compare.ensemble_agreement)",
-                "time": float(times[-1]),
-            },
+        ds["w2_between_runs"] = var["w2_between_runs"].entry(
+            w2_between_runs(runs, last), time=float(times[-1])
         )
     if sliced:
         ds = ds.assign_coords(xi=XI.entry(xi))
-        ds["w2_slice"] = (
-            ("run", "time", "xi"),
-            w2_slice,
-            {
-                "long_name": "W2 slice vs its particles",
-                "units": "radian",
-                "comment": "W2 between slice density rho_k and the particles of slice k (each normalized)",
-            },
-        )
-        ds["w2_slice_mean"] = (
-            ("time", "xi"),
-            w2_slice.mean(axis=0),
-            {
-                "long_name": "mean slice W2 over runs",
-                "units": "radian",
-                "comment": "mean of w2_slice over the particle runs",
-            },
-        )
+        ds["w2_slice"] = var["w2_slice"].entry(w2_slice)
+        ds["w2_slice_mean"] = var["w2_slice_mean"].entry(w2_slice.mean(axis=0))
         ds["w2"].attrs["long_name"] = "W2 marginal vs particles"
         ds["w2"].attrs["comment"] = (
             f"W2 distance between the marginal density sum_k r_k rho_k and all particles; {method}"
@@ -868,134 +470,20 @@ def compare(
             "w2: marginal vs all particles; w2_slice: each slice vs its particles "
             "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")"
         )
+    record_model(ds, density)
     return cf_encode(ds)
 
 
-def density_model(density: Any):
-    """The model of the density run ``density`` (rebuilt from its ``config``), or None and the
-    reason it could not be."""
-    text = density.attrs.get("config")
-    if not text:
-        return None, "the density file has no config attribute (not written by spheredens run)"
-    try:
-        return Problem.from_config(config_from_dict(tomllib.loads(str(text)))).model, ""
-    except Exception as exc:  # any failure to rebuild the model: say so, do not stop compare
-        return None, f"the density's configuration could not be rebuilt ({exc})"
-
-
-def particle_projection_curve(model: Any, run: Any) -> tuple[Array, str]:
-    """W2 of a particle run to Pi_# of its own particles at t = 0 at each of its snapshots
-    (:class:`spheredens.diagnostics.ParticleProjectionDistance`, the ``w2_projection`` that
-    spheredens particle runs record), and the reason when it is undefined (NaN then)."""
-    t = np.asarray(run["time"].values, dtype=float)
-    positions = np.asarray(run["position"].values, dtype=float)
-    weight = np.asarray(run["particle_weight"].values, dtype=float)
-    if abs(t[0]) > TIME_TOLERANCE:
-        return np.full(t.size, np.nan), f"the particle file starts at t = {t[0]:g}, not 0"
-    distance, reason = particle_projection_distance(model, positions[0], weight)
-    if distance is None:
-        return np.full(t.size, np.nan), reason
-    return np.array([distance(x, weight) for x in positions]), ""
-
-
-def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
-    """When the density and each particle run leave the zero-temperature target, by the
-    definition of ``analyze-beta`` (:func:`spheredens.analysis.curve_summary`: the first
-    snapshot after the minimum of W2 to the target with W2 > 2 min + 0.02), each on its own
-    snapshot times.
-
-    The density's W2 is its ``w2_projection`` (to Pi_# rho_0); each particle run's is to
-    Pi_# of its own initial particles (:func:`particle_projection_curve`, with the density's
-    model), computed from the positions so that files converted from other codes are treated
-    alike.
-
-    Returns
-    -------
-    dict
-        ``density`` (curve summary and ``t_end``, the density's last time), ``runs`` (one per
-        particle run, the same keys), ``w2`` (per run, its W2 curve at each of its times),
-        ``verdict`` (a sentence: who departs when, and what W2 between them means after that)
-        and ``reason`` (why no departure could be computed, else empty).
-    """
-    t_den = np.asarray(density["time"].values, dtype=float)
-    den_w2 = (
-        np.asarray(density["w2_projection"].values, dtype=float)
-        if "w2_projection" in density
-        else np.full(t_den.size, np.nan)
+def record_model(ds: Any, density: Any) -> None:
+    """Write in ``ds``, in place, the model of the density as its file records it: the
+    attributes ``model``, ``beta`` and ``config`` and the variables Q, K, V (so that
+    ``ds.sd.model()`` of a comparison file is the model compared)."""
+    for name, var in ATTENTION.items():
+        if name in density.variables:
+            ds[name] = var.entry(np.asarray(density[name].values))
+    ds.attrs.update(
+        {k: density.attrs[k] for k in ("model", "beta", "config") if k in density.attrs}
     )
-    dens = {**curve_summary(t_den, den_w2), "t_end": float(t_den[-1])}
-    model, reason = density_model(density)
-    rows, curves = [], []
-    for p in runs:
-        t_p = np.asarray(p["time"].values, dtype=float)
-        w, why = (
-            (np.full(t_p.size, np.nan), reason)
-            if model is None
-            else particle_projection_curve(model, p)
-        )
-        reason = reason or why
-        curves.append(w)
-        rows.append({**curve_summary(t_p, w), "t_end": float(t_p[-1])})
-    if not np.isfinite(dens["min_w2"]):
-        reason = reason or "the density file has no finite w2_projection"
-    verdict = (
-        f"departure from Pi_# rho_0 not compared: {reason}"
-        if reason
-        else departure_verdict(dens, rows)
-    )
-    return {"density": dens, "runs": rows, "w2": curves, "verdict": verdict, "reason": reason}
-
-
-def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]]) -> str:
-    """The sentence ``compare`` prints about the departures (see :func:`departures`)."""
-    rule = (
-        f"departure: first time after the minimum with W2 to the target > {DEPARTURE_FACTOR:g} min + "
-        f"{DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each run's initial particles"
-    )
-    t_d = density["departure_time"]
-    dep = np.array([r["departure_time"] for r in runs])
-    gone = dep[np.isfinite(dep)]
-    ends = np.array([r["t_end"] for r in runs])
-    if gone.size:
-        spread = (
-            f"at t = {gone.min():g}"
-            if gone.size == 1 or gone.min() == gone.max()
-            else f"at t = {gone.min():g} to {gone.max():g} (mean {gone.mean():.4g})"
-        )
-        parts = f"{gone.size} of {len(runs)} particle run(s) depart {spread}"
-        if gone.size < len(runs):
-            parts += f", the others not by t = {ends[~np.isfinite(dep)].min():g}"
-    else:
-        parts = f"the particles have not departed by t = {ends.min():g}"
-    dens = (
-        f"the density departs at t = {t_d:g}"
-        if np.isfinite(t_d)
-        else f"the density has not departed by t = {density['t_end']:g}"
-    )
-    if np.isfinite(t_d) and gone.size:
-        first = min(t_d, float(gone.min()))
-        who = "the particles" if gone.min() < t_d else "the density"
-        tail = (
-            f"; from t = {first:g} on they are in different phases ({who} first), so W2 between "
-            "them measures the gap between the departures, not an error of either code"
-        )
-        if abs(t_d - gone.min()) <= 0 and abs(t_d - gone.max()) <= 0:
-            tail = "; they depart together"
-    elif np.isfinite(t_d):
-        tail = (
-            f"; the density has left Pi_# rho_0 and the particles have not: after t = {t_d:g} "
-            "W2 between them measures the departure, not an error of either code"
-        )
-    elif gone.size:
-        tail = (
-            f"; the particles have left Pi_# rho_0 and the density has not: after t = {gone.min():g} "
-            "W2 between them measures the departure, not an error of either code (at low "
-            "temperature n particles leave early: they carry no mass below ~1/n, "
-            "docs/particles_low_temperature.md)"
-        )
-    else:
-        tail = "; neither has departed"
-    return f"{dens}; {parts}{tail} ({rule})"
 
 
 def w2_between_runs(runs: Sequence[Any], index: int | Sequence[int] = -1) -> Array:
@@ -1110,20 +598,3 @@ def comparison_summary(cmp: Any) -> dict[str, Any]:
                 }
             )
     return {"ensemble": ensemble, "slices": slices}
-
-
-def plot_comparison(
-    cmp: Any, density: Any, particles: Any, path: str | Path, *, times: Any = None
-) -> Path:
-    """W2 against time with the ensemble band (mean +- std and min to max over the runs), and the
-    density with the particles of ``particles`` and the targets at a few common snapshots, in
-    radians: :func:`spheredens.plot.plot_comparison_snapshots`."""
-    return plot_comparison_snapshots(cmp, density, particles, path, times=times)
-
-
-def density_function(ds: Any, index: int) -> Any:
-    """rho (the marginal with slices) at snapshot ``index`` of a run as a function of points
-    x (n, d) -> (n,): ``ds.sd.density_function(index)``
-    (:meth:`spheredens.accessor.SpheredensAccessor.density_function`)."""
-    register_accessor()
-    return ds.sd.density_function(index)

@@ -8,9 +8,13 @@ Datasets.
   :func:`validate_particles`.
 
 The recorders (:class:`spheredens.recorder.Recorder`,
-:class:`spheredens.particles.ParticleRecorder`) and :func:`spheredens.io.convert_particles`
+:class:`spheredens.particles.ParticleRecorder`) and :func:`spheredens.convert.convert_particles`
 only gather the arrays; what the file looks like is decided here. xarray is imported inside
 the builders only, so that ``import spheredens`` stays light.
+
+What kind a file is (a density, particle, comparison, sweep or analysis file) is decided here
+too, by :func:`file_kind`; the variables of the files of compare and analyze-beta are in
+:mod:`spheredens.result_schema`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from numpy.typing import NDArray
 from ._lazy import xarray as xr
 from ._types import Array
 from ._version import __version__
-from .accessor import register_accessor
 from .exceptions import SchemaError
 from .geometry import DOMAINS, get_domain
 
@@ -35,6 +38,10 @@ SCHEMA = "spheredens-1"
 PARTICLE_SCHEMA = "spheredens-particles-1"
 #: schema of the files of ``spheredens compare``
 COMPARE_SCHEMA = "spheredens-compare-1"
+#: schema of the combined file of ``spheredens sweep``
+SWEEP_SCHEMA = "spheredens-sweep-1"
+#: schema of the files of ``spheredens analyze-beta``
+ANALYSIS_SCHEMA = "spheredens-beta-analysis-1"
 #: CF conventions followed by every file
 CONVENTIONS = "CF-1.10"
 
@@ -259,6 +266,43 @@ VALUE_KINDS = {
 CONVERTED_WEIGHT_LONG_NAME = "particle weight"
 
 
+#: the kinds of spheredens file, by their ``spheredens_schema``
+FILE_KINDS = {
+    SCHEMA: "density",
+    PARTICLE_SCHEMA: "particles",
+    COMPARE_SCHEMA: "comparison",
+    SWEEP_SCHEMA: "sweep",
+    ANALYSIS_SCHEMA: "analysis",
+}
+#: what a file has no schema attribute is called in messages
+NO_SCHEMA = "no spheredens_schema attribute"
+
+
+def file_kind(ds: Any) -> str:
+    """What kind of spheredens file ``ds`` is: ``"density"``, ``"particles"``,
+    ``"comparison"``, ``"sweep"``, ``"analysis"`` (:data:`FILE_KINDS`) or ``"other"``, by its
+    ``spheredens_schema``; a file without one (older, or built by hand) by its variables."""
+    schema = str(ds.attrs.get("spheredens_schema", ""))
+    if schema in FILE_KINDS:
+        return FILE_KINDS[schema]
+    if "analysis" in schema or "min_w2_slope" in ds.variables or "departure_definition" in ds.attrs:
+        return "analysis"
+    if schema:
+        return "other"
+    if "rho" in ds.variables:
+        return "density"
+    if "position" in ds.variables:
+        return "particles"
+    if "w2" in ds.variables and "w2_mean" in ds.variables:
+        return "comparison"
+    return "other"
+
+
+def file_schema(ds: Any) -> str:
+    """The ``spheredens_schema`` of ``ds``, or :data:`NO_SCHEMA` (for messages)."""
+    return str(ds.attrs.get("spheredens_schema", "")) or NO_SCHEMA
+
+
 # -- validators ---------------------------------------------------------------------------
 def validate_schema(ds: Any) -> None:
     """Raise :class:`SchemaError` listing what ``ds`` lacks of schema ``spheredens-1``."""
@@ -399,86 +443,6 @@ def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
     return cf_encode(combined)
 
 
-#: schema of the files of ``spheredens analyze-beta``
-ANALYSIS_SCHEMA = "spheredens-beta-analysis-1"
-#: variables of analysis files (dims come from the combined sweep)
-ANALYSIS_VARIABLES = {
-    "min_w2": Variable(
-        (),
-        "minimum over t of W2",
-        "radian",
-        "minimum over the snapshots of w2_projection (W2 to Pi_# rho_0)",
-    ),
-    "t_min": Variable((), "time of the minimum of W2", "1", "model time of min_w2"),
-    "departure_time": Variable((), "departure time", "1"),
-    "early_rate": Variable((), "early rate", "1", "exponential rate of the approach to Pi_# rho_0"),
-    "rate_over_gap": Variable(
-        (),
-        "early rate / spectral gap",
-        "1",
-        "early_rate divided by the spectral gap mu_1 - mu_2 of V B^T",
-    ),
-    "bound": Variable((), "concentration bound", "1", "sqrt(log(beta + 1) / beta)"),
-    "min_w2_over_bound": Variable(
-        (), "min_w2 / bound", "radian", "min_w2 divided by sqrt(log(beta + 1) / beta)"
-    ),
-    "min_w2_slope": Variable(
-        (), "slope of log min_w2", "1", "least-squares slope of log min_w2 against log beta"
-    ),
-    "t_last": Variable((), "last time with a finite W2", "1"),
-    "min_at_end": Variable(
-        (),
-        "minimum at the last time",
-        "1",
-        "1: the minimum of W2 is at t_last (W2 still falling), 0: before it",
-    ),
-}
-
-
-def analysis_attrs(analysis: Any, combined: Any) -> Any:
-    """CF attributes of an analysis dataset (:func:`spheredens.analysis.analyze_beta`), in
-    place, and the dataset returned: conventions and schema, the coordinates described as in
-    the combined sweep, a short ``long_name`` and ``units`` on every variable (detail moved to
-    ``comment``)."""
-    analysis.attrs = {
-        "Conventions": CONVENTIONS,
-        "spheredens_schema": ANALYSIS_SCHEMA,
-        "title": "spheredens analyze-beta: concentration in beta",
-        "history": history(),
-        **{k: combined.attrs[k] for k in ("domain", "model") if k in combined.attrs},
-        **analysis.attrs,
-    }
-    for name in analysis.coords:
-        if name in combined.coords:
-            analysis[name].attrs = {**combined[name].attrs, **analysis[name].attrs}
-    definitions = {
-        "departure_time": analysis.attrs.get("departure_definition"),
-        "early_rate": analysis.attrs.get("early_rate_definition"),
-    }
-    for name, var in analysis.data_vars.items():
-        known = ANALYSIS_VARIABLES.get(str(name))
-        old = dict(var.attrs)
-        if known is None and str(name).endswith("_resolution_change"):
-            known = Variable(
-                (), f"relative change of {str(name)[: -len('_resolution_change')]}", "1"
-            )
-        if known is None:  # a variable added later: its own long name where it is short
-            label = old.get("long_name") or str(name).replace("_", " ")
-            known = Variable(
-                (),
-                label if len(label) <= MAX_LONG_NAME else str(name).replace("_", " "),
-                old.get("units", "1"),
-            )
-        attrs = known.entry(None, comment=definitions.get(str(name)) or None)[2]
-        renamed = old.get("long_name") if old.get("long_name") != attrs["long_name"] else None
-        earlier = [old.get("comment"), renamed]
-        comment = "; ".join(dict.fromkeys(c for c in (attrs.get("comment"), *earlier) if c))
-        if comment:
-            attrs["comment"] = comment
-        var.attrs = {**old, **attrs}
-    return cf_encode(analysis)
-
-
 def history() -> str:
     """The ``history`` attribute of a file written now."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -592,7 +556,6 @@ def density_dataset(
         attributes :data:`UNFAITHFUL_ATTRS`); None: not written.
     """
 
-    register_accessor()
     model = problem.model
     comments = comments or {}
     space = grid.space_dims
@@ -702,7 +665,6 @@ def particle_dataset(
         (:class:`spheredens.diagnostics.ParticleProjectionDistance`) and how it was computed.
     """
 
-    register_accessor()
     var = PARTICLE_VARIABLES
     data = {"position": var["position"].entry(np.asarray(positions))}
     data["particle_weight"] = var["particle_weight"].entry(

@@ -1,4 +1,5 @@
-"""Limit targets of docs/models.md section 3 as measures: Pi_# rho_0 and the terminal subspace of V.
+"""Limit targets of docs/models.md, section 3, as measures: Pi_# rho_0 and the terminal subspace
+of V.
 
 Functions of the model and of the initial density *function* (not of a grid), so that the
 target is exact up to a stated quadrature / sampling error:
@@ -8,6 +9,8 @@ target is exact up to a stated quadrature / sampling error:
   S cap E_1 (dim E_1 = 2, sphere) carrying the rho_0-masses of the sets Pi maps onto them.
 * :func:`terminal_subspace`: the dominant eigenspace of V (the conjectured support of the
   terminal phase) and the W2 distance of a density to the measures supported on it.
+* :func:`file_targets`: the sets drawn on the figures of a file (:class:`Target`), from the
+  model it records.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ._types import Array
-from .exceptions import SpheredensError
+from .exceptions import SchemaError, SpheredensError
 from .geometry import CIRCLE, SPHERE, NotProvided, domain_of_dimension
 from .models import Model
 from .models import projection_target as assumption_1
@@ -79,7 +82,7 @@ def _sectors(edges: Array, panels_per_sector: int, order: int) -> tuple[Array, A
     return np.concatenate(psi_list), np.concatenate(w_list), np.concatenate(sector)
 
 
-def arc_masses(
+def sector_masses(
     initial: Callable[[Array], Array],
     e1: Array,
     e2: Array,
@@ -87,36 +90,26 @@ def arc_masses(
     *,
     panels_per_sector: int = 1,
     order: int = 8,
-) -> Array:
-    """rho_0-masses of the arcs {cos psi e1 + sin psi e2 : psi in [edges_k, edges_{k+1})} of
-    S^1 (composite Gauss-Legendre, ``order`` points per panel)."""
-    psi, w_psi, sector = _sectors(edges, panels_per_sector, order)
-    ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-    values = initial(ring) * w_psi
-    return np.bincount(sector, weights=values, minlength=len(edges) - 1)
-
-
-def lune_masses(
-    initial: Callable[[Array], Array],
-    e1: Array,
-    e2: Array,
-    edges: Array,
-    *,
-    panels_per_sector: int = 1,
+    lunes: bool = False,
     alpha_panels: int = 8,
-    order: int = 8,
 ) -> Array:
-    """rho_0-masses of the lunes {x in S^2 : angle of (<x, e1>, <x, e2>) in [edges_k, edges_{k+1})},
-    in coordinates x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha) (e1 x e2),
-    d sigma = cos(alpha) d alpha d psi (composite Gauss-Legendre; ``alpha_panels`` panels of 16
-    points in latitude)."""
+    """rho_0-masses of the sectors between the angles ``edges`` of the plane of e1, e2.
+
+    On S^1 (``lunes`` False) the arcs {cos psi e1 + sin psi e2 : psi in [edges_k,
+    edges_{k+1})}; on S^2 (``lunes``) the lunes {x : angle of (<x, e1>, <x, e2>) in [edges_k,
+    edges_{k+1})}, in coordinates x = cos(alpha) (cos(psi) e1 + sin(psi) e2) + sin(alpha)
+    (e1 x e2), d sigma = cos(alpha) d alpha d psi (``alpha_panels`` panels of 16 points in
+    latitude). Composite Gauss-Legendre, ``order`` points per panel of psi."""
     psi, w_psi, sector = _sectors(edges, panels_per_sector, order)
     ring = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
-    pole = np.cross(e1, e2)
-    alpha, w_alpha = _gauss(-0.5 * np.pi, 0.5 * np.pi, alpha_panels, 16)
-    x = np.cos(alpha)[:, None, None] * ring[None] + np.sin(alpha)[:, None, None] * pole
-    values = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
-    per_psi = (values * (w_alpha * np.cos(alpha))[:, None]).sum(axis=0) * w_psi
+    if not lunes:
+        per_psi = initial(ring) * w_psi
+    else:
+        pole = np.cross(e1, e2)
+        alpha, w_alpha = _gauss(-0.5 * np.pi, 0.5 * np.pi, alpha_panels, 16)
+        x = np.cos(alpha)[:, None, None] * ring[None] + np.sin(alpha)[:, None, None] * pole
+        values = initial(x.reshape(-1, 3)).reshape(alpha.size, psi.size)
+        per_psi = (values * (w_alpha * np.cos(alpha))[:, None]).sum(axis=0) * w_psi
     return np.bincount(sector, weights=per_psi, minlength=len(edges) - 1)
 
 
@@ -136,7 +129,7 @@ def _circle_target(
     """dim E_1 = 1 on S^1: the rho_0-masses of the half circles around +-u."""
     u = basis[0]
     e1, e2 = u, np.array([-u[1], u[0]])
-    masses = arc_masses(
+    masses = sector_masses(
         initial, e1, e2, np.array([-0.5, 0.5, 1.5]) * np.pi, panels_per_sector=32, order=16
     )
     return _two_atoms(u, masses)
@@ -163,7 +156,7 @@ def _sphere_target(
         return _two_atoms(u, np.array(masses))
     e1, e2 = basis
     edges = np.linspace(0.0, 2 * np.pi, circle_atoms + 1)
-    masses = lune_masses(initial, e1, e2, edges)
+    masses = sector_masses(initial, e1, e2, edges, lunes=True)
     psi = 0.5 * (edges[:-1] + edges[1:])
     points = np.cos(psi)[:, None] * e1 + np.sin(psi)[:, None] * e2
     desc = (
@@ -179,7 +172,7 @@ def _sphere_target(
 def projection_measure(
     model: Model, initial: Callable[[Array], Array], *, circle_atoms: int = CIRCLE_TARGET_ATOMS
 ) -> TargetMeasure:
-    """Pi_# rho_0 (docs/models.md section 3) as a discrete measure: the quadratures of the domain's
+    """Pi_# rho_0 (docs/models.md, section 3) as a discrete measure: the quadratures of the domain's
     part ``"projection_target"`` (circle and sphere here). A mixture initial density (with
     ``components``, the von Mises-Fisher densities) is also summed over its components in the
     log domain (:func:`_by_components`), which is used when the direct quadrature differs from
@@ -364,3 +357,112 @@ def terminal_subspace(model: Model, *, rtol: float = 1e-9) -> TerminalSubspace:
         f"dimension {rank}"
     )
     return TerminalSubspace(None if rank >= model.d else basis, complex(top), definition)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A set a density tends to, drawn on the figures.
+
+    Attributes
+    ----------
+    role : str
+        ``"projection"``: the support of Pi_# rho_0 (the zero-temperature target of MODELS.md
+        section 3); ``"terminal"``: the dominant eigenspace of V (the terminal phase);
+        ``"both"`` when the two coincide.
+    basis : ndarray (k, d)
+        Orthonormal rows spanning the subspace E, k < d: the set drawn is S cap E, the two
+        points +-b for k = 1, a great circle for k = 2 (sphere).
+    label : str
+        The legend entry.
+    """
+
+    role: str
+    basis: Array
+    label: str
+
+    @property
+    def points(self) -> Array:
+        """The points +-b of a line (k = 1), shape (2, d); empty for a plane."""
+        if self.basis.shape[0] != 1:
+            return np.empty((0, self.basis.shape[1]))
+        return np.array([self.basis[0], -self.basis[0]])
+
+    def curve(self, n: int = 361) -> Array:
+        """The great circle S cap E of a plane (k = 2), n points (n, d); empty for a line."""
+        if self.basis.shape[0] != 2:
+            return np.empty((0, self.basis.shape[1]))
+        psi = np.linspace(0.0, 2.0 * np.pi, n)
+        return np.cos(psi)[:, None] * self.basis[0] + np.sin(psi)[:, None] * self.basis[1]
+
+
+def _all_nan(ds: Any, name: str) -> bool:
+    return name in ds.variables and not np.any(
+        np.isfinite(np.asarray(ds[name].values, dtype=float))
+    )
+
+
+def _same_subspace(a: Array, b: Array) -> bool:
+    return a.shape == b.shape and float(np.abs(a.T @ a - b.T @ b).max()) <= 1e-8
+
+
+def file_targets(ds: Any) -> list[Target]:
+    """The targets of the model a density, particle or comparison file records
+    (``ds.sd.model()``); they depend on its Q, K and V only.
+
+    * the support of Pi_# rho_0 (docs/models.md, section 3) when Assumption 1 holds (B = Q^T K
+      invertible, A = V B^T symmetric with a spectral gap,
+      :func:`spheredens.models.projection_target`):
+      the atoms +-u (E_1 a line) or the great circle S cap E_1 (E_1 a plane, sphere); not drawn
+      when the file's ``w2_projection`` is NaN throughout (the file says why in its ``comment``);
+    * the dominant eigenspace of V (:func:`spheredens.targets.terminal_subspace`, the support
+      conjectured for the terminal phase) when it is not all of R^d.
+
+    A file that records no model (``ds.sd.model()``: a converted particle file) has no targets.
+
+    Returns
+    -------
+    list of Target
+        One entry when the two coincide (role ``"both"``), none when neither is defined.
+    """
+    try:
+        model = ds.sd.model()
+    except SchemaError:  # no model recorded (a converted particle file): no targets
+        return []
+    d = model.d
+    out: list[Target] = []
+    target = assumption_1(model)
+    if target.holds and target.basis.shape[0] < d and not _all_nan(ds, "w2_projection"):
+        k = target.basis.shape[0]
+        out.append(
+            Target(
+                "projection",
+                target.basis,
+                "support of Pi_# rho_0: "
+                + ("the atoms +-u" if k == 1 else "the great circle S cap E_1"),
+            )
+        )
+    terminal = terminal_subspace(model)
+    if (
+        terminal.basis is not None
+        and terminal.basis.shape[0] < d
+        and not _all_nan(ds, "w2_terminal")
+    ):
+        basis = terminal.basis
+        if out and _same_subspace(out[0].basis, basis):
+            k = basis.shape[0]
+            out[0] = Target(
+                "both",
+                out[0].basis,
+                ("the atoms +-u" if k == 1 else "the great circle S cap E_1")
+                + " = the top eigenspace of V",
+            )
+        else:
+            out.append(
+                Target(
+                    "terminal",
+                    basis,
+                    "top eigenspace of V: "
+                    + ("+-e_1" if basis.shape[0] == 1 else "a great circle"),
+                )
+            )
+    return out

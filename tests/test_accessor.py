@@ -1,14 +1,20 @@
-"""The accessor ``ds.sd``: marginal, grid, domain
-and the density as a function of points, on every kind of file."""
+"""The accessor ``ds.sd``: marginal, grid, domain, the density as a function of points and the
+recorded model, on every kind of file; registered as soon as xarray and spheredens are both
+imported."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
 
 import numpy as np
 import pytest
 
 import spheredens as sd
-from spheredens.compare import density_function
 from spheredens.geometry import get_domain
+from spheredens.io import write_dataset
+from spheredens.particles import run_particles
 from spheredens.schema import SCHEMA, validate_schema
 
 ROPE = {
@@ -126,9 +132,6 @@ def test_density_function_reproduces_rho_at_the_grid_points(files, name):
         f = ds.sd.density_function(t)
         values = f(grid.flat_points).reshape(grid.weight.shape)
         np.testing.assert_allclose(values, ds.sd.marginal(t), rtol=0, atol=1e-12)
-        np.testing.assert_array_equal(
-            density_function(ds, t)(grid.flat_points), f(grid.flat_points)
-        )
 
 
 def test_density_function_is_piecewise_constant_on_finite_volume_cells(files):
@@ -150,3 +153,51 @@ def test_regular_view_of_the_finite_volume_mesh_keeps_the_cell_values(files):
     lat, lon, view = ds.sd.grid().regular_view(ds.sd.marginal())
     assert view.shape == (ds.sizes["time"], 90, 180) and lat.shape == (90,) and lon.shape == (180,)
     assert set(np.unique(view[-1])) <= set(ds.sd.marginal(-1))
+
+
+def test_model_is_the_one_the_file_was_run_with(files):
+    """ds.sd.model() rebuilds the Model of the configuration from what the file records."""
+    for name in ("circle_fv", "sphere_fv", "circle_usa_av"):
+        ds = files[name]
+        model = ds.sd.model()
+        expected = sd.Problem.from_config(sd.config_from_dict(tomllib.loads(ds.attrs["config"])))
+        assert model.name == expected.model.name and model.beta == expected.model.beta
+        for m in ("Q", "K", "V"):
+            np.testing.assert_array_equal(getattr(model, m), getattr(expected.model, m))
+        assert ds.sd.model_record()["model"] == model.name
+    aux = files["circle_usa_av"].sd.model().auxiliary
+    np.testing.assert_array_equal(aux.xi, files["circle_usa_av"]["xi"].values)
+
+
+def test_a_file_without_a_model_says_so_in_one_line(files):
+    bare = files["circle_fv"].drop_vars(["Q", "K", "V"])
+    bare.attrs = {k: v for k, v in bare.attrs.items() if k != "config"}
+    with pytest.raises(sd.SchemaError, match="records no model"):
+        bare.sd.model()
+
+
+def test_the_accessor_works_right_after_import_spheredens(tmp_path):
+    """xarray.open_dataset(path).sd.model() in a fresh process that imported only spheredens
+    and xarray (in either order): on a run file, a particle file and a comparison file."""
+    data = {
+        "model": {"name": "sa", "beta": 2.0},
+        "initial": VMF_2D,
+        "discretization": {"scheme": "fv", "n": 32},
+        "time": {"t_end": 0.2, "snapshots": 3},
+        "particles": {"n": 20, "dt": 0.1},
+    }
+    cfg = sd.config_from_dict(data)
+    density = sd.run(cfg, output=tmp_path / "run.nc", progress=False)
+    particles = run_particles(cfg, output=tmp_path / "particles.nc", progress=False)
+    write_dataset(sd.compare(density, particles, progress=False), tmp_path / "compare.nc")
+    for first in ("import spheredens, xarray as xr", "import xarray as xr, spheredens"):
+        code = (
+            f"{first}; "
+            "print(*(xr.open_dataset(p).sd.model().name for p in ('run.nc', 'particles.nc', "
+            "'compare.nc')))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["sa", "sa", "sa"]

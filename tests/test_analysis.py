@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from spheredens.analysis import (
-    analyze_beta,
-    beta_study_figure,
-    curve_summary,
-    plot_beta_study,
-    richardson_estimate,
-)
+from spheredens.analysis import analyze_beta, curve_summary, richardson_estimate
 from spheredens.cli import main
+from spheredens.plot import beta_study_figure, plot_beta_study
 
 T = np.round(np.arange(0, 40.0001, 0.05), 10)
 

@@ -83,7 +83,8 @@ def test_degrees_are_refused_in_one_line_naming_degrees(theta, tmp_path, capsys)
         ],
     )
     assert line == (
-        f"spheredens: error: {str(tmp_path / 'deg.npy')!r}: angles range over [{lo:.6g}, {hi:.6g}], "
+        f"spheredens: error: {str(tmp_path / 'deg.npy')!r}: angles range over [{lo:.6g}, "
+        f"{hi:.6g}], "
         "outside [-pi, pi] and [0, 2 pi]: angles in degrees need --degrees; unwrapped radians must "
         "be wrapped into [0, 2 pi) first (theta % (2 pi))"
     )
@@ -128,8 +129,8 @@ def test_angles_in_either_interval_are_accepted_and_outside_both_refused(tmp_pat
         ],
     )
     assert (
-        "angles range over [-1, 4], outside [-pi, pi] and [0, 2 pi]: angles in degrees need --degrees"
-        in line
+        "angles range over [-1, 4], outside [-pi, pi] and [0, 2 pi]: angles in degrees need "
+        "--degrees" in line
     )
     # in degrees, the same rule in degrees
     np.save(tmp_path / "c.npy", np.linspace(-90.0, 300.0, 3 * N).reshape(3, N))
@@ -261,7 +262,8 @@ def test_transposed_array_is_refused_naming_the_shapes(tmp_path, capsys):
     )
     assert line == (
         f"spheredens: error: 4 times for {N} snapshots: {src} of shape ({N}, 4, 2) is read as "
-        f"(time, n, d); with 4 times (--times) expected (4, n, 2); if the array is (n, time, d), give "
+        "(time, n, d); with 4 times (--times) expected (4, n, 2); if the array is (n, time, d), "
+        "give "
         "--axes n,time,d"
     )
     # the times of the file
@@ -271,8 +273,10 @@ def test_transposed_array_is_refused_naming_the_shapes(tmp_path, capsys):
         capsys, ["convert-particles", str(tmp_path / "x.npz"), str(out), "--domain", "circle"]
     )
     assert line == (
-        f"spheredens: error: 4 times for {N} snapshots: 'x' of {npz} of shape ({N}, 4, 2) is read as "
-        f"(time, n, d); with 4 times ('t' of {npz}) expected (4, n, 2); if the array is (n, time, d), "
+        f"spheredens: error: 4 times for {N} snapshots: 'x' of {npz} of shape ({N}, 4, 2) is read "
+        "as "
+        f"(time, n, d); with 4 times ('t' of {npz}) expected (4, n, 2); if the array is (n, time, "
+        "d), "
         "give --axes n,time,d"
     )
     # --dt gives no count of times: the weights' count of particles is checked instead
@@ -292,7 +296,8 @@ def test_transposed_array_is_refused_naming_the_shapes(tmp_path, capsys):
     )
     assert line == (
         f"spheredens: error: {N} weights ('weight' of {w}) for 4 particles: 'x' of {w} of shape "
-        f"({N}, 4, 2) is read as (time, n, d); with {N} weights expected (time, {N}, 2); if the array "
+        f"({N}, 4, 2) is read as (time, n, d); with {N} weights expected (time, {N}, 2); if the "
+        "array "
         "is (n, time, d), give --axes n,time,d"
     )
     # angles (n, time)
@@ -392,7 +397,8 @@ def test_axes_option_for_angles(theta, tmp_path, capsys):
     [
         (
             "n,t,d",
-            "--axes: 'n,t,d' must name each axis of the array once, in the array's order: time, n and d for "
+            "--axes: 'n,t,d' must name each axis of the array once, in the array's order: time, n "
+            "and d for "
             "positions (e.g. n,time,d), time and n for angles (e.g. n,time)",
         ),
         ("n,n,d", "--axes: 'n,n,d' must name each axis"),
@@ -474,7 +480,8 @@ def test_times_from_two_sources_are_refused(tmp_path, capsys):
             "2",
         ],
     ) == (
-        "spheredens: error: --dt: give the snapshot times (--times) or their spacing (--dt), not both"
+        "spheredens: error: --dt: give the snapshot times (--times) or their spacing (--dt), not "
+        "both"
     )
     with pytest.raises(
         sd.ConfigError, match=r"^dt=\.\.\.: must be a finite number > 0, got -1\.0$"
@@ -531,7 +538,8 @@ def test_unknown_model_is_refused(tmp_path, capsys):
             "bogus",
         ],
     ) == (
-        "spheredens: error: --model: 'bogus' is not a known model; choose one of 'sa', 'sa_zero_temperature', "
+        "spheredens: error: --model: 'bogus' is not a known model; choose one of 'sa', "
+        "'sa_zero_temperature', "
         "'usa', 'usa_av'"
     )
     assert not out.exists()
@@ -552,7 +560,8 @@ def test_zero_particles_and_wrong_weights_are_one_line(tmp_path, capsys):
     assert one_line_error(
         capsys, ["convert-particles", str(tmp_path / "z.npz"), str(out), "--domain", "circle"]
     ) == (
-        f"spheredens: error: no snapshots or no particles: 'position' of {z} of shape (3, 0, 2) is read as "
+        f"spheredens: error: no snapshots or no particles: 'position' of {z} of shape (3, 0, 2) is "
+        "read as "
         "(time, n, d): 3 times, 0 particles"
     )
     np.savez(
@@ -565,7 +574,8 @@ def test_zero_particles_and_wrong_weights_are_one_line(tmp_path, capsys):
     assert one_line_error(
         capsys, ["convert-particles", str(tmp_path / "w.npz"), str(out), "--domain", "circle"]
     ) == (
-        f"spheredens: error: 6 weights ('weight' of {w}) for 5 particles: 'position' of {w} of shape (3, 5, 2) is "
+        f"spheredens: error: 6 weights ('weight' of {w}) for 5 particles: 'position' of {w} of "
+        "shape (3, 5, 2) is "
         "read as (time, n, d); with 6 weights expected (time, 6, 2)"
     )
     np.savez(tmp_path / "s.npz", theta=np.zeros((0, 4)))
@@ -692,9 +702,12 @@ def test_transposed_array_with_dt_and_config_is_refused_naming_the_shapes(
         ],
     )
     assert line == (
-        f"spheredens: error: {N} times of spacing 0.5 (--dt) end at t = 19.5, after t_end = 1.5 of the "
-        f"configuration {run_toml}: {src} of shape ({N}, 4, 2) is read as (time, n, d); up to t_end fit "
-        "at most 4 times, expected (<= 4, n, 2); if the array is (n, time, d), give --axes n,time,d "
+        f"spheredens: error: {N} times of spacing 0.5 (--dt) end at t = 19.5, after t_end = 1.5 of "
+        "the "
+        f"configuration {run_toml}: {src} of shape ({N}, 4, 2) is read as (time, n, d); up to "
+        "t_end fit "
+        "at most 4 times, expected (<= 4, n, 2); if the array is (n, time, d), give --axes "
+        "n,time,d "
         "(--axes time,n,d keeps this reading)"
     )
     assert not out.exists()
@@ -714,7 +727,8 @@ def test_transposed_array_with_dt_and_config_is_refused_naming_the_shapes(
     )
     assert line.endswith(
         f"of shape ({N}, 4) is read as (time, n); up to t_end fit at most 4 times, expected "
-        "(<= 4, n); if the array is (n, time), give --axes n,time (--axes time,n keeps this reading)"
+        "(<= 4, n); if the array is (n, time), give --axes n,time (--axes time,n keeps this "
+        "reading)"
     )
     assert not out.exists()
     # the Python API names its keyword arguments and a RunConfig as "the given configuration"
@@ -766,7 +780,8 @@ def test_times_past_t_end_by_one_step_are_refused_and_round_off_is_not(tmp_path,
     )
     assert line.endswith(
         f"5 times of spacing 0.5 (--dt) end at t = 2, after t_end = 1.5 of the configuration "
-        f"{run_toml}: {str(tmp_path / 'x.npy')!r} of shape (5, {N}, 2) is read as (time, n, d); up to "
+        f"{run_toml}: {str(tmp_path / 'x.npy')!r} of shape (5, {N}, 2) is read as (time, n, d); up "
+        "to "
         "t_end fit at most 4 times, expected (<= 4, n, 2) (--axes time,n,d keeps this reading)"
     )
     short = tmp_path / "short.toml"
@@ -801,11 +816,13 @@ def test_without_config_a_time_axis_longer_than_the_particle_axis_is_noted_once(
     )
     assert stderr == [
         f"spheredens: note: {src} of shape ({N}, 4, 2) is read as (time, n, d): {N} times x 4 "
-        "particles, more times than particles (--dt gives no count of times to check); give --axes if "
+        "particles, more times than particles (--dt gives no count of times to check); give --axes "
+        "if "
         "the array is another layout, e.g. --axes n,time,d"
     ]
     assert stdout == [
-        f"wrote {out.resolve()}  ({N} times, t = 0 .. 19.5, dt 0.5; 4 particles; d = 2; shape ({N}, 4, "
+        f"wrote {out.resolve()}  ({N} times, t = 0 .. 19.5, dt 0.5; 4 particles; d = 2; shape "
+        f"({N}, 4, "
         "2) read as (time, n, d))"
     ]
     assert open_particles(out).sizes["time"] == N  # a note: converted as read
@@ -840,7 +857,8 @@ def test_the_wrote_line_says_what_was_read(theta, tmp_path, capsys):
         capsys, tmp_path / "a.npy", out, "--domain", "circle", "--times", "0", "0.5", "2", "3"
     ) == (
         [
-            f"wrote {out.resolve()}  (4 times, t = 0 .. 3; {N} particles; d = 2; shape (4, {N}) read as (time, n))"
+            f"wrote {out.resolve()}  (4 times, t = 0 .. 3; {N} particles; d = 2; shape (4, {N}) "
+            "read as (time, n))"
         ],
         [],
     )
@@ -848,7 +866,8 @@ def test_the_wrote_line_says_what_was_read(theta, tmp_path, capsys):
     assert convert_lines(
         capsys, tmp_path / "b.npy", tmp_path / "b.nc", "--domain", "circle", "--dt", "1"
     )[0] == [
-        f"wrote {(tmp_path / 'b.nc').resolve()}  (1 time, t = 0; {N} particles; d = 2; shape (1, {N}) read as "
+        f"wrote {(tmp_path / 'b.nc').resolve()}  (1 time, t = 0; {N} particles; d = 2; shape (1, "
+        f"{N}) read as "
         "(time, n))"
     ]
 
@@ -868,9 +887,11 @@ def test_python_api_tells_notify_or_the_log(tmp_path, caplog):
         )
     ]
     assert ds.attrs["source_layout"] == f"shape ({N}, 4, 3) read as (time, n, d)"
-    with caplog.at_level("INFO", logger="spheredens.io"):
+    with caplog.at_level("INFO", logger="spheredens.convert"):
         convert_particles(tmp_path / "y.npy", domain="sphere", dt=1.0)
-    assert [r.getMessage() for r in caplog.records if r.name == "spheredens.io"] == [told[0][1]]
+    assert [r.getMessage() for r in caplog.records if r.name == "spheredens.convert"] == [
+        told[0][1]
+    ]
     told.clear()
     convert_particles(
         tmp_path / "y.npy",
@@ -883,7 +904,8 @@ def test_python_api_tells_notify_or_the_log(tmp_path, caplog):
 
 
 def _converted(tmp_path, name, n_t, seed=1):
-    """A converted circle particle file of n_t snapshots at t = 0, 1, ... (the density's spacing)."""
+    """A converted circle particle file of n_t snapshots at t = 0, 1, ... (the density's
+    spacing)."""
     np.save(tmp_path / f"{name}.npy", unit_vectors((n_t, N, 2), seed))
     path = tmp_path / f"{name}.nc"
     convert_particles(tmp_path / f"{name}.npy", domain="circle", dt=1.0).to_netcdf(path)
@@ -924,10 +946,13 @@ def test_compare_notes_the_snapshots_it_does_not_use(density, tmp_path, capsys):
     assert lines == [] and "times_not_compared" not in cmp.attrs
     lines, cmp = notes(long, short, same)
     assert lines == [
-        f"spheredens: note: {d}: compared at the 2 times it shares with every particle file, of its 3",
-        f"spheredens: note: {long}: compared at the 2 times common to {d} and every particle file, of "
+        f"spheredens: note: {d}: compared at the 2 times it shares with every particle file, of "
+        "its 3",
+        f"spheredens: note: {long}: compared at the 2 times common to {d} and every particle file, "
+        "of "
         "its 5",
-        f"spheredens: note: {same}: compared at the 2 times common to {d} and every particle file, of "
+        f"spheredens: note: {same}: compared at the 2 times common to {d} and every particle file, "
+        "of "
         "its 3",
     ]
     assert cmp.attrs["times_not_compared"].splitlines() == [

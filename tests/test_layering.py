@@ -56,12 +56,19 @@ LAYERS: list[tuple[str, ...]] = [
     ("diagnostics", "slices"),
     ("accessor",),
     ("schema",),
+    ("result_schema",),
+    ("convert",),
     ("recorder",),
     ("io",),
     ("runner",),
-    ("plot",),
-    ("particles", "compare", "analysis"),
+    ("agreement", "analysis"),
+    ("particles", "compare"),
     ("sweep", "verify"),
+    ("plot._common",),
+    ("plot._layers",),
+    ("plot._density", "plot._particles", "plot._comparison", "plot._study"),
+    ("plot._animation",),
+    ("plot",),
     ("cli",),
     ("__init__",),
     ("__main__",),
@@ -194,3 +201,11 @@ def test_import_is_silent_and_light():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.strip() == ""  # nothing printed, no heavy library imported
+
+
+def test_computation_never_imports_plotting():
+    """spheredens.plot (all its modules) is imported by the command line, the package's public
+    functions and its own modules only: no computing module draws."""
+    drawing = {m for m in MODULES if m == "plot" or m.startswith("plot.")}
+    users = {m for m in MODULES for t in package_imports(m) if t in drawing}
+    assert users <= drawing | {"cli", "__init__"}, sorted(users - drawing)

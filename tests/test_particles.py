@@ -320,7 +320,8 @@ initialization = "quantile"
 
 
 def hand_departure(t, w2):
-    """analyze-beta's rule written out: the first snapshot after the minimum with W2 > 2 min + 0.02."""
+    """analyze-beta's rule written out: the first snapshot after the minimum with
+    W2 > 2 min + 0.02."""
     i = int(np.argmin(w2))
     later = [k for k in range(i + 1, len(t)) if w2[k] > 2 * w2[i] + 0.02]
     return t[later[0]] if later else np.nan
@@ -373,7 +374,7 @@ def test_compare_reports_the_departures_as_computed_by_hand(tmp_path, capsys):
 
 
 def test_departure_verdict_says_which_side_has_left():
-    from spheredens.compare import departure_verdict
+    from spheredens.analysis import departure_verdict
 
     nan = float("nan")
     only_density = departure_verdict(

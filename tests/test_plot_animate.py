@@ -204,11 +204,11 @@ def test_mp4_has_the_frames_asked_for(files, tmp_path):
 def test_default_format_follows_ffmpeg(files, tmp_path, monkeypatch):
     source = tmp_path / "c.nc"
     shutil.copy(files["circle"], source)
-    monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: False)
+    monkeypatch.setattr(sdplot._animation, "ffmpeg_available", lambda: False)
     assert sdplot.animation_output_path(source) == tmp_path / "c.gif"
     assert main(["animate", str(source), "--frames", "2"]) == 0
     assert Image.open(tmp_path / "c.gif").n_frames == 2
-    monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: True)
+    monkeypatch.setattr(sdplot._animation, "ffmpeg_available", lambda: True)
     assert sdplot.animation_output_path(source) == tmp_path / "c.mp4"
 
 
@@ -239,7 +239,7 @@ def test_animation_paths_and_options_are_refused_in_one_line(files, tmp_path, ca
         == 0
     )
     capsys.readouterr()
-    monkeypatch.setattr(sdplot, "ffmpeg_available", lambda: False)
+    monkeypatch.setattr(sdplot._animation, "ffmpeg_available", lambda: False)
     assert main(["animate", circle, "-o", str(tmp_path / "x.mp4")]) == 2
     assert "ffmpeg is not installed" in one_line(capsys) and not (tmp_path / "x.mp4").exists()
     with pytest.raises(SystemExit):
@@ -298,7 +298,8 @@ def drawn(monkeypatch):
         ]
         return real(fig, path, **kw)
 
-    monkeypatch.setattr(sdplot, "save_figure", keep)
+    for module in (sdplot._common, sdplot._density, sdplot._comparison, sdplot._study):
+        monkeypatch.setattr(module, "save_figure", keep)
     return figures
 
 
@@ -314,7 +315,7 @@ def test_angles_are_in_radians_everywhere(files, tmp_path, drawn):
     sd.plot_run(sd.open_run(files["circle"]), tmp_path / "c.png")
     sd.plot_run(sd.open_particles(files["particles_circle"]), tmp_path / "p.png")
     sd.plot_run(sd.open_run(files["usa_av"]), tmp_path / "a.png")
-    from spheredens.compare import plot_comparison
+    from spheredens.plot import plot_comparison
 
     cmp = xr.open_dataset(files["compare_circle"]).load()
     plot_comparison(

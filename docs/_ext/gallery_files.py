@@ -1,7 +1,7 @@
 """The image scraper of the gallery: the PNG files an example script wrote.
 
 The examples draw with spheredens' own figure functions (``sd.plot_run``,
-``spheredens.compare.plot_comparison``, ...), which write a PNG file and close the figure, as
+``spheredens.plot.plot_comparison``, ...), which write a PNG file and close the figure, as
 ``spheredens plot`` does. sphinx-gallery runs each code block in the example's folder; after
 the block this scraper moves every PNG file that appeared there into the gallery's images (in
 the order written) and returns their reST, as sphinx-gallery's own scraper does for open

@@ -11,7 +11,6 @@ from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature
 from scipy.spatial.transform import Rotation
 
 import spheredens as sd
-from spheredens.compare import density_function
 from spheredens.grids import RingMesh
 from spheredens.interaction import DirectQuadrature
 from spheredens.interaction._points import FunkHeckePoints
@@ -199,9 +198,9 @@ def test_fv_and_spectral_agree_in_w2_and_converge_to_the_same_limit():
         n: sd.run(fv_config(model, n, time), progress=False)["rho"].values[-1] for n in (16, 32, 64)
     }
     sh = {
-        l: density_function(
-            sd.run(fv_config(model, l, time, scheme="sh_spectral"), progress=False), -1
-        )
+        l: sd.run(
+            fv_config(model, l, time, scheme="sh_spectral"), progress=False
+        ).sd.density_function(-1)
         for l in (15, 31, 63)
     }
     mesh = {n: RingMesh(n) for n in (16, 32, 64)}
