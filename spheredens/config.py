@@ -153,7 +153,7 @@ class DiscretizationConfig:
     @property
     def resolution_key(self) -> str:
         """The configuration key that sets the resolution of this discretization."""
-        return f"discretization.{self.scheme_class.resolution}"
+        return f"discretization.{self.scheme_class.resolution.key}"
 
 
 @dataclass(frozen=True)
@@ -233,9 +233,9 @@ class RunConfig:
 
     def resolution_problem(self) -> str:
         """Why the grid does not resolve the attention kernel, or "" when it does (the rule of
-        the scheme: :meth:`~spheredens.schemes.Scheme.resolution_problem`)."""
+        the scheme: :meth:`~spheredens.schemes.Resolution.problem`)."""
         disc = self.discretization
-        return disc.scheme_class.resolution_problem(self.model.build(), disc.options)
+        return disc.scheme_class.resolution.problem(self.model.build(), disc.options)
 
     def check_resolution(
         self,

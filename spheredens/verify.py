@@ -237,7 +237,7 @@ def sphere_mean_field_error(scheme: str, evaluator: str, K: Any, resolution: int
             "initial": SMOOTH_3D,
             "discretization": {
                 "scheme": scheme,
-                cls.resolution: resolution,
+                cls.resolution.key: resolution,
                 "interaction": evaluator,
             },
             "time": {"t_end": 1.0, "snapshots": 2},
@@ -263,7 +263,7 @@ def _beta_zero_sphere(scheme: str) -> dict[str, Any]:
     return {
         "quantity": f"velocity ({evaluator})",
         "errors": (error,),
-        "labels": (f"{cls.resolution} = {resolution}",),
+        "labels": (f"{cls.resolution.key} = {resolution}",),
         "orders": (),
         "passed": error <= bound,
         "documented": f"round-off, required <= {bound:.0e}",
@@ -301,11 +301,11 @@ ZERO_TEMPERATURE_MEASURED = {
 
 def zero_temperature_resolutions(cls: Any) -> list[int]:
     """default / 4, / 2, / 1: n = 64, 128, 256; lmax + 1 = 8, 16, 32; nlat = 8, 16, 32."""
-    shift = 1 if cls.resolution == "lmax" else 0
+    shift = 1 if cls.resolution.key == "lmax" else 0
     return [
-        (cls.resolution_default + 1) // 4 - shift,
-        (cls.resolution_default + 1) // 2 - shift,
-        cls.resolution_default,
+        (cls.resolution.default + 1) // 4 - shift,
+        (cls.resolution.default + 1) // 2 - shift,
+        cls.resolution.default,
     ]
 
 
@@ -331,7 +331,7 @@ def zero_temperature_config(
             "initial": {"name": "von_mises_fisher", "means": [list(mean)], "kappas": [kappa]},
             "discretization": {
                 "scheme": scheme,
-                cls.resolution: resolution,
+                cls.resolution.key: resolution,
                 "interaction": "auto",
                 **discretization,
             },
@@ -393,7 +393,7 @@ def _zero_temperature(domain: str, scheme: str) -> dict[str, Any]:
     return {
         "quantity": "weak form",
         "errors": tuple(errors),
-        "labels": tuple(f"{cls.resolution} = {r}" for r in resolutions),
+        "labels": tuple(f"{cls.resolution.key} = {r}" for r in resolutions),
         "orders": tuple(observed_orders(errors)),
         "passed": zero_temperature_passes(cls, errors),
         "documented": documented,

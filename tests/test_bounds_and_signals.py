@@ -78,7 +78,7 @@ def _config(domain: str, scheme: type, model: dict, aux: dict | None, evaluator:
     mean = [1.0, 0.0] if get_domain(domain).d == 2 else [0.0, 0.0, 1.0]
     disc = {
         "scheme": scheme.name,
-        scheme.resolution: SMALL[scheme.resolution],
+        scheme.resolution.key: SMALL[scheme.resolution.key],
         "allow_underresolved": True,
     }
     if evaluator:

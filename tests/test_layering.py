@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("interaction._meridians",),
     ("interaction._auxiliary",),
     ("interaction",),
-    ("schemes._memory",),
+    ("schemes._memory", "schemes._resolution"),
     ("schemes._base",),
     ("schemes._circle_fv", "schemes._circle_fourier", "schemes._sh_spectral"),
     ("schemes._circle_log_sl",),
