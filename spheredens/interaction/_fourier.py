@@ -36,7 +36,7 @@ def aliased_multipliers(n: int, kappa: float, delta: float) -> NDArray[np.comple
     return out
 
 
-@register_evaluator("fft", domains=("circle",), inputs=("values",), priority=10)
+@register_evaluator
 class FourierConvolution(Evaluator):
     """Velocity on a uniform circle grid by FFT, for B = a R(phi0) (a > 0, R a rotation).
 
@@ -57,6 +57,11 @@ class FourierConvolution(Evaluator):
     sources, targets : CircleGrid
         Two uniform grids with the same n (targets may be offset, e.g. cell faces).
     """
+
+    name = "fft"
+    domains = ("circle",)
+    inputs = ("values",)
+    priority = 10
 
     description = "circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)"
     requirement = "needs B = Q^T K to be a positive multiple of a rotation, and B = {B} is not"

@@ -124,7 +124,7 @@ def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
     return float(gamma), float(beta), float(alpha)
 
 
-@register_evaluator("funk_hecke", domains=("sphere",), inputs=("coefficients",), priority=10)
+@register_evaluator
 class FunkHeckeInteraction(_SphereEvaluator):
     """Exact spectral velocity when B = Q^T K = a R, a > 0, R orthogonal.
 
@@ -139,6 +139,11 @@ class FunkHeckeInteraction(_SphereEvaluator):
     synthesis) plus, when R != I, an off-grid synthesis and an analysis for the rotation.
     For a band-limited rho the result is exact to round-off.
     """
+
+    name = "funk_hecke"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 10
 
     description = "sphere: Funk-Hecke multipliers (B a multiple of an orthogonal matrix)"
     requirement = "needs B = Q^T K to be a positive multiple of an orthogonal matrix"
@@ -249,9 +254,7 @@ def barycentric_weights(nodes: Array, x: Array) -> Array:
     return c
 
 
-@register_evaluator(
-    "kappa_interpolation", domains=("sphere",), inputs=("coefficients",), priority=20
-)
+@register_evaluator
 class KappaInterpolation(_SphereEvaluator):
     """Near-spectral velocity for a general invertible B, by interpolation in kappa.
 
@@ -267,6 +270,11 @@ class KappaInterpolation(_SphereEvaluator):
     node needs the fields F, D and grad F at the fixed points u(x): off-grid syntheses with
     ``ducc0`` (3 per node).
     """
+
+    name = "kappa_interpolation"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 20
 
     description = (
         "sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
@@ -337,9 +345,14 @@ class KappaInterpolation(_SphereEvaluator):
         return self._finish(z.reshape(shape), n, self.kappa.reshape(shape))
 
 
-@register_evaluator("direct", domains=("sphere",), inputs=("coefficients",), priority=90)
+@register_evaluator
 class SphereDirectQuadrature(_SphereEvaluator):
     """Direct log-sum-exp quadrature on the Gauss grid (the always-correct fallback, O(N^2))."""
+
+    name = "direct"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 90
 
     description = DirectQuadrature.description
 

@@ -185,7 +185,7 @@ class KappaLowRank:
         return found
 
 
-@register_evaluator("lowrank_points", domains=("sphere",), inputs=("values",), priority=15)
+@register_evaluator
 class LowRankPoints(Evaluator):
     """Velocity at target points for a density at weighted source points (finite-volume cells)
     and any invertible B (condition number <= 1e3): Funk-Hecke multipliers of low rank in
@@ -193,6 +193,11 @@ class LowRankPoints(Evaluator):
     partition function is near its maximum; rows where it is below ``GUARD_RELATIVE_Z`` of its
     maximum are computed by pruned direct log-sum-exp quadrature (``fallback_fraction``: their
     share at the last call)."""
+
+    name = "lowrank_points"
+    domains = ("sphere",)
+    inputs = ("values",)
+    priority = 15
 
     description = (
         "sphere, density at points (fv cells): Funk-Hecke multipliers of low rank in "

@@ -180,7 +180,7 @@ class SphereBasis(_PointCache):
         return float(np.sum(self.real_weight * (np.conj(c) * self.s * mu).real))
 
 
-@register_evaluator("funk_hecke", domains=("sphere",), inputs=("values",), priority=10)
+@register_evaluator
 class FunkHeckePoints(Evaluator):
     """Velocity at target points for a density given as weighted source points (cells).
 
@@ -199,6 +199,11 @@ class FunkHeckePoints(Evaluator):
     O(n_sources n_targets) directly. Where Z < 1e-6 max Z its relative accuracy is low; the speed
     there is clipped to ||V|| (``guarded_fraction``).
     """
+
+    name = "funk_hecke"
+    domains = ("sphere",)
+    inputs = ("values",)
+    priority = 10
 
     description = FunkHeckeInteraction.description
     requirement = FunkHeckeInteraction.requirement

@@ -145,7 +145,7 @@ def pruned_logsumexp_sums(
     return z, n, m, kept / (n_t * len(log_a))
 
 
-@register_evaluator("direct_pruned", domains=None, inputs=("values", "log_moments"), priority=95)
+@register_evaluator
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module
     docstring): equal to :class:`DirectQuadrature` to round-off (2^-60 of each row's sum),
@@ -160,6 +160,11 @@ class PrunedDirectQuadrature(DirectQuadrature):
     t_j sin(c_j w_j) (block radii grow by w_j / 2 to keep the bound), and the sums take
     log a_j = ell_j + log w_j as they are: densities far below the smallest float64 number
     (e^-1460) keep their weight in the softmax."""
+
+    name = "direct_pruned"
+    domains = None
+    inputs = ("values", "log_moments")
+    priority = 95
 
     description = (
         "direct quadrature in the log domain, skipping source blocks proven below "

@@ -16,7 +16,7 @@ _MAX_CACHED = 1 << 25
 _CHUNK_ENTRIES = 1 << 22
 
 
-@register_evaluator("direct", domains=None, inputs=("values",), priority=90)  # any S^{d-1}
+@register_evaluator
 class DirectQuadrature(Evaluator):
     """Velocity by direct quadrature over the source points, for any Q, K, V and beta.
 
@@ -50,6 +50,11 @@ class DirectQuadrature(Evaluator):
         Keep the rescaled kernel (n_t * n_s entries) in memory when it has at most this many
         entries; otherwise it is formed chunk by chunk on every call.
     """
+
+    name = "direct"
+    domains = None  # any S^{d-1}
+    inputs = ("values",)
+    priority = 90
 
     description = "direct quadrature with log-sum-exp: any Q, K, V, beta <= 1e4"
 
