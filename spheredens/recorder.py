@@ -129,8 +129,9 @@ def unfaithful_message(scheme: Any, t: float, low: float, high: float) -> str:
         else f"use {finer}"
     )
     return (
-        f"{scheme.name} is no longer faithful from t = {t:.6g}: min rho = {low:.3g} < -{UNDERSHOOT:g} "
-        f"max rho (max rho = {high:.4g}); the density rings below the grid's resolution{grid}, and "
+        f"{scheme.name} is no longer faithful from t = {t:.6g}: min rho = {low:.3g} < "
+        f"-{UNDERSHOOT:g} max rho (max rho = {high:.4g}); the density rings below the grid's "
+        f"resolution{grid}, and "
         f"what follows is not the solution (the file records unfaithful_from_t); {instead}"
     )
 
@@ -163,8 +164,8 @@ def checkpoint_problem(ds: Any) -> str:
     stored = ds.attrs.get("checkpoint_sha256")
     if stored is not None and str(stored) != checkpoint_digest(ds):
         return (
-            "its checksum (checkpoint_sha256) does not match its checkpoint and snapshots: the file "
-            "was changed after spheredens wrote it"
+            "its checksum (checkpoint_sha256) does not match its checkpoint and snapshots: "
+            "the file was changed after spheredens wrote it"
         )
     state = next((n for n in ("checkpoint_state", "checkpoint_position") if n in ds), None)
     if state is None:
@@ -185,7 +186,8 @@ def checkpoint_problem(ds: Any) -> str:
             values = np.asarray(ds.variables[name].values, dtype=float)
             finite = np.isfinite(values)
             if not finite.all():
-                return f"{name} holds non-finite values (NaN or inf){_first_bad_time(ds, name, ~finite)}"
+                where = _first_bad_time(ds, name, ~finite)
+                return f"{name} holds non-finite values (NaN or inf){where}"
     times = np.asarray(ds["time"].values, dtype=float) if "time" in ds.variables else np.zeros(0)
     if np.any(np.diff(times) <= 0):
         return "its snapshot times are not increasing"
@@ -211,8 +213,8 @@ def checkpoint_problem(ds: Any) -> str:
         deviation = np.abs(norms - 1.0).reshape(-1)
         if deviation.size and not deviation.max() <= UNIT_TOLERANCE:
             return (
-                f"checkpoint_position holds a row of norm {norms.reshape(-1)[np.argmax(deviation)]:.15g}, "
-                "not unit vectors"
+                "checkpoint_position holds a row of norm "
+                f"{norms.reshape(-1)[np.argmax(deviation)]:.15g}, not unit vectors"
             )
     return ""
 
@@ -495,7 +497,8 @@ class Recorder(Observer):
             del values[whole:]
 
     def dataset(self) -> Any:
-        """The Dataset of the snapshots recorded so far (:func:`spheredens.schema.density_dataset`)."""
+        """The Dataset of the snapshots recorded so far
+        (:func:`spheredens.schema.density_dataset`)."""
         comments = {
             "w2_projection": (
                 self._w2.comment() if self._w2 is not None else f"not defined: {self._w2_reason}"

@@ -134,7 +134,11 @@ def config(
             "kappas": [4.0, 2.0],
             "weights": [0.7, 0.3],
         },
-        "discretization": {"scheme": cls.name, cls.resolution.key: resolution, "interaction": choice},
+        "discretization": {
+            "scheme": cls.name,
+            cls.resolution.key: resolution,
+            "interaction": choice,
+        },
         "time": time or {"t_end": 1.0, "snapshots": 3},
     }
     if auxiliary is not None:

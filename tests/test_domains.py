@@ -296,8 +296,8 @@ ALLOWED = {
     "geometry.py": "the domains themselves",
     "auxiliary.py": "rope_general: the circle's one plane rotation against an axis on the sphere "
     "(any other d is refused by the 3-vector check)",
-    "interaction/_auxiliary.py": "the usa_av evaluator declares domains = (circle, sphere) and picks "
-    "its Fourier or spherical-harmonic basis",
+    "interaction/_auxiliary.py": "the usa_av evaluator declares domains = (circle, sphere) and "
+    "picks its Fourier or spherical-harmonic basis",
     "interaction/_fourier.py": "the circle-only FFT evaluator (domains = (circle,)) checks that B "
     "is a 2-D rotation multiple",
 }

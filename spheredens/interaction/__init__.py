@@ -87,7 +87,8 @@ __all__ = [
 
 @register_evaluator
 class ZeroTemperatureField(Evaluator):
-    """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the targets."""
+    """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the
+    targets."""
 
     name = "zero_temperature"
     domains = None  # a formula of the points: any domain

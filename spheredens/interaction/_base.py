@@ -146,6 +146,33 @@ class Evaluator:
         )
 
 
+class PointsEvaluator(Evaluator):
+    """An evaluator of a density given by its values rho_j at source points y_j with weights
+    w_j, the velocity wanted at target points x_f (the layouts of ``"values"``).
+
+    The constructor keeps the model, the sources (n_s, d), the weights (n_s,) and the targets
+    (n_t, d), then hands the evaluator's own keyword options to :meth:`setup`.
+    """
+
+    def __init__(
+        self, model: Model, sources: Array, weight: Array, targets: Array, **options: Any
+    ) -> None:
+        self.model = model
+        self.sources = np.ascontiguousarray(sources, dtype=float)
+        self.weight = np.asarray(weight, dtype=float)
+        self.targets = np.ascontiguousarray(targets, dtype=float)
+        self._v_norm = model.V_norm
+        self.setup(**options)
+
+    def setup(self, **options: Any) -> None:
+        """What the evaluator prepares from its points and its ``options``."""
+
+    @classmethod
+    def build(cls, model: Model, layout: Layout) -> "PointsEvaluator":
+        """The evaluator from the layout's source points (with their weights) to its targets."""
+        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
+
+
 #: what ``discretization.interaction = "auto"`` picks (``spheredens info``)
 AUTO_DESCRIPTION = (
     "circle: fft where it applies, else direct; sphere: funk_hecke, "

@@ -64,11 +64,16 @@ class FourierConvolution(Evaluator):
     priority = 10
 
     description = "circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)"
-    requirement = "needs B = Q^T K to be a positive multiple of a rotation, and B = {B} is not"
 
-    @staticmethod
-    def structure(model: Model) -> bool:
-        return model.d == 2 and model.kernel.rotation_multiple_2d() is not None
+    @classmethod
+    def unmet(cls, model: Model) -> str | None:
+        """None when d = 2 and B = Q^T K = a R with a > 0 and R a rotation; else what it needs."""
+        if model.d == 2 and model.kernel.rotation_multiple_2d() is not None:
+            return None
+        return (
+            "needs B = Q^T K to be a positive multiple of a rotation, and "
+            f"B = {model.B.tolist()} is not"
+        )
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "FourierConvolution":

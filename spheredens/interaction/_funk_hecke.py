@@ -1,4 +1,5 @@
-"""Spectral interaction on S^2: Funk-Hecke multipliers (scaled modified spherical Bessel functions)."""
+"""Spectral interaction on S^2: Funk-Hecke multipliers (scaled modified spherical Bessel
+functions)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ GUARD_RELATIVE_Z = 1e-6
 
 
 def funk_hecke_multipliers(l: Array, kappa: float) -> tuple[Array, Array]:
-    """Scaled multipliers of f -> int exp(kappa <x, y>) f(y) dsigma(y) on S^2, and their kappa-derivatives.
+    """Scaled multipliers of f -> int exp(kappa <x, y>) f(y) dsigma(y) on S^2, and their
+    kappa-derivatives.
 
     Returns s_l = e^{-kappa} 4 pi i_l(kappa) and ds_l = e^{-kappa} 4 pi i_l'(kappa), with i_l the
-    modified spherical Bessel function, i_l(kappa) e^{-kappa} = sqrt(pi / (2 kappa)) ive(l + 1/2, kappa),
-    and i_l' = i_{l+1} + (l / kappa) i_l. Stable for kappa up to 1e5 and beyond.
+    modified spherical Bessel function,
+    i_l(kappa) e^{-kappa} = sqrt(pi / (2 kappa)) ive(l + 1/2, kappa), and
+    i_l' = i_{l+1} + (l / kappa) i_l. Stable for kappa up to 1e5 and beyond.
     """
     l = np.asarray(l, dtype=float)
     if kappa == 0.0:
@@ -261,7 +264,8 @@ class KappaInterpolation(_SphereEvaluator):
     With kappa(x) = beta |B^T x| and u(x) = B^T x / |B^T x|,
 
         Z(x) = F_{kappa(x)}(u(x)),  F_kappa = K_kappa * rho,
-        N(x) = V [u D_{kappa(x)}(u) + grad_S F_{kappa(x)}(u) / kappa(x)],  D_kappa = dF_kappa/dkappa.
+        N(x) = V [u D_{kappa(x)}(u) + grad_S F_{kappa(x)}(u) / kappa(x)],
+        D_kappa = dF_kappa/dkappa.
 
     The scaled multipliers s_l(kappa), ds_l(kappa) are interpolated by a polynomial in
     log(kappa) through p Chebyshev nodes on [beta sigma_min(B), beta sigma_max(B)]; p is the

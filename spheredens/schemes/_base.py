@@ -262,18 +262,22 @@ class Scheme:
         options = " or ".join(
             f"{name!r} (time.cfl <= {limit:g})" for limit, name in sorted(safe, reverse=True)
         )
-        axis = f"its eigenvalues lie on the imaginary axis (|lambda dt| up to {cls.imaginary_spectrum:.3g} cfl)"
+        axis = (
+            "its eigenvalues lie on the imaginary axis (|lambda dt| up to "
+            f"{cls.imaginary_spectrum:.3g} cfl)"
+        )
         if reach == 0.0:
             return (
                 "discretization.integrator",
-                f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: {axis} and "
-                f"the stability region of {integrator!r} holds no part of that axis; use {options}",
+                f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: "
+                f"{axis} and the stability region of {integrator!r} holds no part of that axis; "
+                f"use {options}",
             )
         return (
             "time.cfl",
-            f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: {axis}, "
-            f"here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} reaches on that axis; "
-            f"use {options}",
+            f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: "
+            f"{axis}, here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} "
+            f"reaches on that axis; use {options}",
         )
 
     @classmethod
@@ -523,6 +527,17 @@ class CircleScheme(Scheme):
         return n, n, 8.0 * n
 
     velocity_grid: Any
+    #: the scheme's own option that the file records after ``n`` (its attribute of that name)
+    own_option: ClassVar[str] = ""
+
+    def attributes(self) -> dict[str, Any]:
+        """``n``, the scheme's :attr:`own_option`, the evaluator and the integrator."""
+        return {
+            "n": self.grid.n,
+            self.own_option: getattr(self, self.own_option),
+            "interaction": self.interaction.name,
+            "integrator": self.integrator.name,
+        }
 
     def layout(self) -> Layout:
         return Layout(

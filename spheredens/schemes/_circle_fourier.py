@@ -50,9 +50,11 @@ class FourierScheme(CircleScheme):
     """
 
     name = "fourier"
+    own_option = "filter"
     #: as for finite volumes, with n even (rounded up to one by ``needed``)
     resolution = replace(CircleScheme.resolution, even=True)
-    #: the highest mode k < n / 2 moves at up to max|v|: |lambda dt| < (n / 2) max|v| cfl h / max|v| = pi cfl
+    #: the highest mode k < n / 2 moves at up to max|v|:
+    #: |lambda dt| < (n / 2) max|v| cfl h / max|v| = pi cfl
     imaginary_spectrum = math.pi
     options = ("n", "filter", "interaction", "integrator", "allow_underresolved")
     default_integrator = "rk4"
@@ -88,11 +90,3 @@ class FourierScheme(CircleScheme):
             float(np.abs(v).max()),
             max_compression=self.max_compression(v),
         )
-
-    def attributes(self) -> dict[str, Any]:
-        return {
-            "n": self.grid.n,
-            "filter": self.filter,
-            "interaction": self.interaction.name,
-            "integrator": self.integrator.name,
-        }

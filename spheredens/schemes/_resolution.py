@@ -73,7 +73,8 @@ class Resolution:
         """Why the grid of ``options`` does not resolve the attention kernel of ``model``, or ""
         when it does.
 
-        The kernel exp(beta <B^T x, y>) has width (beta |B^T x|)^(-1/2) >= (beta sigma_max(B))^(-1/2)
+        The kernel exp(beta <B^T x, y>) has width
+        (beta |B^T x|)^(-1/2) >= (beta sigma_max(B))^(-1/2)
         (:attr:`~spheredens.kernel.AttentionKernel.width`); the zero-temperature model has no
         kernel, and beta = 0 a constant one.
         """

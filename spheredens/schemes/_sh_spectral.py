@@ -84,7 +84,8 @@ class SHSpectralScheme(Scheme):
         ),
     )
     default_integrator = "rk4"
-    #: degree l <= lmax moves at up to max|X|: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
+    #: degree l <= lmax moves at up to max|X|:
+    #: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
     imaginary_spectrum = math.pi
     evaluator_inputs = "coefficients"
     zero_temperature_order = math.inf

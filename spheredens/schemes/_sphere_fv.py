@@ -55,7 +55,8 @@ class SphereFiniteVolumeScheme(Scheme):
 
     The velocity at the faces comes from the cell averages (masses at the cell centres):
     ``funk_hecke`` (B a multiple of an orthogonal matrix) through spectral coefficients of the
-    cell masses and general syntheses at the face points (:class:`~spheredens.interaction._points.FunkHeckePoints`);
+    cell masses and general syntheses at the face points
+    (:class:`~spheredens.interaction._points.FunkHeckePoints`);
     ``lowrank_points`` (any invertible B, condition number <= 1e3) through Funk-Hecke
     multipliers of low rank in kappa = beta |B^T x| (:class:`~spheredens.interaction.LowRankPoints`:
     a few transforms, whatever the number of cells; rows with a tiny partition function in the

@@ -49,7 +49,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._types import Array
-from .._validate import as_float, as_unit_vectors
+from .._validate import as_unit_vectors
 from ..grids import LatLonCells
 from ..grids._sphere_cells import colat_lon_frame, colat_lon_points
 from ..interaction import Layout
@@ -59,9 +59,9 @@ from ._circle_log_sl import (
     _EDGE,
     DEFAULT_TOLERANCE,
     LOG_FLOOR,
-    MIN_TOLERANCE,
     ErrorControlledSteps,
     SemiLagrangianStep,
+    tolerance_option,
 )
 from ._line_remap import LineField, remap_lines
 from ._sphere_fv import SphereFiniteVolumeScheme
@@ -160,13 +160,7 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         if pole != "auto":
             pole = list(as_unit_vectors([pole], f"{prefix}.pole", 3)[0])
         return {
-            "tolerance": as_float(
-                table.get("tolerance", DEFAULT_TOLERANCE),
-                f"{prefix}.tolerance",
-                minimum=MIN_TOLERANCE,
-                maximum=1.0,
-                what=" (the error of log rho allowed in one step)",
-            ),
+            "tolerance": tolerance_option(table, prefix),
             "pole": pole,
         }
 
