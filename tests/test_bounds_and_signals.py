@@ -30,16 +30,12 @@ import pytest
 
 import spheredens as sd
 from spheredens import config as config_module
+from spheredens._random_field import MAX_SPHERE_BANDWIDTH, _sphere_coefficients, _sphere_field
 from spheredens.cli import main, parse_seeds
 from spheredens.config import estimated_memory
 from spheredens.exceptions import ConfigError
 from spheredens.geometry import DOMAINS, get_domain
-from spheredens.initial import (
-    MAX_SPHERE_BANDWIDTH,
-    RandomSmooth,
-    _sphere_coefficients,
-    _sphere_field,
-)
+from spheredens.initial import RandomSmooth
 from spheredens.interaction import candidates, select_evaluator
 from spheredens.locking import lock_files
 from spheredens.schemes import _memory
