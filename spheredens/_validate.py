@@ -93,20 +93,15 @@ def as_bool(value: Any, key: str) -> bool:
 
 
 def as_float_list(
-    value: Any,
-    key: str,
-    *,
-    length: int | None = None,
-    minimum: float | None = None,
-    strict: bool = False,
+    value: Any, key: str, *, length: int | None = None, **bounds: Any
 ) -> tuple[float, ...]:
+    """A non-empty list of real numbers (of ``length`` entries when given), each checked by
+    :func:`as_float` with ``bounds`` (``minimum``, ``strict``, ...)."""
     if not isinstance(value, (list, tuple)) or len(value) == 0:
         raise ConfigError(key, f"must be a non-empty list of numbers, got {shown(value)}")
     if length is not None and len(value) != length:
         raise ConfigError(key, f"must have {length} entries, got {len(value)}")
-    return tuple(
-        as_float(v, f"{key}[{i}]", minimum=minimum, strict=strict) for i, v in enumerate(value)
-    )
+    return tuple(as_float(v, f"{key}[{i}]", **bounds) for i, v in enumerate(value))
 
 
 def as_matrix(value: Any, key: str, d: int) -> tuple[tuple[float, ...], ...]:
@@ -251,8 +246,9 @@ def output_file_problem(path: Any) -> str:
     name = os.path.basename(str(path))
     if len(name) > NAME_MAX - SIDE_FILE_EXTRA:
         return (
-            f"has a name of {len(name)} characters; with the files written beside it (.NAME.tmp-PID, "
-            f".NAME.flock) the file system allows {NAME_MAX - SIDE_FILE_EXTRA}: use a shorter name"
+            f"has a name of {len(name)} characters; with the files written beside it "
+            f"(.NAME.tmp-PID, .NAME.flock) the file system allows "
+            f"{NAME_MAX - SIDE_FILE_EXTRA}: use a shorter name"
         )
     folder = os.path.dirname(os.path.abspath(path)) or os.sep
     for probe in (folder, path):
@@ -263,7 +259,8 @@ def output_file_problem(path: Any) -> str:
                 return _too_long(probe)
             if err.errno == errno.ELOOP:
                 return ("is" if probe is path else "is in a folder that is") + (
-                    " a loop of symbolic links (a link that leads back to itself); fix or remove the link"
+                    " a loop of symbolic links (a link that leads back to itself); "
+                    "fix or remove the link"
                 )
         except ValueError:
             return "holds a NUL character; give a file name"

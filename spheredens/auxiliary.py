@@ -5,7 +5,8 @@ The model ``usa_av`` moves one density rho_k per slice by
 
     X_k(x) = P_x sum_l r_l b_kl int exp(beta <G_k x, G_l y>) G_k^T G_l y rho_l(y) dsigma(y),
 
-the gradient ascent of E_h = 1/(2 beta) sum_kl r_k r_l b_kl int int exp(beta <G_k x, G_l y>) rho_k rho_l.
+the gradient ascent of
+E_h = 1/(2 beta) sum_kl r_k r_l b_kl int int exp(beta <G_k x, G_l y>) rho_k rho_l.
 A kernel is the pair (G_k, b_kl) over the slices; :data:`KERNELS` builds it from the
 ``[auxiliary]`` table of a run configuration.
 """
@@ -148,7 +149,8 @@ def _rope(xi: Array, d: int, params: Mapping[str, Any], key: str):
 @KERNELS.register("rope_general")
 def _rope_general(xi: Array, d: int, params: Mapping[str, Any], key: str):
     """G(xi) = exp(theta(xi) Omega), theta(xi) = omega xi + amplitude sin(frequency xi), Omega the
-    unit skew-symmetric generator of rotations about ``axis`` (sphere; the circle has one), b = 1."""
+    unit skew-symmetric generator of rotations about ``axis`` (sphere; the circle has one),
+    b = 1."""
     check_keys(params, ["omega", "amplitude", "frequency", "axis"], key)
     omega = as_float(params.get("omega", 2 * math.pi), f"{key}.omega")
     amplitude = as_float(params.get("amplitude", 0.5), f"{key}.amplitude")

@@ -15,13 +15,9 @@ Examples
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import sys
-import tomllib
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -33,24 +29,20 @@ except ImportError:  # not on Windows
 import numpy as np
 
 from ._validate import (
-    MAX_DEPTH,
     as_bool,
     as_float,
     as_int,
-    as_matrix,
     as_str,
     as_table,
-    check_depth,
     check_keys,
-    input_file_problem,
 )
-from .auxiliary import auxiliary_from_params
-from .exceptions import PATH_LIMIT, ConfigError, SpheredensWarning, shown
+from .config_toml import config_to_dict, config_to_toml, read_toml
+from .exceptions import ConfigError, SpheredensWarning, shown
 from .geometry import DOMAINS, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
-from .kernel import AttentionKernel
-from .models import MODELS, Model
+from .model_rules import ModelConfig, model_config, with_auxiliary
+from .models import Model
 
 __all__ = [
     "RunConfig",
@@ -65,35 +57,11 @@ __all__ = [
     "config_to_toml",
 ]
 
-Matrix = tuple[tuple[float, ...], ...]
 
 #: the most steps a run may take: a configuration that needs more is refused, and a run whose
 #: step falls below t_end / MAX_STEPS stops (``dt_collapse``)
 MAX_STEPS = 1e9
 MAX_STEPS_TEXT = f"{MAX_STEPS:.0e}".replace("e+0", "e").replace("e+", "e")  # "1e9", for messages
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """``[model]``: name, inverse temperature beta and the attention matrices Q, K, V."""
-
-    name: str
-    beta: float
-    Q: Matrix
-    K: Matrix
-    V: Matrix
-    auxiliary: Any = None  # AuxiliaryKernel of usa_av (the [auxiliary] table)
-
-    def build(self) -> Model:
-        """The :class:`~spheredens.models.Model` these parameters describe."""
-        return Model(
-            self.name,
-            self.beta,
-            np.array(self.Q),
-            np.array(self.K),
-            np.array(self.V),
-            self.auxiliary,
-        )
 
 
 @dataclass(frozen=True)
@@ -153,7 +121,7 @@ class DiscretizationConfig:
     @property
     def resolution_key(self) -> str:
         """The configuration key that sets the resolution of this discretization."""
-        return f"discretization.{self.scheme_class.resolution}"
+        return f"discretization.{self.scheme_class.resolution.key}"
 
 
 @dataclass(frozen=True)
@@ -215,14 +183,15 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as a TOML-ready nested dict (defaults filled in)."""
-        return _config_to_dict(self)
+        return config_to_dict(self)
 
     def to_toml(self) -> str:
         """The configuration as TOML text; loading it again gives an equal configuration."""
         return config_to_toml(self)
 
     def replace(self, **changes: Any) -> "RunConfig":
-        """A validated copy with dotted keys changed, e.g. ``cfg.replace(**{"model.beta": 100.0})``."""
+        """A validated copy with dotted keys changed, e.g.
+        ``cfg.replace(**{"model.beta": 100.0})``."""
         data = self.to_dict()
         for dotted, value in changes.items():
             section, _, key = dotted.partition(".")
@@ -233,9 +202,9 @@ class RunConfig:
 
     def resolution_problem(self) -> str:
         """Why the grid does not resolve the attention kernel, or "" when it does (the rule of
-        the scheme: :meth:`~spheredens.schemes.Scheme.resolution_problem`)."""
+        the scheme: :meth:`~spheredens.schemes.Resolution.problem`)."""
         disc = self.discretization
-        return disc.scheme_class.resolution_problem(self.model.build(), disc.options)
+        return disc.scheme_class.resolution.problem(self.model.build(), disc.options)
 
     def check_resolution(
         self,
@@ -286,58 +255,6 @@ def load_config(path: str | Path) -> RunConfig:
     return config_from_dict(read_toml(path, "configuration file"), base_dir=path.resolve().parent)
 
 
-#: the largest TOML file read (a configuration or sweep is a few kB of text)
-MAX_TOML_BYTES = 64 * 2**20
-
-
-def read_toml(path: str | Path, what: str) -> dict[str, Any]:
-    """The tables of a TOML file; a one-line ConfigError when it is missing, not a regular file
-    (a directory, /dev/null, a symbolic link loop, a name too long), too large, not UTF-8 text,
-    not TOML, or nested too deeply (:func:`~spheredens._validate.check_depth`)."""
-    path = Path(path)
-    name = shown(str(path), PATH_LIMIT)
-    problem = input_file_problem(path)
-    if problem:
-        raise ConfigError("", f"{what} {name} {problem}")
-    size = path.stat().st_size
-    if size > MAX_TOML_BYTES:
-        raise ConfigError(
-            "",
-            f"{what} {name} is {size / 2**20:.0f} MiB, more than a TOML file of "
-            f"spheredens can be ({MAX_TOML_BYTES // 2**20} MiB); give the configuration file",
-        )
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            "",
-            f"{name} is not valid TOML: it is not UTF-8 text (byte "
-            f"0x{exc.object[exc.start : exc.start + 1].hex()} at position {exc.start})",
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("", f"{name} is not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(
-            "",
-            f"{name} is not a configuration: its arrays or tables are nested "
-            f"hundreds of levels deep (a configuration needs a few; at most {MAX_DEPTH})",
-        ) from None
-    except ValueError:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
-        raise ConfigError(
-            "",
-            f"{name} is not a configuration: it holds an integer of more than "
-            f"{sys.get_int_max_str_digits()} digits",
-        ) from None
-    except MemoryError:
-        raise ConfigError(
-            "", f"{what} {name} ({size / 2**20:.0f} MiB) is too large to read into memory"
-        ) from None
-    except OSError as exc:
-        raise ConfigError("", f"cannot read {what} {name} ({exc.strerror or exc})") from None
-    check_depth(data)
-    return data
-
-
 SECTIONS = (
     "model",
     "domain",
@@ -362,8 +279,8 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     base = Path(base_dir)
     tables = {s: as_table(data.get(s, {}), s) for s in SECTIONS}
     domain = _domain(tables["domain"])
-    model = _model(tables["model"], domain.d)
-    model = _with_auxiliary(model, tables["auxiliary"], "auxiliary" in data, domain.d)
+    model = model_config(tables["model"], domain.d)
+    model = with_auxiliary(model, tables["auxiliary"], "auxiliary" in data, domain.d)
     initial = _initial(tables["initial"], domain.d, base)
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
@@ -425,7 +342,8 @@ def check_costs(cfg: RunConfig) -> None:
         raise ConfigError(
             "particles.dt",
             f"= {p.dt:g} would take t_end / dt = {cfg.time.t_end / p.dt:.3g} "
-            f"steps, more than {MAX_STEPS_TEXT}; use particles.dt >= {cfg.time.t_end / MAX_STEPS:.3g}",
+            f"steps, more than {MAX_STEPS_TEXT}; use particles.dt >= "
+            f"{cfg.time.t_end / MAX_STEPS:.3g}",
         )
     check_memory(cfg)
 
@@ -488,122 +406,6 @@ def _domain(t: dict[str, Any]) -> DomainConfig:
             f"{shown(name)} is not a domain; choose {' or '.join(map(repr, DOMAINS))}",
         )
     return DomainConfig(name)
-
-
-def _model(t: dict[str, Any], d: int) -> ModelConfig:
-    check_keys(t, ["name", "beta", "Q", "K", "V"], "model")
-    name = as_str(t.get("name", "sa"), "model.name")
-    MODELS.get(name, "model.name")
-    eye = tuple(tuple(float(i == j) for j in range(d)) for i in range(d))
-    mats = {m: as_matrix(t[m], f"model.{m}", d) if m in t else eye for m in ("Q", "K", "V")}
-    _check_matrix_scale(mats)
-    if name == "sa_zero_temperature":
-        if "beta" in t:
-            beta = as_float(t["beta"], "model.beta", allow_inf=True)
-            if beta != math.inf:
-                raise ConfigError(
-                    "model.beta",
-                    f"= {shown(t['beta'])}: the zero-temperature model has "
-                    "beta = inf; remove the key or write beta = inf",
-                )
-        beta = math.inf
-        kernel = AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"]))
-        if kernel.is_singular(1e-12):
-            raise ConfigError(
-                "model.K",
-                "B = Q^T K is singular (smallest singular value "
-                f"{kernel.singular_values[-1]:.3g}); sa_zero_temperature needs B invertible",
-            )
-    else:
-        beta = as_float(
-            t.get("beta", 1.0),
-            "model.beta",
-            minimum=0.0,
-            what=" (inverse temperature; inf only for sa_zero_temperature)",
-        )
-        if beta > 1e4:
-            raise ConfigError(
-                "model.beta",
-                f"= {beta:g} is too large: must be <= 1e4 "
-                "(use sa_zero_temperature for the beta -> inf limit)",
-            )
-        if 0.0 < beta < MIN_SCALE:
-            raise ConfigError(
-                "model.beta",
-                f"= {beta!r} is below {MIN_SCALE:g}, where float64 loses its "
-                "precision (1 / beta overflows): write beta = 0, the same kernel to round-off",
-            )
-        if name == "usa_av":
-            for m in ("Q", "K", "V"):
-                if mats[m] != eye:
-                    raise ConfigError(
-                        f"model.{m}",
-                        "usa_av follows MODELS.md section 5, where "
-                        "Q = K = V = I (the gauges G(xi) carry the geometry); remove the key",
-                    )
-            if beta == 0.0:
-                raise ConfigError("model.beta", "usa_av needs beta > 0 (its energy has 1/(2 beta))")
-        growth = beta * AttentionKernel(beta, np.array(mats["Q"]).T @ np.array(mats["K"])).sigma_max
-        if name in ("usa", "usa_av") and growth > 700.0:
-            raise ConfigError(
-                "model.beta",
-                f"= {beta:g}: unnormalized attention grows like "
-                f"exp(beta ||Q^T K||) = exp({growth:.4g}), beyond float64 (exp(709)); "
-                "use beta ||Q^T K|| <= 700",
-            )
-    return ModelConfig(name, beta, mats["Q"], mats["K"], mats["V"])
-
-
-#: the largest |entry| of Q, K and V: the kernel depends on beta Q^T K and the velocity is
-#: linear in V, so a larger scale is a larger beta or a shorter time scale, and products of
-#: entries beyond it approach the end of float64 (1.8e308)
-MAX_MATRIX_ENTRY = 1e6
-#: the smallest non-zero beta and norm of Q^T K: below them products underflow (1e-300 ** 2 is 0)
-MIN_SCALE = 1e-300
-MIN_B_NORM = 1e-100
-
-
-def _check_matrix_scale(mats: Mapping[str, Matrix]) -> None:
-    """Refuse entries of Q, K, V beyond :data:`MAX_MATRIX_ENTRY` and a non-zero B = Q^T K of
-    norm below :data:`MIN_B_NORM` (one line naming the entry, or model.K)."""
-    hints = {
-        "Q": "the kernel depends on beta Q^T K only: put the scale in model.beta",
-        "K": "the kernel depends on beta Q^T K only: put the scale in model.beta",
-        "V": "the velocity is linear in V, so a larger V is the same run on a shorter time "
-        "scale: scale time.t_end instead",
-    }
-    for m, rows in mats.items():
-        for i, row in enumerate(rows):
-            for j, v in enumerate(row):
-                if abs(v) > MAX_MATRIX_ENTRY:
-                    raise ConfigError(
-                        f"model.{m}[{i}][{j}]",
-                        f"= {v:g} is too large: the entries of Q, K "
-                        f"and V must be at most {MAX_MATRIX_ENTRY:g} in absolute value; {hints[m]}",
-                    )
-    B = np.array(mats["Q"]).T @ np.array(mats["K"])
-    norm = float(np.abs(B).max())
-    if 0.0 < norm < MIN_B_NORM:
-        raise ConfigError(
-            "model.K",
-            f"B = Q^T K has entries of at most {norm:.3g}, below {MIN_B_NORM:g}: "
-            "the kernel is flat to round-off and its products underflow; write K = 0 "
-            "(or beta = 0) for a flat kernel, or put the scale in model.beta",
-        )
-
-
-def _with_auxiliary(model: ModelConfig, table: dict[str, Any], given: bool, d: int) -> ModelConfig:
-    """Attach the [auxiliary] table (slices, kernel) to usa_av; refuse it for other models."""
-
-    if model.name != "usa_av":
-        if given:
-            raise ConfigError(
-                "auxiliary",
-                f"the [auxiliary] table is for model 'usa_av', not "
-                f'{model.name!r}; remove it or set model.name = "usa_av"',
-            )
-        return model
-    return replace(model, auxiliary=auxiliary_from_params(table, d))
 
 
 def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:
@@ -765,79 +567,3 @@ def _particles(t: dict[str, Any], domain: DomainConfig) -> ParticlesConfig:
         else None
     )
     return ParticlesConfig(n, seed, init, dt, integrator, path, stop)
-
-
-def _config_to_dict(cfg: RunConfig) -> dict[str, Any]:
-    m = cfg.model
-    model: dict[str, Any] = {
-        "name": m.name,
-        "beta": m.beta,
-        "Q": [list(r) for r in m.Q],
-        "K": [list(r) for r in m.K],
-        "V": [list(r) for r in m.V],
-    }
-    time: dict[str, Any] = {"t_end": cfg.time.t_end, "cfl": cfg.time.cfl}
-    if cfg.time.max_dt is not None:
-        time["max_dt"] = cfg.time.max_dt
-    if cfg.time.times is not None:
-        time["times"] = list(cfg.time.times)
-    else:
-        time["snapshots"] = cfg.time.snapshots
-    output: dict[str, Any] = {"figure": cfg.output.figure}
-    if cfg.output.path is not None:
-        output["path"] = cfg.output.path
-    out = {
-        "model": model,
-        "domain": {"name": cfg.domain.name},
-        "initial": {"name": cfg.initial.name, **cfg.initial.density.to_params()},
-        "discretization": {"scheme": cfg.discretization.scheme, **dict(cfg.discretization.options)},
-        "time": time,
-        "output": output,
-    }
-    if cfg.model.auxiliary is not None:
-        out["auxiliary"] = cfg.model.auxiliary.to_params()
-    if cfg.particles is not None:
-        p = cfg.particles
-        out["particles"] = {
-            "n": p.n,
-            "seed": p.seed,
-            "initialization": p.initialization,
-            "dt": p.dt,
-            "integrator": p.integrator,
-            **({"path": p.path} if p.path else {}),
-            **(
-                {"stop_after_departure": p.stop_after_departure}
-                if p.stop_after_departure is not None
-                else {}
-            ),
-        }
-    return out
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
-def config_to_toml(cfg: RunConfig) -> str:
-    """TOML text of a configuration (every default written out)."""
-    lines = [
-        f"# spheredens run configuration; relative paths are relative to {str(cfg.base_dir)!r}"
-    ]
-    for section, table in _config_to_dict(cfg).items():
-        lines.append(f"\n[{section}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
-    return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ Functions of points only, and the :class:`Domain` objects; nothing here knows ab
 files. A domain is looked up once, by name (:func:`get_domain`), and carries what depends on
 it: its dimension and area, its default scheme, its particle initializations, its
 quasi-uniform points, and the registries that the upper layers fill (schemes; the parts W2,
-grid atoms, Pi_# rho_0 quadratures, initial densities, file grids, figures). Modules ask
+grid atoms, Pi_# rho_0 quadratures, file grids, figures). Modules ask
 their :class:`Domain` instead of comparing a name or a dimension.
 """
 
@@ -65,10 +65,11 @@ class Domain:
     parts : dict
         Domain-dependent functions registered by the upper layers with :meth:`provides`
         (``"w2"`` and ``"grid_atoms"`` in :mod:`spheredens.transport`, ``"projection_target"``
-        in :mod:`spheredens.targets`, ``"von_mises_fisher"``, ``"random_smooth"`` and
-        ``"density_file"`` in :mod:`spheredens.initial`, ``"file_grid"`` in
-        :mod:`spheredens.accessor`, ``"figure"`` in :mod:`spheredens.plot`); a role nothing
-        registers here falls back to :data:`DEFAULT_PARTS`.
+        in :mod:`spheredens.targets`, ``"file_grid"`` in :mod:`spheredens.accessor`,
+        ``"figure"`` in :mod:`spheredens.plot`); a role nothing registers here falls back to
+        :data:`DEFAULT_PARTS`. What only one module reads is that module's own table instead
+        (the initial densities' in :mod:`spheredens.initial` and
+        :mod:`spheredens._random_field`).
     """
 
     name: str

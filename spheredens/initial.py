@@ -12,13 +12,14 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 from scipy import special
 from scipy.interpolate import RegularGridInterpolator
 
 from ._lazy import xarray as xr
+from ._random_field import MASS_REFINEMENTS, RANDOM_FIELDS
 from ._registry import Registry
 from ._types import Array
 from ._validate import (
@@ -32,13 +33,8 @@ from ._validate import (
 )
 from .exceptions import ConfigError, SpheredensWarning
 from .geometry import (
-    CIRCLE,
-    SPHERE,
-    Domain,
-    NotProvided,
     circle_angle,
     domain_of_dimension,
-    provides_by_default,
     sphere_area,
 )
 
@@ -47,6 +43,21 @@ INITIAL_DENSITIES = Registry("initial density")
 #: a density read from a file may undershoot zero by this fraction of its maximum (Gibbs
 #: oscillations of a spectral run); such values are clipped to 0, larger ones refused
 NEGATIVE_TOLERANCE = 1e-2
+
+
+def check_params(
+    params: Mapping[str, Any],
+    key: str,
+    allowed: list[str],
+    *,
+    required: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse keys of the table ``key`` not in ``allowed``, and a missing key of ``required``
+    (key -> the refusal, which says what it is)."""
+    check_keys(params, allowed, key)
+    for name, refusal in (required or {}).items():
+        if name not in params:
+            raise ConfigError(f"{key}.{name}", refusal)
 
 
 @INITIAL_DENSITIES.register("uniform")
@@ -83,7 +94,7 @@ def von_mises_fisher_density(x: Array, mean: Array, kappa: float) -> Array:
     d = mean.shape[0]
     with np.errstate(over="ignore", under="ignore"):  # kappa (<mu, x> - 1) may be -inf: g = 0
         g = np.exp(kappa * np.minimum(x @ mean - 1.0, 0.0))  # <mu, x> <= 1 (round-off: exp > 1)
-    return domain_of_dimension(d).part("von_mises_fisher")(g, kappa, d)
+    return von_mises_fisher_constant(d)(g, kappa, d)
 
 
 def von_mises_fisher_log_density(x: Array, mean: Array, kappa: float) -> Array:
@@ -93,13 +104,10 @@ def von_mises_fisher_log_density(x: Array, mean: Array, kappa: float) -> Array:
     mean = np.asarray(mean, dtype=float)
     d = mean.shape[0]
     with np.errstate(over="ignore", divide="ignore"):
-        log_c = float(
-            np.log(domain_of_dimension(d).part("von_mises_fisher")(np.ones(1), kappa, d)[0])
-        )
+        log_c = float(np.log(von_mises_fisher_constant(d)(np.ones(1), kappa, d)[0]))
         return kappa * np.minimum(x @ mean - 1.0, 0.0) + log_c
 
 
-@provides_by_default("von_mises_fisher")
 def von_mises_fisher_normalized(g: Array, kappa: float, d: int) -> Array:
     """g = exp(kappa (<mu, x> - 1)) times e^kappa C_d(kappa), the general normalization on S^{d-1}:
     kappa^{d/2-1} / ((2 pi)^{d/2} I_{d/2-1}(kappa) e^{-kappa}) (scaled Bessel function ``ive``);
@@ -127,12 +135,24 @@ def scaled_bessel_i(nu: float, kappa: float) -> float:
     return series / (math.sqrt(2.0 * math.pi) * math.sqrt(kappa))  # no overflow at kappa = 1e308
 
 
-@SPHERE.provides("von_mises_fisher")
 def _sphere_von_mises_fisher(g: Array, kappa: float, d: int) -> Array:
     """The sphere's closed form: g kappa / (2 pi (1 - e^{-2 kappa})), 1 / (4 pi) at kappa = 0."""
     if kappa == 0.0:
         return g / (4.0 * np.pi)
     return g * kappa / (2.0 * np.pi * -np.expm1(-2.0 * kappa))
+
+
+#: domain name -> its own normalization of the von Mises-Fisher density, where it has a closed
+#: form; every other domain uses :func:`von_mises_fisher_normalized`
+VON_MISES_FISHER_CONSTANTS: dict[str, Callable[[Array, float, int], Array]] = {
+    "sphere": _sphere_von_mises_fisher
+}
+
+
+def von_mises_fisher_constant(d: int) -> Callable[[Array, float, int], Array]:
+    """``(g, kappa, d) -> g e^kappa C_d(kappa)`` on the domain of dimension ``d``: its entry of
+    :data:`VON_MISES_FISHER_CONSTANTS`, else the general :func:`von_mises_fisher_normalized`."""
+    return VON_MISES_FISHER_CONSTANTS.get(domain_of_dimension(d).name, von_mises_fisher_normalized)
 
 
 @INITIAL_DENSITIES.register("von_mises_fisher")
@@ -150,18 +170,17 @@ class VonMisesFisher:
     means: tuple[tuple[float, ...], ...]
     kappas: tuple[float, ...]
     weights: tuple[float, ...]
+    #: the required key and its refusal when missing
+    required: ClassVar[dict[str, str]] = {
+        "means": "is required for 'von_mises_fisher' "
+        "(a list of unit vectors, e.g. means = [[1.0, 0.0]])"
+    }
 
     @classmethod
     def from_params(
         cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
     ) -> "VonMisesFisher":
-        check_keys(params, ["means", "kappas", "weights"], key)
-        if "means" not in params:
-            raise ConfigError(
-                f"{key}.means",
-                "is required for 'von_mises_fisher' "
-                "(a list of unit vectors, e.g. means = [[1.0, 0.0]])",
-            )
+        check_params(params, key, ["means", "kappas", "weights"], required=cls.required)
         means = as_unit_vectors(params["means"], f"{key}.means", d)
         m = len(means)
         kappas = as_float_list(
@@ -183,8 +202,8 @@ class VonMisesFisher:
     def components(self) -> list[tuple[float, Callable[[Array], Array], float]]:
         """(weight, log density, width) of each component, the width 1 / sqrt(kappa) in radians
         (inf for kappa = 0): :func:`sample_normalized` samples apart, in the log domain, the
-        components far narrower than the grid's cells, and :func:`~spheredens.targets.projection_measure`
-        sums Pi_# over them."""
+        components far narrower than the grid's cells, and
+        :func:`~spheredens.targets.projection_measure` sums Pi_# over them."""
         return [
             (
                 w,
@@ -289,19 +308,22 @@ def sample_normalized(
 class RandomSmooth:
     """rho proportional to exp(amplitude * f), f a random band-limited field (seeded).
 
-    On the circle f(theta) = sum_{k=1}^{bandwidth} (a_k cos k theta + b_k sin k theta) / sqrt(bandwidth)
+    On the circle
+    f(theta) = sum_{k=1}^{bandwidth} (a_k cos k theta + b_k sin k theta) / sqrt(bandwidth)
     with a_k, b_k independent standard normal (``numpy.random.default_rng(seed)``). On the
     sphere f = sum_{l=1}^{bandwidth} sum_{j=1}^{2l+1} g_lj P_l(<x, n_lj>) / sqrt(bandwidth) with
     Legendre polynomials P_l, random directions n_lj (uniform) and g_lj standard normal: each
-    degree-l term is a spherical harmonic of degree l, and f has unit variance at every point. The normalizing constant comes from a Gauss product quadrature fine enough to
-    be exact to round-off (refined until two rules agree to round-off).
+    degree-l term is a spherical harmonic of degree l, and f has unit variance at every point.
+    The normalizing constant comes from a Gauss product quadrature fine enough to be exact to
+    round-off (refined until two rules agree to round-off).
 
     Parameters (TOML)
     -----------------
     seed : int (default 0); bandwidth : int >= 1 (default 6); amplitude : float >= 0 (default 1)
 
-    A domain provides the field and its quadrature as its part ``"random_smooth"``
-    (:class:`RandomField`); elsewhere the name is refused with a ConfigError.
+    The domains with a field and its quadrature are those of
+    :data:`~spheredens._random_field.RANDOM_FIELDS`; elsewhere the name is refused with a
+    ConfigError.
     """
 
     d: int
@@ -314,7 +336,7 @@ class RandomSmooth:
         cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
     ) -> "RandomSmooth":
         check_keys(params, ["seed", "bandwidth", "amplitude"], key)
-        part = _domain_part(d, "random_smooth", f"{key}.name", "random_smooth")
+        part = _domain_entry(RANDOM_FIELDS, d, "random_smooth", f"{key}.name", "random_smooth")
         seed = as_int(params.get("seed", 0), f"{key}.seed", minimum=0)
         bandwidth = as_int(params.get("bandwidth", 6), f"{key}.bandwidth", minimum=1)
         if bandwidth > part.max_bandwidth:
@@ -337,7 +359,7 @@ class RandomSmooth:
         return ab[0], ab[1]
 
     def _log_unnormalized(self, x: Array) -> Array:
-        return domain_of_dimension(self.d).part("random_smooth").field(self, x)
+        return RANDOM_FIELDS[domain_of_dimension(self.d).name].field(self, x)
 
     def _log_mass(self) -> tuple[float, float]:
         """(shift, mass) with mass = int exp(log_unnormalized - shift), by a quadrature that is
@@ -348,7 +370,7 @@ class RandomSmooth:
         """The quadrature with m = 8 bandwidth + 64 + 8 amplitude points per angle, then 1.5 times
         as many until two agree to round-off (it converges spectrally; m alone was off by 4e-8 at
         bandwidth 40, amplitude 2, and by 2e-3 at 200, 5)."""
-        log_mass = domain_of_dimension(self.d).part("random_smooth").log_mass
+        log_mass = RANDOM_FIELDS[domain_of_dimension(self.d).name].log_mass
         m = 8 * self.bandwidth + 64 + int(8 * self.amplitude)
         shift, mass = log_mass(self, m)
         for _ in range(MASS_REFINEMENTS):
@@ -370,211 +392,18 @@ class RandomSmooth:
         return {"seed": self.seed, "bandwidth": self.bandwidth, "amplitude": self.amplitude}
 
 
-@dataclass(frozen=True)
-class RandomField:
-    """``random_smooth`` on one domain (its part ``"random_smooth"``).
-
-    Attributes
-    ----------
-    field : callable
-        ``(density, x) -> amplitude * f(x)``, the random band-limited exponent.
-    log_mass : callable
-        ``(density, m) -> (shift, mass)``: mass = int exp(field - shift) by a quadrature with
-        ``m`` points per angle, exact to round-off.
-    max_bandwidth : int
-        The largest ``bandwidth`` accepted (the set-up cost grows with it).
-    setup_seconds : callable
-        ``bandwidth -> seconds``: the set-up's cost on one core (measured), for the refusal.
-    """
-
-    field: Callable[[RandomSmooth, Array], Array]
-    log_mass: Callable[[RandomSmooth, int], tuple[float, float]]
-    max_bandwidth: int = 4096
-    setup_seconds: Callable[[int], float] = lambda bandwidth: 0.0
-
-
-#: the most refinements (x 1.5 each) of random_smooth's normalization before the last is taken
-MASS_REFINEMENTS = 8
-#: points of a chunk of the field's evaluation (its work arrays: a few complex numbers each)
-_FIELD_CHUNK = 1 << 16
-#: columns of the sphere's Legendre recurrences formed at once
-_LEGENDRE_COLUMNS = 2048
-
-
-def _fourier_sum(coefficients: Array, angle: Array, index: Array | None = None) -> Array:
-    """Re sum_{k=0}^{K} c_k e^{i k angle} by Horner's rule in e^{i angle}, for coefficients
-    ``coefficients`` (K + 1, U) complex: column ``index[j]`` (default j) for the angle j; in
-    chunks of :data:`_FIELD_CHUNK` points."""
-    top = len(coefficients) - 1
-    out = np.empty(len(angle))
-    for a in range(0, len(angle), _FIELD_CHUNK):
-        rows = slice(a, a + _FIELD_CHUNK)
-        w = np.exp(1j * angle[rows])
-        idx = np.arange(a, a + len(w)) if index is None else index[rows]
-        acc = coefficients[top][idx]
-        for k in range(top - 1, -1, -1):
-            acc *= w
-            acc += coefficients[k][idx]
-        out[rows] = acc.real
-    return out
-
-
-def _circle_field(density: RandomSmooth, x: Array) -> Array:
-    """amplitude sum_k (a_k cos k theta + b_k sin k theta): Re sum_k (a_k - i b_k) e^{i k theta}."""
-    a, b = density._coefficients()
-    c = np.concatenate([[0.0], a - 1j * b]) * density.amplitude
-    theta = np.asarray(circle_angle(x), dtype=float)
-    return _fourier_sum(
-        c[:, None], theta.reshape(-1), np.zeros(theta.size, dtype=np.int64)
-    ).reshape(theta.shape)
-
-
-def _circle_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
-    """The field at m equally spaced angles by one inverse FFT, and their mean."""
-    a, b = density._coefficients()
-    spectrum = np.zeros(m // 2 + 1, dtype=complex)
-    spectrum[1 : density.bandwidth + 1] = (a - 1j * b) * density.amplitude
-    fine = np.fft.irfft(spectrum, n=m) * (m / 2)
-    shift = float(fine.max())
-    return shift, 2.0 * np.pi * float(np.mean(np.exp(fine - shift)))
-
-
-def _legendre_rows(z: Array, lmax: int, first: Array | None = None):
-    """Yield (l, q, start) for l = 0..lmax: q[m, j] = q_lm(z[start + j]) for m = 0..l, the
-    orthonormal associated Legendre functions (Y_l0 = q_l0 and sqrt(2) q_lm cos m phi,
-    sqrt(2) q_lm sin m phi an orthonormal basis of the degree-l harmonics), by the stable
-    three-term recurrence in l. With ``first`` (non-decreasing, one index per degree), degree
-    l is formed at the points from ``first[l]`` on only."""
-    z = np.asarray(z, dtype=float)
-    s = np.sqrt(np.maximum(1.0 - z * z, 0.0))
-    start, prev2 = 0, None
-    prev = np.full((1, len(z)), 0.5 / math.sqrt(math.pi))
-    yield 0, prev, 0
-    for l in range(1, lmax + 1):
-        if first is not None and first[l] > start:
-            cut = int(first[l]) - start
-            prev, prev2 = prev[:, cut:], None if prev2 is None else prev2[:, cut:]
-            z, s, start = z[cut:], s[cut:], int(first[l])
-        m = np.arange(l, dtype=float)
-        a = np.sqrt((4.0 * l * l - 1.0) / (l * l - m * m))
-        new = np.empty((l + 1, len(z)))
-        np.multiply(prev[:l], z, out=new[:l])
-        new[:l] *= a[:, None]
-        if l >= 2:
-            b = np.sqrt(((l - 1.0) ** 2 - m[: l - 1] ** 2) / (4.0 * (l - 1.0) ** 2 - 1.0))
-            new[: l - 1] -= (a[: l - 1] * b)[:, None] * prev2[: l - 1]
-        new[l] = math.sqrt((2.0 * l + 1.0) / (2.0 * l)) * s * prev[l - 1]
-        yield l, new, start
-        prev2, prev = prev, new
-
-
-@functools.lru_cache(maxsize=32)
-def _sphere_coefficients(density: RandomSmooth) -> tuple[Array, Array]:
-    """(C, S), each (L + 1, L + 1) indexed [l, m]: amplitude f(x) = sum_{l, m} q_lm(z) (C_lm cos
-    m phi + S_lm sin m phi), by the addition theorem P_l(<x, n>) = 4 pi / (2 l + 1) sum_m
-    Y_lm(x) Y_lm(n) applied to the random directions n_lj (drawn as the docstring of
-    :class:`RandomSmooth` says): O(L^4) for bandwidth L instead of O(L^3) per point."""
-    L = density.bandwidth
-    rng = np.random.default_rng(density.seed)
-    directions, gains = [], []
-    for l in range(1, L + 1):  # the draws of the definition, in its order
-        centres = rng.standard_normal((2 * l + 1, 3))
-        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-        directions.append(centres)
-        gains.append(rng.standard_normal(2 * l + 1))
-    n, g = np.concatenate(directions), np.concatenate(gains)
-    degree = np.repeat(np.arange(1, L + 1), 2 * np.arange(1, L + 1) + 1)
-    z, phi = np.clip(n[:, 2], -1.0, 1.0), np.arctan2(n[:, 1], n[:, 0])
-    C, S = np.zeros((L + 1, L + 1)), np.zeros((L + 1, L + 1))
-    for a in range(0, len(z), _LEGENDRE_COLUMNS):  # directions in degree order, in column chunks
-        cols = slice(a, a + _LEGENDRE_COLUMNS)
-        deg, ph, gc = degree[cols], phi[cols], g[cols]
-        first = np.searchsorted(deg, np.arange(int(deg[-1]) + 1))  # the columns of degree >= l
-        for l, q, start in _legendre_rows(z[cols], int(deg[-1]), first):
-            lo, hi = np.searchsorted(deg, [l, l + 1])
-            if hi > lo:
-                w = q[:, lo - start : hi - start] * gc[lo:hi]
-                angle = np.multiply.outer(np.arange(l + 1.0), ph[lo:hi])
-                C[l, : l + 1] += np.sum(w * np.cos(angle), axis=1)
-                S[l, : l + 1] += np.sum(w * np.sin(angle), axis=1)
-    l = np.arange(L + 1.0)
-    factor = (4.0 * np.pi / (2.0 * l + 1.0))[:, None] * np.where(l > 0, 2.0, 1.0)[None, :]
-    factor *= density.amplitude / math.sqrt(L)
-    return C * factor, S * factor
-
-
-def _ring_sums(density: RandomSmooth, z: Array) -> Array:
-    """G (L + 1, len(z)) complex: amplitude f = Re sum_m G_m(z) e^{i m phi} on the ring z,
-    G_m = sum_l q_lm(z) (C_lm - i S_lm)."""
-    C, S = _sphere_coefficients(density)
-    coefficients = C - 1j * S
-    L = len(C) - 1
-    out = np.empty((L + 1, len(z)), dtype=complex)
-    for a in range(0, len(z), _LEGENDRE_COLUMNS):
-        acc = np.zeros((L + 1, len(z[a : a + _LEGENDRE_COLUMNS])), dtype=complex)
-        for l, q, _ in _legendre_rows(z[a : a + _LEGENDRE_COLUMNS], L):
-            acc[: l + 1] += coefficients[l, : l + 1, None] * q
-        out[:, a : a + _LEGENDRE_COLUMNS] = acc
-    return out
-
-
-def _sphere_field(density: RandomSmooth, x: Array) -> Array:
-    """The field at points x (..., 3): the sums over l once per distinct z (a grid's rings),
-    then Horner's rule in e^{i phi} at every point."""
-    pts = np.asarray(x, dtype=float).reshape(-1, 3)
-    rings, index = np.unique(np.clip(pts[:, 2], -1.0, 1.0), return_inverse=True)
-    g = _ring_sums(density, rings)
-    return _fourier_sum(g, np.arctan2(pts[:, 1], pts[:, 0]), index.reshape(-1)).reshape(
-        np.shape(x)[:-1]
-    )
-
-
-def _sphere_log_mass(density: RandomSmooth, m: int) -> tuple[float, float]:
-    """The Gauss product rule with m / 2 latitudes and m longitudes: the field on each ring by
-    one inverse FFT of its sums."""
-    nodes, wts = np.polynomial.legendre.leggauss(m // 2)
-    g = _ring_sums(density, nodes)
-    spectrum = np.zeros((m // 2, m // 2 + 1), dtype=complex)
-    spectrum[:, : len(g)] = g.T
-    spectrum[:, 0] *= 2.0  # irfft counts the mode 0 once and the others twice
-    fine = np.fft.irfft(spectrum, n=m, axis=1) * (m / 2)
-    shift = float(fine.max())
-    return shift, float(np.sum(np.exp(fine - shift) * wts[:, None]) * 2.0 * np.pi / m)
-
-
-#: the largest bandwidth of random_smooth on the circle (16 points per shortest wavelength at
-#: the largest n, 65536) and on the sphere, where its set-up (the coefficients by the addition
-#: theorem, O(L^4), then the normalization on grids of (8 L)^2 / 2 points and 1.5 times finer)
-#: takes about 15 s at 256 (measured on one core: 0.6 s at 64, 1.5 s at 128; 3.5e-9 L^4 s)
-MAX_CIRCLE_BANDWIDTH = 4096
-MAX_SPHERE_BANDWIDTH = 256
-
-CIRCLE.provides("random_smooth")(
-    RandomField(
-        _circle_field,
-        _circle_log_mass,
-        MAX_CIRCLE_BANDWIDTH,
-        lambda bandwidth: 4e-9 * bandwidth * 65536.0,
-    )
-)
-SPHERE.provides("random_smooth")(
-    RandomField(
-        _sphere_field,
-        _sphere_log_mass,
-        MAX_SPHERE_BANDWIDTH,
-        lambda bandwidth: 3.5e-9 * float(bandwidth) ** 4,
-    )
-)
-
-
-def _domain_part(d: int, role: str, key: str, name: str) -> Any:
-    """The part ``role`` of the domain of dimension ``d``; a one-line ConfigError naming ``key``
-    and the initial density ``name`` on a domain that does not provide it."""
-    domain: Domain = domain_of_dimension(d)
-    try:
-        return domain.part(role, f"the initial density {name!r}")
-    except NotProvided as exc:
-        raise ConfigError(key, f"{exc}; choose another initial density") from None
+def _domain_entry(table: Mapping[str, Any], d: int, role: str, key: str, name: str) -> Any:
+    """The entry of ``table`` (domain name -> what the initial density ``name`` needs there,
+    its ``role``) for the domain of dimension ``d``; a one-line ConfigError naming ``key`` on
+    a domain that has none."""
+    domain = domain_of_dimension(d).name
+    if domain not in table:
+        raise ConfigError(
+            key,
+            f"the initial density {name!r} is not implemented on the {domain} (nothing "
+            f"provides {role!r} there); choose another initial density",
+        )
+    return table[domain]
 
 
 def _duration(seconds: float) -> str:
@@ -621,32 +450,29 @@ class FromFile:
     time: float | None
     theta: Any  # circle: angles (n,); sphere: (lat, lon) in degrees
     values: Array
+    #: the required key and its refusal when missing
+    required: ClassVar[dict[str, str]] = {
+        "path": "is required for 'file' (a netCDF file with the density)"
+    }
 
     @classmethod
     def from_params(
         cls, params: Mapping[str, Any], d: int, base_dir: Path, key: str = "initial"
     ) -> "FromFile":
-        check_keys(params, ["path", "variable", "time"], key)
-        if "path" not in params:
-            raise ConfigError(
-                f"{key}.path", "is required for 'file' (a netCDF file with the density)"
-            )
+        check_params(params, key, ["path", "variable", "time"], required=cls.required)
         path = as_str(params["path"], f"{key}.path")
         variable = as_str(params.get("variable", "rho"), f"{key}.variable")
         time = params.get("time")
         if time is not None:
             time = as_float(time, f"{key}.time")
         full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
-        layout = _domain_part(d, "density_file", f"{key}.name", "file")
+        layout = _domain_entry(DENSITY_FILES, d, "density_file", f"{key}.name", "file")
         coords, values = _read_density(full, variable, time, key, layout)
         return cls(path, variable, time, coords, values)
 
     def __call__(self, x: Array) -> Array:
-        return (
-            domain_of_dimension(x.shape[-1])
-            .part("density_file")
-            .interpolate(self.theta, self.values, x)
-        )
+        layout = DENSITY_FILES[domain_of_dimension(x.shape[-1]).name]
+        return layout.interpolate(self.theta, self.values, x)
 
     def to_params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "variable": self.variable}
@@ -657,7 +483,7 @@ class FromFile:
 
 @dataclass(frozen=True)
 class DensityFile:
-    """The layout of a density file on one domain (its part ``"density_file"``, used by
+    """The layout of a density file on one domain (its entry of :data:`DENSITY_FILES`, used by
     :class:`FromFile`).
 
     Attributes
@@ -707,17 +533,16 @@ def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Arr
     return interp(np.stack([q_lat, q_lon], axis=-1))
 
 
-CIRCLE.provides("density_file")(
-    DensityFile(
+#: domain name -> the layout of a density file there (``initial.name = "file"``)
+DENSITY_FILES: dict[str, DensityFile] = {
+    "circle": DensityFile(
         ("theta",),
         True,
         lambda ds: np.asarray(ds["theta"].values, dtype=float),
         _sort_angles,
         lambda theta, values, x: np.interp(circle_angle(x), theta, values, period=2.0 * np.pi),
-    )
-)
-SPHERE.provides("density_file")(
-    DensityFile(
+    ),
+    "sphere": DensityFile(
         ("lat", "lon"),
         False,
         lambda ds: (
@@ -726,8 +551,8 @@ SPHERE.provides("density_file")(
         ),
         _sort_lat_lon,
         _interp_lat_lon,
-    )
-)
+    ),
+}
 
 
 def _read_density(

@@ -4,7 +4,8 @@ Every model is a continuity equation d/dt rho + div_S(rho X[rho]) = 0 on S^{d-1}
 differ in the velocity X:
 
 ``sa``
-    X(x) = P_x N(x)/Z(x),  N = int exp(beta <Qx, Ky>) V y rho dsigma,  Z = int exp(beta <Qx, Ky>) rho dsigma.
+    X(x) = P_x N(x)/Z(x),  N = int exp(beta <Qx, Ky>) V y rho dsigma,
+    Z = int exp(beta <Qx, Ky>) rho dsigma.
 ``sa_zero_temperature``
     X(x) = P_x V B^T x / |B^T x|  (no dependence on rho; needs B = Q^T K invertible).
 ``usa``
@@ -44,11 +45,15 @@ class ModelKind:
         False when the velocity does not depend on rho (the zero-temperature limit).
     description : str
         One line for ``spheredens info``.
+    sliced : bool
+        True for one density per slice xi of an auxiliary variable (``usa_av``: Q = K = V = I,
+        the gauges G(xi) carry the geometry; the ``[auxiliary]`` table).
     """
 
     normalized: bool
     interacting: bool
     description: str
+    sliced: bool = False
 
 
 MODELS.register("sa")(ModelKind(True, True, "softmax self-attention at inverse temperature beta"))
@@ -62,6 +67,7 @@ MODELS.register("usa_av")(
         True,
         "unnormalized self-attention with auxiliary "
         "variables: one density per slice xi, gauges G(xi), couplings b",
+        sliced=True,
     )
 )
 

@@ -47,7 +47,7 @@ class Problem:
     @property
     def has_auxiliary(self) -> bool:
         """Whether the model carries auxiliary variables (an xi axis in the output)."""
-        return self.model.name == "usa_av"
+        return self.model.kind.sliced
 
     def slice_initials(self) -> list[Any]:
         """The initial density of each slice as a function of points (unnormalized for

@@ -118,7 +118,7 @@ def positive_alternatives(domain: str) -> str:
 def unfaithful_message(scheme: Any, t: float, low: float, high: float) -> str:
     """The one line a run prints when the density of ``scheme`` (not positive) first has
     min rho = ``low`` < -:data:`UNDERSHOOT` max rho (``high``) at time ``t``."""
-    resolution = getattr(scheme, "resolution", "")
+    resolution = scheme.resolution.key if hasattr(scheme, "resolution") else ""
     value = scheme.attributes().get(resolution) if resolution else None
     grid = f" ({resolution} = {value})" if value is not None else ""
     finer = f"a larger discretization.{resolution}" if resolution else "a finer grid"

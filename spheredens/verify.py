@@ -237,7 +237,7 @@ def sphere_mean_field_error(scheme: str, evaluator: str, K: Any, resolution: int
             "initial": SMOOTH_3D,
             "discretization": {
                 "scheme": scheme,
-                cls.resolution: resolution,
+                cls.resolution.key: resolution,
                 "interaction": evaluator,
             },
             "time": {"t_end": 1.0, "snapshots": 2},
@@ -263,7 +263,7 @@ def _beta_zero_sphere(scheme: str) -> dict[str, Any]:
     return {
         "quantity": f"velocity ({evaluator})",
         "errors": (error,),
-        "labels": (f"{cls.resolution} = {resolution}",),
+        "labels": (f"{cls.resolution.key} = {resolution}",),
         "orders": (),
         "passed": error <= bound,
         "documented": f"round-off, required <= {bound:.0e}",
@@ -275,7 +275,7 @@ def _beta_zero_sphere(scheme: str) -> dict[str, Any]:
     }
 
 
-# -- zero temperature by characteristics ------------------------------------------------------------
+# -- zero temperature by characteristics -----------------------------------------------------
 #: the problem of tests/test_contracts.py: B = K (Q = I), V, the von Mises-Fisher mean, kappa, T
 ZERO_TEMPERATURE = {
     2: {
@@ -301,11 +301,11 @@ ZERO_TEMPERATURE_MEASURED = {
 
 def zero_temperature_resolutions(cls: Any) -> list[int]:
     """default / 4, / 2, / 1: n = 64, 128, 256; lmax + 1 = 8, 16, 32; nlat = 8, 16, 32."""
-    shift = 1 if cls.resolution == "lmax" else 0
+    shift = 1 if cls.resolution.key == "lmax" else 0
     return [
-        (cls.resolution_default + 1) // 4 - shift,
-        (cls.resolution_default + 1) // 2 - shift,
-        cls.resolution_default,
+        (cls.resolution.default + 1) // 4 - shift,
+        (cls.resolution.default + 1) // 2 - shift,
+        cls.resolution.default,
     ]
 
 
@@ -331,7 +331,7 @@ def zero_temperature_config(
             "initial": {"name": "von_mises_fisher", "means": [list(mean)], "kappas": [kappa]},
             "discretization": {
                 "scheme": scheme,
-                cls.resolution: resolution,
+                cls.resolution.key: resolution,
                 "interaction": "auto",
                 **discretization,
             },
@@ -393,7 +393,7 @@ def _zero_temperature(domain: str, scheme: str) -> dict[str, Any]:
     return {
         "quantity": "weak form",
         "errors": tuple(errors),
-        "labels": tuple(f"{cls.resolution} = {r}" for r in resolutions),
+        "labels": tuple(f"{cls.resolution.key} = {r}" for r in resolutions),
         "orders": tuple(observed_orders(errors)),
         "passed": zero_temperature_passes(cls, errors),
         "documented": documented,
@@ -401,7 +401,7 @@ def _zero_temperature(domain: str, scheme: str) -> dict[str, Any]:
     }
 
 
-# -- linear growth around the uniform density --------------------------------------------------------
+# -- linear growth around the uniform density ------------------------------------------------
 #: the perturbation <a, x>, and the bounds of tests/interaction/test_lowrank_meridian.py: the
 #: linearized tendency relative to its maximum, the growth rate relative to the formula's
 GROWTH_MODE = np.array([0.3, -0.5, 0.8])
@@ -416,7 +416,8 @@ def linear_growth_errors(
     """(max |tendency - formula| / max |formula|, |rate - rate of the formula| / |rate of the
     formula|, the rate) for sa on S^2 with V = B^-T, sh_spectral with lowrank_meridian and no
     filter: the linearized right-hand side at the uniform density in the direction <a, x> (a
-    centred difference in eps with Richardson extrapolation), the growth rate <f, df/dt> / <f, f>."""
+    centred difference in eps with Richardson extrapolation), the growth rate
+    <f, df/dt> / <f, f>."""
     B = np.asarray(B)
     cfg = config_from_dict(
         {
@@ -477,7 +478,7 @@ def _linear_growth(beta: float) -> dict[str, Any]:
     }
 
 
-# -- the list of checks ---------------------------------------------------------------------------------
+# -- the list of checks ----------------------------------------------------------------------
 def checks() -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     """(name, function) of every check, in the order :func:`verify` runs them."""
     out: list[tuple[str, Callable[[], dict[str, Any]]]] = []

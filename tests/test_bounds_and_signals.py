@@ -29,16 +29,12 @@ import pytest
 
 import spheredens as sd
 from spheredens import config as config_module
+from spheredens._random_field import MAX_SPHERE_BANDWIDTH, _sphere_coefficients, _sphere_field
 from spheredens.cli import main, parse_seeds
 from spheredens.config import estimated_memory
 from spheredens.exceptions import ConfigError
 from spheredens.geometry import DOMAINS, get_domain
-from spheredens.initial import (
-    MAX_SPHERE_BANDWIDTH,
-    RandomSmooth,
-    _sphere_coefficients,
-    _sphere_field,
-)
+from spheredens.initial import RandomSmooth
 from spheredens.interaction import candidates, select_evaluator
 from spheredens.locking import lock_files
 from spheredens.schemes import _memory
@@ -77,7 +73,7 @@ def _config(domain: str, scheme: type, model: dict, aux: dict | None, evaluator:
     mean = [1.0, 0.0] if get_domain(domain).d == 2 else [0.0, 0.0, 1.0]
     disc = {
         "scheme": scheme.name,
-        scheme.resolution: SMALL[scheme.resolution],
+        scheme.resolution.key: SMALL[scheme.resolution.key],
         "allow_underresolved": True,
     }
     if evaluator:
@@ -288,7 +284,8 @@ def test_probe_refused_by_the_command_under_an_address_space_limit(tmp_path):
     """``ulimit -v`` (RLIMIT_AS) is the memory this machine allows: the same one line, exit 2,
     whatever the machine's own memory."""
     (tmp_path / "c.toml").write_text(
-        '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n[auxiliary]\nkernel = "rope"\n'
+        '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n'
+        '[auxiliary]\nkernel = "rope"\n'
         'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end = 1.0\n'
     )
     code = (
@@ -331,7 +328,8 @@ def test_machine_memory_is_the_smallest_limit_known(monkeypatch):
     physical = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     assert config_module.machine_memory() <= physical
     code = (
-        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY)); "
+        "import resource; "
+        "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY)); "
         "from spheredens.config import machine_memory; print(machine_memory())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -446,22 +444,26 @@ def test_sphere_bandwidth_4096_of_the_probe_is_refused_at_once():
                 "domain": {"name": "sphere"},
                 "discretization": {"scheme": "sh_spectral", "lmax": 1024},
             },
-            "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid has 1536 x 3072 "
+            "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid "
+            "has 1536 x 3072 "
             "points: about 5 s of set-up, 2 s per right-hand side and 5 GiB",
         ),
         (
             {"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 2049}},
-            "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the finite-volume mesh); "
+            "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the "
+            "finite-volume mesh); "
             "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up",
         ),
         (
             {"discretization": {"scheme": "fourier", "n": 65538}},
-            "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; the set-up is instant "
-            "there with fft, but the direct sums take n^2 = 4.3e9 kernel entries per right-hand side",
+            "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; "
+            "the set-up is instant there with fft, but the direct sums take n^2 = 4.3e9 kernel "
+            "entries per right-hand side",
         ),
         (
             {"particles": {"n": 100001}},
-            "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 per right-hand side",
+            "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 "
+            "per right-hand side",
         ),
         (
             {"model": {"name": "usa_av", "beta": 2.0}, "auxiliary": {"slices": 4097}},
@@ -662,7 +664,8 @@ def test_memory_error_is_one_line(tmp_path, monkeypatch, capsys):
 
     def no_memory(*args, **kwargs):
         raise MemoryError(
-            "Unable to allocate 12.0 GiB for an array with shape (1610612736,) and data type float64"
+            "Unable to allocate 12.0 GiB for an array with shape (1610612736,) and data type "
+            "float64"
         )
 
     from spheredens import schemes

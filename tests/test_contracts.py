@@ -119,10 +119,10 @@ def config(
     resolves the kernel (at least twice the scheme's minimum) unless ``resolution`` is given."""
     d = get_domain(domain).d
     if resolution is None:
-        resolution = 2 * cls.resolution_min
+        resolution = 2 * cls.resolution.minimum
         if model["name"] != "sa_zero_temperature":
             K = np.array(model.get("K", np.eye(d)))
-            resolution = max(resolution, cls.resolution_needed(AttentionKernel(model["beta"], K)))
+            resolution = max(resolution, cls.resolution.needed(AttentionKernel(model["beta"], K)))
     data = {
         "model": model,
         "domain": {"name": domain},
@@ -133,7 +133,11 @@ def config(
             "kappas": [4.0, 2.0],
             "weights": [0.7, 0.3],
         },
-        "discretization": {"scheme": cls.name, cls.resolution: resolution, "interaction": choice},
+        "discretization": {
+            "scheme": cls.name,
+            cls.resolution.key: resolution,
+            "interaction": choice,
+        },
         "time": time or {"t_end": 1.0, "snapshots": 3},
     }
     if auxiliary is not None:

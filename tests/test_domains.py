@@ -41,7 +41,7 @@ from spheredens.interaction import Layout
 from spheredens.io import open_run
 from spheredens.models import Model
 from spheredens.particles import run_particles, sample_iid
-from spheredens.schemes import Scheme, Tendency, register_scheme
+from spheredens.schemes import Resolution, Scheme, Tendency, register_scheme
 from spheredens.targets import AssumptionError, projection_measure
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spheredens"
@@ -85,16 +85,9 @@ class Relax(Scheme):
 
     name, domain = "relax", "s3"
     options = ("n", "interaction", "integrator")
-    resolution, resolution_default, resolution_min, resolution_max = "n", 64, 8, 4096
+    #: every n from the minimum on resolves the kernel (rule c = 0)
+    resolution = Resolution("n", 64, 8, 4096, rule=(0.0, 1.0), message="n = {value} < {need}")
     positive = True
-
-    @classmethod
-    def resolution_needed(cls, kernel):
-        return 8
-
-    @classmethod
-    def resolution_message(cls, kernel, value, need):
-        return f"n = {value} < {need}"
 
     @classmethod
     def memory_estimate(cls, options):
@@ -303,8 +296,8 @@ ALLOWED = {
     "geometry.py": "the domains themselves",
     "auxiliary.py": "rope_general: the circle's one plane rotation against an axis on the sphere "
     "(any other d is refused by the 3-vector check)",
-    "interaction/_auxiliary.py": "the usa_av evaluator declares domains = (circle, sphere) and picks "
-    "its Fourier or spherical-harmonic basis",
+    "interaction/_auxiliary.py": "the usa_av evaluator declares domains = (circle, sphere) and "
+    "picks its Fourier or spherical-harmonic basis",
     "interaction/_fourier.py": "the circle-only FFT evaluator (domains = (circle,)) checks that B "
     "is a 2-D rotation multiple",
 }

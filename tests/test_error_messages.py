@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from spheredens.cli import main
-from spheredens.config import _toml_value, config_from_dict, load_config
+from spheredens.config import config_from_dict, load_config
+from spheredens.config_toml import toml_value
 from spheredens.exceptions import ConfigError
 
 VALID = {
@@ -209,7 +210,7 @@ def to_toml(data):
     lines = []
     for section, table in data.items():
         lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
 
 

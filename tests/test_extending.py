@@ -13,8 +13,7 @@ import pytest
 import spheredens as sd
 from spheredens.geometry import get_domain
 from spheredens.interaction import (
-    EVALUATOR_CLASSES,
-    INTERACTIONS,
+    EVALUATORS,
     DirectQuadrature,
     choices,
     register_evaluator,
@@ -33,12 +32,10 @@ EXAMPLE_C = {
 @pytest.fixture
 def restore_registries():
     """Undo run-time registrations (registries are append-only in the package)."""
-    classes = list(EVALUATOR_CLASSES)
-    names = dict(INTERACTIONS._items)
+    classes = list(EVALUATORS.classes)
     schemes = dict(get_domain("circle").schemes._items)
     yield
-    EVALUATOR_CLASSES[:] = classes
-    INTERACTIONS._items = names
+    EVALUATORS.classes[:] = classes
     get_domain("circle").schemes._items = schemes
 
 
@@ -55,10 +52,11 @@ def run(discretization, t_end=0.5):
 
 
 def test_a_registered_evaluator_is_configured_chosen_and_run(restore_registries):
-    @register_evaluator("direct_blocks", domains=("circle",), inputs=("values",), priority=5)
+    @register_evaluator
     class BlockedDirect(DirectQuadrature):
         """The direct sums formed block by block (no cached kernel): same numbers."""
 
+        name, domains, inputs, priority = "direct_blocks", ("circle",), ("values",), 5
         description = "circle: direct quadrature, kernel rows formed on the fly"
 
         @classmethod

@@ -2,7 +2,7 @@
 
 Contract (:class:`~spheredens.interaction._base.Evaluator`): a class declares its ``name``,
 the ``domains`` it serves, the ``inputs`` it takes (density values at source points, or
-spherical-harmonic coefficients), ``applies(model) -> reason`` and ``build(model, layout)``;
+spherical-harmonic coefficients), ``unmet(model) -> reason | None`` and ``build(model, layout)``;
 an instance answers ``velocity(state)``: X[rho] at the layout's targets, as vectors
 (n_xi, *targets, d) or as components along the layout's frame (n_xi, k, *targets).
 :func:`select_evaluator` is the one rule for validation and for ``"auto"``;
@@ -19,9 +19,10 @@ from ..kernel import orthogonal_multiple
 from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
 from ._base import (
-    EVALUATOR_CLASSES,
+    EVALUATORS,
     INTERACTIONS,
     Evaluator,
+    EvaluatorRegistry,
     Layout,
     candidates,
     choices,
@@ -48,7 +49,8 @@ __all__ = [
     "AuxiliaryOnGaussGrid",
     "DirectQuadrature",
     "Evaluator",
-    "EVALUATOR_CLASSES",
+    "EVALUATORS",
+    "EvaluatorRegistry",
     "FourierConvolution",
     "FunkHeckeInteraction",
     "FunkHeckePoints",
@@ -83,15 +85,16 @@ __all__ = [
 ]
 
 
-@register_evaluator(
-    "zero_temperature",
-    domains=None,
-    inputs=("values", "log_moments", "coefficients"),
-    priority=0,
-    selectable=False,
-)  # a formula of the points: any domain
+@register_evaluator
 class ZeroTemperatureField(Evaluator):
-    """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the targets."""
+    """The fixed field X_inf(x) = P_x V B^T x / |B^T x| of ``sa_zero_temperature`` at the
+    targets."""
+
+    name = "zero_temperature"
+    domains = None  # a formula of the points: any domain
+    inputs = ("values", "log_moments", "coefficients")
+    priority = 0
+    selectable = False
 
     requirement = "is the field of sa_zero_temperature"
     refusal_text = (
@@ -123,17 +126,17 @@ class ZeroTemperatureField(Evaluator):
         return np.broadcast_to(self._velocity, (n_xi,) + self._velocity.shape)
 
 
-@register_evaluator(
-    AuxiliaryInteraction.name,
-    domains=("sphere",),
-    inputs=("coefficients",),
-    priority=0,
-    selectable=False,
-)
+@register_evaluator
 class AuxiliaryOnGaussGrid(Evaluator):
     """:class:`AuxiliaryInteraction` for the spherical-harmonic scheme: slices given by their
     coefficients, densities synthesized on the Gauss grid (nodes with Gauss weights as sources
     and targets)."""
+
+    name = AuxiliaryInteraction.name
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 0
+    selectable = False
 
     requirement = AuxiliaryInteraction.requirement
     refusal_text = AuxiliaryInteraction.refusal_text
@@ -159,7 +162,7 @@ class AuxiliaryOnGaussGrid(Evaluator):
 
 def fft_applies(model: Model) -> bool:
     """Whether the FFT evaluator applies: d = 2 and B = Q^T K = a R with a > 0, R a rotation."""
-    return not FourierConvolution.applies(model)
+    return FourierConvolution.unmet(model) is None
 
 
 def sphere_choice(model: Model) -> str:

@@ -35,13 +35,7 @@ from ._base import Evaluator, Layout, register_evaluator
 from ._points import CircleBasis, SphereBasis
 
 
-@register_evaluator(
-    "auxiliary_spectral",
-    domains=("circle", "sphere"),
-    inputs=("values",),
-    priority=0,
-    selectable=False,
-)
+@register_evaluator
 class AuxiliaryInteraction(Evaluator):
     """Velocity X_k of every slice of ``usa_av`` at target points (module docstring).
 
@@ -56,6 +50,12 @@ class AuxiliaryInteraction(Evaluator):
     targets : ndarray (F, d)
         Points where the velocity is wanted (faces, nodes).
     """
+
+    name = "auxiliary_spectral"
+    domains = ("circle", "sphere")
+    inputs = ("values",)
+    priority = 0
+    selectable = False
 
     requirement = "is the evaluator of usa_av"
     refusal_text = (

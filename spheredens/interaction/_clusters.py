@@ -75,7 +75,8 @@ _INV_FACT = np.exp(-(_LOG_FACT[_ALPHA[:, 0]] + _LOG_FACT[_ALPHA[:, 1]]))
 
 
 def monomials(v: Array, p: int, *, factorial: bool = False) -> Array:
-    """v^alpha (or v^alpha / alpha!) for |alpha| <= p, columns ordered by |alpha|: (m, n_terms(p))."""
+    """v^alpha (or v^alpha / alpha!) for |alpha| <= p, columns ordered by |alpha|:
+    (m, n_terms(p))."""
     k = n_terms(p)
     powers = np.arange(p + 1)
     p1, p2 = v[:, :1] ** powers, v[:, 1:2] ** powers

@@ -36,7 +36,7 @@ def aliased_multipliers(n: int, kappa: float, delta: float) -> NDArray[np.comple
     return out
 
 
-@register_evaluator("fft", domains=("circle",), inputs=("values",), priority=10)
+@register_evaluator
 class FourierConvolution(Evaluator):
     """Velocity on a uniform circle grid by FFT, for B = a R(phi0) (a > 0, R a rotation).
 
@@ -58,12 +58,22 @@ class FourierConvolution(Evaluator):
         Two uniform grids with the same n (targets may be offset, e.g. cell faces).
     """
 
-    description = "circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)"
-    requirement = "needs B = Q^T K to be a positive multiple of a rotation, and B = {B} is not"
+    name = "fft"
+    domains = ("circle",)
+    inputs = ("values",)
+    priority = 10
 
-    @staticmethod
-    def structure(model: Model) -> bool:
-        return model.d == 2 and model.kernel.rotation_multiple_2d() is not None
+    description = "circle: FFT convolution with Bessel multipliers (B a multiple of a rotation)"
+
+    @classmethod
+    def unmet(cls, model: Model) -> str | None:
+        """None when d = 2 and B = Q^T K = a R with a > 0 and R a rotation; else what it needs."""
+        if model.d == 2 and model.kernel.rotation_multiple_2d() is not None:
+            return None
+        return (
+            "needs B = Q^T K to be a positive multiple of a rotation, and "
+            f"B = {model.B.tolist()} is not"
+        )
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "FourierConvolution":

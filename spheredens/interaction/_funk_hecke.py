@@ -1,4 +1,5 @@
-"""Spectral interaction on S^2: Funk-Hecke multipliers (scaled modified spherical Bessel functions)."""
+"""Spectral interaction on S^2: Funk-Hecke multipliers (scaled modified spherical Bessel
+functions)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ GUARD_RELATIVE_Z = 1e-6
 
 
 def funk_hecke_multipliers(l: Array, kappa: float) -> tuple[Array, Array]:
-    """Scaled multipliers of f -> int exp(kappa <x, y>) f(y) dsigma(y) on S^2, and their kappa-derivatives.
+    """Scaled multipliers of f -> int exp(kappa <x, y>) f(y) dsigma(y) on S^2, and their
+    kappa-derivatives.
 
     Returns s_l = e^{-kappa} 4 pi i_l(kappa) and ds_l = e^{-kappa} 4 pi i_l'(kappa), with i_l the
-    modified spherical Bessel function, i_l(kappa) e^{-kappa} = sqrt(pi / (2 kappa)) ive(l + 1/2, kappa),
-    and i_l' = i_{l+1} + (l / kappa) i_l. Stable for kappa up to 1e5 and beyond.
+    modified spherical Bessel function,
+    i_l(kappa) e^{-kappa} = sqrt(pi / (2 kappa)) ive(l + 1/2, kappa), and
+    i_l' = i_{l+1} + (l / kappa) i_l. Stable for kappa up to 1e5 and beyond.
     """
     l = np.asarray(l, dtype=float)
     if kappa == 0.0:
@@ -124,7 +127,7 @@ def rotation_euler_zyz(R: Array) -> tuple[float, float, float]:
     return float(gamma), float(beta), float(alpha)
 
 
-@register_evaluator("funk_hecke", domains=("sphere",), inputs=("coefficients",), priority=10)
+@register_evaluator
 class FunkHeckeInteraction(_SphereEvaluator):
     """Exact spectral velocity when B = Q^T K = a R, a > 0, R orthogonal.
 
@@ -139,6 +142,11 @@ class FunkHeckeInteraction(_SphereEvaluator):
     synthesis) plus, when R != I, an off-grid synthesis and an analysis for the rotation.
     For a band-limited rho the result is exact to round-off.
     """
+
+    name = "funk_hecke"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 10
 
     description = "sphere: Funk-Hecke multipliers (B a multiple of an orthogonal matrix)"
     requirement = "needs B = Q^T K to be a positive multiple of an orthogonal matrix"
@@ -249,16 +257,15 @@ def barycentric_weights(nodes: Array, x: Array) -> Array:
     return c
 
 
-@register_evaluator(
-    "kappa_interpolation", domains=("sphere",), inputs=("coefficients",), priority=20
-)
+@register_evaluator
 class KappaInterpolation(_SphereEvaluator):
     """Near-spectral velocity for a general invertible B, by interpolation in kappa.
 
     With kappa(x) = beta |B^T x| and u(x) = B^T x / |B^T x|,
 
         Z(x) = F_{kappa(x)}(u(x)),  F_kappa = K_kappa * rho,
-        N(x) = V [u D_{kappa(x)}(u) + grad_S F_{kappa(x)}(u) / kappa(x)],  D_kappa = dF_kappa/dkappa.
+        N(x) = V [u D_{kappa(x)}(u) + grad_S F_{kappa(x)}(u) / kappa(x)],
+        D_kappa = dF_kappa/dkappa.
 
     The scaled multipliers s_l(kappa), ds_l(kappa) are interpolated by a polynomial in
     log(kappa) through p Chebyshev nodes on [beta sigma_min(B), beta sigma_max(B)]; p is the
@@ -267,6 +274,11 @@ class KappaInterpolation(_SphereEvaluator):
     node needs the fields F, D and grad F at the fixed points u(x): off-grid syntheses with
     ``ducc0`` (3 per node).
     """
+
+    name = "kappa_interpolation"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 20
 
     description = (
         "sphere: Funk-Hecke multipliers interpolated in kappa = beta |B^T x| "
@@ -337,9 +349,14 @@ class KappaInterpolation(_SphereEvaluator):
         return self._finish(z.reshape(shape), n, self.kappa.reshape(shape))
 
 
-@register_evaluator("direct", domains=("sphere",), inputs=("coefficients",), priority=90)
+@register_evaluator
 class SphereDirectQuadrature(_SphereEvaluator):
     """Direct log-sum-exp quadrature on the Gauss grid (the always-correct fallback, O(N^2))."""
+
+    name = "direct"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 90
 
     description = DirectQuadrature.description
 

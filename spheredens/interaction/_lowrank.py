@@ -10,7 +10,8 @@ multipliers and mu_l the degree-l part of the density (or of a measure). A joint
 decomposition of {s_l(k) / s_0(k), ds_l(k) / s_0(k)} over k in [beta sigma_min, beta sigma_max]
 gives R degree profiles c_r(l) (:class:`KappaLowRank`; R ~ 9-16 at tolerance 1e-12), and
 
-    H(u) = sum_r A_r(kappa~(u)) f_r(u),   D(u) = sum_r A'_r(kappa~(u)) f_r(u),   f_r = sum_l c_r(l) mu_l.
+    H(u) = sum_r A_r(kappa~(u)) f_r(u),   D(u) = sum_r A'_r(kappa~(u)) f_r(u),
+    f_r = sum_l c_r(l) mu_l.
 
 :class:`LowRankPoints` uses this for a density given at weighted source points (the cells of the
 finite-volume scheme) and a velocity needed at arbitrary target points (its face midpoints):
@@ -24,7 +25,8 @@ finite-volume scheme) and a velocity needed at arbitrary target points (its face
 
        N / Z = V [u D + (grad H - (D - H) grad kappa~) / kappa] / H
 
-   (grad H - (D - H) grad kappa~ is the gradient at fixed kappa, since d s_l / d kappa = ds_l - s_l).
+   (grad H - (D - H) grad kappa~ is the gradient at fixed kappa, since
+   d s_l / d kappa = ds_l - s_l).
 
 The cost does not depend on the number of cells beyond the two general transforms, which are
 linear in the number of points: R small syntheses, two analyses and four general syntheses of
@@ -67,7 +69,7 @@ from ..geometry import tangent_project
 from ..grids import GaussGrid
 from ..grids._sphere_gauss import points_to_colat_lon
 from ..models import Model
-from ._base import Evaluator, Layout, register_evaluator
+from ._base import PointsEvaluator, register_evaluator
 from ._funk_hecke import (
     GENERAL_B_REQUIREMENT,
     GUARD_RELATIVE_Z,
@@ -185,14 +187,19 @@ class KappaLowRank:
         return found
 
 
-@register_evaluator("lowrank_points", domains=("sphere",), inputs=("values",), priority=15)
-class LowRankPoints(Evaluator):
+@register_evaluator
+class LowRankPoints(PointsEvaluator):
     """Velocity at target points for a density at weighted source points (finite-volume cells)
     and any invertible B (condition number <= 1e3): Funk-Hecke multipliers of low rank in
     kappa (module docstring). Agrees with direct quadrature to ~1e-13 of ||V|| where the scaled
     partition function is near its maximum; rows where it is below ``GUARD_RELATIVE_Z`` of its
     maximum are computed by pruned direct log-sum-exp quadrature (``fallback_fraction``: their
     share at the last call)."""
+
+    name = "lowrank_points"
+    domains = ("sphere",)
+    inputs = ("values",)
+    priority = 15
 
     description = (
         "sphere, density at points (fv cells): Funk-Hecke multipliers of low rank in "
@@ -201,25 +208,10 @@ class LowRankPoints(Evaluator):
     requirement = GENERAL_B_REQUIREMENT
     structure = staticmethod(well_conditioned)
 
-    @classmethod
-    def build(cls, model: Model, layout: Layout) -> "LowRankPoints":
-        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
-
-    def __init__(
-        self,
-        model: Model,
-        sources: Array,
-        weight: Array,
-        targets: Array,
-        *,
-        tol: float = LOWRANK_TOLERANCE,
-        epsilon: float = 1e-13,
-        nthreads: int = 1,
+    def setup(
+        self, *, tol: float = LOWRANK_TOLERANCE, epsilon: float = 1e-13, nthreads: int = 1
     ) -> None:
-        self.model = model
-        self.sources = np.ascontiguousarray(sources, dtype=float)
-        self.weight = np.asarray(weight, dtype=float)
-        self.targets = np.asarray(targets, dtype=float)
+        model = self.model
         self.fallback_fraction = 0.0
         #: rows with e^-kappa Z below this fraction of its maximum are summed in the log domain
         #: (the spectral value's absolute error is ~1e-16 of the maximum: velocity errors of
@@ -231,7 +223,6 @@ class LowRankPoints(Evaluator):
         self.peel_min_pairs = PEEL_MIN_PAIRS
         #: share of the rows at the last call that took the full direct log-sum-exp sum
         self.direct_fraction = 0.0
-        self._v_norm = model.V_norm
         self._epsilon, self._nthreads = epsilon, nthreads
         if model.beta == 0.0:
             return
@@ -243,7 +234,8 @@ class LowRankPoints(Evaluator):
         self.lowrank = KappaLowRank(model, self.lmax, tol)
         self.weight_degree = self.lowrank.weight_degree()
         self.grid_degree = max(self.lmax, self.weight_degree) + EXTRA_DEGREES
-        # longitudes: an FFT-friendly count >= 2 L_H + 2 (2 x 103 longitudes made every synthesis 6x slower)
+        # longitudes: an FFT-friendly count >= 2 L_H + 2 (2 x 103 longitudes made every
+        # synthesis 6x slower)
         self._nt, self._nph = (
             self.grid_degree + 1,
             int(ducc0.fft.good_size(2 * self.grid_degree + 2, True)),

@@ -124,13 +124,18 @@ def es_kernel(taps: int, upsampling: float):
     return psi
 
 
-@register_evaluator("lowrank_meridian", domains=("sphere",), inputs=("coefficients",), priority=15)
+@register_evaluator
 class LowRankMeridianInteraction(_SphereEvaluator):
     """Velocity for a general invertible B at the cost of a few transforms (module docstring):
     Funk-Hecke multipliers of low rank in kappa, evaluated along the images of the grid's
     meridians. Agrees with direct quadrature to ~1e-13 of the largest scaled partition function;
     rows where that function is below ``GUARD_RELATIVE_Z`` of its maximum are computed by direct
     log-sum-exp quadrature."""
+
+    name = "lowrank_meridian"
+    domains = ("sphere",)
+    inputs = ("coefficients",)
+    priority = 15
 
     description = (
         "sphere: Funk-Hecke multipliers of low rank in kappa = beta |B^T x|, evaluated "

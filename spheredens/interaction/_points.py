@@ -12,8 +12,7 @@ from .._lazy import ducc0
 from .._types import Array
 from ..geometry import tangent_project
 from ..grids._sphere_gauss import points_to_colat_lon
-from ..models import Model
-from ._base import Evaluator, Layout, register_evaluator
+from ._base import PointsEvaluator, register_evaluator
 from ._funk_hecke import (
     GUARD_RELATIVE_Z,
     FunkHeckeInteraction,
@@ -180,14 +179,15 @@ class SphereBasis(_PointCache):
         return float(np.sum(self.real_weight * (np.conj(c) * self.s * mu).real))
 
 
-@register_evaluator("funk_hecke", domains=("sphere",), inputs=("values",), priority=10)
-class FunkHeckePoints(Evaluator):
+@register_evaluator
+class FunkHeckePoints(PointsEvaluator):
     """Velocity at target points for a density given as weighted source points (cells).
 
     For B = Q^T K = a R (a > 0, R orthogonal) and kappa = beta a, the sums over sources y_j with
     masses a_j = rho_j |cell_j|,
 
-        Z(x) = sum_j a_j exp(kappa <x, R y_j>),   N(x) = V R^T sum_j a_j exp(kappa <x, R y_j>) R y_j,
+        Z(x) = sum_j a_j exp(kappa <x, R y_j>),
+        N(x) = V R^T sum_j a_j exp(kappa <x, R y_j>) R y_j,
 
     are evaluated spectrally (:class:`SphereBasis`): the coefficients of the measure
     sum_j a_j delta_{R y_j} (an adjoint general synthesis, ``ducc0.sht.adjoint_synthesis_general``)
@@ -200,30 +200,18 @@ class FunkHeckePoints(Evaluator):
     there is clipped to ||V|| (``guarded_fraction``).
     """
 
+    name = "funk_hecke"
+    domains = ("sphere",)
+    inputs = ("values",)
+    priority = 10
+
     description = FunkHeckeInteraction.description
     requirement = FunkHeckeInteraction.requirement
     structure = FunkHeckeInteraction.structure
 
-    @classmethod
-    def build(cls, model: Model, layout: Layout) -> "FunkHeckePoints":
-        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
-
-    def __init__(
-        self,
-        model: Model,
-        sources: Array,
-        weight: Array,
-        targets: Array,
-        *,
-        epsilon: float = 1e-13,
-        nthreads: int = 1,
-    ) -> None:
-        self.model = model
-        self.weight = np.asarray(weight, dtype=float)
-        self.sources = np.asarray(sources, dtype=float)
-        self.targets = np.asarray(targets, dtype=float)
+    def setup(self, *, epsilon: float = 1e-13, nthreads: int = 1) -> None:
+        model = self.model
         self.guarded_fraction = 0.0
-        self._v_norm = model.V_norm
         if model.beta == 0.0:
             self.kappa, self.lmax = 0.0, 0
             return

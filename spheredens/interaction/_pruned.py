@@ -6,11 +6,13 @@ it is below the round-off of the row's sum by hundreds of orders of magnitude. S
 terms is most of the O(n^2) cost. This evaluator skips a block J of sources for a target x only
 when a bound proves that the whole block cannot change the row's sums beyond round-off:
 
-    upper(x, J) = <q, c_J> + |q| r_J + max_{j in J} log a_j + log |J|   >=   log sum_{j in J} e^{<q, y_j>} a_j,
+    upper(x, J) = <q, c_J> + |q| r_J + max_{j in J} log a_j + log |J|
+                >= log sum_{j in J} e^{<q, y_j>} a_j,
     lower(x)    = max_J ( <q, y_J*> + log a_J* )   <=   log sum_j e^{<q, y_j>} a_j,
 
 with c_J the unit mean direction of the block, r_J = max_j |y_j - c_J| (so that
-|<q, y_j> - <q, c_J>| <= |q| r_J) and y_J* the source of largest mass a_J* in the block. A block is skipped when upper(x, J) < lower(x) + log(2^-60 / m),
+|<q, y_j> - <q, c_J>| <= |q| r_J) and y_J* the source of largest mass a_J* in the block. A
+block is skipped when upper(x, J) < lower(x) + log(2^-60 / m),
 m the number of blocks: all skipped blocks together are below 2^-60 ~ 8.7e-19 of the row's sum
 Z(x), and change N/Z by less than 2 ||V|| 2^-60. What is summed is summed exactly as by
 :class:`~spheredens.interaction.DirectQuadrature`'s log-sum-exp form, for any beta and for
@@ -145,7 +147,7 @@ def pruned_logsumexp_sums(
     return z, n, m, kept / (n_t * len(log_a))
 
 
-@register_evaluator("direct_pruned", domains=None, inputs=("values", "log_moments"), priority=95)
+@register_evaluator
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module
     docstring): equal to :class:`DirectQuadrature` to round-off (2^-60 of each row's sum),
@@ -160,6 +162,11 @@ class PrunedDirectQuadrature(DirectQuadrature):
     t_j sin(c_j w_j) (block radii grow by w_j / 2 to keep the bound), and the sums take
     log a_j = ell_j + log w_j as they are: densities far below the smallest float64 number
     (e^-1460) keep their weight in the softmax."""
+
+    name = "direct_pruned"
+    domains = None
+    inputs = ("values", "log_moments")
+    priority = 95
 
     description = (
         "direct quadrature in the log domain, skipping source blocks proven below "
@@ -177,12 +184,8 @@ class PrunedDirectQuadrature(DirectQuadrature):
             tangents=layout.sources.tangents if moments else None,
         )
 
-    def __init__(
+    def setup(
         self,
-        model: Model,
-        sources: Array,
-        weight: Array,
-        targets: Array,
         *,
         source_block: int = SOURCE_BLOCK,
         target_block: int = TARGET_BLOCK,
@@ -192,9 +195,7 @@ class PrunedDirectQuadrature(DirectQuadrature):
         #: with tangents, the state is (log rho, centroid offset) per source (class docstring)
         self.tangents = None if tangents is None else np.asarray(tangents, dtype=float)
         # the cached kernel serves densities at fixed points only
-        super().__init__(
-            model, sources, weight, targets, max_cached=max_cached if tangents is None else 0
-        )
+        super().setup(max_cached=max_cached if tangents is None else 0)
         # a centroid moves at most half a cell from y_j
         self._blocks = SourceBlocks(
             self.sources, source_block, 0.5 * self.weight if self.tangents is not None else 0.0

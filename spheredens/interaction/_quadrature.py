@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._types import Array
-from ..models import Model
-from ._base import Evaluator, Layout, register_evaluator
+from ._base import Evaluator, PointsEvaluator, register_evaluator
 
 #: below this value of the rescaled partition function a row is recomputed in log-sum-exp form
 _UNDERFLOW_GUARD = 1e-200
@@ -16,8 +15,8 @@ _MAX_CACHED = 1 << 25
 _CHUNK_ENTRIES = 1 << 22
 
 
-@register_evaluator("direct", domains=None, inputs=("values",), priority=90)  # any S^{d-1}
-class DirectQuadrature(Evaluator):
+@register_evaluator
+class DirectQuadrature(PointsEvaluator):
     """Velocity by direct quadrature over the source points, for any Q, K, V and beta.
 
     For target x_f and sources y_j with quadrature weights w_j,
@@ -51,28 +50,17 @@ class DirectQuadrature(Evaluator):
         entries; otherwise it is formed chunk by chunk on every call.
     """
 
+    name = "direct"
+    domains = None  # any S^{d-1}
+    inputs = ("values",)
+    priority = 90
+
     description = "direct quadrature with log-sum-exp: any Q, K, V, beta <= 1e4"
 
-    @classmethod
-    def build(cls, model: Model, layout: Layout) -> "DirectQuadrature":
-        return cls(model, layout.sources.points, layout.sources.weight, layout.target_points)
-
-    def __init__(
-        self,
-        model: Model,
-        sources: Array,
-        weight: Array,
-        targets: Array,
-        *,
-        max_cached: int = _MAX_CACHED,
-    ) -> None:
-        self.model = model
-        self.sources = np.ascontiguousarray(sources, dtype=float)
-        self.weight = np.asarray(weight, dtype=float)
-        self.targets = np.ascontiguousarray(targets, dtype=float)
+    def setup(self, *, max_cached: int = _MAX_CACHED) -> None:
+        model = self.model
         self._beta_bx = model.kernel.query(self.targets)  # row f: beta * (B^T x_f)
         self._vy = self.sources @ model.V.T  # row j: V y_j
-        self._v_norm = model.V_norm
         n_t, n_s = len(self.targets), len(self.sources)
         self._rowmax: Array | None = None
         self._kernel: Array | None = None

@@ -19,12 +19,14 @@ from ._circle_fourier import FourierScheme  # registers "fourier"
 # registration order is the order configuration messages list the schemes in
 from ._circle_fv import FiniteVolumeScheme  # registers circle "fv"
 from ._circle_log_sl import LogSemiLagrangianScheme  # registers circle "log_sl"
+from ._resolution import Resolution
 from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"
 from ._sphere_fv import SphereFiniteVolumeScheme  # registers sphere "fv"
 from ._sphere_log_sl import SphereLogSemiLagrangianScheme  # registers sphere "log_sl"
 
 __all__ = [
     "SCHEMES",
+    "Resolution",
     "Scheme",
     "Tendency",
     "FiniteVolumeScheme",

@@ -19,8 +19,9 @@ the time loop (:mod:`spheredens.simulate`) uses, and nothing else:
 
 What the recorder uses: ``grid``, ``density(state)``, ``attributes()``, ``interaction`` and the
 per-snapshot ``diagnostics`` the scheme declares. What the configuration uses, as class
-methods: ``validate_options`` (the ``[discretization]`` table), ``resolution_problem`` (does
-the grid resolve the kernel) and ``memory_estimate``. A new scheme subclasses :class:`Scheme`,
+methods: ``validate_options`` (the ``[discretization]`` table), ``memory_parts``, and the
+scheme's :class:`~spheredens.schemes.Resolution` (``resolution.problem``: does the grid
+resolve the kernel). A new scheme subclasses :class:`Scheme`,
 declares its class attributes and registers itself with
 :func:`~spheredens.schemes.register_scheme`.
 """
@@ -33,12 +34,11 @@ from typing import Any, ClassVar, Mapping, NamedTuple
 import numpy as np
 
 from .._types import Array
-from .._validate import as_bool, as_int, as_str
+from .._validate import as_bool, as_str
 from ..exceptions import ConfigError
 from ..geometry import DOMAINS, get_domain
 from ..integrators import INTEGRATORS
 from ..interaction import Layout, make_evaluator, select_evaluator
-from ..kernel import AttentionKernel
 from ..models import Model
 from ._memory import (
     F8,
@@ -48,6 +48,7 @@ from ._memory import (
     slice_diagnostics,
     w2_diagnostics,
 )
+from ._resolution import Resolution
 
 #: domain name -> registry of the schemes available on it (each Domain's ``schemes``)
 SCHEMES = {name: get_domain(name).schemes for name in DOMAINS}
@@ -131,11 +132,9 @@ class Scheme:
         Registry keys (``discretization.scheme`` and ``domain.name``).
     options : tuple of str
         The ``[discretization]`` keys it accepts, in the order the configuration writes them.
-    resolution : str
-        The option that sets the resolution (``n``, ``lmax``, ``nlat``), with
-        ``resolution_default``, ``resolution_min``, ``resolution_max`` and ``resolution_what``;
-        ``resolution_rule`` (c, s): the grid resolves the kernel when the resolution is at least
-        c sqrt(s beta sigma_max(B)), and ``resolution_text`` says why it does not.
+    resolution : Resolution
+        The option that sets the resolution (``n``, ``lmax``, ``nlat``): its default, bounds,
+        and the rule by which the grid resolves the kernel (:class:`Resolution`).
     default_integrator : str
     evaluator_inputs : str
         ``"values"``, ``"log_moments"`` (log rho and centroid offsets per cell) or
@@ -175,13 +174,7 @@ class Scheme:
     name: ClassVar[str]
     domain: ClassVar[str]
     options: ClassVar[tuple[str, ...]]
-    resolution: ClassVar[str]
-    resolution_default: ClassVar[int]
-    resolution_min: ClassVar[int]
-    resolution_max: ClassVar[int]
-    resolution_what: ClassVar[str] = ""
-    resolution_rule: ClassVar[tuple[float, float]]
-    resolution_text: ClassVar[str]
+    resolution: ClassVar[Resolution]
     default_integrator: ClassVar[str] = "ssprk3"
     evaluator_inputs: ClassVar[str] = "values"
     positive: ClassVar[bool] = False
@@ -207,7 +200,7 @@ class Scheme:
     ) -> dict[str, Any]:
         """The ``[discretization]`` options (without ``scheme``), validated, defaults filled in,
         in the order of :attr:`options`."""
-        values = {cls.resolution: cls.validate_resolution(table, prefix)}
+        values = {cls.resolution.key: cls.resolution.validate(table, prefix, cls.name)}
         values.update(cls.validate_own_options(table, prefix))
         interaction = as_str(table.get("interaction", "auto"), f"{prefix}.interaction")
         select_evaluator(
@@ -269,80 +262,28 @@ class Scheme:
         options = " or ".join(
             f"{name!r} (time.cfl <= {limit:g})" for limit, name in sorted(safe, reverse=True)
         )
-        axis = f"its eigenvalues lie on the imaginary axis (|lambda dt| up to {cls.imaginary_spectrum:.3g} cfl)"
+        axis = (
+            "its eigenvalues lie on the imaginary axis (|lambda dt| up to "
+            f"{cls.imaginary_spectrum:.3g} cfl)"
+        )
         if reach == 0.0:
             return (
                 "discretization.integrator",
-                f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: {axis} and "
-                f"the stability region of {integrator!r} holds no part of that axis; use {options}",
+                f"{integrator!r} cannot be stable for scheme {cls.name!r} at any time.cfl: "
+                f"{axis} and the stability region of {integrator!r} holds no part of that axis; "
+                f"use {options}",
             )
         return (
             "time.cfl",
-            f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: {axis}, "
-            f"here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} reaches on that axis; "
-            f"use {options}",
-        )
-
-    #: what the largest resolution costs, said when a larger one is refused (measured)
-    resolution_cost: ClassVar[str] = ""
-
-    @classmethod
-    def check_resolution_bound(cls, value: Any, key: str, what: str = "") -> None:
-        """Refuse a resolution above ``resolution_max``: one line naming the key, the bound and
-        what the bound costs (:attr:`resolution_cost`)."""
-        if isinstance(value, int) and not isinstance(value, bool) and value > cls.resolution_max:
-            cost = f"; {cls.resolution_cost}" if cls.resolution_cost else ""
-            raise ConfigError(
-                key, f"= {value} is too large: must be <= {cls.resolution_max}{what}{cost}"
-            )
-
-    @classmethod
-    def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
-        value = table.get(cls.resolution, cls.resolution_default)
-        cls.check_resolution_bound(value, f"{prefix}.{cls.resolution}", cls.resolution_what)
-        return as_int(
-            value,
-            f"{prefix}.{cls.resolution}",
-            minimum=cls.resolution_min,
-            maximum=cls.resolution_max,
-            what=cls.resolution_what,
+            f"= {cfl:g} is unstable with integrator {integrator!r} for scheme {cls.name!r}: "
+            f"{axis}, here up to {extent:.3g}, beyond the {reach:.3g} that {integrator!r} "
+            f"reaches on that axis; use {options}",
         )
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         """The scheme's own options (limiter, filter, ...)."""
         return {}
-
-    @classmethod
-    def resolution_problem(cls, model: Model, options: Mapping[str, Any]) -> str:
-        """Why the grid does not resolve the attention kernel, or "" when it does.
-
-        The kernel exp(beta <B^T x, y>) has width (beta |B^T x|)^(-1/2) >= (beta sigma_max(B))^(-1/2)
-        (:attr:`~spheredens.kernel.AttentionKernel.width`); the zero-temperature model has no
-        kernel, and beta = 0 a constant one.
-        """
-        if not model.kind.interacting or model.beta == 0.0:
-            return ""
-        value = int(options.get(cls.resolution) or 0)
-        need = cls.resolution_needed(model.kernel)
-        if value < need:
-            return cls.resolution_message(model.kernel, value, need)
-        return ""
-
-    @classmethod
-    def resolution_needed(cls, kernel: AttentionKernel) -> int:
-        """The smallest resolution that resolves the kernel: ceil(c sqrt(s beta sigma_max(B)))
-        with (c, s) = ``resolution_rule``."""
-        factor, scale = cls.resolution_rule
-        return math.ceil(factor * math.sqrt(scale * kernel.beta * kernel.sigma_max))
-
-    @classmethod
-    def resolution_message(cls, kernel: AttentionKernel, value: int, need: int) -> str:
-        """``resolution_text`` filled in (``value``, ``need``, ``width`` = (beta sigma_max)^(-1/2),
-        ``beta_sigma`` = beta sigma_max)."""
-        return cls.resolution_text.format(
-            value=value, need=need, width=kernel.width, beta_sigma=kernel.beta * kernel.sigma_max
-        )
 
     @classmethod
     def memory_estimate(cls, options: Mapping[str, Any]) -> tuple[int, float]:
@@ -556,51 +497,47 @@ class CircleScheme(Scheme):
     """
 
     domain = "circle"
-    resolution = "n"
-    resolution_default = 256
-    resolution_min = 8
-    #: the largest number of grid points accepted on the circle (direct quadrature is O(n^2))
-    resolution_max = 1 << 16
-    even_n: ClassVar[bool] = False
-
-    resolution_cost = (
-        "the set-up is instant there with fft, but the direct sums take n^2 = 4.3e9 "
-        "kernel entries per right-hand side"
+    #: 3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max); the largest n accepted
+    #: (direct quadrature is O(n^2))
+    resolution = Resolution(
+        key="n",
+        default=256,
+        minimum=8,
+        maximum=1 << 16,
+        rule=(6.0 * math.pi, 1.0),
+        message=(
+            "n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
+            "= {width:.3g} rad by 3 cells: needs n >= {need}"
+        ),
+        what=" for scheme {scheme!r}",
+        cost=(
+            "the set-up is instant there with fft, but the direct sums take n^2 = 4.3e9 "
+            "kernel entries per right-hand side"
+        ),
     )
-
-    @classmethod
-    def validate_resolution(cls, table: Mapping[str, Any], prefix: str) -> int:
-        value = table.get("n", cls.resolution_default)
-        cls.check_resolution_bound(value, f"{prefix}.n", f" for scheme {cls.name!r}")
-        n = as_int(
-            value,
-            f"{prefix}.n",
-            minimum=cls.resolution_min,
-            maximum=cls.resolution_max,
-            what=f" for scheme {cls.name!r}",
-        )
-        if cls.even_n and n % 2:
-            raise ConfigError(f"{prefix}.n", f"= {n} must be even for scheme {cls.name!r}")
-        return n
 
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
-        return 2.0 * math.pi / int(options.get("n") or cls.resolution_default)
-
-    #: 3 cells across the kernel width: n >= 6 pi sqrt(beta sigma_max)
-    resolution_rule = (6.0 * math.pi, 1.0)
-    resolution_text = (
-        "n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) = "
-        "{width:.3g} rad by 3 cells: needs n >= {need}"
-    )
+        return 2.0 * math.pi / cls.resolution.of(options)
 
     @classmethod
     def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
         """n cells or nodes, the velocity at n points, n values per slice."""
-        n = int(options.get("n") or cls.resolution_default)
+        n = cls.resolution.of(options)
         return n, n, 8.0 * n
 
     velocity_grid: Any
+    #: the scheme's own option that the file records after ``n`` (its attribute of that name)
+    own_option: ClassVar[str] = ""
+
+    def attributes(self) -> dict[str, Any]:
+        """``n``, the scheme's :attr:`own_option`, the evaluator and the integrator."""
+        return {
+            "n": self.grid.n,
+            self.own_option: getattr(self, self.own_option),
+            "interaction": self.interaction.name,
+            "integrator": self.integrator.name,
+        }
 
     def layout(self) -> Layout:
         return Layout(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
 
 from .._types import Array
 from ..grids import CircleGrid
-from ..kernel import AttentionKernel
 from ._base import CircleScheme, Tendency, register_scheme, validate_choice
 
 
@@ -50,18 +50,15 @@ class FourierScheme(CircleScheme):
     """
 
     name = "fourier"
-    even_n = True
-    #: the highest mode k < n / 2 moves at up to max|v|: |lambda dt| < (n / 2) max|v| cfl h / max|v| = pi cfl
+    own_option = "filter"
+    #: as for finite volumes, with n even (rounded up to one by ``needed``)
+    resolution = replace(CircleScheme.resolution, even=True)
+    #: the highest mode k < n / 2 moves at up to max|v|:
+    #: |lambda dt| < (n / 2) max|v| cfl h / max|v| = pi cfl
     imaginary_spectrum = math.pi
     options = ("n", "filter", "interaction", "integrator", "allow_underresolved")
     default_integrator = "rk4"
     zero_temperature_order = math.inf
-
-    @classmethod
-    def resolution_needed(cls, kernel: AttentionKernel) -> int:
-        """As for finite volumes, rounded up to an even n (the scheme needs one)."""
-        n = super().resolution_needed(kernel)
-        return n + n % 2
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -93,11 +90,3 @@ class FourierScheme(CircleScheme):
             float(np.abs(v).max()),
             max_compression=self.max_compression(v),
         )
-
-    def attributes(self) -> dict[str, Any]:
-        return {
-            "n": self.grid.n,
-            "filter": self.filter,
-            "interaction": self.interaction.name,
-            "integrator": self.integrator.name,
-        }

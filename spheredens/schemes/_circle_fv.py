@@ -59,6 +59,7 @@ class FiniteVolumeScheme(CircleScheme):
     """
 
     name = "fv"
+    own_option = "limiter"
     options = ("n", "limiter", "interaction", "integrator", "allow_underresolved")
     positive = True
     zero_temperature_order = 2.0
@@ -93,11 +94,3 @@ class FiniteVolumeScheme(CircleScheme):
             float(np.abs(v).max()),
             max_compression=self.max_compression(v),
         )
-
-    def attributes(self) -> dict[str, Any]:
-        return {
-            "n": self.grid.n,
-            "limiter": self.limiter,
-            "interaction": self.interaction.name,
-            "integrator": self.integrator.name,
-        }

@@ -71,7 +71,8 @@ def relative_expm1(z: Array) -> Array:
 
 
 def log_integral_exp(slope: Array, a: Array, b: Array) -> Array:
-    """log int_a^b e^{slope s} ds for a <= b, elementwise, stable for any slope (-inf when a = b)."""
+    """log int_a^b e^{slope s} ds for a <= b, elementwise, stable for any slope (-inf when
+    a = b)."""
     length = np.asarray(b, dtype=float) - a
     z = np.abs(slope) * length
     top = np.where(slope >= 0.0, b, a)
@@ -280,6 +281,19 @@ def remap(ell: Array, offset: Array, feet: Array, h: float, forward: Any) -> tup
         return np.where(empty, -np.inf, top + np.log(total) - math.log(h)), new_offset
 
 
+def tolerance_option(table: Mapping[str, Any], prefix: str, cost: str = "") -> float:
+    """``[discretization] tolerance`` (default :data:`DEFAULT_TOLERANCE`): the error of log rho
+    allowed in one step, in [:data:`MIN_TOLERANCE`, 1]; ``cost`` is said after that in a
+    refusal."""
+    return as_float(
+        table.get("tolerance", DEFAULT_TOLERANCE),
+        f"{prefix}.tolerance",
+        minimum=MIN_TOLERANCE,
+        maximum=1.0,
+        what=f" (the error of log rho allowed in one step{cost})",
+    )
+
+
 class ErrorControlledSteps:
     """The step control of the ``log_sl`` schemes: the first step is the CFL step, later ones
     follow the error estimate that ``advance`` leaves in ``_last_error`` (the step ``_last_dt``):
@@ -349,17 +363,18 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
 
     The state is (ell_j, c_j) per cell, shape (n_xi, 2, n): ell_j = log rho_j, the logarithm of
     the cell average on n uniform cells, and c_j the offset of the cell's centroid from its
-    centre in cell widths; ``density`` is exp(ell). Mass is conserved to round-off, rho > 0 always, and rho keeps
-    its relative accuracy down to e^-1e6 (:data:`LOG_FLOOR`): the scheme for low temperature
-    (beta >= 1000), where the departure from the metastable plateau is decided by tails far
-    below the smallest float64 number. Steps follow the dynamics, not a CFL number: error
-    controlled, exact characteristics of the piecewise-linear face velocity.
+    centre in cell widths; ``density`` is exp(ell). Mass is conserved to round-off, rho > 0
+    always, and rho keeps its relative accuracy down to e^-1e6 (:data:`LOG_FLOOR`): the scheme
+    for low temperature (beta >= 1000), where the departure from the metastable plateau is
+    decided by tails far below the smallest float64 number. Steps follow the dynamics, not a CFL
+    number: error controlled, exact characteristics of the piecewise-linear face velocity.
 
     Second order in space (log-linear reconstruction with the cell's centroid, velocity linear
     between faces) and in time (predictor-corrector); the velocity is the direct log-domain
-    quadrature over the cells' centroids. A cluster narrower than a cell keeps its position
-    (the centroid), and every W2 of the run puts each cell's mass there. Worse than ``fv`` where rho has zeros (log rho is floored there) and where the
-    dynamics is fast everywhere (two velocity evaluations per step, no gain from large steps).
+    quadrature over the cells' centroids. A cluster narrower than a cell keeps its position (the
+    centroid), and every W2 of the run puts each cell's mass there. Worse than ``fv`` where rho
+    has zeros (log rho is floored there) and where the dynamics is fast everywhere (two velocity
+    evaluations per step, no gain from large steps).
 
     Options (``[discretization]``)
     ------------------------------
@@ -435,7 +450,8 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         return np.stack([ell, np.clip(np.array(offsets), -0.5 * _EDGE, 0.5 * _EDGE)], axis=1)
 
     def density(self, state: Array) -> Array:
-        """rho = exp(ell) (values below the smallest float64 number are 0 here, not in the state)."""
+        """rho = exp(ell) (values below the smallest float64 number are 0 here, not in the
+        state)."""
         with np.errstate(under="ignore"):
             return np.exp(state[:, 0])
 
@@ -513,13 +529,7 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         self.record_error(change, relevant, dt)
         return new
 
-    def attributes(self) -> dict[str, Any]:
-        return {
-            "n": self.grid.n,
-            "tolerance": self.tolerance,
-            "interaction": self.interaction.name,
-            "integrator": "semi_lagrangian",
-        }
+    own_option = "tolerance"
 
 
 class SemiLagrangianStep:

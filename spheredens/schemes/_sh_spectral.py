@@ -14,6 +14,7 @@ from ..grids import GaussGrid
 from ..grids._sphere_gauss import MAX_LMAX, default_grid_size
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme, validate_choice
+from ._resolution import Resolution
 
 FILTERS = ("exponential", "none")
 
@@ -66,16 +67,25 @@ class SHSpectralScheme(Scheme):
     name = "sh_spectral"
     domain = "sphere"
     options = ("lmax", "filter", "interaction", "integrator", "nthreads", "allow_underresolved")
-    resolution = "lmax"
-    resolution_default = 31
-    resolution_min = 3
-    resolution_max = MAX_LMAX
-    resolution_cost = (
-        "at 1023 the Gauss grid has 1536 x 3072 points: about 5 s of set-up, 2 s per "
-        "right-hand side and 5 GiB (funk_hecke, measured on one core)"
+    #: the multipliers reach degree ~ sqrt(2 kappa ln(1/eps)): lmax >= 3 sqrt(2 beta sigma_max)
+    resolution = Resolution(
+        key="lmax",
+        default=31,
+        minimum=3,
+        maximum=MAX_LMAX,
+        rule=(3.0, 2.0),
+        message=(
+            "lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
+            "{beta_sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}"
+        ),
+        cost=(
+            "at 1023 the Gauss grid has 1536 x 3072 points: about 5 s of set-up, 2 s per "
+            "right-hand side and 5 GiB (funk_hecke, measured on one core)"
+        ),
     )
     default_integrator = "rk4"
-    #: degree l <= lmax moves at up to max|X|: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
+    #: degree l <= lmax moves at up to max|X|:
+    #: |lambda dt| <= lmax max|X| cfl pi / ((lmax + 1) max|X|) < pi cfl
     imaginary_spectrum = math.pi
     evaluator_inputs = "coefficients"
     zero_temperature_order = math.inf
@@ -92,17 +102,10 @@ class SHSpectralScheme(Scheme):
             ),
         }
 
-    #: the multipliers reach degree ~ sqrt(2 kappa ln(1/eps)): lmax >= 3 sqrt(2 beta sigma_max)
-    resolution_rule = (3.0, 2.0)
-    resolution_text = (
-        "lmax = {value} does not resolve the attention kernel (beta sigma_max(B) = "
-        "{beta_sigma:.3g}): needs lmax >= 3 sqrt(2 beta sigma_max(B)) = {need}"
-    )
-
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
         """pi / (lmax + 1), the grid's ``h``."""
-        return math.pi / (int(options.get("lmax") or cls.resolution_default) + 1)
+        return math.pi / (cls.resolution.of(options) + 1)
 
     #: per grid point and slice: rho, the velocity's components, the flux and its pieces
     work_bytes_per_point = 200.0

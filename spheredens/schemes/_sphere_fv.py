@@ -15,6 +15,7 @@ from ..grids._sphere_rings import MAX_RINGS, MIN_RINGS
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme
 from ._circle_fv import LIMITERS, FiniteVolumeScheme
+from ._resolution import Resolution
 
 
 def minmod3(a: Array, b: Array, c: Array) -> Array:
@@ -54,7 +55,8 @@ class SphereFiniteVolumeScheme(Scheme):
 
     The velocity at the faces comes from the cell averages (masses at the cell centres):
     ``funk_hecke`` (B a multiple of an orthogonal matrix) through spectral coefficients of the
-    cell masses and general syntheses at the face points (:class:`~spheredens.interaction._points.FunkHeckePoints`);
+    cell masses and general syntheses at the face points
+    (:class:`~spheredens.interaction._points.FunkHeckePoints`);
     ``lowrank_points`` (any invertible B, condition number <= 1e3) through Funk-Hecke
     multipliers of low rank in kappa = beta |B^T x| (:class:`~spheredens.interaction.LowRankPoints`:
     a few transforms, whatever the number of cells; rows with a tiny partition function in the
@@ -90,14 +92,24 @@ class SphereFiniteVolumeScheme(Scheme):
         "integrator",
         "allow_underresolved",
     )
-    resolution = "nlat"
-    resolution_default = 32
-    resolution_min = MIN_RINGS
-    resolution_max = MAX_RINGS
-    resolution_what = " (latitude rings of the finite-volume mesh)"
-    resolution_cost = (
-        "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up, 2.8 s per "
-        "right-hand side and 4.8 GiB (funk_hecke, measured on one core), 4 times that at 2048"
+    #: 3 cells of pi / nlat across the kernel width: nlat >= 3 pi sqrt(beta sigma_max)
+    resolution = Resolution(
+        key="nlat",
+        default=32,
+        minimum=MIN_RINGS,
+        maximum=MAX_RINGS,
+        rule=(3.0 * math.pi, 1.0),
+        message=(
+            "nlat = {value} does not resolve the attention kernel width "
+            "(beta sigma_max(B))^(-1/2) = {width:.3g} rad by 3 cells of pi / nlat: needs "
+            "nlat >= {need}"
+        ),
+        what=" (latitude rings of the finite-volume mesh)",
+        cost=(
+            "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up, 2.8 s per "
+            "right-hand side and 4.8 GiB (funk_hecke, measured on one core), 4 times that at "
+            "2048"
+        ),
     )
     positive = True
     zero_temperature_order = 2.0
@@ -115,17 +127,10 @@ class SphereFiniteVolumeScheme(Scheme):
             )
         return values
 
-    #: 3 cells of pi / nlat across the kernel width: nlat >= 3 pi sqrt(beta sigma_max)
-    resolution_rule = (3.0 * math.pi, 1.0)
-    resolution_text = (
-        "nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-        "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}"
-    )
-
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
         """pi / nlat, the ring height (the mesh's ``h``)."""
-        return math.pi / int(options.get("nlat") or cls.resolution_default)
+        return math.pi / cls.resolution.of(options)
 
     #: the mesh's cells, faces (3.6 per cell) and vertices, and the faces' work arrays
     work_bytes_per_point = 600.0

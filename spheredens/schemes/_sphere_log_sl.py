@@ -42,6 +42,7 @@ field for that model.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -50,7 +51,7 @@ from scipy.special import logsumexp
 from .._types import Array
 from .._validate import as_unit_vectors
 from ..grids import LatLonCells
-from ..grids._sphere_cells import MAX_RINGS, MIN_RINGS, colat_lon_frame, colat_lon_points
+from ..grids._sphere_cells import colat_lon_frame, colat_lon_points
 from ..interaction import Layout
 from ..interaction._pruned import log_mass_velocity
 from ._base import Scheme, Tendency, register_scheme
@@ -63,6 +64,7 @@ from ._circle_log_sl import (
     tolerance_option,
 )
 from ._line_remap import LineField, remap_lines
+from ._sphere_fv import SphereFiniteVolumeScheme
 
 #: the step control follows every cell within e^-RELATIVE_RANGE of the largest (and those a
 #: softmax can see)
@@ -133,17 +135,12 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     name = "log_sl"
     domain = "sphere"
     options = ("nlat", "tolerance", "pole", "interaction", "allow_underresolved")
-    resolution = "nlat"
-    resolution_default = 64
-    resolution_min = MIN_RINGS
-    resolution_max = MAX_RINGS
-    resolution_what = " (rings of cells of pi / nlat: 2 nlat^2 cells)"
-    resolution_cost = "2 nlat^2 cells, each velocity evaluation a pruned sum over them all"
     #: 3 cells of pi / nlat across the kernel width, as ``fv``
-    resolution_rule = (3.0 * math.pi, 1.0)
-    resolution_text = (
-        "nlat = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-        "= {width:.3g} rad by 3 cells of pi / nlat: needs nlat >= {need}"
+    resolution = replace(
+        SphereFiniteVolumeScheme.resolution,
+        default=64,
+        what=" (rings of cells of pi / nlat: 2 nlat^2 cells)",
+        cost="2 nlat^2 cells, each velocity evaluation a pruned sum over them all",
     )
     default_integrator = "semi_lagrangian"
     evaluator_inputs = "log_moments"
@@ -169,11 +166,11 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
 
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
-        return math.pi / int(options.get("nlat") or cls.resolution_default)
+        return math.pi / cls.resolution.of(options)
 
     @classmethod
     def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
-        cells = 2 * int(options.get("nlat") or cls.resolution_default) ** 2
+        cells = 2 * cls.resolution.of(options) ** 2
         return cells, cells, 3 * 8.0 * cells
 
     def __init__(
