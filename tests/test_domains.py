@@ -95,8 +95,7 @@ class Relax(Scheme):
         return n, 8.0 * n * n
 
     def __init__(self, problem, *, n: int = 64, **options) -> None:
-        self.grid = PointGrid(n, 2.0 * np.pi**2)
-        super().__init__(problem, **options)
+        super().__init__(problem, PointGrid(n, 2.0 * np.pi**2), **options)
 
     def layout(self):
         return Layout("s3", "values", self.grid, self.grid, scheme=self.name)

@@ -374,12 +374,16 @@ class Scheme:
     def __init__(
         self,
         problem: Any,
+        grid: Any,
         *,
         interaction: str = "auto",
         integrator: str | None = None,
         allow_underresolved: bool = False,
     ) -> None:
+        """The scheme for ``problem`` on ``grid`` (where the state lives), with its integrator
+        and its interaction evaluator (for :meth:`layout`)."""
         self.problem = problem
+        self.grid = grid
         model = problem.model
         self.integrator = self.make_integrator(integrator or self.default_integrator)
         self.interaction = make_evaluator(model, self.layout(), interaction)
@@ -392,7 +396,7 @@ class Scheme:
         return INTEGRATORS.get(name)
 
     def layout(self) -> Layout:
-        """Where the state lives and where the velocity is needed (set ``grid`` first)."""
+        """Where the state lives (``grid``) and where the velocity is needed."""
         raise NotImplementedError
 
     # -- stepping ---------------------------------------------------------------------------
@@ -492,8 +496,8 @@ class CircleScheme(Scheme):
     """What the circle schemes share: a uniform grid of n cells or nodes, the velocity's
     component along the tangent at ``velocity_grid``, the resolution rule in n.
 
-    Subclasses set ``grid`` (where the state lives) and ``velocity_grid`` (where the velocity
-    is needed) before calling ``Scheme.__init__``, and implement ``rhs`` and ``sample``.
+    Subclasses pass ``grid`` (where the state lives) and ``velocity_grid`` (where the velocity
+    is needed) to ``CircleScheme.__init__``, and implement ``rhs`` and ``sample``.
     """
 
     domain = "circle"
@@ -527,6 +531,11 @@ class CircleScheme(Scheme):
         return n, n, 8.0 * n
 
     velocity_grid: Any
+
+    def __init__(self, problem: Any, grid: Any, velocity_grid: Any, **common: Any) -> None:
+        self.velocity_grid = velocity_grid
+        super().__init__(problem, grid, **common)
+
     #: the scheme's own option that the file records after ``n`` (its attribute of that name)
     own_option: ClassVar[str] = ""
 

@@ -71,8 +71,8 @@ class FourierScheme(CircleScheme):
     def __init__(
         self, problem: Any, *, n: int = 256, filter: str = "exponential", **common: Any
     ) -> None:
-        self.grid = self.velocity_grid = CircleGrid(n, offset=0.0)
-        super().__init__(problem, **common)
+        grid = CircleGrid(n, offset=0.0)
+        super().__init__(problem, grid, grid, **common)
         self.filter = filter
         k = np.arange(n // 2 + 1)
         self._ik = 1j * k * spectral_filter(n, filter)

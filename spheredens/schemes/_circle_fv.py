@@ -69,9 +69,9 @@ class FiniteVolumeScheme(CircleScheme):
         return {"limiter": validate_choice(table, "limiter", prefix, LIMITERS, "mc", "limiter")}
 
     def __init__(self, problem: Any, *, n: int = 256, limiter: str = "mc", **common: Any) -> None:
-        self.grid = CircleGrid(n, offset=0.5)
-        self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j+1/2 at (j+1) h
-        super().__init__(problem, **common)
+        grid = CircleGrid(n, offset=0.5)
+        self.faces = grid.shifted(0.5)  # face j+1/2 at (j+1) h
+        super().__init__(problem, grid, self.faces, **common)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
 

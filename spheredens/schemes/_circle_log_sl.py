@@ -411,9 +411,9 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
     def __init__(
         self, problem: Any, *, n: int = 256, tolerance: float = DEFAULT_TOLERANCE, **common: Any
     ) -> None:
-        self.grid = CircleGrid(n, offset=0.5)
-        self.velocity_grid = self.faces = self.grid.shifted(0.5)  # face j at (j + 1) h
-        super().__init__(problem, **common)
+        grid = CircleGrid(n, offset=0.5)
+        self.faces = grid.shifted(0.5)  # face j at (j + 1) h
+        super().__init__(problem, grid, self.faces, **common)
         self.tolerance = float(tolerance)
         model = problem.model
         #: cells below max(ell) - window are weighed by no softmax (by less than e^-50)

@@ -127,11 +127,10 @@ class SHSpectralScheme(Scheme):
         nthreads: int = 1,
         **common: Any,
     ) -> None:
-        self.grid = GaussGrid(lmax, nthreads=nthreads)
+        super().__init__(problem, GaussGrid(lmax, nthreads=nthreads), **common)
         self.filter = filter
         self._sigma = sphere_filter(self.grid.l, lmax, filter)
         self._l_factor = self.grid.l * (self.grid.l + 1.0)
-        super().__init__(problem, **common)
         self.clip_negative = True
         self._synth_cache: tuple[Any, list[Array]] | None = None
 

@@ -153,10 +153,9 @@ class SphereFiniteVolumeScheme(Scheme):
         log_domain_peeling: bool | None = None,
         **common: Any,
     ) -> None:
-        self.grid = RingMesh(nlat)
+        super().__init__(problem, RingMesh(nlat), **common)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
-        super().__init__(problem, **common)
         for key, value in (
             ("log_domain_below", log_domain_below),
             ("log_domain_peeling", log_domain_peeling),

@@ -182,11 +182,9 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         pole: Any = "auto",
         **common: Any,
     ) -> None:
-        self.grid = LatLonCells(
-            nlat, default_pole(problem.model) if pole == "auto" else np.asarray(pole)
-        )
+        pole_vector = default_pole(problem.model) if pole == "auto" else np.asarray(pole)
+        super().__init__(problem, LatLonCells(nlat, pole_vector), **common)
         self.pole_option = pole
-        super().__init__(problem, **common)
         self.tolerance = float(tolerance)
         model = problem.model
         self.model = model
