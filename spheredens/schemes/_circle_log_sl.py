@@ -138,18 +138,6 @@ def _backward_right_movers(x: Array, u: Array, h: float, dt: float) -> Array:
     return out
 
 
-def tolerance_option(table: Mapping[str, Any], prefix: str, more: str = "") -> float:
-    """The option ``tolerance`` of a log_sl scheme (the error of log rho allowed in one step),
-    checked; ``more`` is added to what the message says it is."""
-    return as_float(
-        table.get("tolerance", DEFAULT_TOLERANCE),
-        f"{prefix}.tolerance",
-        minimum=MIN_TOLERANCE,
-        maximum=1.0,
-        what=f" (the error of log rho allowed in one step{more})",
-    )
-
-
 def backward_within_segment(
     frac: Array, u0: Array, a: Array, dt: float
 ) -> tuple[Array, NDArray[np.bool_], Array]:
