@@ -81,9 +81,9 @@ class FileGrid:
     domain : Domain
         The file's domain (attribute ``domain``).
     layout : str
-        ``"theta"``: coordinate ``theta`` (dim ``theta``, the circle); ``"lat_lon"``: separate dims ``lat``,
-        ``lon`` (the Gauss grid of ``sh_spectral``); ``"cells"``: dim ``cell`` with ``lat(cell)``,
-        ``lon(cell)`` (the finite-volume ring mesh).
+        ``"theta"``: coordinate ``theta`` (dim ``theta``, the circle); ``"lat_lon"``: separate
+        dims ``lat``, ``lon`` (the Gauss grid of ``sh_spectral``); ``"cells"``: dim ``cell``
+        with ``lat(cell)``, ``lon(cell)`` (the finite-volume ring mesh).
     space_dims : tuple of str
         The space dimensions of ``rho``, in order.
     points : ndarray

@@ -66,8 +66,8 @@ def _difference(item: str, ours: Any, theirs: Any, p: str, d: str) -> str:
                 where, there = (p, d) if key in ours else (d, p)
                 value = ours.get(key, theirs.get(key))
                 return (
-                    f"the initial density differs: {prefix}.{key} is {_shown_value(value)} in {where} "
-                    f"and not given in {there}"
+                    f"the initial density differs: {prefix}.{key} is {_shown_value(value)} in "
+                    f"{where} and not given in {there}"
                 )
             if _difference(key, ours[key], theirs[key], p, d):
                 return (
@@ -105,9 +105,16 @@ def _difference(item: str, ours: Any, theirs: Any, p: str, d: str) -> str:
     if not a.size or float(gap.max()) <= MODEL_TOLERANCE * scale:
         return ""
     if a.ndim == 0:
-        return f"{item} is {_shown_value(float(a), float(b))} in {p} but {_shown_value(float(b), float(a))} in {d}"
+        ours_shown, theirs_shown = (
+            _shown_value(float(a), float(b)),
+            _shown_value(float(b), float(a)),
+        )
+        return f"{item} is {ours_shown} in {p} but {theirs_shown} in {d}"
     at = np.unravel_index(int(np.argmax(gap)), a.shape)
-    entry = f"{label}[{', '.join(map(str, at))}] is {_shown_value(a[at], b[at])} in {p} but {_shown_value(b[at], a[at])} in {d}"
+    entry = (
+        f"{label}[{', '.join(map(str, at))}] is {_shown_value(a[at], b[at])} in {p} but "
+        f"{_shown_value(b[at], a[at])} in {d}"
+    )
     if item in ("slice labels", "slice weights"):
         return f"the {item} differ: {entry}"
     return f"{item} differs: {entry}"
@@ -165,9 +172,9 @@ def check_models(
     -------
     dict
         ``mismatches`` ((file name, its differences) per run, when ``allow_mismatch``),
-        ``unchecked`` ((file name, the items it does not record) per run), ``checked`` (names of the runs whose
-        model was checked and agrees) and ``summary`` (one sentence, for the ``model_check``
-        attribute and the printed verdict).
+        ``unchecked`` ((file name, the items it does not record) per run), ``checked`` (names
+        of the runs whose model was checked and agrees) and ``summary`` (one sentence, for the
+        ``model_check`` attribute and the printed verdict).
 
     Raises
     ------

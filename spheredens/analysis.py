@@ -149,8 +149,9 @@ def departures(density: Any, runs: Sequence[Any]) -> dict[str, Any]:
 def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]]) -> str:
     """The sentence ``compare`` prints about the departures (see :func:`departures`)."""
     rule = (
-        f"departure: first time after the minimum with W2 to the target > {DEPARTURE_FACTOR:g} min + "
-        f"{DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each run's initial particles"
+        "departure: first time after the minimum with W2 to the target > "
+        f"{DEPARTURE_FACTOR:g} min + {DEPARTURE_OFFSET:g}; targets Pi_# rho_0 and Pi_# of each "
+        "run's initial particles"
     )
     t_d = density["departure_time"]
     dep = np.array([r["departure_time"] for r in runs])
@@ -188,9 +189,9 @@ def departure_verdict(density: dict[str, float], runs: Sequence[dict[str, float]
         )
     elif gone.size:
         tail = (
-            f"; the particles have left Pi_# rho_0 and the density has not: after t = {gone.min():g} "
-            "W2 between them measures the departure, not an error of either code (at low "
-            "temperature n particles leave early: they carry no mass below ~1/n, "
+            "; the particles have left Pi_# rho_0 and the density has not: after "
+            f"t = {gone.min():g} W2 between them measures the departure, not an error of either "
+            "code (at low temperature n particles leave early: they carry no mass below ~1/n, "
             "docs/particles_low_temperature.md)"
         )
     else:
@@ -396,7 +397,10 @@ def analyze_beta(combined: Any) -> Any:
     ds.attrs.update(
         {
             **({} if isinstance(gap, xr.DataArray) else {"spectral_gap": gap}),
-            "departure_definition": f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + {DEPARTURE_OFFSET:g}",
+            "departure_definition": (
+                f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + "
+                f"{DEPARTURE_OFFSET:g}"
+            ),
             "early_rate_definition": "-slope of log W2 on [t_min / 4, 3 t_min / 4]",
         }
     )
@@ -508,8 +512,8 @@ def beta_table(analysis: Any) -> list[str]:
         )
     else:
         parts = [
-            f"{_fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), '.3f', 'undefined')} "
-            f"({slopes.dims[0]} = {level_label(v)})"
+            _fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), ".3f", "undefined")
+            + f" ({slopes.dims[0]} = {level_label(v)})"
             for j, v in enumerate(slopes[slopes.dims[0]].values)
         ]
         lines.append(
