@@ -1261,16 +1261,41 @@ SPHERE.provides("figure")(plot_sphere_run)
 
 
 def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) -> Path:
-    """The figure of a spheredens file, by its kind.
+    """Draw the figure of a run, particle or comparison file: ``spheredens plot FILE``.
+
+    With the targets of the model (the atoms +-u or the great circle S cap E_1 of Pi_# rho_0,
+    the top eigenspace of V) and angles in radians, by the kind of file:
 
     * a density run: drawn by its domain's part ``"figure"`` (circle: :func:`plot_circle_run`,
-      sphere: :func:`plot_sphere_run` with ``options``); for usa_av also
-      ``<name>_slices.png`` (:func:`plot_slices`);
-    * a particle run: :func:`plot_particles` (``times``);
-    * a comparison file: :func:`plot_compare_file`.
+      rho as a space-time image (log colour scale) beside W2 to the targets; sphere:
+      :func:`plot_sphere_run` with ``options``, two orthographic views and a Mollweide map per
+      snapshot, with W2 (radians), max rho (per steradian) and -min rho / max rho below, each on
+      its own axis); for usa_av also ``<name>_slices.png`` (:func:`plot_slices`: slice modes
+      over xi, energy, collapse);
+    * a particle run: :func:`plot_particles`, the points over time and at a few snapshots;
+    * a comparison file: :func:`plot_compare_file`, W2 against time with the ensemble band
+      (mean +- std and min to max over the runs).
 
-    ``path`` must end in ``.png`` and its folder exist and be writable, or ``mkdir=True``
-    creates it; this is checked before drawing (:func:`~spheredens.io.check_output_location`).
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run (:func:`spheredens.run`, :func:`spheredens.open_run`), a particle run
+        (:func:`spheredens.run_particles`, :func:`spheredens.open_particles`) or a comparison
+        (:func:`spheredens.compare`).
+    path : path
+        The PNG file to write: it must end in ``.png`` and its folder exist and be writable, or
+        ``mkdir=True`` creates it; this is checked before drawing
+        (:func:`~spheredens.io.check_output_location`).
+    mkdir : bool
+        Create the missing folder of ``path``.
+    **options :
+        ``times`` (sequence of float, optional): sphere runs and particle runs, the snapshot
+        times to draw (the nearest stored; default 4 evenly spaced).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
 
     Raises
     ------
@@ -1278,6 +1303,13 @@ def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) 
         ``path`` cannot be written (one line).
     spheredens.geometry.NotProvided
         The file's domain has no figure (one line: nothing provides ``"figure"`` there).
+
+    Example
+    -------
+    With the file of the example of :func:`spheredens.run`:
+
+    >>> import spheredens as sd
+    >>> png = sd.plot_run(sd.open_run("example_c.nc"), "example_c.png")
     """
     path = check_output_location(path, suffix=".png", mkdir=mkdir)
     kind = file_kind(ds)
@@ -1639,10 +1671,10 @@ def animate_run(
     mkdir: bool = False,
     dpi: int = 80,
 ) -> Path:
-    """Animate a spheredens file: MP4 where ffmpeg exists, GIF through Pillow otherwise
-    (``spheredens animate``).
+    """Animate a run, particle or comparison file: ``spheredens animate FILE``.
 
-    One frame per snapshot shown (:func:`frame_indices`), drawn with
+    An MP4 where ffmpeg exists (matplotlib finds it), a GIF through Pillow otherwise; one frame
+    per snapshot shown (:func:`frame_indices`; evenly spaced ones with ``frames``), drawn with
     :class:`matplotlib.animation.FuncAnimation`, with the targets of the model
     (:func:`file_targets`) and a cursor on the curves against time:
 
@@ -1659,17 +1691,18 @@ def animate_run(
     Parameters
     ----------
     source : path or xarray.Dataset
-        A density, particle or comparison file, or its Dataset.
+        A density, particle or comparison file, or its Dataset (then give ``output`` unless it
+        was read from a file).
     output : path, optional
         ``.mp4`` (needs ffmpeg) or ``.gif``; default: the file with suffix ``.mp4`` where
         ffmpeg exists, ``.gif`` otherwise. Its folder must exist and be writable, or
         ``mkdir=True`` creates it (checked before drawing). The file is written to a
         temporary name and renamed, so a failed animation leaves no partial file.
     fps : float
-        Frames per second (> 0).
+        Frames per second (> 0, default 8).
     frames : int, optional
         Number of frames: that many evenly spaced snapshots (at most every snapshot); default
-        every snapshot, at most :data:`MAX_DEFAULT_FRAMES`.
+        every snapshot, at most :data:`MAX_DEFAULT_FRAMES` (240).
     mkdir : bool
         Create the missing folder of ``output``.
     dpi : int
@@ -1687,11 +1720,12 @@ def animate_run(
     spheredens.SchemaError
         ``source`` is not a file spheredens draws.
 
-    Examples
-    --------
-    >>> import spheredens as sd                                     # doctest: +SKIP
-    >>> sd.animate_run("example_c.nc", "example_c.gif", fps=10)     # doctest: +SKIP
-    PosixPath('example_c.gif')
+    Example
+    -------
+    With the file of the example of :func:`spheredens.run`:
+
+    >>> import spheredens as sd
+    >>> movie = sd.animate_run("example_c.nc", "example_c.gif", fps=10, frames=3)
     """
     _check_fps(fps)
     ds, source_path = _source(source)
