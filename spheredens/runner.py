@@ -45,12 +45,18 @@ def run(
     mkdir: bool = False,
     notify: Notify | None = None,
 ) -> Any:
-    """Run a configuration and return its ``xarray.Dataset`` (schema ``spheredens-1``).
+    """Integrate a run configuration: the Python form of ``spheredens run CONFIG``.
+
+    The density rho_t is advanced from rho_0 by the scheme of ``[discretization]`` and recorded
+    at the snapshot times of ``[time]``, with its mass, minimum, energy and the distances
+    ``w2_projection`` = W2(rho_t, Pi_# rho_0) and ``w2_terminal``.
 
     Parameters
     ----------
     config : RunConfig, dict or path
-        The run configuration (see CONFIG.md).
+        A validated configuration (:func:`~spheredens.config.load_config`,
+        :func:`~spheredens.config.config_from_dict`), the nested dict of a TOML file, or the path
+        of one (every key: docs/config.md).
     output : path, optional
         Where to write the netCDF file; overrides ``output.path``. Without either, nothing is
         written. The file is rewritten atomically as the run goes, with the snapshots so far and
@@ -72,14 +78,20 @@ def run(
         Replace an existing output file. Without ``resume`` or ``overwrite`` an existing file
         is never touched.
     checkpoint_seconds : float
-        Wall-clock interval between checkpoints written between snapshots (> 0).
+        Wall-clock seconds between checkpoints written between snapshots (> 0, default 60).
     mkdir : bool
         Create the folder of the output file (and its parents) when missing; otherwise a
-        missing folder is refused before any work.
+        missing or unwritable folder is refused before any work.
     notify : callable, optional
         ``notify(kind, message)`` (:data:`Notify`) when ``resume`` finds nothing to continue:
         ``"missing"`` (no file) or ``"complete"`` (nothing was run); the command line prints
         the message as a ``spheredens: note:`` line.
+
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-1 (docs/dataset.md): ``rho`` (time, space), ``weight``, ``mass``,
+        ``min_rho``, ``w2_projection``, ... and the configuration in ``attrs["config"]``.
 
     Raises
     ------
@@ -104,6 +116,16 @@ def run(
     KeyboardInterrupt
         After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
         once the snapshots so far and a checkpoint have been written.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> ds = sd.run("runs/circle_example_c/config.toml", output="example_c.nc")
+    >>> w2 = ds["w2_projection"].values          # W2(rho_t, Pi_# rho_0) at each snapshot
+    >>> cfg = sd.config_from_dict({"model": {"beta": 30.0, "V": [[1.0, 0.0], [0.0, 0.5]]},
+    ...                            "initial": {"name": "random_smooth", "seed": 1},
+    ...                            "time": {"t_end": 5.0, "snapshots": 11}})
+    >>> ds = sd.run(cfg.replace(**{"model.beta": 100.0}))      # nothing written
     """
     cfg = as_config(config)
     if output is not None:

@@ -167,7 +167,29 @@ def _value_dims(key: str, ndim: int) -> tuple[str, ...]:
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read and validate a sweep file; every case configuration is validated before any work."""
+    """Read and validate a sweep file (the argument of ``spheredens sweep SWEEP``).
+
+    A sweep file names a base configuration and the values to vary (``[vary]`` with dotted
+    keys, e.g. ``"model.beta" = [10.0, 30.0]``); every combination is a case, and every case
+    configuration is validated here, before any work.
+
+    Parameters
+    ----------
+    path : path
+        The sweep file (TOML); ``base`` and ``output_dir`` are relative to its folder.
+
+    Returns
+    -------
+    Sweep
+        ``cases`` (each with ``name``, ``values`` and its ``config``), ``keys``, ``levels``,
+        ``output_dir`` and ``combined_path``.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> sweep = sd.load_sweep("runs/concentration/sweep_circle_n1024.toml")
+    >>> names = [case.name for case in sweep.cases]          # beta-10.0, beta-30.0, ...
+    """
     path = Path(path)
     return sweep_from_dict(read_toml(path, "sweep file"), base_dir=path.resolve().parent)
 
@@ -678,23 +700,26 @@ def run_sweep(
     progress_interval: float = 5.0,
     dashboard_address: str | None = None,
 ) -> tuple[Any, dict[str, str]]:
-    """Run the cases not done yet on Dask; return the combined dataset and each case's outcome.
+    """Run the cases of a sweep on Dask: ``spheredens sweep SWEEP``.
 
-    The combined dataset is written from the cases that finished: when a case failed, its
-    values are NaN, the file's attribute ``failed_cases`` names it and a warning says so
-    (None, and no file, when no case finished). Ctrl-C or SIGTERM raises KeyboardInterrupt
-    (its attribute ``signal`` the signal number) after the cluster is shut down, leaving no
-    lock file behind.
+    Each case not done yet runs :func:`spheredens.run` with ``resume=True`` as a Dask task (a
+    finished case file is never recomputed, a partial one continues); a failed case is reported
+    and the others go on. The combined dataset has one dimension per varied key; it is written
+    from the cases that finished: when a case failed, its values are NaN, the file's attribute
+    ``failed_cases`` names it and a warning says so (None, and no file, when no case finished).
+    Ctrl-C or SIGTERM raises KeyboardInterrupt (its attribute ``signal`` the signal number) after
+    the cluster is shut down, leaving no lock file behind.
 
     Parameters
     ----------
     sweep : Sweep
+        From :func:`load_sweep`.
     scheduler : str, optional
-        Address of a running Dask scheduler; default: a local cluster of ``n_workers``
-        processes (default min(2, cases to run)), one thread each, closed afterwards. The
-        local cluster's scheduler and workers listen on 127.0.0.1 only.
+        Address of a running Dask scheduler (``tcp://host:port``); default: a local cluster of
+        ``n_workers`` processes, one thread each, closed afterwards. The local cluster's
+        scheduler and workers listen on 127.0.0.1 only.
     n_workers : int, optional
-        Worker processes of the local cluster (>= 1).
+        Worker processes of the local cluster (>= 1; default min(2, cases to run)).
     dashboard_address : str, optional
         ``host:port`` where the local cluster's dashboard listens (default
         ``127.0.0.1:0``: this machine only, a free port; ``:8787`` serves every interface).
@@ -709,6 +734,18 @@ def run_sweep(
         Where the progress lines go (default: sys.stderr).
     progress_interval : float
         Wall seconds between two progress lines of one case (> 0).
+
+    Returns
+    -------
+    (xarray.Dataset or None, dict)
+        The combined dataset (also written to ``sweep.combined_path``; ``w2_projection``
+        (beta, ..., time) and the other diagnostics), and each case's outcome by name.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> sweep = sd.load_sweep("runs/concentration/sweep_circle_n1024.toml")
+    >>> combined, outcome = sd.run_sweep(sweep, n_workers=2, progress=False)
     """
     check_sweep_output(sweep, mkdir=mkdir)
     if not (isinstance(progress_interval, (int, float)) and progress_interval > 0):
