@@ -294,7 +294,10 @@ def analyze_beta(combined: Any) -> Any:
     ds.attrs.update(
         {
             **({} if isinstance(gap, xr.DataArray) else {"spectral_gap": gap}),
-            "departure_definition": f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 + {DEPARTURE_OFFSET:g}",
+            "departure_definition": (
+                f"first time after t_min with W2 > {DEPARTURE_FACTOR:g} min_w2 "
+                f"+ {DEPARTURE_OFFSET:g}"
+            ),
             "early_rate_definition": "-slope of log W2 on [t_min / 4, 3 t_min / 4]",
         }
     )
@@ -404,10 +407,11 @@ def beta_table(analysis: Any) -> list[str]:
             f"slope of log min W2 against log beta: {_fmt(slopes.item(), '.3f', 'undefined')}"
         )
     else:
+        dim = slopes.dims[0]
         parts = [
-            f"{_fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), '.3f', 'undefined')} "
-            f"({slopes.dims[0]} = {_level(v)})"
-            for j, v in enumerate(slopes[slopes.dims[0]].values)
+            f"{_fmt(float(slopes.isel({dim: j}).values.ravel()[-1]), '.3f', 'undefined')} "
+            f"({dim} = {_level(v)})"
+            for j, v in enumerate(slopes[dim].values)
         ]
         lines.append(
             "slope of log min W2 against log beta: "

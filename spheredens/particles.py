@@ -6,7 +6,8 @@
 continuity equation of MODELS.md for the empirical measure sum_j w_j delta_{x_j}. For ``usa_av``
 every particle carries a slice index k(i) (label xi_{k(i)}, frozen) and
 
-    dx_i/dt = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>) G_{k(i)}^T G_{k(j)} x_j,
+    dx_i/dt = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>)
+                                              G_{k(i)}^T G_{k(j)} x_j,
 
 the velocity X_k of MODELS.md section 5 for the empirical slice measures (slice k has mass
 r_k = sum_{k(j) = k} w_j), summed as e^beta sum_j ... exp(beta (<., .> - 1)). Softmax in
@@ -292,7 +293,8 @@ def auxiliary_particle_velocity(
 ) -> Array:
     """Tangent velocities (n, d) of labelled particles (``usa_av``):
 
-        v_i = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>) G_{k(i)}^T G_{k(j)} x_j,
+        v_i = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>)
+                                                G_{k(i)}^T G_{k(j)} x_j,
 
     G, b = ``model.auxiliary.gauges``, ``.coupling``; formed as e^beta G_{k(i)}^T (sum_j w_j b
     exp(beta (<z_i, z_j> - 1)) z_j) with z = G x, so no intermediate sum overflows.
@@ -411,7 +413,8 @@ class ParticleRecorder(Observer):
             "n_steps": 0,
         }
         self.checkpoint: tuple[float, Array, int] | None = None
-        #: W2 of the particles to Pi_# rho_0 at every snapshot (NaN, with the reason, where undefined)
+        #: W2 of the particles to Pi_# rho_0 at every snapshot (NaN, with the reason, where
+        #: undefined)
         self.w2_projection: list[float] = []
         self._w2, self._w2_reason = particle_projection_distance(
             system.problem.model, system.x0, system.weight
@@ -459,15 +462,16 @@ class ParticleRecorder(Observer):
 
     def stop_requested(self) -> str:
         """With ``particles.stop_after_departure``: end the run that long after its departure
-        from Pi_# of its initial particles (the rule of ``analyze-beta`` on the snapshots so far)."""
+        from Pi_# of its initial particles (the rule of ``analyze-beta`` on the snapshots so
+        far)."""
         after = self.config.particles.stop_after_departure if self.config.particles else None
         if after is None or len(self.times) < 3:
             return ""
         t_dep = curve_summary(np.array(self.times), np.array(self.w2_projection))["departure_time"]
         if np.isfinite(t_dep) and self.times[-1] >= t_dep + after - 1e-9 * max(1.0, abs(t_dep)):
             return (
-                f"departed from Pi_# of the initial particles at t = {t_dep:g}; stopped {after:g} later "
-                "(particles.stop_after_departure)"
+                f"departed from Pi_# of the initial particles at t = {t_dep:g}; stopped "
+                f"{after:g} later (particles.stop_after_departure)"
             )
         return ""
 

@@ -238,6 +238,13 @@ def _difference_text(difference: Any) -> str:
     return str(difference)
 
 
+def _note(notify: Notify | None, kind: str, message: str) -> None:
+    """Log ``message`` (INFO) and tell it to ``notify`` as ``kind`` (:data:`Notify`)."""
+    logger.info("%s", message)
+    if notify is not None:
+        notify(kind, message)
+
+
 def resume_plan(
     path: Path | None,
     opener: Any,
@@ -278,10 +285,8 @@ def resume_plan(
         return {}
     if not Path(path).exists():
         if resume:
-            message = f"{str(path)!r} does not exist, so there is nothing to resume; starting from scratch"
-            logger.info("%s", message)
-            if notify is not None:
-                notify("missing", message)
+            nothing = "so there is nothing to resume; starting from scratch"
+            _note(notify, "missing", f"{str(path)!r} does not exist, {nothing}")
         return {}
     if not resume:
         check_output_path(path, overwrite=overwrite, key=key, resumable=True)
@@ -309,13 +314,12 @@ def resume_plan(
         )
     if complete:
         t_last = f"t = {recorded[-1]:g}, " if recorded else ""
+        steps = int(previous.attrs.get("n_steps", 0))
         message = (
-            f"{str(path)!r} is already complete ({t_last}{int(previous.attrs.get('n_steps', 0))} "
-            "steps): nothing was run; pass --overwrite to run it again"
+            f"{str(path)!r} is already complete ({t_last}{steps} steps): nothing was run; "
+            "pass --overwrite to run it again"
         )
-        logger.info("%s", message)
-        if notify is not None:
-            notify("complete", message)
+        _note(notify, "complete", message)
         return {"complete": previous}
     return {"previous": previous}
 
@@ -345,32 +349,16 @@ def resume_from(plan: dict[str, Any], recorder: Any, path: Path | None) -> dict[
 
 
 def resume_point(
-    path: Path | None,
-    recorder: Any,
-    opener: Any,
-    same: Any,
-    *,
-    resume: bool,
-    overwrite: bool,
-    key: str,
-    snapshot_times: tuple[float, ...] | None = None,
-    notify: Notify | None = None,
+    path: Path | None, recorder: Any, opener: Any, same: Any, **options: Any
 ) -> dict[str, Any]:
     """How a run starts given an existing output file: keyword arguments for
     :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
     when the file already holds the finished run: :func:`resume_plan` then
     :func:`resume_from`, for a ``recorder`` built beforehand. ``same(ds)`` returns the first
-    difference in words ("" for the same run; a bool is accepted)."""
-    plan = resume_plan(
-        path,
-        opener,
-        same,
-        resume=resume,
-        overwrite=overwrite,
-        key=key,
-        snapshot_times=snapshot_times,
-        notify=notify,
-    )
+    difference in words ("" for the same run; a bool is accepted); ``options`` are the
+    keywords of :func:`resume_plan` (``resume``, ``overwrite``, ``key``, ``snapshot_times``,
+    ``notify``)."""
+    plan = resume_plan(path, opener, same, **options)
     if plan.get("complete") is not None:
         return plan
     return resume_from(plan, recorder, path)
@@ -480,7 +468,10 @@ def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
         min(len(recorded), len(wanted)),
     )
     if k < len(recorded) and k < len(wanted):
-        where = f"snapshot {k} is at t = {recorded[k]:g} in the file, t = {wanted[k]:g} in the configuration"
+        where = (
+            f"snapshot {k} is at t = {recorded[k]:g} in the file, "
+            f"t = {wanted[k]:g} in the configuration"
+        )
     elif k < len(recorded):
         where = f"the file has a snapshot at t = {recorded[k]:g} that the configuration does not"
     else:

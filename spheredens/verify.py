@@ -275,7 +275,7 @@ def _beta_zero_sphere(scheme: str) -> dict[str, Any]:
     }
 
 
-# -- zero temperature by characteristics ------------------------------------------------------------
+# -- zero temperature by characteristics -----------------------------------------------------------
 #: the problem of tests/test_contracts.py: B = K (Q = I), V, the von Mises-Fisher mean, kappa, T
 ZERO_TEMPERATURE = {
     2: {
@@ -401,7 +401,7 @@ def _zero_temperature(domain: str, scheme: str) -> dict[str, Any]:
     }
 
 
-# -- linear growth around the uniform density --------------------------------------------------------
+# -- linear growth around the uniform density ------------------------------------------------------
 #: the perturbation <a, x>, and the bounds of tests/interaction/test_lowrank_meridian.py: the
 #: linearized tendency relative to its maximum, the growth rate relative to the formula's
 GROWTH_MODE = np.array([0.3, -0.5, 0.8])
@@ -416,7 +416,8 @@ def linear_growth_errors(
     """(max |tendency - formula| / max |formula|, |rate - rate of the formula| / |rate of the
     formula|, the rate) for sa on S^2 with V = B^-T, sh_spectral with lowrank_meridian and no
     filter: the linearized right-hand side at the uniform density in the direction <a, x> (a
-    centred difference in eps with Richardson extrapolation), the growth rate <f, df/dt> / <f, f>."""
+    centred difference in eps with Richardson extrapolation), the growth rate
+    <f, df/dt> / <f, f>."""
     B = np.asarray(B)
     cfg = config_from_dict(
         {
@@ -477,7 +478,7 @@ def _linear_growth(beta: float) -> dict[str, Any]:
     }
 
 
-# -- the list of checks ---------------------------------------------------------------------------------
+# -- the list of checks ----------------------------------------------------------------------------
 def checks() -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     """(name, function) of every check, in the order :func:`verify` runs them."""
     out: list[tuple[str, Callable[[], dict[str, Any]]]] = []

@@ -1,5 +1,4 @@
-"""Costs have bounds, memory is estimated for everything, signals are honoured (issue 29, probes
-3, 4 and 11, item 7).
+"""Costs have bounds, memory is estimated for everything, signals are honoured.
 
 * The memory estimate (:func:`spheredens.config.estimated_memory`) is an upper bound within a
   factor 10 of the measured peak of the numpy allocations (tracemalloc) for every scheme with
@@ -289,7 +288,8 @@ def test_probe_refused_by_the_command_under_an_address_space_limit(tmp_path):
     """``ulimit -v`` (RLIMIT_AS) is the memory this machine allows: the same one line, exit 2,
     whatever the machine's own memory."""
     (tmp_path / "c.toml").write_text(
-        '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n[auxiliary]\nkernel = "rope"\n'
+        '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n[auxiliary]\nkernel = '
+        '"rope"\n'
         'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end = 1.0\n'
     )
     code = (
@@ -332,7 +332,8 @@ def test_machine_memory_is_the_smallest_limit_known(monkeypatch):
     physical = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     assert config_module.machine_memory() <= physical
     code = (
-        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY)); "
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, "
+        "resource.RLIM_INFINITY)); "
         "from spheredens.config import machine_memory; print(machine_memory())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -447,22 +448,27 @@ def test_sphere_bandwidth_4096_of_the_probe_is_refused_at_once():
                 "domain": {"name": "sphere"},
                 "discretization": {"scheme": "sh_spectral", "lmax": 1024},
             },
-            "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid has 1536 x 3072 "
+            "discretization.lmax: = 1024 is too large: must be <= 1023; at 1023 the Gauss grid "
+            "has 1536 x 3072 "
             "points: about 5 s of set-up, 2 s per right-hand side and 5 GiB",
         ),
         (
             {"domain": {"name": "sphere"}, "discretization": {"scheme": "fv", "nlat": 2049}},
-            "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the finite-volume mesh); "
+            "discretization.nlat: = 2049 is too large: must be <= 2048 (latitude rings of the "
+            "finite-volume mesh); "
             "the mesh has about 4 nlat^2 / pi cells: at 1024 about 5.5 s of set-up",
         ),
         (
             {"discretization": {"scheme": "fourier", "n": 65538}},
-            "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; the set-up is instant "
-            "there with fft, but the direct sums take n^2 = 4.3e9 kernel entries per right-hand side",
+            "discretization.n: = 65538 is too large: must be <= 65536 for scheme 'fourier'; the "
+            "set-up is instant "
+            "there with fft, but the direct sums take n^2 = 4.3e9 kernel entries per right-hand "
+            "side",
         ),
         (
             {"particles": {"n": 100001}},
-            "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 per right-hand side",
+            "particles.n: = 100001 is too large: must be <= 100000; the pairwise sums cost n^2 "
+            "per right-hand side",
         ),
         (
             {"model": {"name": "usa_av", "beta": 2.0}, "auxiliary": {"slices": 4097}},
@@ -555,24 +561,28 @@ def test_a_signal_turned_into_another_error_where_it_landed_is_still_the_interru
     "ImportError: initialization failed" (seen on CI with ducc0): the command still reports the
     interruption in one line with its exit code."""
     import spheredens.cli as cli
+    import spheredens.cli._parser
+    import spheredens.cli._signals as signals
 
     def landed_in_an_import(args):
         try:
-            cli._raise_signalled(
+            signals._raise_signalled(
                 sig,
                 " during the set-up of the run, before its first step: nothing of it was written",
             )
-        except cli._Signalled:
+        except signals._Signalled:
             raise ImportError("initialization failed") from None
 
-    monkeypatch.setattr(cli, "_cmd_info", landed_in_an_import)
+    monkeypatch.setattr(spheredens.cli._parser, "_cmd_info", landed_in_an_import)
     assert cli.main(["info"]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert (
         len(err) == 1 and err[0].startswith("spheredens: interrupted (SIG") and "set-up" in err[0]
     )
     monkeypatch.setattr(
-        cli, "_cmd_info", lambda args: (_ for _ in ()).throw(ImportError("a real one"))
+        spheredens.cli._parser,
+        "_cmd_info",
+        lambda args: (_ for _ in ()).throw(ImportError("a real one")),
     )
     with pytest.raises(ImportError, match="a real one"):  # no signal: the error is the error
         cli.main(["info"])
@@ -663,7 +673,8 @@ def test_memory_error_is_one_line(tmp_path, monkeypatch, capsys):
 
     def no_memory(*args, **kwargs):
         raise MemoryError(
-            "Unable to allocate 12.0 GiB for an array with shape (1610612736,) and data type float64"
+            "Unable to allocate 12.0 GiB for an array with shape (1610612736,) and data type "
+            "float64"
         )
 
     from spheredens import schemes

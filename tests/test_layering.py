@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spheredens"
 #: the package itself). A module imports only from its own layer and the layers before it.
 LAYERS: list[tuple[str, ...]] = [
     ("_version", "_types", "exceptions", "kernel", "_lazy"),
-    ("_registry", "_validate", "locking"),
+    ("_registry", "_validate", "locking", "_oneline"),
     ("geometry",),
     ("models", "integrators"),
     ("initial",),
@@ -61,8 +61,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner",),
     ("plot",),
     ("particles", "compare", "analysis"),
+    ("sweep._define", "sweep._worker", "sweep._report"),
+    ("sweep._combine",),
+    ("sweep._run",),
     ("sweep", "verify"),
+    ("cli._signals",),
+    ("cli._commands",),
+    ("cli._parser",),
     ("cli",),
+    ("cli.__main__",),
     ("__init__",),
     ("__main__",),
 ]

@@ -88,7 +88,7 @@ def test_partial_case_resumes_and_failures_are_reported(tmp_path):
     assert set(failed) == {"beta-10.0_name-usa", "beta-200.0_name-usa"}
     assert all("CFL step" in why for why in failed.values())
     assert outcome["beta-200.0_name-sa"] == "ran"
-    # written from the cases that finished (issue 29): the failed ones named, their values NaN
+    # written from the cases that finished: the failed ones named, their values NaN
     assert combined.attrs["failed_cases"] == "beta-10.0_name-usa, beta-200.0_name-usa"
     assert np.isnan(combined["w2_projection"].sel(name="usa").values).all()
     assert np.isfinite(combined["mass"].sel(name="sa").values).all()
