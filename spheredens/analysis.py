@@ -323,14 +323,41 @@ def finest(analysis: Any) -> Any:
 
 
 def analyze_beta(combined: Any) -> Any:
-    """Per-beta summary of a combined sweep dataset (dims ``beta``, ``time`` and any others).
+    """Summarize a sweep over beta: ``spheredens analyze-beta COMBINED``.
 
-    Returns a Dataset with ``min_w2``, ``t_min``, ``departure_time``, ``early_rate``,
-    ``rate_over_gap``, ``bound`` = sqrt(log(beta + 1) / beta), ``min_w2_over_bound``,
-    ``t_last`` and ``min_at_end`` over (beta, other dims), the fitted ``min_w2_slope`` (log-log,
-    over beta), and when a dimension ``n`` (or ``lmax``, ``nlat``) is present the relative
-    change of min_w2 and departure_time from each resolution to the next
-    (``*_resolution_change``, at the coarser of the two).
+    For each case, from its curve W2(t) = W2(rho_t, Pi_# rho_0): the minimum ``min_w2`` and its
+    time ``t_min`` (``min_at_end`` when that is the last snapshot: W2 is still falling), the
+    departure time (the first time after t_min with W2 > 2 min_w2 + 0.02), the early rate
+    (-slope of log W2 on [t_min / 4, 3 t_min / 4]) against the spectral gap of V B^T, min_w2
+    over sqrt(log(beta + 1) / beta), the slope of log min_w2 against log beta, and the change
+    from each resolution to the next when n (lmax, nlat) was swept too. Definitions:
+    docs/concentration.md.
+
+    Parameters
+    ----------
+    combined : xarray.Dataset
+        The combined dataset of a sweep over ``model.beta`` (dims ``beta``, ``time`` and any
+        others: :func:`spheredens.run_sweep`, or ``combined.nc`` opened with
+        ``xarray.open_dataset``).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``min_w2``, ``t_min``, ``departure_time``, ``early_rate``, ``rate_over_gap``, ``bound``
+        = sqrt(log(beta + 1) / beta), ``min_w2_over_bound``, ``t_last`` and ``min_at_end`` over
+        (beta, other dims), the fitted ``min_w2_slope`` (log-log, over beta), and when a
+        dimension ``n`` (or ``lmax``, ``nlat``) is present the relative change of min_w2 and
+        departure_time from each resolution to the next (``*_resolution_change``, at the coarser
+        of the two). :func:`beta_table` gives the lines ``spheredens analyze-beta`` prints.
+
+    Example
+    -------
+    With ``combined`` from the example of :func:`spheredens.run_sweep`:
+
+    >>> import spheredens as sd
+    >>> analysis = sd.analyze_beta(combined)
+    >>> mins = analysis["min_w2"].values          # min over t of W2, per beta
+    >>> table = "\\n".join(sd.beta_table(analysis))
     """
 
     validate_combined(combined)
@@ -511,10 +538,11 @@ def beta_table(analysis: Any) -> list[str]:
             f"slope of log min W2 against log beta: {_fmt(slopes.item(), '.3f', 'undefined')}"
         )
     else:
+        dim = slopes.dims[0]
         parts = [
-            _fmt(float(slopes.isel({slopes.dims[0]: j}).values.ravel()[-1]), ".3f", "undefined")
-            + f" ({slopes.dims[0]} = {level_label(v)})"
-            for j, v in enumerate(slopes[slopes.dims[0]].values)
+            f"{_fmt(float(slopes.isel({dim: j}).values.ravel()[-1]), '.3f', 'undefined')} "
+            f"({dim} = {level_label(v)})"
+            for j, v in enumerate(slopes[dim].values)
         ]
         lines.append(
             "slope of log min W2 against log beta: "

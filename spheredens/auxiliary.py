@@ -1,5 +1,5 @@
-"""Auxiliary variables (docs/models.md section 5): slices xi_k with weights r_k, gauges G(xi) in O(d)
-and couplings b(xi, zeta). Physics only: no grid.
+"""Auxiliary variables (docs/models.md section 5): slices xi_k with weights r_k, gauges G(xi)
+in O(d) and couplings b(xi, zeta). Physics only: no grid.
 
 The model ``usa_av`` moves one density rho_k per slice by
 

@@ -257,26 +257,34 @@ def compare(
     allow_mismatch: bool = False,
     progress: bool | None = None,
 ) -> Any:
-    """W2 between a density run and one or several particle runs at their common times.
+    """W2 between a density run and particle runs: ``spheredens compare DENSITY PARTICLES...``.
+
+    At every snapshot time the files share (never interpolated in time), the Wasserstein-2
+    distance with the geodesic cost between rho_t and each particle measure: exact on the
+    circle (the density as its piecewise-constant cells), on the sphere the exact EMD after
+    coarsening the density to ``n_points`` atoms (``density_resolution`` bounds that step).
 
     Parameters
     ----------
     density : xarray.Dataset
-        Schema spheredens-1. With slices (``usa_av``: dim ``xi``) ``w2`` compares the marginal
+        A density run (:func:`spheredens.run`, :func:`spheredens.open_run`), schema
+        spheredens-1. With slices (``usa_av``: dim ``xi``) ``w2`` compares the marginal
         sum_k r_k rho_k with all particles (their weights), and ``w2_slice`` each slice.
     particles : Dataset or list of Datasets
-        Schema spheredens-particles-1, same domain; for a density with slices, particles
+        Particle runs (:func:`spheredens.run_particles`, :func:`spheredens.open_particles`),
+        schema spheredens-particles-1, same domain; for a density with slices, particles
         labelled by ``xi`` or ``slice`` (particle) (see :func:`particle_slices`).
     n_points : int
-        Sphere: the density is coarsened to about this many atoms before the exact EMD (the
-        default is that of the runs' ``w2_projection``).
+        Sphere: the density is coarsened to about this many atoms before the exact EMD (default
+        4096, that of the runs' ``w2_projection``).
     density_file, particle_files : str, sequence of str
         The file names, recorded in the result and used in messages.
     allow_mismatch : bool
         Compare particle runs of another model than the density's (beta, Q, K, V, initial
         density, slice labels and weights: :func:`check_models`) anyway, recording the
-        differences in the attribute ``model_mismatch``. Particle runs that record no model
-        (converted from other codes) are compared with a :class:`SpheredensWarning`.
+        differences in the attribute ``model_mismatch``; otherwise they are refused in one line
+        naming the first difference. Particle runs that record no model (converted from other
+        codes) are compared with a :class:`SpheredensWarning`.
     progress : bool, optional
         A progress bar on stderr (tqdm) of the snapshots and particle files done: True always,
         False never, None (default) on a terminal or in a notebook only
@@ -292,9 +300,9 @@ def compare(
         sphere the coarsening bound (see :func:`spheredens.transport.sphere_density_atoms`). The
         density is represented as for the runs' ``w2_projection``
         (:func:`spheredens.diagnostics.grid_atoms`, stated in the ``comment`` of ``w2``). With
-        several runs also
-        ``w2_between_runs`` (run, other_run): W2 between the runs at the last common time, the
-        ensemble's sampling error (:func:`ensemble_agreement`). With slices also
+        several runs also ``w2_between_runs`` (run, other_run): W2 between the runs at the last
+        common time, the ensemble's sampling error (:func:`ensemble_agreement`). The departure
+        times and the verdict are in ``attrs["departure_verdict"]``. With slices also
         ``w2_slice`` (run, time, xi): W2 between rho_k (normalized) and the particles of slice k
         (weights renormalized; NaN where a run has no particle of slice k or no labels) and
         ``w2_slice_mean`` (time, xi) over runs. The attribute ``model_check`` says whether
@@ -311,6 +319,17 @@ def compare(
         that are not slices of the density.
     ModelMismatchError
         A particle run of another model (:func:`check_models`), unless ``allow_mismatch``.
+
+    Example
+    -------
+    With the files of the examples of :func:`spheredens.run` and
+    :func:`spheredens.run_particles`:
+
+    >>> import spheredens as sd
+    >>> result = sd.compare(sd.open_run("example_c.nc"),
+    ...                     [sd.open_particles("example_c_particles.nc")])
+    >>> w2 = result["w2"].sel(run=0).values      # W2(rho_t, mu_t) at the common times
+    >>> verdict = result.attrs["departure_verdict"]
     """
 
     runs = [particles] if isinstance(particles, xr.Dataset) else list(particles)

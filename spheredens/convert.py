@@ -119,7 +119,7 @@ def convert_particles(
     options: Mapping[str, str] | None = None,
     notify: Callable[[str, str], None] | None = None,
 ) -> Any:
-    """Read a particle run from a common array format and return a spheredens-particles-1 Dataset.
+    """Read particles computed by another code: ``spheredens convert-particles IN OUT``.
 
     Accepted: ``.npy`` holding positions (time, n, d) or angles (time, n) on the circle;
     ``.npz`` with one of the keys ``position``/``positions``/``x``/``X`` (time, n, d) or
@@ -139,32 +139,37 @@ def convert_particles(
 
     Parameters
     ----------
+    source : path
+        The ``.npy`` or ``.npz`` file.
     domain : str, optional
         ``"circle"`` or ``"sphere"``; required unless ``config`` gives it.
     times : sequence of float, optional
-        The snapshot times, when the file has none; or ``dt``: t_k = k dt. With ``dt`` alone
-        the number of times is the length of the time axis: it is checked against ``config``'s
-        ``time.t_end`` (t_k <= t_end, else refused naming the ``axes`` that fits; ``axes``
-        stating the layout lifts the check), and without ``config`` only told (``notify``)
-        when the time axis is longer than the particle axis. State ``axes`` unless the array
-        is (time, n, d).
+        The snapshot times, when the file has none (their number is checked against the time
+        axis).
+    dt : float, optional
+        Instead of ``times``: t_k = k dt. With ``dt`` alone the number of times is the length of
+        the time axis: it is checked against ``config``'s ``time.t_end`` (t_k <= t_end, else
+        refused naming the ``axes`` that fits; ``axes`` stating the layout lifts the check), and
+        without ``config`` only told (``notify``) when the time axis is longer than the particle
+        axis. State ``axes`` unless the array is (time, n, d).
     angles : bool, optional
         The array holds angles on the circle (inferred for a 2-d array on the circle and for
         the keys ``theta``/``angles``).
     degrees : bool
-        The angles are in degrees (implies ``angles``).
+        The angles are in degrees ([-180, 180] or [0, 360]; implies ``angles``).
     axes : str or sequence of str, optional
         The order of the array's axes (default ``"time,n,d"``, for angles ``"time,n"``), e.g.
         ``"n,time,d"`` for an array (particle, time, component), ``"n,time"`` for angles.
     config : RunConfig or path of a TOML run configuration, optional
         The model the particles were run with: the file then records it as a particle run of
         spheredens does (attributes ``model``, ``beta``, ``config``; ``Q``, ``K``, ``V``; usa_av:
-        ``slice_xi``, ``slice_weight``), and ``spheredens compare`` checks it against the
+        ``slice_xi``, ``slice_weight``), and :func:`spheredens.compare` checks it against the
         density. Without it the file carries no model and compare says it was not checked.
         Its ``[particles]`` table is not used: its ``n`` and ``dt`` (the integrator's step)
         describe the runs of ``spheredens particles``, not another code's snapshots.
     attrs : dict, optional
-        Attributes to record; ``model`` must be a registered model name.
+        Attributes to record (e.g. ``{"model": "sa", "beta": 30.0}``); ``model`` must be a
+        registered model name.
     options : mapping, optional
         How the messages name the options ``times``, ``dt``, ``degrees``, ``axes``, ``angles``
         and ``model`` (default :data:`CONVERT_OPTIONS`, the keyword arguments; the command line
@@ -175,6 +180,12 @@ def convert_particles(
         axis: how the array was read, and that ``axes`` reads another layout (the command line
         prints it as a ``spheredens: note:`` line). Without it the message is logged (INFO).
 
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-particles-1, ready for :func:`spheredens.compare` (write it with
+        :func:`spheredens.write_dataset`).
+
     Raises
     ------
     SchemaError
@@ -184,6 +195,14 @@ def convert_particles(
     ConfigError
         An invalid ``config`` or ``axes``, an unknown model, or a configuration whose domain or
         model disagrees with ``domain`` or the ``model``/``beta`` of ``attrs``.
+
+    Example
+    -------
+    >>> import numpy as np, spheredens as sd
+    >>> theta = np.linspace(0, 2 * np.pi, 100, endpoint=False)
+    >>> np.save("tokens.npy", np.stack([theta, (theta + 0.1) % (2 * np.pi)]))   # 2 times
+    >>> p = sd.convert_particles("tokens.npy", domain="circle", dt=0.5)
+    >>> path = sd.write_dataset(p, "tokens.nc")
     """
     source = Path(source)
     say = {**CONVERT_OPTIONS, **(options or {})}

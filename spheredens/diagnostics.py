@@ -23,7 +23,8 @@ def mass(rho: Array, weight: Array, xi_weight: Array) -> float:
 
 
 def energy_defined(model: Model) -> str:
-    """Empty string when docs/models.md defines the energy for ``model``; else the reason it does not."""
+    """Empty string when docs/models.md defines the energy for ``model``; else the reason it does
+    not."""
     if model.name == "usa_av":
         return ""
     if model.name != "usa":
@@ -118,7 +119,8 @@ class ProjectionDistance:
 
     def comment(self) -> str:
         return (
-            f"{self.grid_atoms.method}; {self.grid_atoms.describe(self.grid, self.n_points, self.centroids)}; "
+            f"{self.grid_atoms.method}; "
+            f"{self.grid_atoms.describe(self.grid, self.n_points, self.centroids)}; "
             f"target Pi_# rho_0: {self.target.description}, masses "
             + ", ".join(f"{m:.12g}" for m in self.masses[:4])
             + (" ..." if self.masses.size > 4 else "")
@@ -193,7 +195,8 @@ class TerminalDistance:
     def comment(self) -> str:
         if not self.defined:
             return self.subspace.definition + "; the whole space: not defined"
-        return f"{self.subspace.definition}; {self.grid_atoms.describe(self.grid, None, self.centroids)}"
+        atoms = self.grid_atoms.describe(self.grid, None, self.centroids)
+        return f"{self.subspace.definition}; {atoms}"
 
 
 def projection_distance(model: Model, grid, rho0: Array, initial=None, *, centroids: bool = False):

@@ -127,7 +127,10 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
     """``pid 1234 on host h, started 2026-01-01 10:00:00 UTC, command: spheredens run a.toml``."""
     if not holder:
         return "its holder could not be identified (no readable record)"
-    text = f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, started {holder.get('started', '?')}"
+    text = (
+        f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, "
+        f"started {holder.get('started', '?')}"
+    )
     return text + (f", command: {holder['command']}" if holder.get("command") else "")
 
 
@@ -272,6 +275,26 @@ def output_lock(path: str | Path | None) -> Iterator[OutputLock | None]:
         lock.release()
 
 
+@contextlib.contextmanager
+def _lock_if_free(lock_path: Path) -> Iterator[bool | None]:
+    """Take the lock ``lock_path`` without waiting, to read its record while nobody writes it:
+    yields True (taken, and released on leaving), False (another process holds it) or None (it
+    cannot be opened)."""
+    lock = filelock.FileLock(str(lock_path))
+    taken: bool | None = True
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        taken = False
+    except OSError:
+        taken = None
+    try:
+        yield taken
+    finally:
+        if taken:
+            lock.release()
+
+
 def lock_holder(path: str | Path) -> dict[str, Any] | None:
     """Who holds the lock of the output ``path`` now: its record (``{}`` when unreadable), or
     None when the lock is free. Nothing is changed (a stale record stays for the next writer
@@ -279,18 +302,13 @@ def lock_holder(path: str | Path) -> dict[str, Any] | None:
     lock_path, record_path = lock_files(path)
     if not lock_path.exists():
         return None
-    lock = filelock.FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        return _wait_for_record(record_path) or {}
-    except OSError:
-        return None
-    try:
+    with _lock_if_free(lock_path) as free:
+        if free is None:
+            return None
+        if not free:
+            return _wait_for_record(record_path) or {}
         record = _read_record(record_path)
         return record if record and _running_here(record) else None
-    finally:
-        lock.release()
 
 
 def remove_stale_record(path: str | Path, *, wait: float = 0.0) -> bool:
@@ -306,30 +324,18 @@ def remove_stale_record(path: str | Path, *, wait: float = 0.0) -> bool:
     while True:
         if not record_path.exists():
             return False
-        lock = filelock.FileLock(str(lock_path))
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            record = None  # held: its holder still runs
-        except OSError:
-            return False
-        else:
-            try:
-                record = _read_record(record_path)
-                if (
-                    record
-                    and record.get("host") == socket.gethostname()
-                    and not _running_here(record)
-                ):
-                    with contextlib.suppress(FileNotFoundError):
-                        record_path.unlink()
-                    pid = record.get("pid")
-                    if isinstance(pid, int):
-                        with contextlib.suppress(OSError):
-                            Path(path).with_name(f".{Path(path).name}.tmp-{pid}").unlink()
-                    return True
-            finally:
-                lock.release()
+        with _lock_if_free(lock_path) as free:  # held (False): its holder still runs
+            if free is None:
+                return False
+            record = _read_record(record_path) if free else None
+            if record and record.get("host") == socket.gethostname() and not _running_here(record):
+                with contextlib.suppress(FileNotFoundError):
+                    record_path.unlink()
+                pid = record.get("pid")
+                if isinstance(pid, int):
+                    with contextlib.suppress(OSError):
+                        Path(path).with_name(f".{Path(path).name}.tmp-{pid}").unlink()
+                return True
         if _time.monotonic() >= deadline:
             return False
         _time.sleep(0.05)

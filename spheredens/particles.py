@@ -3,11 +3,11 @@
     dx_i/dt = P_{x_i} sum_j w_j exp(beta <B^T x_i, x_j>) V x_j / sum_j w_j exp(beta <B^T x_i, x_j>)
 
 (``sa``; ``usa`` without the denominator; ``sa_zero_temperature``: X_inf(x_i)), i.e. the
-continuity equation of docs/models.md for the empirical measure sum_j w_j delta_{x_j}. For ``usa_av``
-every particle carries a slice index k(i) (label xi_{k(i)}, frozen) and
+continuity equation of docs/models.md for the empirical measure sum_j w_j delta_{x_j}. For
+``usa_av`` every particle carries a slice index k(i) (label xi_{k(i)}, frozen) and
 
     dx_i/dt = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>)
-              G_{k(i)}^T G_{k(j)} x_j,
+                                              G_{k(i)}^T G_{k(j)} x_j,
 
 the velocity X_k of docs/models.md section 5 for the empirical slice measures (slice k has mass
 r_k = sum_{k(j) = k} w_j), summed as e^beta sum_j ... exp(beta (<., .> - 1)). Softmax in
@@ -294,7 +294,7 @@ def auxiliary_particle_velocity(
     """Tangent velocities (n, d) of labelled particles (``usa_av``):
 
         v_i = P_{x_i} sum_j w_j b_{k(i)k(j)} exp(beta <G_{k(i)} x_i, G_{k(j)} x_j>)
-              G_{k(i)}^T G_{k(j)} x_j,
+                                                G_{k(i)}^T G_{k(j)} x_j,
 
     G, b = ``model.auxiliary.gauges``, ``.coupling``; formed as e^beta G_{k(i)}^T (sum_j w_j b
     exp(beta (<z_i, z_j> - 1)) z_j) with z = G x, so no intermediate sum overflows.
@@ -601,18 +601,48 @@ def run_particles(
     mkdir: bool = False,
     notify: Notify | None = None,
 ) -> Any:
-    """Integrate the particle system of ``config`` (its ``[particles]`` table) and return the
-    Dataset (schema spheredens-particles-1); write it to ``output`` when given. ``usa_av``:
-    labelled particles (:func:`initial_slice_particles`), with ``xi`` and ``slice`` (particle)
-    in the file.
+    """Integrate the n-particle system of a configuration: ``spheredens particles CONFIG``.
 
-    The snapshot times are those of ``[time]``; ``seed`` overrides ``particles.seed``. As for
-    :func:`spheredens.run`, the file carries a checkpoint (the positions at a step boundary):
-    ``resume=True`` continues a partial file bit for bit, an existing file is only replaced
-    with ``overwrite=True``. The folder of ``output`` must exist and be writable, or
-    ``mkdir=True`` creates it (:func:`~spheredens.io.check_output_location`, before any work);
-    it may not be an input of the run (``initial.path``). ``notify`` is told when a resume finds
-    no file or the complete run (:data:`spheredens.runner.Notify`).
+    The particles x_1..x_n (weights 1/n; usa_av: labelled by slice,
+    :func:`initial_slice_particles`, with ``xi`` and ``slice`` (particle) in the file) follow
+    dx_i/dt = X[mu_t](x_i) for the empirical measure mu_t = sum_i w_i delta_{x_i}: the same model
+    as the density, softmax in log-sum-exp form, float64, RK4 renormalized to the sphere.
+
+    As for :func:`spheredens.run`, the file carries a checkpoint (the positions at a step
+    boundary): ``resume=True`` continues a partial file bit for bit, an existing file is only
+    replaced with ``overwrite=True``. The folder of ``output`` must exist and be writable, or
+    ``mkdir=True`` creates it (:func:`~spheredens.io.check_output_location`, before any work); it
+    may not be an input of the run (``initial.path``).
+
+    Parameters
+    ----------
+    config : RunConfig
+        With a ``[particles]`` table: ``n``, ``initialization`` (``iid`` samples of rho_0,
+        ``quantile`` on the circle, ``quasi_uniform`` on the sphere), ``seed``, ``dt``,
+        ``integrator``. The snapshot times are those of ``[time]``.
+    seed : int, optional
+        Overrides ``particles.seed`` (one i.i.d. run of an ensemble per seed).
+    output : path, optional
+        The netCDF file to write (schema spheredens-particles-1).
+    progress, resume, overwrite, mkdir :
+        As for :func:`spheredens.run`.
+    notify : callable, optional
+        Told when a resume finds no file or the complete run
+        (:data:`spheredens.runner.Notify`).
+
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-particles-1: ``position`` (time, particle, component),
+        ``particle_weight``, ``w2_projection`` (the particles against Pi_# of their own start).
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> cfg = sd.load_config("runs/circle_example_c/config.toml")
+    >>> cfg = cfg.replace(**{"particles.n": 500, "particles.seed": 0})   # adds [particles]
+    >>> p = sd.run_particles(cfg, output="example_c_particles.nc")
+    >>> x = p["position"].values                 # (time, particle, 2), unit vectors
     """
     require_particles(config)
     if output is not None:

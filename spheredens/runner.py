@@ -45,12 +45,18 @@ def run(
     mkdir: bool = False,
     notify: Notify | None = None,
 ) -> Any:
-    """Run a configuration and return its ``xarray.Dataset`` (schema ``spheredens-1``).
+    """Integrate a run configuration: the Python form of ``spheredens run CONFIG``.
+
+    The density rho_t is advanced from rho_0 by the scheme of ``[discretization]`` and recorded
+    at the snapshot times of ``[time]``, with its mass, minimum, energy and the distances
+    ``w2_projection`` = W2(rho_t, Pi_# rho_0) and ``w2_terminal``.
 
     Parameters
     ----------
     config : RunConfig, dict or path
-        The run configuration (see CONFIG.md).
+        A validated configuration (:func:`~spheredens.config.load_config`,
+        :func:`~spheredens.config.config_from_dict`), the nested dict of a TOML file, or the path
+        of one (every key: docs/config.md).
     output : path, optional
         Where to write the netCDF file; overrides ``output.path``. Without either, nothing is
         written. The file is rewritten atomically as the run goes, with the snapshots so far and
@@ -72,14 +78,20 @@ def run(
         Replace an existing output file. Without ``resume`` or ``overwrite`` an existing file
         is never touched.
     checkpoint_seconds : float
-        Wall-clock interval between checkpoints written between snapshots (> 0).
+        Wall-clock seconds between checkpoints written between snapshots (> 0, default 60).
     mkdir : bool
         Create the folder of the output file (and its parents) when missing; otherwise a
-        missing folder is refused before any work.
+        missing or unwritable folder is refused before any work.
     notify : callable, optional
         ``notify(kind, message)`` (:data:`Notify`) when ``resume`` finds nothing to continue:
         ``"missing"`` (no file) or ``"complete"`` (nothing was run); the command line prints
         the message as a ``spheredens: note:`` line.
+
+    Returns
+    -------
+    xarray.Dataset
+        Schema spheredens-1 (docs/dataset.md): ``rho`` (time, space), ``weight``, ``mass``,
+        ``min_rho``, ``w2_projection``, ... and the configuration in ``attrs["config"]``.
 
     Raises
     ------
@@ -104,6 +116,16 @@ def run(
     KeyboardInterrupt
         After an interruption (KeyboardInterrupt or :func:`spheredens.simulate.request_stop`),
         once the snapshots so far and a checkpoint have been written.
+
+    Example
+    -------
+    >>> import spheredens as sd
+    >>> ds = sd.run("runs/circle_example_c/config.toml", output="example_c.nc")
+    >>> w2 = ds["w2_projection"].values          # W2(rho_t, Pi_# rho_0) at each snapshot
+    >>> cfg = sd.config_from_dict({"model": {"beta": 30.0, "V": [[1.0, 0.0], [0.0, 0.5]]},
+    ...                            "initial": {"name": "random_smooth", "seed": 1},
+    ...                            "time": {"t_end": 5.0, "snapshots": 11}})
+    >>> ds = sd.run(cfg.replace(**{"model.beta": 100.0}))      # nothing written
     """
     cfg = as_config(config)
     if output is not None:
@@ -216,6 +238,13 @@ def _difference_text(difference: Any) -> str:
     return str(difference)
 
 
+def _note(notify: Notify | None, kind: str, message: str) -> None:
+    """Log ``message`` (INFO) and tell it to ``notify`` as ``kind`` (:data:`Notify`)."""
+    logger.info("%s", message)
+    if notify is not None:
+        notify(kind, message)
+
+
 def resume_plan(
     path: Path | None,
     opener: Any,
@@ -256,10 +285,8 @@ def resume_plan(
         return {}
     if not Path(path).exists():
         if resume:
-            message = f"{str(path)!r} does not exist, so there is nothing to resume; starting from scratch"
-            logger.info("%s", message)
-            if notify is not None:
-                notify("missing", message)
+            nothing = "so there is nothing to resume; starting from scratch"
+            _note(notify, "missing", f"{str(path)!r} does not exist, {nothing}")
         return {}
     if not resume:
         check_output_path(path, overwrite=overwrite, key=key, resumable=True)
@@ -287,13 +314,12 @@ def resume_plan(
         )
     if complete:
         t_last = f"t = {recorded[-1]:g}, " if recorded else ""
+        steps = int(previous.attrs.get("n_steps", 0))
         message = (
-            f"{str(path)!r} is already complete ({t_last}{int(previous.attrs.get('n_steps', 0))} "
-            "steps): nothing was run; pass --overwrite to run it again"
+            f"{str(path)!r} is already complete ({t_last}{steps} steps): nothing was run; "
+            "pass --overwrite to run it again"
         )
-        logger.info("%s", message)
-        if notify is not None:
-            notify("complete", message)
+        _note(notify, "complete", message)
         return {"complete": previous}
     return {"previous": previous}
 
@@ -323,32 +349,16 @@ def resume_from(plan: dict[str, Any], recorder: Any, path: Path | None) -> dict[
 
 
 def resume_point(
-    path: Path | None,
-    recorder: Any,
-    opener: Any,
-    same: Any,
-    *,
-    resume: bool,
-    overwrite: bool,
-    key: str,
-    snapshot_times: tuple[float, ...] | None = None,
-    notify: Notify | None = None,
+    path: Path | None, recorder: Any, opener: Any, same: Any, **options: Any
 ) -> dict[str, Any]:
     """How a run starts given an existing output file: keyword arguments for
     :func:`~spheredens.simulate.simulate` (empty: from the beginning), or ``{"complete": ds}``
     when the file already holds the finished run: :func:`resume_plan` then
     :func:`resume_from`, for a ``recorder`` built beforehand. ``same(ds)`` returns the first
-    difference in words ("" for the same run; a bool is accepted)."""
-    plan = resume_plan(
-        path,
-        opener,
-        same,
-        resume=resume,
-        overwrite=overwrite,
-        key=key,
-        snapshot_times=snapshot_times,
-        notify=notify,
-    )
+    difference in words ("" for the same run; a bool is accepted); ``options`` are the
+    keywords of :func:`resume_plan` (``resume``, ``overwrite``, ``key``, ``snapshot_times``,
+    ``notify``)."""
+    plan = resume_plan(path, opener, same, **options)
     if plan.get("complete") is not None:
         return plan
     return resume_from(plan, recorder, path)
@@ -458,7 +468,10 @@ def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
         min(len(recorded), len(wanted)),
     )
     if k < len(recorded) and k < len(wanted):
-        where = f"snapshot {k} is at t = {recorded[k]:g} in the file, t = {wanted[k]:g} in the configuration"
+        where = (
+            f"snapshot {k} is at t = {recorded[k]:g} in the file, "
+            f"t = {wanted[k]:g} in the configuration"
+        )
     elif k < len(recorded):
         where = f"the file has a snapshot at t = {recorded[k]:g} that the configuration does not"
     else:

@@ -174,14 +174,15 @@ class Invariants:
             k = int(np.argmax(off))
             slice_ = f" of slice {k}" if masses.size > 1 else ""
             self.fail(
-                f"{where} changed the mass{slice_} to {masses[k]:.12g}, not 1 (to {MASS_TOLERANCE:g}), "
-                "though the scheme conserves it"
+                f"{where} changed the mass{slice_} to {masses[k]:.12g}, not 1 "
+                f"(to {MASS_TOLERANCE:g}), though the scheme conserves it"
             )
         top, low = scheme.extremes(y)
         if self.positivity and low < 0.0:
             self.fail(
-                f"{where} made rho negative (min rho = {low:.3g}), though scheme {scheme.name!r} keeps "
-                f"rho >= 0 with integrator {scheme.integrator.name!r} at time.cfl = {self.cfl:g}"
+                f"{where} made rho negative (min rho = {low:.3g}), though scheme "
+                f"{scheme.name!r} keeps rho >= 0 with integrator {scheme.integrator.name!r} at "
+                f"time.cfl = {self.cfl:g}"
             )
         previous = self._top
         if np.isfinite(compression):
@@ -190,9 +191,9 @@ class Invariants:
             )
             if top > limit * (1.0 + 1e-12):
                 self.fail(
-                    f"{where} took max |rho| from {previous:.4g} to {top:.4g}, more than the velocity's "
-                    f"compression allows (max(-div X) = {compression:.3g}: at most {limit:.4g} with the "
-                    "safety factors)"
+                    f"{where} took max |rho| from {previous:.4g} to {top:.4g}, more than the "
+                    f"velocity's compression allows (max(-div X) = {compression:.3g}: at most "
+                    f"{limit:.4g} with the safety factors)"
                 )
             self.envelope = limit
         else:  # not measured: nothing to compare with, start again from here
@@ -276,8 +277,8 @@ class Stepper:
                 raise _Stop(
                     "dt_collapse",
                     f"the step {dt:.3g} (max speed {speed:.3g}) is below t_end / "
-                    f"{MAX_STEPS_TEXT} = {self.dt_floor:.3g}: time.t_end = {self.t_end:g} would take "
-                    f"more than {MAX_STEPS_TEXT} steps; use a smaller time.t_end",
+                    f"{MAX_STEPS_TEXT} = {self.dt_floor:.3g}: time.t_end = {self.t_end:g} would "
+                    f"take more than {MAX_STEPS_TEXT} steps; use a smaller time.t_end",
                 )
             raise _Stop(
                 "dt_collapse",
@@ -549,7 +550,10 @@ class Progress(Observer):
     """
 
     #: the bar: model time t of t_end, the percentage, wall time elapsed and left
-    BAR_FORMAT = "{desc}t = {n:.4g} / {total:.4g} |{bar}| {percentage:5.1f}%  {elapsed} elapsed, ~{remaining} left"
+    BAR_FORMAT = (
+        "{desc}t = {n:.4g} / {total:.4g} |{bar}| {percentage:5.1f}%  "
+        "{elapsed} elapsed, ~{remaining} left"
+    )
     #: seconds before a bar appears, unless ``delay`` is given
     DELAY = 2.0
 

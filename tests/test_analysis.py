@@ -38,7 +38,8 @@ def test_richardson_estimate_recovers_order_limit_and_error_band(order):
     assert est["order"] == pytest.approx(order, rel=1e-9)
     assert est["extrapolated"] == pytest.approx(0.03, rel=1e-9)
     assert abs(f[2] - 0.03) / f[2] == pytest.approx(est["gci_fine"] / 1.25, rel=1e-9)
-    # three mesh values of the sphere's beta = 300 row (docs/concentration.md): order 1.31, limit 0.03222, band 2.9%
+    # three mesh values of the sphere's beta = 300 row (docs/concentration.md): order 1.31, limit
+    # 0.03222, band 2.9%
     est = richardson_estimate(0.03687, 0.03410, 0.03298)
     assert (round(est["order"], 2), round(est["extrapolated"], 5), round(est["gci_fine"], 3)) == (
         1.31,

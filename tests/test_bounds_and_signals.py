@@ -556,24 +556,28 @@ def test_a_signal_turned_into_another_error_where_it_landed_is_still_the_interru
     "ImportError: initialization failed" (seen on CI with ducc0): the command still reports the
     interruption in one line with its exit code."""
     import spheredens.cli as cli
+    import spheredens.cli._parser
+    import spheredens.cli._signals as signals
 
     def landed_in_an_import(args):
         try:
-            cli._raise_signalled(
+            signals._raise_signalled(
                 sig,
                 " during the set-up of the run, before its first step: nothing of it was written",
             )
-        except cli._Signalled:
+        except signals._Signalled:
             raise ImportError("initialization failed") from None
 
-    monkeypatch.setattr(cli, "_cmd_info", landed_in_an_import)
+    monkeypatch.setattr(spheredens.cli._parser, "_cmd_info", landed_in_an_import)
     assert cli.main(["info"]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert (
         len(err) == 1 and err[0].startswith("spheredens: interrupted (SIG") and "set-up" in err[0]
     )
     monkeypatch.setattr(
-        cli, "_cmd_info", lambda args: (_ for _ in ()).throw(ImportError("a real one"))
+        spheredens.cli._parser,
+        "_cmd_info",
+        lambda args: (_ for _ in ()).throw(ImportError("a real one")),
     )
     with pytest.raises(ImportError, match="a real one"):  # no signal: the error is the error
         cli.main(["info"])

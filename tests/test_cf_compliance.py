@@ -40,7 +40,8 @@ TABLES = os.path.join(os.path.dirname(__file__), "data", "cf")
 
 
 def _require(module: str):
-    """Import ``module``; skipped where it is missing, except on CI (scripts/setup.sh installs it)."""
+    """Import ``module``; skipped where it is missing, except on CI (scripts/setup.sh installs
+    it)."""
     if os.environ.get("CI"):
         import importlib
 

@@ -139,8 +139,8 @@ def test_the_first_mismatching_file_and_difference_are_named(files, tmp_path, ca
         capsys, ["compare", d, p, other, "--no-figure", "-o", str(tmp_path / "c.nc")]
     )
     assert (
-        err
-        == f"spheredens: error: particles {other} do not belong to density {d}: beta is 7 in {other} but 5 in {d}{HINT}"
+        err == f"spheredens: error: particles {other} do not belong to density {d}: beta is 7 in "
+        f"{other} but 5 in {d}{HINT}"
     )
 
 
@@ -273,20 +273,25 @@ def test_swapped_arguments_are_named(files, tmp_path, capsys):
     d, p, q = (str(files / n) for n in ("d.nc", "p.nc", "q.nc"))
     out = ["--no-figure", "-o", str(tmp_path / "c.nc")]
     assert one_line_error(capsys, ["compare", p, d, *out]) == (
-        f"spheredens: error: the arguments are swapped: the first argument, {p}, is a particle file "
-        f"(spheredens-particles-1) and {d} is a density file; compare takes the density file first: "
+        f"spheredens: error: the arguments are swapped: the first argument, {p}, is a particle "
+        "file "
+        f"(spheredens-particles-1) and {d} is a density file; compare takes the density file "
+        "first: "
         f"spheredens compare {d} {p}\n"
     )
     assert one_line_error(capsys, ["compare", p, q, d, *out]).endswith(
         f"spheredens compare {d} {p} {q}\n"
     )
     assert one_line_error(capsys, ["compare", p, q, *out]) == (
-        f"spheredens: error: the first argument, {p}, is a particle file (spheredens-particles-1); compare "
+        f"spheredens: error: the first argument, {p}, is a particle file (spheredens-particles-1); "
+        "compare "
         "takes the density file first: spheredens compare DENSITY PARTICLES...\n"
     )
     assert one_line_error(capsys, ["compare", d, p, d, *out]) == (
-        f"spheredens: error: {d} (particle argument 2) is a density file (spheredens-1), not a particle file "
-        "(spheredens-particles-1); compare takes one density file, then particle files: spheredens compare "
+        f"spheredens: error: {d} (particle argument 2) is a density file (spheredens-1), not a "
+        "particle file "
+        "(spheredens-particles-1); compare takes one density file, then particle files: spheredens "
+        "compare "
         "DENSITY PARTICLES...\n"
     )
     with pytest.raises(
@@ -407,7 +412,8 @@ def test_converted_file_with_model_and_beta_only_is_checked_as_far_as_it_goes(
     assert one_line_error(
         capsys, ["compare", d, wrong, "--no-figure", "-o", str(tmp_path / "c.nc")]
     ) == (
-        f"spheredens: error: particles {wrong} do not belong to density {d}: beta is 30 in {wrong} but 5 in "
+        f"spheredens: error: particles {wrong} do not belong to density {d}: beta is 30 in {wrong} "
+        "but 5 in "
         f"{d}{HINT}"
     )
     assert main(["compare", d, right, "--no-figure", "-o", str(tmp_path / "c.nc")]) == 0
@@ -441,7 +447,8 @@ def test_convert_with_config_stamps_the_model(files, converted, tmp_path, capsys
     assert one_line_error(
         capsys, ["compare", d, wrong, "--no-figure", "-o", str(tmp_path / "c2.nc")]
     ) == (
-        f"spheredens: error: particles {wrong} do not belong to density {d}: beta is 30 in {wrong} but 5 in "
+        f"spheredens: error: particles {wrong} do not belong to density {d}: beta is 30 in {wrong} "
+        "but 5 in "
         f"{d}{HINT}"
     )
 
@@ -468,7 +475,8 @@ def test_convert_config_must_agree_with_the_options(converted, tmp_path, capsys)
     assert one_line_error(
         capsys, ["convert-particles", str(converted), str(tmp_path / "x.nc")]
     ) == (
-        "spheredens: error: --domain: give the domain (--domain circle or --domain sphere) or the run "
+        "spheredens: error: --domain: give the domain (--domain circle or --domain sphere) or the "
+        "run "
         "configuration of the particles (--config CONFIG)\n"
     )
     assert not (tmp_path / "x.nc").exists()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import doctest
+import functools
 import re
 import shutil
 import tomllib
@@ -146,8 +147,9 @@ def workspace(tmp_path_factory):
     real_run, real_particles = spheredens.runner.run, spheredens.particles.run_particles
     real_load_config, real_load_sweep = sd.load_config, spheredens.sweep.load_sweep
 
+    @functools.wraps(real_load_sweep)
     def small_sweep(path):
-        """The sweep with the first SWEEP_LEVELS values of each varied key, its cases cut."""
+        # the sweep with the first SWEEP_LEVELS values of each varied key, its cases cut
         sweep = real_load_sweep(path)
         levels = tuple(lv[:SWEEP_LEVELS] for lv in sweep.levels)
         cases = tuple(
@@ -160,17 +162,22 @@ def workspace(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(folder)
         mp.setattr(sd, "load_config", lambda path: small(real_load_config(path)))
-        mp.setattr(
-            spheredens.runner,
-            "run",
-            lambda config, **kw: real_run(small(spheredens.runner.as_config(config)), **kw),
-        )
-        mp.setattr(
-            spheredens.particles,
-            "run_particles",
-            lambda config, **kw: real_particles(small(config), **kw),
-        )
-        mp.setattr(spheredens.sweep, "load_sweep", small_sweep)
+
+        @functools.wraps(real_run)  # the docstring stays: its example is run below
+        def small_run(config, **kw):
+            return real_run(small(spheredens.runner.as_config(config)), **kw)
+
+        @functools.wraps(real_particles)
+        def small_particles(config, **kw):
+            return real_particles(small(config), **kw)
+
+        # sd.run is spheredens.runner.run re-exported: each name is replaced where it is used
+        for module in (sd, spheredens.runner):
+            mp.setattr(module, "run", small_run)
+        for module in (sd, spheredens.particles):
+            mp.setattr(module, "run_particles", small_particles)
+        for module in (sd, spheredens.sweep):
+            mp.setattr(module, "load_sweep", small_sweep)
         make_run_files(names, folder)
         yield folder
 

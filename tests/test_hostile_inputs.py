@@ -1,6 +1,6 @@
-"""Hostile inputs: every input of the hostile-input probe is refused in
-one line with exit code 2 (or runs correctly, with the exit code given), and no file that existed
-before the command is changed (content and mode).
+"""Hostile inputs: every hostile input is refused in one line with exit code 2 (or runs
+correctly, with the exit code given), and no file that existed before the command is changed
+(content and mode).
 
 A new case is one line of :data:`CASES`:
 
@@ -622,7 +622,8 @@ CASES: list[tuple] = [
         "sweep_repeat_matrix",
         {
             "base.toml": circle(),
-            "sweep.toml": 'base = "base.toml"\n[vary]\n"model.V" = [[[1, 0], [0, 1]], [[1.0, 0.0], [0.0, 1.0]]]\n',
+            "sweep.toml": 'base = "base.toml"\n[vary]\n'
+            '"model.V" = [[[1, 0], [0, 1]], [[1.0, 0.0], [0.0, 1.0]]]\n',
         },
         ["sweep", "sweep.toml"],
         (2,),
@@ -673,7 +674,8 @@ CASES: list[tuple] = [
         "sweep_matrix_V_runs",
         {
             "base.toml": circle(),
-            "sweep.toml": 'base = "base.toml"\n[vary]\n"model.V" = [[[1.0, 0.0], [0.0, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]\n',
+            "sweep.toml": 'base = "base.toml"\n[vary]\n'
+            '"model.V" = [[[1.0, 0.0], [0.0, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]\n',
         },
         ["sweep", "sweep.toml", "-q", "--workers", "1"],
         (0,),
@@ -702,8 +704,10 @@ CASES: list[tuple] = [
     (
         "bound_probe_lmax255_slices4096",
         {
-            "c.toml": '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n[auxiliary]\nkernel = "rope"\n'
-            'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end = 1.0\n'
+            "c.toml": '[model]\nname = "usa_av"\nbeta = 2.0\n[domain]\nname = "sphere"\n'
+            '[auxiliary]\nkernel = "rope"\n'
+            'slices = 4096\n[discretization]\nscheme = "sh_spectral"\nlmax = 255\n[time]\nt_end '
+            "= 1.0\n"
         },
         ["run", "c.toml"],
         (2,),

@@ -38,7 +38,8 @@ def test_von_mises_fisher_is_normalized(params):
 def test_von_mises_fisher_huge_kappa_is_finite():
     rho = VonMisesFisher.from_params({"means": [[1.0, 0.0]], "kappas": [1e4]}, 2, Path("."))(X)
     assert np.all(np.isfinite(rho))
-    # peak value kappa-asymptotics: sqrt(kappa / (2 pi)) / (2 pi) * 2 pi ... = sqrt(kappa/(2 pi)) / 1
+    # peak value kappa-asymptotics: sqrt(kappa / (2 pi)) / (2 pi) * 2 pi ... = sqrt(kappa/(2 pi)) /
+    # 1
     assert rho[0] == pytest.approx(np.sqrt(1e4 / (2 * np.pi)), rel=1e-4)
 
 

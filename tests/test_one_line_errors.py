@@ -1,4 +1,5 @@
-"""Hostile values and paths get one line, not a traceback or a wrong message.
+"""Hostile values and paths get one line, not a traceback or a wrong message (also the
+errors of the accessor and of open_run).
 
 One test per defect of the probe, each of which failed before: a very concentrated von
 Mises-Fisher density (kappa = 1e10) gave an all-NaN t = 0 snapshot; K or V of 1e308, a huge
@@ -67,7 +68,8 @@ def test_scaled_bessel_function_is_finite_beyond_scipy():
         (1 + 1 / (8 * k)) / math.sqrt(2 * math.pi * k), rel=1e-15
     )
     assert math.isfinite(scaled_bessel_i(0.0, 1e308)) and scaled_bessel_i(0.0, 1e308) > 0
-    # the density's peak: C(kappa) = 1 / (2 pi ive(0, kappa)) -> sqrt(kappa / (2 pi)) (1 - 1 / (8 kappa))
+    # the density's peak: C(kappa) = 1 / (2 pi ive(0, kappa))
+    #                               -> sqrt(kappa / (2 pi)) (1 - 1 / (8 kappa))
     peak = von_mises_fisher_density(np.array([[1.0, 0.0]]), np.array([1.0, 0.0]), k)
     assert peak[0] == pytest.approx(math.sqrt(k / (2 * math.pi)), rel=1e-10)
 
@@ -302,7 +304,8 @@ def test_directory_and_dev_null_are_not_missing(tmp_path, capsys):
     assert err.endswith("folder.toml' is a directory, not a TOML file; give the path of a file\n")
     err = one_line(capsys, ["run", os.devnull])
     assert err == (
-        f"spheredens: error: configuration file '{os.devnull}' is a character device, not a regular "
+        f"spheredens: error: configuration file '{os.devnull}' is a character device, not a "
+        "regular "
         "file (a TOML file); give the path of a file\n"
     )
     with pytest.raises(SchemaError, match="is a directory, not a netCDF file"):
@@ -410,9 +413,11 @@ def test_compare_and_convert_name_bad_paths(run_and_particles, tmp_path, capsys,
     err = one_line(capsys, ["compare", d, "folder.nc", "--no-figure", "-o", "c.nc"])
     assert (
         err
-        == "spheredens: error: 'folder.nc' is a directory, not a netCDF file; give the path of a file\n"
+        == "spheredens: error: 'folder.nc' is a directory, not a netCDF file; give the path of a "
+        "file\n"
     )
-    # a path no command checked first (convert-particles' input): the command line still says one line
+    # a path no command checked first (convert-particles' input): the command line still says
+    # one line
     err = one_line(capsys, ["convert-particles", "b" * 300 + ".npz", "x.nc", "--domain", "circle"])
     assert "has a name of 304 characters, more than the file system allows (255)" in err
     assert sorted(os.listdir(tmp_path)) == ["folder.nc"]

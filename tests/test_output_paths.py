@@ -28,7 +28,7 @@ from spheredens.particles import run_particles
 from spheredens.plot import plot_run
 from spheredens.sweep import check_sweep_output, load_sweep, run_sweep
 
-#: the check is one stat, one mkstemp and one unlink: far below 2 s
+#: a run configuration small enough for every command, with particles
 CONFIG = (
     "[model]\nbeta = 1.0\n[discretization]\nn = 64\n[time]\nt_end = 0.2\nsnapshots = 2\n"
     "[output]\nfigure = false\n[particles]\nn = 20\ndt = 0.1\n"
@@ -48,19 +48,19 @@ def unwritable(tmp_path: Path) -> list[Path]:
 @pytest.fixture
 def no_steps(monkeypatch):
     """Any integration (density or particles) or comparison fails the test."""
-    import spheredens.cli
+    import spheredens.cli._commands
     import spheredens.particles
     import spheredens.runner
-    import spheredens.sweep
+    import spheredens.sweep._run
 
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the output path was checked")
 
     monkeypatch.setattr(spheredens.runner, "simulate", forbidden)
     monkeypatch.setattr(spheredens.particles, "simulate", forbidden)
-    monkeypatch.setattr(spheredens.cli, "compare", forbidden)
-    monkeypatch.setattr(spheredens.cli, "analyze_beta", forbidden)
-    monkeypatch.setattr(spheredens.sweep, "_local_cluster", forbidden)
+    monkeypatch.setattr(spheredens.cli._commands, "compare", forbidden)
+    monkeypatch.setattr(spheredens.cli._commands, "analyze_beta", forbidden)
+    monkeypatch.setattr(spheredens.sweep._run, "_local_cluster", forbidden)
     return forbidden
 
 
@@ -216,11 +216,11 @@ def test_sweep_refuses_unwritable_and_missing_folders(tmp_path, capsys, no_steps
 
 
 def test_sweep_mkdir_creates_the_parents(tmp_path, capsys, monkeypatch):
-    import spheredens.cli
+    import spheredens.cli._commands
 
     calls = []
     monkeypatch.setattr(
-        spheredens.cli, "run_sweep", lambda sweep, **kw: calls.append(kw) or (None, {})
+        spheredens.cli._commands, "run_sweep", lambda sweep, **kw: calls.append(kw) or (None, {})
     )
     path = sweep_file(tmp_path, "new/deeper/cases")
     assert main(["sweep", str(path), "--mkdir"]) == 0
@@ -369,7 +369,8 @@ def test_warning_of_a_real_run_prints_one_line(tmp_path):
     """A run allowed to be under-resolved warns; the command line prints one line, no source."""
     (tmp_path / "w.toml").write_text(
         "[model]\nbeta = 100.0\nK = [[1.75, 0.866025], [0.433013, 2.5]]\n[discretization]\nn = 64\n"
-        "allow_underresolved = true\n[time]\nt_end = 0.01\nsnapshots = 2\n[output]\nfigure = false\n"
+        "allow_underresolved = true\n[time]\nt_end = 0.01\nsnapshots = 2\n[output]\nfigure = "
+        "false\n"
     )
     proc = subprocess.run(
         [sys.executable, "-m", "spheredens.cli", "run", "w.toml", "-q"],
@@ -386,7 +387,8 @@ def test_warning_of_a_real_run_prints_one_line(tmp_path):
 
 
 BLOW_UP = (
-    "[model]\nname = 'usa'\nbeta = 400.0\n[initial]\nname = 'von_mises_fisher'\nmeans = [[1.0, 0.0]]\n"
+    "[model]\nname = 'usa'\nbeta = 400.0\n[initial]\nname = 'von_mises_fisher'\nmeans = [[1.0, "
+    "0.0]]\n"
     "kappas = [3.0]\n[discretization]\nn = 512\n[time]\nt_end = 1.0\n[output]\npath = 'b.nc'\n"
     "figure = false\n"
 )

@@ -1,4 +1,5 @@
-"""Labelled particles of usa_av (docs/models.md section 5) and their comparison with slice densities."""
+"""Labelled particles of usa_av (docs/models.md section 5) and their comparison with slice
+densities."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def usa_av(domain, kernel, *, beta=2.5, slices=3, particles=None, **aux):
 
 
 def reference_velocity(model, x, w, k):
-    """The particle ODE term by term: P_{x_i} sum_j w_j b exp(beta <G_ki x_i, G_kj x_j>) G_ki^T G_kj x_j."""
+    """The particle ODE term by term: P_{x_i} sum_j w_j b exp(beta <G_ki x_i, G_kj x_j>) G_ki^T
+    G_kj x_j."""
     G, b = model.auxiliary.gauges, model.auxiliary.coupling
     out = np.zeros_like(x)
     for i in range(len(x)):

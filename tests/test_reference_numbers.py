@@ -9,9 +9,10 @@ history and wall times must be identical.
 
 ``w2_projection`` and ``w2_terminal`` were regenerated (``tests/reference_cases.py --update
 w2_projection w2_terminal``) for the one representation of a grid density in W2: on the
-circle rho_t is the piecewise-constant density on the cells instead of atoms at the cell centres, which moves these two variables by about h^2 / 12 in W2^2 (relative
-changes up to 4e-3, and 0.15 for the demo's w2_terminal where it is small); every other
-variable stayed identical (the sphere's w2_terminal moved by round-off only, 2e-16).
+circle rho_t is the piecewise-constant density on the cells instead of atoms at the cell centres,
+which moves these two variables by about h^2 / 12 in W2^2 (relative changes up to 4e-3, and 0.15 for
+the demo's w2_terminal where it is small); every other variable stayed identical (the sphere's
+w2_terminal moved by round-off only, 2e-16).
 
 For CF-1.10 the files gained cell bounds and measures: ``theta_bounds`` on
 the circle, ``cell_area`` and ``lat_bounds``/``lon_bounds`` on the Gauss grid, ``cell_area``

@@ -1,5 +1,5 @@
 """Reliability: SIGKILL at random moments and --resume bit for bit, SIGTERM, write failures,
-forced blow-ups (issue: reliability)."""
+forced blow-ups."""
 
 from __future__ import annotations
 

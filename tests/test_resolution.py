@@ -32,7 +32,8 @@ def cfg(n=None, lmax=None, beta=100.0, **extra):
 
 
 def test_circle_needs_three_cells_per_kernel_width():
-    # width (beta sigma_max(B))^(-1/2) with 3 cells of 2 pi / n across: n >= 6 pi sqrt(beta sigma_max)
+    # width (beta sigma_max(B))^(-1/2) with 3 cells of 2 pi / n across: n >= 6 pi sqrt(beta
+    # sigma_max)
     sigma = np.linalg.norm(np.array(EXAMPLE_C["K"]), 2)
     need = int(np.ceil(6 * np.pi * np.sqrt(100.0 * sigma)))
     assert 320 <= need <= 325

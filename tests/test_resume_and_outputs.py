@@ -99,7 +99,7 @@ def one_error_line(capsys) -> str:
 def no_work(monkeypatch):
     """``no_work()``: from then on, any integration, comparison, analysis or drawing fails the
     test (a refusal must come first)."""
-    import spheredens.cli
+    import spheredens.cli._commands
     import spheredens.particles
     import spheredens.runner
 
@@ -110,10 +110,10 @@ def no_work(monkeypatch):
         for module, name in (
             (spheredens.runner, "simulate"),
             (spheredens.particles, "simulate"),
-            (spheredens.cli, "compare"),
-            (spheredens.cli, "analyze_beta"),
-            (spheredens.cli, "plot_run"),
-            (spheredens.cli, "animate_run"),
+            (spheredens.cli._commands, "compare"),
+            (spheredens.cli._commands, "analyze_beta"),
+            (spheredens.cli._commands, "plot_run"),
+            (spheredens.cli._commands, "animate_run"),
         ):
             monkeypatch.setattr(module, name, forbidden)
 
@@ -129,7 +129,7 @@ def reference(tmp_path_factory):
     return sd.run(sd.config_from_dict(data, base_dir=folder), progress=False)
 
 
-# -- 1. checksum and invariants of the checkpoint ---------------------------------------------------
+# -- 1. checksum and invariants of the checkpoint --------------------------------------------------
 def test_the_checkpoint_carries_a_checksum_and_a_file_without_one_still_resumes_bit_for_bit(
     tmp_path, reference
 ):
@@ -178,7 +178,8 @@ def _drop_checksum(change):
     return changed
 
 
-DAMAGES = {  # name: (change, what the error says, given the file's last time t and checkpoint time t_c)
+#: name: (change, what the error says, given the file's last time t and checkpoint time t_c)
+DAMAGES = {
     "checkpoint_scaled": (
         _scale_checkpoint,
         lambda t, t_c: (
@@ -227,7 +228,7 @@ def test_a_damaged_checkpoint_is_refused_in_one_line_and_the_file_is_left_as_it_
     assert contents(out) == before
 
 
-# -- 2. resume of a complete run, of a missing file --------------------------------------------------
+# -- 2. resume of a complete run, of a missing file ------------------------------------------------
 def test_resume_of_a_complete_run_says_so_and_runs_nothing(tmp_path, capsys, monkeypatch):
     out = complete_run(tmp_path)
     before = contents(out)
@@ -279,7 +280,7 @@ def test_resume_of_a_missing_file_says_it_starts_from_scratch(tmp_path, capsys, 
     assert notes == ["missing", "complete"] and capsys.readouterr() == ("", "")
 
 
-# -- 3. a refused resume names the first difference --------------------------------------------------
+# -- 3. a refused resume names the first difference ------------------------------------------------
 DIFFERENCES = {  # name: (file's configuration, this configuration, the difference said)
     "beta": (
         CONFIG,
@@ -322,7 +323,7 @@ def test_a_refused_resume_names_the_first_difference(name, tmp_path, capsys, no_
     assert contents(out) == before
 
 
-# -- 4. file modes are kept ---------------------------------------------------------------------------
+# -- 4. file modes are kept ------------------------------------------------------------------------
 def test_resume_and_overwrite_keep_the_file_mode(tmp_path):
     out = partial_run(tmp_path)
     os.chmod(out, 0o600)
@@ -350,7 +351,7 @@ def test_resume_and_overwrite_keep_the_file_mode(tmp_path):
     assert xr.open_dataset(kept)["x"].values.tolist() == [0.0, 1.0, 2.0]
 
 
-# -- 5. no command writes over one of its own inputs -------------------------------------------------
+# -- 5. no command writes over one of its own inputs -----------------------------------------------
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """A density run d.nc, a particle run p.nc of it, a synthetic combined sweep combined.nc."""
@@ -373,7 +374,8 @@ def inputs(tmp_path_factory):
 
 
 FROM_FILE = CONFIG.replace('name = "random_smooth"\nseed = 1', 'name = "file"\npath = "d.nc"')
-OWN_INPUTS = {  # name: (argv in the folder of the inputs, the input written over, what it is called)
+#: name: (argv in the folder of the inputs, the input written over, what it is called)
+OWN_INPUTS = {
     "compare_density": (
         ["compare", "d.nc", "p.nc", "-o", "d.nc", "--overwrite"],
         "d.nc",
@@ -420,7 +422,8 @@ def test_no_command_writes_over_its_own_input(name, inputs, tmp_path, capsys, mo
     line = one_error_line(capsys)
     shown = str(tmp_path / victim) if argv[0] == "run" else victim  # run resolves its output path
     assert (
-        f"{shown!r} is {what}, an input of this command: a command never writes over its own input; "
+        f"{shown!r} is {what}, an input of this command: a command never writes over its own "
+        "input; "
         "choose another output path" in line
     ), line
     assert {p.name: contents(p) for p in tmp_path.iterdir()} == before
@@ -468,7 +471,7 @@ def test_quiet_prints_no_wrote_lines(tmp_path, capsys):
     assert (tmp_path / "d_compare.nc").is_file() and (tmp_path / "d_compare.png").is_file()
 
 
-# -- 7. an output that cannot be replaced is found before any work ----------------------------------
+# -- 7. an output that cannot be replaced is found before any work ---------------------------------
 def _protect(path: Path) -> str:
     """Make ``path`` unreplaceable: immutable (``chattr +i``) for root, for whom permissions do
     not count; read-only otherwise. Returns how, or "" when it cannot be done here."""
@@ -509,7 +512,8 @@ def test_an_output_that_cannot_be_replaced_is_refused_before_any_work(
             assert main(argv) == 2, argv
             line = one_error_line(capsys)
             assert (
-                f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; make it "
+                f"{str(path)!r} exists and cannot be replaced: it is read-only or immutable; make "
+                "it "
                 "writable (chmod u+w; chattr -i) or choose another path" in line
             ), line
     finally:

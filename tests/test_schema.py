@@ -39,7 +39,8 @@ def test_io_checks_cover_dataset_md():
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    """Two small runs: sa with example C (w2 defined) and usa with Q = K = V = I (energy defined)."""
+    """Two small runs: sa with example C (w2 defined) and usa with Q = K = V = I (energy
+    defined)."""
     folder = tmp_path_factory.mktemp("runs")
     out = {}
     for label, model, scheme in [

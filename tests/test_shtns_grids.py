@@ -181,8 +181,9 @@ def test_every_sphere_evaluator_at_small_sizes_in_a_subprocess_that_survives():
                 print(scheme, key, size, name, K is rot, flush=True)
                 try:
                     cfg = config_from_dict({{
-                        "model": {{"name": "sa", "beta": 2.0, "K": K}}, "domain": {{"name": "sphere"}},
-                        "initial": {{"name": "von_mises_fisher", "means": [[0.0, 0.6, 0.8]], "kappas": [2.0],
+                        "model": {{"name": "sa", "beta": 2.0, "K": K}}, "domain": {{"name":
+                        "sphere"}}, "initial": {{"name": "von_mises_fisher", "means": [[0.0, 0.6,
+                        0.8]], "kappas": [2.0],
                                      "weights": [1.0]}},
                         "discretization": {{"scheme": scheme, key: size, "interaction": name,
                                             "allow_underresolved": True}},

@@ -1,4 +1,5 @@
-"""Sphere runs: docs/dataset.md layout with CF lat/lon, W2 to Pi_# rho_0, initial densities, figures."""
+"""Sphere runs: docs/dataset.md layout with CF lat/lon, W2 to Pi_# rho_0, initial densities,
+figures."""
 
 from __future__ import annotations
 

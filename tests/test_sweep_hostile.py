@@ -1,7 +1,7 @@
-"""Sweeps under hostile inputs and faults: a swept
-matrix is combined, values equal as numbers are repeats, a failed case does not cost the
-combined file, the local cluster listens on 127.0.0.1 only, a worker's warnings are one
-``spheredens: warning:`` line, an interrupted sweep leaves no lock file."""
+"""Sweeps under hostile inputs and faults: a swept matrix is combined, values equal as numbers
+are repeats, a failed case does not cost the combined file, the local cluster listens on
+127.0.0.1 only, a worker's warnings are one ``spheredens: warning:`` line, an interrupted sweep
+leaves no lock file."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ import spheredens as sd
 from spheredens.analysis import analyze_beta, open_combined, spectral_gap
 from spheredens.cli import main
 from spheredens.locking import lock_files
-from spheredens.sweep import _local_cluster, load_sweep
+from spheredens.sweep import load_sweep
+from spheredens.sweep._run import _local_cluster
 
 TIMEOUT = 240  # generous: the machine may be loaded; each sweep takes seconds
 
@@ -148,7 +149,8 @@ def test_a_sweep_varies_a_matrix_and_analyze_beta_reads_it(tmp_path, capsys):
         (
             '"initial.time" = [0.0, 1.0]',
             [
-                "sweep.vary.initial.time: would name a dimension 'time' of the combined dataset, which "
+                "sweep.vary.initial.time: would name a dimension 'time' of the combined dataset, "
+                "which "
                 "has a 'time' of its own"
             ],
         ),

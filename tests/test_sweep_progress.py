@@ -18,7 +18,8 @@ from conftest import make_config
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.simulate import Progress, progress_listener, progress_wanted
-from spheredens.sweep import SweepReporter, _dashboard_missing, load_sweep, run_sweep
+from spheredens.sweep import SweepReporter, load_sweep, run_sweep
+from spheredens.sweep._report import _dashboard_missing
 
 BASE = """
 [model]
@@ -56,7 +57,7 @@ class FakeTTY(io.StringIO):
 
 
 def test_a_sweep_reports_before_its_first_case_finishes(tmp_path):
-    """Acceptance 4: four cases on a two-worker local cluster; the captured stream shows the
+    """Four cases on a two-worker local cluster; the captured stream shows the
     dashboard address first, then progress lines of running cases (model time against t_end)
     before the first case ends, a wall time per case, an estimate of the time left and an
     end line. Each case integrates to t = 30 (about 750 steps, 1 to 4 s after a set-up of a

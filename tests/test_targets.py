@@ -126,8 +126,8 @@ def test_zero_temperature_rate_matches_spectral_gap():
     """W2(rho_t, Pi_# rho_0) for sa_zero_temperature decays like exp(-gamma t / (2 |B^T w|)),
     w the unit vector of E_1^perp (circle).
 
-    Along characteristics tan(angle(x_t, E_1)) = e^{-gamma s} tan(angle(x_0, E_1)), ds/dt = 1 / |B^T x|.
-    A bounded rho_0 puts mass ~ 1/tau above tan(angle) = tau, i.e. near E_1^perp, where
+    Along characteristics tan(angle(x_t, E_1)) = e^{-gamma s} tan(angle(x_0, E_1)), ds/dt = 1 / |B^T
+    x|. A bounded rho_0 puts mass ~ 1/tau above tan(angle) = tau, i.e. near E_1^perp, where
     |B^T x| ~ |B^T w|; those points dominate: W2^2 ~ int min(1, tau^2 e^{-2 gamma s}) d tau / tau^2
     ~ e^{-gamma s}, so W2 ~ exp(-gamma t / (2 |B^T w|)). Example C: gamma = 1, |B^T w| = 1.803,
     rate 0.2774.

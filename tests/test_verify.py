@@ -25,7 +25,7 @@ def test_verify_passes_with_one_line_per_check(capsys):
         assert "documented:" in line, line
     assert any("observed order" in line for line in lines)
     assert lines[-1].startswith(f"verify: all {len(names)} checks passed in "), lines[-1]
-    # every family of the issue is there: beta = 0 on both domains, zero temperature for every
+    # every family of checks is there: beta = 0 on both domains, zero temperature for every
     # scheme of both domains, the linear growth rates
     for part in (
         "beta = 0, circle",
@@ -35,8 +35,8 @@ def test_verify_passes_with_one_line_per_check(capsys):
         "linear growth",
     ):
         assert any(name.startswith(part) for name in names), part
-    # its wall time ("under a minute") is printed on the last line, never asserted: a loaded
-    # machine is slower
+    # the last line gives the wall time, which depends on the machine: only its presence is
+    # checked (the line's start above)
 
 
 def test_a_bound_the_scheme_cannot_meet_fails(monkeypatch, capsys):

@@ -82,16 +82,41 @@ __all__ = [
 
 
 def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) -> Path:
-    """The figure of a spheredens file, by its kind.
+    """Draw the figure of a run, particle or comparison file: ``spheredens plot FILE``.
+
+    With the targets of the model (the atoms +-u or the great circle S cap E_1 of Pi_# rho_0,
+    the top eigenspace of V) and angles in radians, by the kind of file:
 
     * a density run: drawn by its domain's part ``"figure"`` (circle: :func:`plot_circle_run`,
-      sphere: :func:`plot_sphere_run` with ``options``); for usa_av also
-      ``<name>_slices.png`` (:func:`plot_slices`);
-    * a particle run: :func:`plot_particles` (``times``);
-    * a comparison file: :func:`plot_compare_file`.
+      rho as a space-time image (log colour scale) beside W2 to the targets; sphere:
+      :func:`plot_sphere_run` with ``options``, two orthographic views and a Mollweide map per
+      snapshot, with W2 (radians), max rho (per steradian) and -min rho / max rho below, each on
+      its own axis); for usa_av also ``<name>_slices.png`` (:func:`plot_slices`: slice modes
+      over xi, energy, collapse);
+    * a particle run: :func:`plot_particles`, the points over time and at a few snapshots;
+    * a comparison file: :func:`plot_compare_file`, W2 against time with the ensemble band
+      (mean +- std and min to max over the runs).
 
-    ``path`` must end in ``.png`` and its folder exist and be writable, or ``mkdir=True``
-    creates it; this is checked before drawing (:func:`~spheredens.io.check_output_location`).
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run (:func:`spheredens.run`, :func:`spheredens.open_run`), a particle run
+        (:func:`spheredens.run_particles`, :func:`spheredens.open_particles`) or a comparison
+        (:func:`spheredens.compare`).
+    path : path
+        The PNG file to write: it must end in ``.png`` and its folder exist and be writable, or
+        ``mkdir=True`` creates it; this is checked before drawing
+        (:func:`~spheredens.io.check_output_location`).
+    mkdir : bool
+        Create the missing folder of ``path``.
+    **options :
+        ``times`` (sequence of float, optional): sphere runs and particle runs, the snapshot
+        times to draw (the nearest stored; default 4 evenly spaced).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
 
     Raises
     ------
@@ -99,6 +124,13 @@ def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) 
         ``path`` cannot be written (one line).
     spheredens.geometry.NotProvided
         The file's domain has no figure (one line: nothing provides ``"figure"`` there).
+
+    Example
+    -------
+    With the file of the example of :func:`spheredens.run`:
+
+    >>> import spheredens as sd
+    >>> png = sd.plot_run(sd.open_run("example_c.nc"), "example_c.png")
     """
     path = check_output_location(path, suffix=".png", mkdir=mkdir)
     kind = file_kind(ds)

@@ -393,10 +393,10 @@ def animate_run(
     mkdir: bool = False,
     dpi: int = 80,
 ) -> Path:
-    """Animate a spheredens file: MP4 where ffmpeg exists, GIF through Pillow otherwise
-    (``spheredens animate``).
+    """Animate a run, particle or comparison file: ``spheredens animate FILE``.
 
-    One frame per snapshot shown (:func:`frame_indices`), drawn with
+    An MP4 where ffmpeg exists (matplotlib finds it), a GIF through Pillow otherwise; one frame
+    per snapshot shown (:func:`frame_indices`; evenly spaced ones with ``frames``), drawn with
     :class:`matplotlib.animation.FuncAnimation`, with the targets of the model
     (:func:`file_targets`) and a cursor on the curves against time:
 
@@ -413,17 +413,18 @@ def animate_run(
     Parameters
     ----------
     source : path or xarray.Dataset
-        A density, particle or comparison file, or its Dataset.
+        A density, particle or comparison file, or its Dataset (then give ``output`` unless it
+        was read from a file).
     output : path, optional
         ``.mp4`` (needs ffmpeg) or ``.gif``; default: the file with suffix ``.mp4`` where
         ffmpeg exists, ``.gif`` otherwise. Its folder must exist and be writable, or
         ``mkdir=True`` creates it (checked before drawing). The file is written to a
         temporary name and renamed, so a failed animation leaves no partial file.
     fps : float
-        Frames per second (> 0).
+        Frames per second (> 0, default 8).
     frames : int, optional
         Number of frames: that many evenly spaced snapshots (at most every snapshot); default
-        every snapshot, at most :data:`MAX_DEFAULT_FRAMES`.
+        every snapshot, at most :data:`MAX_DEFAULT_FRAMES` (240).
     mkdir : bool
         Create the missing folder of ``output``.
     dpi : int
@@ -441,11 +442,12 @@ def animate_run(
     spheredens.SchemaError
         ``source`` is not a file spheredens draws.
 
-    Examples
-    --------
-    >>> import spheredens as sd                                     # doctest: +SKIP
-    >>> sd.animate_run("example_c.nc", "example_c.gif", fps=10)     # doctest: +SKIP
-    PosixPath('example_c.gif')
+    Example
+    -------
+    With the file of the example of :func:`spheredens.run`:
+
+    >>> import spheredens as sd
+    >>> movie = sd.animate_run("example_c.nc", "example_c.gif", fps=10, frames=3)
     """
     _check_fps(fps)
     ds, source_path = figure_source(source)

@@ -74,8 +74,9 @@ def test_peeling_keeps_the_tiny_rows_right_at_the_cost_of_a_few_cells(mesh, beta
     concentrated density above are taken from the spectral sums of its tail plus the exact sums
     over the few peeled heavy cells. They agree with direct quadrature to 1e-8 of ||V|| (the
     bound asserted for them; measured 2.6e-9 and 2.3e-10), and only a minority of them
-    falls back to the direct sum over all cells (measured: 8% of them at beta = 30, 33% at 300). The premise, measured: the tail's spectral error is
-    ~1e-14 of the tail's mass, so a row is taken where its e^-kappa Z_t is >= 1e-6 of it."""
+    falls back to the direct sum over all cells (measured: 8% of them at beta = 30, 33% at 300).
+    The premise, measured: the tail's spectral error is ~1e-14 of the tail's mass, so a row is
+    taken where its e^-kappa Z_t is >= 1e-6 of it."""
     model = Model("sa", beta, np.eye(3), B_CASES["general"], V)
     rho = mixture(mesh.points, [1.0, 0.5], [100.0, 100.0])
     ev = LowRankPoints(model, mesh.points, mesh.area, mesh.face_point)
