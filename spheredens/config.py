@@ -1,4 +1,4 @@
-"""Run configuration: TOML -> validated frozen dataclasses (CONFIG.md is the contract).
+"""Run configuration: TOML -> validated frozen dataclasses (docs/config.md is the contract).
 
 Everything is checked before any work starts; each problem raises
 :class:`~spheredens.exceptions.ConfigError` naming the key, what is allowed and how to fix it.

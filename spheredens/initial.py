@@ -424,7 +424,7 @@ def _random_smooth_log_mass(density: RandomSmooth) -> tuple[float, float]:
 @INITIAL_DENSITIES.register("file")
 @dataclass(frozen=True)
 class FromFile:
-    """A density read from a netCDF file in the DATASET.md layout, interpolated to any point.
+    """A density read from a netCDF file in the docs/dataset.md layout, interpolated to any point.
 
     Parameters (TOML)
     -----------------

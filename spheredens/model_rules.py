@@ -98,7 +98,7 @@ def model_config(t: dict[str, Any], d: int) -> ModelConfig:
                 if mats[m] != eye:
                     raise ConfigError(
                         f"model.{m}",
-                        "usa_av follows MODELS.md section 5, where "
+                        "usa_av follows docs/models.md section 5, where "
                         "Q = K = V = I (the gauges G(xi) carry the geometry); remove the key",
                     )
             if beta == 0.0:

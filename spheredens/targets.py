@@ -366,7 +366,7 @@ class Target:
     Attributes
     ----------
     role : str
-        ``"projection"``: the support of Pi_# rho_0 (the zero-temperature target of MODELS.md
+        ``"projection"``: the support of Pi_# rho_0 (the zero-temperature target of docs/models.md
         section 3); ``"terminal"``: the dominant eigenspace of V (the terminal phase);
         ``"both"`` when the two coincide.
     basis : ndarray (k, d)

@@ -433,7 +433,7 @@ def animate_run(
     Returns
     -------
     pathlib.Path
-        The file written.
+        The animation written (``.mp4`` or ``.gif``).
 
     Raises
     ------
