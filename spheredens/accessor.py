@@ -38,6 +38,7 @@ from .geometry import (
     circle_angle,
     circle_points,
     dataset_sphere_points,
+    domain_entry,
     get_domain,
 )
 from .grids import GaussGrid, LatLonCells, OffGridSynthesis, RingMesh
@@ -150,20 +151,18 @@ def file_grid(ds: Any) -> FileGrid:
         The file's domain has no reader of its grid.
     """
     domain = file_domain(ds)
-    read = domain.part("file_grid", "reading the grid of a run file")
+    read = domain_entry(FILE_GRIDS, domain, "file_grid", "reading the grid of a run file")
     weight = np.asarray(ds["weight"].values, dtype=float)
     dims = tuple(d for d in ds["rho"].dims if d not in ("time", "xi"))
     return read(ds, domain, dims, weight)
 
 
-@CIRCLE.provides("file_grid")
 def _theta_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) -> FileGrid:
     """The circle: the angles ``theta``."""
     theta = np.asarray(ds["theta"].values, dtype=float)
     return FileGrid(domain, "theta", dims, circle_points(theta), weight, theta=theta)
 
 
-@SPHERE.provides("file_grid")
 def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) -> FileGrid:
     """The sphere: a (lat, lon) Gauss grid, or the cells of the finite-volume ring mesh."""
     lat, lon = np.asarray(ds["lat"].values), np.asarray(ds["lon"].values)
@@ -187,6 +186,10 @@ def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) 
     if not np.array_equal(mesh.ring_count, ds["ring_count"].values):
         raise SchemaError("the file's ring_count does not describe a spheredens ring mesh")
     return FileGrid(domain, "cells", dims, points, weight, lat=lat, lon=lon, mesh=mesh)
+
+
+#: the reader of a run file's grid on each domain: ``(ds, domain, dims, weight) -> FileGrid``
+FILE_GRIDS = {CIRCLE.name: _theta_grid, SPHERE.name: _sphere_grid}
 
 
 def config_tables(ds: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from scipy import special
@@ -121,10 +121,7 @@ class Domain:
             return self.parts[role]
         if role in DEFAULT_PARTS:
             return DEFAULT_PARTS[role]
-        raise NotProvided(
-            f"{what or repr(role)} is not implemented on the {self.name} "
-            f"(nothing provides {role!r} there)"
-        )
+        raise not_provided(self, role, what)
 
     def quasi_uniform(self, n: int) -> Array:
         """n nearly uniform unit vectors of R^d, shape (n, d), deterministic.
@@ -149,6 +146,29 @@ class Domain:
         with weights a, b (renormalized): the part ``"w2"`` of this domain, else the default
         (registered by :mod:`spheredens.transport`)."""
         return float(self.part("w2", "W2")(x, a, y, b))
+
+
+def not_provided(domain: Domain, role: str, what: str = "") -> NotProvided:
+    """The one-line refusal of ``role`` (named ``what``) on ``domain``, where nothing provides
+    it."""
+    return NotProvided(
+        f"{what or repr(role)} is not implemented on the {domain.name} "
+        f"(nothing provides {role!r} there)"
+    )
+
+
+def domain_entry(table: Mapping[str, Any], domain: Domain, role: str, what: str = "") -> Any:
+    """The entry for ``domain`` of a module's own table (domain name -> what implements
+    ``role`` there), for a role only that module registers and reads.
+
+    Raises
+    ------
+    NotProvided
+        The table has no entry for the domain; the message names ``what`` (default: the role).
+    """
+    if domain.name not in table:
+        raise not_provided(domain, role, what)
+    return table[domain.name]
 
 
 def provides_by_default(role: str) -> Callable[[Any], Any]:

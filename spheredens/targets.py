@@ -23,7 +23,7 @@ import numpy as np
 
 from ._types import Array
 from .exceptions import SchemaError, SpheredensError
-from .geometry import CIRCLE, SPHERE, NotProvided, domain_of_dimension
+from .geometry import CIRCLE, SPHERE, NotProvided, domain_entry, domain_of_dimension
 from .models import Model
 from .models import projection_target as assumption_1
 from .problem import Problem
@@ -122,7 +122,6 @@ def _two_atoms(u: Array, masses: Array) -> TargetMeasure:
     )
 
 
-@CIRCLE.provides("projection_target")
 def _circle_target(
     initial: Callable[[Array], Array], basis: Array, circle_atoms: int
 ) -> TargetMeasure:
@@ -135,7 +134,6 @@ def _circle_target(
     return _two_atoms(u, masses)
 
 
-@SPHERE.provides("projection_target")
 def _sphere_target(
     initial: Callable[[Array], Array], basis: Array, circle_atoms: int
 ) -> TargetMeasure:
@@ -169,6 +167,11 @@ def _sphere_target(
     return TargetMeasure(points, masses / masses.sum(), desc, math.pi / circle_atoms)
 
 
+#: the quadrature of Pi_# rho_0 on each domain: ``(initial, basis, circle_atoms) -> TargetMeasure``
+#: (basis: an orthonormal basis of E_1)
+PROJECTION_TARGETS = {CIRCLE.name: _circle_target, SPHERE.name: _sphere_target}
+
+
 def projection_measure(
     model: Model, initial: Callable[[Array], Array], *, circle_atoms: int = CIRCLE_TARGET_ATOMS
 ) -> TargetMeasure:
@@ -198,7 +201,9 @@ def projection_measure(
         )
     domain = domain_of_dimension(model.d)
     try:
-        build = domain.part("projection_target", "the target Pi_# rho_0")
+        build = domain_entry(
+            PROJECTION_TARGETS, domain, "projection_target", "the target Pi_# rho_0"
+        )
     except NotProvided as exc:
         raise AssumptionError(str(exc)) from None
     with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0 when every node underflows

@@ -26,6 +26,7 @@ from spheredens.geometry import (
     SPHERE,
     Domain,
     NotProvided,
+    domain_entry,
     domain_of_dimension,
     fibonacci_sphere,
     get_domain,
@@ -41,6 +42,7 @@ from spheredens.interaction import Layout
 from spheredens.io import open_run
 from spheredens.models import Model
 from spheredens.particles import run_particles, sample_iid
+from spheredens.plot._density import FIGURES
 from spheredens.schemes import Resolution, Scheme, Tendency, register_scheme
 from spheredens.targets import AssumptionError, projection_measure
 
@@ -269,7 +271,7 @@ def test_optional_features_refuse_on_a_new_domain(s3, tmp_path):
     w2, reason = projection_distance(model, None, None, lambda y: np.full(len(y), 1.0 / s3.area))
     assert w2 is None and "Pi_# rho_0" in reason and "\n" not in reason
     with pytest.raises(NotProvided, match="is not implemented on the s3") as info:
-        s3.part("figure", "a figure of a run")
+        domain_entry(FIGURES, s3, "figure", "a figure of a run")
     assert isinstance(info.value, SpheredensError) and "\n" not in str(info.value)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..accessor import file_domain
 from ..io import check_output_location
 from ..schema import file_kind
 from ..targets import Target, file_targets
@@ -46,7 +45,7 @@ from ._common import (
     slices_figure_path,
 )
 from ._comparison import compare_w2_axes, plot_compare_file, plot_comparison
-from ._density import plot_circle_run, plot_slices, plot_sphere_run
+from ._density import plot_circle_run, plot_slices, plot_sphere_run, run_figure
 from ._particles import plot_particles
 from ._study import beta_study_figure, plot_beta_study
 
@@ -135,11 +134,11 @@ def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) 
     path = check_output_location(path, suffix=".png", mkdir=mkdir)
     kind = file_kind(ds)
     if kind == "particles":
-        file_domain(ds).part("figure", "a figure of a run")  # a domain spheredens draws
+        run_figure(ds)  # a domain spheredens draws
         return plot_particles(ds, path, times=options.get("times"))
     if kind == "comparison":
         return plot_compare_file(ds, path)
-    figure = file_domain(ds).part("figure", "a figure of a run")
+    figure = run_figure(ds)
     if "slice_mode" in ds:
         path = Path(path)
         plot_slices(ds, slices_figure_path(path))

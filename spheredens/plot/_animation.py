@@ -13,7 +13,6 @@ import numpy as np
 from .._lazy import animation
 from .._lazy import pyplot as plt
 from .._types import Array
-from ..accessor import file_domain
 from ..exceptions import ConfigError, SchemaError, SpheredensWarning
 from ..io import check_output_location
 from ..schema import file_kind
@@ -37,6 +36,7 @@ from ._common import (
 )
 from ._comparison import circle_density_and_particles, compare_w2_axes
 from ._density import (
+    run_figure,
     run_title,
 )
 from ._layers import (
@@ -356,10 +356,10 @@ def _animation(
     t = np.asarray(ds["time"].values, dtype=float)
     idx = frame_indices(t.size, frames)
     if kind == "density":
-        file_domain(ds).part("figure", "a figure of a run")
+        run_figure(ds)
         fig, draw, title = _density_animation(ds)
     elif kind == "particles":
-        file_domain(ds).part("figure", "a figure of a run")
+        run_figure(ds)
         fig, draw, title = _particle_animation(ds)
     else:
         fig, draw, title = _compare_animation(ds, source_path)

@@ -11,7 +11,7 @@ import numpy as np
 from .._lazy import colors
 from .._lazy import pyplot as plt
 from ..accessor import file_domain
-from ..geometry import CIRCLE, SPHERE
+from ..geometry import CIRCLE, SPHERE, domain_entry
 from ..targets import file_targets
 from ._common import (
     SPHERE_VIEWS,
@@ -246,5 +246,13 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
 
 #: the figure of a run on each domain: ``(ds, path, **options) -> path`` (the circle's takes no
 #: options)
-CIRCLE.provides("figure")(lambda ds, path, **options: plot_circle_run(ds, path))
-SPHERE.provides("figure")(plot_sphere_run)
+FIGURES = {
+    CIRCLE.name: lambda ds, path, **options: plot_circle_run(ds, path),
+    SPHERE.name: plot_sphere_run,
+}
+
+
+def run_figure(ds: Any) -> Any:
+    """The figure function of the run's domain (:data:`FIGURES`); NotProvided on a domain
+    spheredens does not draw."""
+    return domain_entry(FIGURES, file_domain(ds), "figure", "a figure of a run")
