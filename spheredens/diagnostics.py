@@ -25,9 +25,9 @@ def mass(rho: Array, weight: Array, xi_weight: Array) -> float:
 def energy_defined(model: Model) -> str:
     """Empty string when docs/models.md defines the energy for ``model``; else the reason it does
     not."""
-    if model.name == "usa_av":
+    if model.kind.energy == "slices":
         return ""
-    if model.name != "usa":
+    if model.kind.energy is None:
         return f"the energy E_beta is defined for usa with Q = K = V = I, not for {model.name}"
     eye = np.eye(model.d)
     if not (

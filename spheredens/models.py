@@ -48,19 +48,24 @@ class ModelKind:
     sliced : bool
         True for one density per slice xi of an auxiliary variable (``usa_av``: Q = K = V = I,
         the gauges G(xi) carry the geometry; the ``[auxiliary]`` table).
+    energy : str or None
+        How the interaction energy E_beta of docs/models.md (sections 4 and 5) is formed:
+        ``"pairs"`` (``usa``: pairwise sums, defined for Q = K = V = I), ``"slices"``
+        (``usa_av``: over the slices), None where it is not defined.
     """
 
     normalized: bool
     interacting: bool
     description: str
     sliced: bool = False
+    energy: str | None = None
 
 
 MODELS.register("sa")(ModelKind(True, True, "softmax self-attention at inverse temperature beta"))
 MODELS.register("sa_zero_temperature")(
     ModelKind(True, False, "beta -> inf limit: linear transport by X(x) = P_x V B^T x / |B^T x|")
 )
-MODELS.register("usa")(ModelKind(False, True, "unnormalized self-attention"))
+MODELS.register("usa")(ModelKind(False, True, "unnormalized self-attention", energy="pairs"))
 MODELS.register("usa_av")(
     ModelKind(
         False,
@@ -68,6 +73,7 @@ MODELS.register("usa_av")(
         "unnormalized self-attention with auxiliary "
         "variables: one density per slice xi, gauges G(xi), couplings b",
         sliced=True,
+        energy="slices",
     )
 )
 

@@ -182,7 +182,7 @@ def w2_diagnostics(model: Model, points: int, *, centroids: bool = False) -> flo
 
 def energy_sums(model: Model, points: int, inputs: str) -> float:
     """The energy of ``usa`` (Q = K = V = I) on point values: direct sums in chunks of 2^22."""
-    if model.name != "usa" or inputs == "coefficients":
+    if model.kind.energy != "pairs" or inputs == "coefficients":
         return 0.0
     return 3 * F8 * min(float(points) ** 2, _CHUNK_ENTRIES)
 
