@@ -2,8 +2,8 @@
 the check of its kind (:func:`open_file`; :func:`open_run`, :func:`open_particles`).
 
 The layouts themselves (schema names, required parts, validators, builders) live in
-:mod:`spheredens.schema`, the reading of other codes' particle arrays in
-:mod:`spheredens.convert`; their names stay importable from here.
+:mod:`spheredens.schema` (their names stay importable from here); the reading of other codes'
+particle arrays is :mod:`spheredens.convert`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import numpy as np
 from . import accessor  # noqa: F401 (ds.sd of every Dataset, registered with xarray's import)
 from ._lazy import xarray as xr
 from ._validate import input_file_problem, netcdf_read_problem, output_file_problem
-from .convert import convert_particles, converted_summary
 from .exceptions import ConfigError, OutputError, SchemaError
 from .result_schema import validate_comparison
 from .schema import (
@@ -47,8 +46,6 @@ __all__ = [
     "REQUIRED_VARS",
     "SCHEMA",
     "UNIT_TOLERANCE",
-    "convert_particles",
-    "converted_summary",
     "open_file",
     "open_particles",
     "open_run",

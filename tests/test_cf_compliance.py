@@ -31,7 +31,8 @@ from conftest import EXAMPLE_C
 import spheredens as sd
 from spheredens.analysis import analyze_beta
 from spheredens.compare import compare
-from spheredens.io import convert_particles, open_particles, open_run, write_dataset
+from spheredens.convert import convert_particles
+from spheredens.io import open_particles, open_run, write_dataset
 from spheredens.particles import run_particles
 from spheredens.schema import MAX_LONG_NAME
 from spheredens.sweep import combine, load_sweep

@@ -17,8 +17,9 @@ import xarray as xr
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.compare import compare
+from spheredens.convert import convert_particles
 from spheredens.exceptions import ModelMismatchError
-from spheredens.io import convert_particles, open_particles, open_run, write_dataset
+from spheredens.io import open_particles, open_run, write_dataset
 from spheredens.particles import run_particles
 
 BASE = {

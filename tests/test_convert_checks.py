@@ -21,7 +21,8 @@ import xarray as xr
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.compare import w2_between_runs
-from spheredens.io import UNIT_TOLERANCE, convert_particles, open_particles
+from spheredens.convert import convert_particles
+from spheredens.io import UNIT_TOLERANCE, open_particles
 
 EPS = np.finfo(float).eps
 TIMES = [0.0, 0.5, 1.0, 1.5]

@@ -10,8 +10,9 @@ from conftest import EXAMPLE_C
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.compare import compare
+from spheredens.convert import convert_particles
 from spheredens.geometry import sphere_points
-from spheredens.io import convert_particles, open_particles
+from spheredens.io import open_particles
 from spheredens.particles import run_particles
 
 CIRCLE = {
