@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 
 import spheredens as sd
-from spheredens.grids import CircleGrid, RingMesh
+from spheredens.grids import CircleGrid, LatLonCells, RingMesh
 from spheredens.interaction import DirectQuadrature, PrunedDirectQuadrature
-from spheredens.interaction._pruned import PRUNE_FRACTION
+from spheredens.interaction._pruned import (
+    PRUNE_FRACTION,
+    SOURCE_BLOCK,
+    SourceBlocks,
+    log_mass_velocity,
+)
 
 K_C = np.array([[1.75, 0.866025], [0.433013, 2.5]])
 V_C = np.array([[1.0, 0.0], [0.0, 0.5]])
@@ -118,3 +124,47 @@ def test_pruned_sums_in_row_chunks_equal_the_sums_at_once(monkeypatch):
             assert a[3] == pytest.approx(b[3], rel=1e-14) and 0.0 < a[3] < 0.5
     empty = _pruned.pruned_logsumexp_sums(q[:0], x, log_a, vy)
     assert [len(e) for e in empty[:3]] == [0, 0, 0] and empty[3] == 0.0
+
+
+def sphere_tails(nlat=32, seed=3):
+    """Log masses on the sphere log_sl's cells spanning e^-1600 (two von Mises-Fisher clusters,
+    kappa = 1200 and 1000) at centroids moved inside their cells, and a general invertible B."""
+    rng = np.random.default_rng(seed)
+    cells = LatLonCells(nlat, np.array([0.3, -0.5, 0.81]) / np.linalg.norm([0.3, -0.5, 0.81]))
+    offsets = rng.uniform(-0.4, 0.4, (2, nlat, 2 * nlat))
+    y = cells.to_world(cells.centroid_points(*offsets)).reshape(-1, 3)
+    u1, u2 = np.array([0.0, 0.6, 0.8]), np.array([1.0, 0.0, 0.0])
+    log_a = np.logaddexp(1200.0 * (y @ u1 - 1.0), np.log(0.5) + 1000.0 * (y @ u2 - 1.0))
+    log_a += np.log(cells.weight.reshape(-1))
+    Q, K, V = (np.eye(3) + 0.4 * rng.standard_normal((3, 3)) for _ in range(3))
+    return y, log_a, Q, K, V
+
+
+@pytest.mark.parametrize("beta", [30.0, 300.0, 3000.0])
+def test_log_mass_velocity_keeps_the_tails_for_a_general_b(beta):
+    """The sphere log_sl's velocity (certified pruned log-sum-exp over log masses) against the
+    same sums over every source, unpruned, in the log domain: equal to the round-off of the
+    logits (4 eps (beta sigma_max(B) + 10) ||V||) at every target, including those where rho is
+    e^-1500 and every term of a linear-domain sum underflows; and every skipped block weighs
+    below 2^-60 of its row's sum, recomputed exactly."""
+    y, log_a, Q, K, V = sphere_tails()
+    model = sd.Model("sa", beta, Q, K, V)
+    assert log_a.min() < -1500.0 and abs(np.linalg.det(Q.T @ K)) > 1e-3
+    velocity = log_mass_velocity(model, y, y, log_a)
+    logits = model.kernel.log(y, y) + log_a[None, :]
+    z = logsumexp(logits, axis=1)
+    average = np.exp(logits - z[:, None]) @ (y @ V.T)
+    expected = average - np.sum(average * y, axis=1, keepdims=True) * y
+    # round-off of the logits: eps beta sigma_max(B) relative, in both sums
+    sigma = np.linalg.norm(Q.T @ K, 2)
+    error = np.max(np.abs(velocity - expected))
+    assert error <= 4 * np.finfo(float).eps * (beta * sigma + 10.0) * np.linalg.norm(V, 2)
+    # the certificate: the blocks the bound skips, their weight recomputed exactly
+    blocks = SourceBlocks(y, SOURCE_BLOCK)
+    q = model.kernel.query(y)
+    upper, lower = blocks.bounds(q, np.linalg.norm(q, axis=1), y, log_a)
+    skipped = (upper < lower[:, None] + blocks.log_cut)[:, blocks.block]
+    share = logsumexp(np.where(skipped, logits, -np.inf), axis=1) - z
+    assert share.max() <= np.log(PRUNE_FRACTION)
+    if beta >= 300.0:
+        assert skipped.mean() > 0.5  # the pruning pays at low temperature
