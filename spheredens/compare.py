@@ -27,6 +27,7 @@ from .geometry import domain_of_dimension
 from .result_schema import COMPARE_VARIABLES
 from .schema import (
     ATTENTION,
+    CENTROID_VARIABLES,
     COMPARE_SCHEMA,
     CONVENTIONS,
     PARTICLE_SCHEMA,
@@ -34,6 +35,7 @@ from .schema import (
     TIME,
     XI,
     cf_encode,
+    file_centroids,
     file_kind,
     file_schema,
 )
@@ -384,7 +386,7 @@ def compare(
     distance = grid.domain.w2
     represent = grid_atoms(grid.domain)
 
-    centroids = "rho_centroid" in density  # the marginal's cell centroids (log_sl)
+    centroids = any(n in density for n in CENTROID_VARIABLES)  # the cells' centroids (log_sl)
     bar = progress_bar(
         len(shared) * len(runs),
         enabled=progress,
@@ -394,7 +396,7 @@ def compare(
         "{elapsed} elapsed, ~{remaining} left",
     )
     for col, i in enumerate(shared):
-        centroid = np.asarray(density["rho_centroid"].values[i], dtype=float) if centroids else None
+        centroid = file_centroids(density, i)
         atoms, masses, bound = represent.atoms(grid, density.sd.marginal(i), n_points, centroid)
         resolution[col] = represent.resolution(grid, density.sd.marginal(i), bound)
         slice_atoms = [

@@ -27,7 +27,15 @@ from .diagnostics import (
 from .exceptions import SchemaError
 from .geometry import get_domain
 from .problem import Problem
-from .schema import SCHEMA, SLICE_VARIABLES, UNFAITHFUL_ATTRS, UNIT_TOLERANCE, density_dataset
+from .schema import (
+    CENTROID_VARIABLES,
+    SCHEMA,
+    SLICE_VARIABLES,
+    UNFAITHFUL_ATTRS,
+    UNIT_TOLERANCE,
+    density_dataset,
+    file_centroids,
+)
 from .simulate import Observer
 
 logger = logging.getLogger(__name__)
@@ -318,8 +326,8 @@ class Recorder(Observer):
         self.rho = [r for r in rho]
         for name in self.diagnostics:
             self.diagnostics[name] = [float(v) for v in ds[name].values]
-        if self._centroids and "rho_centroid" in ds:
-            self.centroids = [np.asarray(c, dtype=float) for c in ds["rho_centroid"].values]
+        if self._centroids and any(n in ds for n in CENTROID_VARIABLES):
+            self.centroids = [file_centroids(ds, i) for i in range(ds.sizes["time"])]
         if self.scheme.carries_log_density and "log_rho" in ds:
             self.log_rho = [np.asarray(v, dtype=float) for v in ds["log_rho"].values]
         for name in self.slice_diagnostics:
@@ -447,8 +455,15 @@ class Recorder(Observer):
         centroid = None
         if self._centroids:  # the marginal's centroid in each cell: mass-weighted over slices
             c = np.asarray(self.scheme.centroids(state), dtype=float)
+            extra = (1,) * (c.ndim - rho.ndim)  # points (the sphere): one more axis
             with np.errstate(invalid="ignore", divide="ignore"):
-                centroid = np.nan_to_num(slices.marginal(rho * c, xi_w) / marginal)
+                centroid = np.nan_to_num(
+                    slices.marginal(rho.reshape(rho.shape + extra) * c, xi_w)
+                    / marginal.reshape(marginal.shape + extra)
+                )
+            if extra:  # the mass-weighted mean of the slices' points, back on the sphere
+                norm = np.linalg.norm(centroid, axis=-1, keepdims=True)
+                centroid = np.where(norm > 0.0, centroid / np.where(norm > 0, norm, 1.0), c[0])
             self.centroids.append(centroid)
         if self.scheme.carries_log_density:  # log of the marginal sum_k r_k rho_k, from the logs
             self.log_rho.append(

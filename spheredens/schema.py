@@ -108,6 +108,23 @@ class Variable:
         return dims, data, {**attrs, **extra}
 
 
+#: the variables of the cells' centroids: offsets in cell widths (the circle) and unit vectors
+#: (the sphere)
+CENTROID_VARIABLES = ("rho_centroid", "rho_centroid_xyz")
+
+
+def centroid_variable(points: bool) -> str:
+    """The name of the centroid variable: of unit vectors (``points``) or of offsets."""
+    return CENTROID_VARIABLES[int(points)]
+
+
+def file_centroids(ds: Any, index: int) -> Any:
+    """The marginal's cell centroids of snapshot ``index`` of a run file (offsets or unit
+    vectors, :data:`CENTROID_VARIABLES`), or None when the file has none."""
+    name = next((n for n in CENTROID_VARIABLES if n in ds), None)
+    return None if name is None else np.asarray(ds[name].values[index], dtype=float)
+
+
 def space_attrs(grid: Any) -> dict[str, str]:
     """The CF attributes of a field on the grid's cells beyond its units: ``cell_measures``
     where the grid writes a cell area variable (the sphere's grids)."""
@@ -159,6 +176,13 @@ DENSITY_VARIABLES = {
         "1",
         "offset of the centroid of each cell's mass from the cell centre, in cell "
         "widths (schemes that carry it: log_sl)",
+    ),
+    "rho_centroid_xyz": Variable(
+        ("time", SPACE, "xyz"),
+        "cell mass centroid",
+        "1",
+        "unit vector of the centroid of each cell's mass (schemes that carry it on the sphere: "
+        "log_sl)",
     ),
     "log_rho": Variable(
         ("time", SPACE),
@@ -582,8 +606,11 @@ def density_dataset(
                 np.array(diagnostics[name]), grid, **comment
             )
     if centroids is not None:
-        data_vars["rho_centroid"] = DENSITY_VARIABLES["rho_centroid"].entry(
-            np.array(centroids).reshape((len(times),) + grid.shape), grid
+        centroids = np.array(centroids)
+        name = centroid_variable(centroids.ndim - 1 > len(grid.shape))
+        data_vars[name] = DENSITY_VARIABLES[name].entry(
+            centroids.reshape((len(times),) + grid.shape + centroids.shape[1 + len(grid.shape) :]),
+            grid,
         )
     if log_rho is not None:
         data_vars["log_rho"] = DENSITY_VARIABLES["log_rho"].entry(

@@ -203,9 +203,10 @@ class GridAtoms:
         (n, d), masses summing to 1 (rho clipped at 0, times the weights) and an upper bound of
         W2 between the represented density and these atoms (radians). ``n_points``: the
         coarsening for an exact EMD (sphere), None for none (a closed-form distance such as
-        ``w2_terminal``). ``centroid``: the offsets of the cells' centroids from their centres
-        in cell widths, for a density whose scheme carries them (``log_sl``, file variable
-        ``rho_centroid``): each cell's mass is then an atom at its centroid.
+        ``w2_terminal``). ``centroid``: the cells' centroids, for a density whose scheme
+        carries them (``log_sl``): on the circle their offsets from the cell centres in cell
+        widths (file variable ``rho_centroid``), on the sphere unit vectors
+        (``rho_centroid_xyz``); each cell's mass is then an atom at its centroid.
     describe : callable
         ``(grid, n_points, centroids=False) -> str``: the representation, with its W2 bound,
         for the ``comment`` of the variables computed from it.
@@ -221,18 +222,15 @@ class GridAtoms:
     method: str = "exact W2 (POT emd2, squared geodesic cost)"
 
 
-def _no_centroids(centroid: Any) -> None:
-    if centroid is not None:
-        raise ValueError("cell centroids (rho_centroid) are defined on the circle only")
-
-
 def grid_point_atoms(
     grid: Any, rho: Array, n_points: int | None = None, centroid: Array | None = None
 ) -> tuple[Array, Array, float]:
     """rho as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j
-    (clipped at 0, normalized); bound 0 (the atoms are the representation)."""
-    _no_centroids(centroid)
-    points = np.asarray(grid.points).reshape(-1, np.shape(grid.points)[-1])
+    (clipped at 0, normalized); bound 0 (the atoms are the representation). With ``centroid``
+    (unit vectors of the cells' centroids, the shape of ``grid.points``) each cell's mass sits
+    at its centroid instead."""
+    where = grid.points if centroid is None else centroid
+    points = np.asarray(where).reshape(-1, np.shape(grid.points)[-1])
     a = np.clip(np.asarray(rho, dtype=float), 0.0, None).reshape(-1) * np.asarray(
         grid.weight
     ).reshape(-1)
@@ -283,24 +281,30 @@ def _cell_resolution(grid: Any, rho: Array, bound: float) -> float:
 def _sphere_atoms(
     grid: Any, rho: Array, n_points: int | None, centroid: Array | None = None
 ) -> tuple[Array, Array, float]:
-    _no_centroids(centroid)
     if n_points is None:
-        return grid_point_atoms(grid, rho)
+        return grid_point_atoms(grid, rho, None, centroid)
+    # with centroids (unit vectors, the file's rho_centroid_xyz) each cell's mass sits there
+    points = grid.points if centroid is None else np.reshape(centroid, np.shape(grid.points))
     return sphere_density_atoms(
-        grid.points, grid.weight, np.asarray(rho, dtype=float), n_points=n_points
+        points, grid.weight, np.asarray(rho, dtype=float), n_points=n_points
     )
 
 
 _GRID_POINTS = (
     "rho_t as atoms at the grid points (cell centres or quadrature nodes) with masses rho_j w_j"
 )
+_SPHERE_CENTROIDS = (
+    "rho_t as the mass rho_j w_j of each cell at its centroid (the variable rho_centroid_xyz, "
+    "the first moment the scheme carries)"
+)
 
 
 def _sphere_describe(grid: Any, n_points: int | None, centroids: bool = False) -> str:
+    where = _SPHERE_CENTROIDS if centroids else _GRID_POINTS
     if n_points is None:
-        return _GRID_POINTS + " (not coarsened)"
+        return where + " (not coarsened)"
     return (
-        _GRID_POINTS + f", coarsened to ~{n_points} atoms (mass centroids of blocks of cells), "
+        where + f", coarsened to ~{n_points} atoms (mass centroids of blocks of cells), "
         "W2 error <= sqrt(sum_j a_j d(x_j, c_j)^2), c_j the atom of x_j's block"
     )
 

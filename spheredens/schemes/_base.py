@@ -162,7 +162,10 @@ class Scheme:
         Extra per-snapshot diagnostics (:meth:`diagnostic`) the output file carries.
     carries_centroids : bool
         Whether the state holds each cell's centroid (:meth:`centroids`): the file then has
-        ``rho_centroid`` and every W2 puts each cell's mass at its centroid.
+        ``rho_centroid`` (offsets) or ``rho_centroid_xyz`` (unit vectors), and every W2 puts
+        each cell's mass at its centroid.
+    centroid_fields : int
+        Numbers per cell of :meth:`centroids`: 1 (an offset) or d (a unit vector).
     carries_log_density : bool
         Whether the state holds log rho (:meth:`log_density`): the file then has ``log_rho``,
         which keeps the values below the smallest float64 number that ``rho`` shows as 0.
@@ -184,6 +187,7 @@ class Scheme:
     zero_temperature_order: ClassVar[float] = 1.0
     diagnostics: ClassVar[tuple[str, ...]] = ()
     carries_centroids: ClassVar[bool] = False
+    centroid_fields: ClassVar[int] = 1
     carries_log_density: ClassVar[bool] = False
     suited_to: ClassVar[str] = ""
 
@@ -345,7 +349,7 @@ class Scheme:
             model, cls.domain, cls.evaluator_inputs, choice, scheme=cls.name
         ).name
         fields = (
-            1 + int(cls.carries_centroids) + int(cls.carries_log_density)
+            1 + cls.centroid_fields * int(cls.carries_centroids) + int(cls.carries_log_density)
         )  # rho, centroids, log rho
         kept = F8 * points * (M + (M > 1)) * fields * snapshots
         return {
@@ -479,8 +483,9 @@ class Scheme:
         raise NotImplementedError
 
     def centroids(self, state: Any) -> Array:
-        """Offsets of the cells' centroids from their centres, in cell widths, shape of
-        :meth:`density` (schemes with ``carries_centroids``)."""
+        """The cells' centroids (schemes with ``carries_centroids``): offsets from the cells'
+        centres in cell widths, the shape of :meth:`density` (the circle), or unit vectors, that
+        shape and (d,) (:attr:`centroid_fields` = d, the sphere)."""
         raise NotImplementedError
 
     def diagnostic(self, name: str, state: Any) -> float:

@@ -149,6 +149,8 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     #: the weak form of the zero-temperature contract (nlat = 16, 32, 64, pole ``auto``): 2.05, 2.05
     zero_temperature_order = 2.0
     carries_log_density = True
+    carries_centroids = True
+    centroid_fields = 3
     suited_to = "at low temperature"
 
     work_bytes_per_point = 2000.0
@@ -321,6 +323,8 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
         """The cells' centroids as points of S^2, shape (n_xi, n_cells, 3)."""
         local = self.grid.centroid_points(state[:, 1], state[:, 2])
         return self.grid.to_world(local).reshape(len(state), -1, 3)
+
+    centroids = centroid_points
 
     # -- velocity ----------------------------------------------------------------------------
     def _velocity(self, sources: Array, points: Array) -> Array:
