@@ -1,18 +1,20 @@
 """The layouts of the files of the studies: comparisons (``spheredens compare``, schema
-``spheredens-compare-1``) and analyses in beta (``spheredens analyze-beta``, schema
+``spheredens-compare-1``), combined sweeps (``spheredens sweep``, the CF parts of
+:func:`combined_grid`) and analyses in beta (``spheredens analyze-beta``, schema
 ``spheredens-beta-analysis-1``): their variables in :class:`~spheredens.schema.Variable`
 tables, as the run files' are in :mod:`spheredens.schema`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from .exceptions import SchemaError
 from .schema import (
     ANALYSIS_SCHEMA,
     CONVENTIONS,
     MAX_LONG_NAME,
+    TIME,
     Variable,
     cf_encode,
     history,
@@ -164,3 +166,35 @@ def validate_comparison(ds: Any, name: str = "comparison file") -> None:
     missing = [var for var in ("w2", "w2_mean", "w2_std") if var not in ds]
     if missing or "time" not in ds.coords:
         raise SchemaError(f"{name!r} is a comparison file without {', '.join(missing) or 'time'}")
+
+
+def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
+    """CF parts of the combined dataset of a sweep, in place, and ``combined`` returned: the
+    varied keys' coordinates named (``long_name`` the key, units "1" for numbers: every numeric
+    configuration value is dimensionless), ``time`` as in run files, and, where ``rho`` is
+    included, the grid parts of the first case that its attributes name (auxiliary coordinates
+    such as a mesh's ``lat``/``lon``, their ``bounds`` and the ``cell_measures`` variable)."""
+    for key in keys:
+        dim = key.rsplit(".", 1)[-1]
+        if dim in combined.coords:
+            attrs = {"long_name": key, "comment": f"value of {key} in each case"}
+            if combined[dim].dtype.kind in "iuf":
+                attrs["units"] = "1"
+            combined[dim].attrs.update(attrs)
+    if "time" in combined.coords:
+        combined["time"].attrs = TIME.entry(None)[2]
+    if "rho" in combined:
+        space = [d for d in first["rho"].dims if d != "time"]
+        extra = {
+            name: first[name]
+            for name in first.coords
+            if name not in combined.coords and set(first[name].dims) <= set(space)
+        }
+        parents = [*extra.values(), *(first[d] for d in space if d in first.coords)]
+        named = [str(v.attrs.get("bounds", "")) for v in parents]
+        named += str(first["rho"].attrs.get("cell_measures", "")).split()[1::2]
+        combined = combined.assign_coords(extra)
+        for name in named:
+            if name and name in first and name not in combined:
+                combined[name] = first[name].variable.copy()
+    return cf_encode(combined)

@@ -435,38 +435,6 @@ def cf_encode(ds: Any) -> Any:
     return ds
 
 
-def combined_grid(first: Any, combined: Any, keys: Sequence[str]) -> Any:
-    """CF parts of the combined dataset of a sweep, in place, and ``combined`` returned: the
-    varied keys' coordinates named (``long_name`` the key, units "1" for numbers: every numeric
-    configuration value is dimensionless), ``time`` as in run files, and, where ``rho`` is
-    included, the grid parts of the first case that its attributes name (auxiliary coordinates
-    such as a mesh's ``lat``/``lon``, their ``bounds`` and the ``cell_measures`` variable)."""
-    for key in keys:
-        dim = key.rsplit(".", 1)[-1]
-        if dim in combined.coords:
-            attrs = {"long_name": key, "comment": f"value of {key} in each case"}
-            if combined[dim].dtype.kind in "iuf":
-                attrs["units"] = "1"
-            combined[dim].attrs.update(attrs)
-    if "time" in combined.coords:
-        combined["time"].attrs = TIME.entry(None)[2]
-    if "rho" in combined:
-        space = [d for d in first["rho"].dims if d != "time"]
-        extra = {
-            name: first[name]
-            for name in first.coords
-            if name not in combined.coords and set(first[name].dims) <= set(space)
-        }
-        parents = [*extra.values(), *(first[d] for d in space if d in first.coords)]
-        named = [str(v.attrs.get("bounds", "")) for v in parents]
-        named += str(first["rho"].attrs.get("cell_measures", "")).split()[1::2]
-        combined = combined.assign_coords(extra)
-        for name in named:
-            if name and name in first and name not in combined:
-                combined[name] = first[name].variable.copy()
-    return cf_encode(combined)
-
-
 def history() -> str:
     """The ``history`` attribute of a file written now."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

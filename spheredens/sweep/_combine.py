@@ -14,7 +14,7 @@ import numpy as np
 from .._lazy import xarray as xr
 from ..exceptions import SpheredensError
 from ..io import open_run
-from ..schema import combined_grid
+from ..result_schema import combined_grid
 from ._define import COMBINED_VARIABLES, Sweep, _dim_name, _label, _normal, case_status
 
 
