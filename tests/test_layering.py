@@ -220,3 +220,15 @@ def test_computation_never_imports_plotting():
     users = {m for m in MODULES for t in package_imports(m) if t in drawing}
     callers = {m for m in MODULES if m in ("cli", "__init__") or m.startswith("cli.")}
     assert users <= drawing | callers, sorted(users - drawing - callers)
+
+
+#: the most lines a module of the package may have: above it, a room holds more than one job
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_over_700_lines():
+    """Every module small enough to know what one may touch in it (split a larger one by job)."""
+    sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
+    assert max(sizes.values()) <= MAX_MODULE_LINES, sorted(
+        (n, m) for m, n in sizes.items() if n > MAX_MODULE_LINES
+    )
