@@ -8,7 +8,9 @@ POLE: ``auto`` (default) or three numbers, e.g. ``0,0,1``.
 Measured (2 cores, another process beside it): beta = 30, nlat = 32, tolerance 1e-2, pole auto:
 min W2 0.20212 at t = 8.5 (fv, nlat = 128: 0.20478 at t = 8.5), 295 steps and 178 s to t = 8.5;
 with the pole at e_3 the curve is the same to 1e-4 (0.34616 against 0.34613 at t = 5) but the
-steps stay near 0.013 (the flow crosses that pole; docs/numerics.md).
+steps stay near 0.013 (the flow crosses that pole; docs/numerics.md). beta = 300, tolerance 1e-2:
+nlat = 32 stops (dt_collapse) at t = 10.13, W2 0.105; nlat = 64 stalls at t = 12, W2 0.060 (the
+clusters become narrower than a cell; docs/numerics.md, "Masses narrower than a cell").
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def main() -> None:
             print(f"t = {t:.2f}  W2 = {w2:.5f}  wall {time.perf_counter() - self.clock:.0f} s", flush=True)
 
     result = sd.simulate(scheme, cfg.time, [Report()])
-    print(f"{result.n_steps} steps, {result.retried_steps} retried; mass - 1 = {scheme.masses(result.state)[0] - 1:.1e}")
+    print(f"{result.n_steps} steps, {result.retried_steps} retried; mass - 1 = {scheme.masses(result.state)[0] - 1:.1e}; "
+          f"stopped: {result.stop_reason} at t = {result.t:g} ({result.message})")
 
 
 if __name__ == "__main__":
