@@ -198,8 +198,9 @@ def test_python_example_runs(block, workspace):
 
 
 def test_every_command_has_a_documented_function():
-    """Acceptance 8: run, particles, compare, convert-particles, sweep, analyze-beta, plot and
-    animate, each in ``spheredens.__all__`` with its parameters, what it returns and an example."""
+    """Every command (run, particles, compare, convert-particles, sweep, analyze-beta, plot and
+    animate) has its function in ``spheredens.__all__``, documented with its parameters, what
+    it returns and an example."""
     wanted = {
         "run",
         "run_particles",

@@ -1,6 +1,6 @@
 """Example C (concentration paper digest): positivity, conservation, W2 to Pi_# rho_0.
 
-Acceptance items 1 and 5: fv keeps min rho >= 0 on the strongly concentrating run beta = 100,
+``fv`` keeps min rho >= 0 on the strongly concentrating run beta = 100,
 T = 40, n = 512; mass is conserved to 1e-12; W2(rho_t, Pi_# rho_0) decreases over the first time
 units for beta in {10, 30, 100}, and its minimum over time decreases with beta.
 """

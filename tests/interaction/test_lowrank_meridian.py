@@ -72,7 +72,7 @@ def fine_oracle(model, grid, rho_c, targets, lmax_fine):
 @pytest.mark.parametrize("beta", [1.0, 30.0, 300.0])
 @pytest.mark.parametrize("case", list(B_CASES))
 def test_velocity_matches_direct_quadrature(grid, case, beta):
-    """Acceptance 2: 1e-10 relative to ||V|| where Z e^-kappa >= 1e-6 of its maximum (measured
+    """Agreement to 1e-10 relative to ||V|| where Z e^-kappa >= 1e-6 of its maximum (measured
     ~1e-12: the rank, grid degree and interpolation are chosen for round-off)."""
     model = Model("sa", beta, np.eye(3), B_CASES[case], V)
     rho_c = grid.analys(mixture(grid.points, [1.0, 0.5, 0.3], [8.0, 3.0, 15.0], floor=0.02))
@@ -90,7 +90,7 @@ def test_velocity_matches_direct_quadrature(grid, case, beta):
 
 
 def test_tiny_partition_function_rows_are_computed_in_the_log_domain(grid):
-    """Acceptance 2, second half: where Z e^-kappa < 1e-6 of its maximum the rows are direct
+    """Where Z e^-kappa < 1e-6 of its maximum the rows are direct
     log-sum-exp quadrature, equal to SphereDirectQuadrature's; elsewhere the spectral value
     holds to 1e-8 of ||V|| for a density whose Z e^-kappa spans many decades (the floor of every
     spectral evaluator there is ~1e-14 of the largest Z e^-kappa: measured 1e-9 at 1e-6 of it,
@@ -150,7 +150,7 @@ def test_beta_zero_is_the_mean_field(grid):
 
 @pytest.mark.parametrize("beta", [2.0, 20.0])
 def test_linear_growth_around_uniform(beta):
-    """Acceptance 3, an exact reference with a non-orthogonal B.
+    """An exact reference with a non-orthogonal B.
 
     With V = B^-T the uniform density rho_0 = 1 / (4 pi) is steady, and the perturbation
     eps <a, x> has the first-order tendency 2 phi <w, x> - <grad_S phi, w>, w = B^-T a,

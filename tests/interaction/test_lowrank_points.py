@@ -36,7 +36,7 @@ def both(model, mesh, rho):
 @pytest.mark.parametrize("beta", [1.0, 30.0, 300.0])
 @pytest.mark.parametrize("case", list(B_CASES))
 def test_velocity_matches_direct_quadrature(mesh, case, beta):
-    """Acceptance 2: 1e-10 relative to ||V|| where Z e^-kappa >= 1e-6 of its maximum (measured
+    """Agreement to 1e-10 relative to ||V|| where Z e^-kappa >= 1e-6 of its maximum (measured
     ~1e-13), at every face midpoint of the mesh."""
     model = Model("sa", beta, np.eye(3), B_CASES[case], V)
     rho = mixture(mesh.points, [1.0, 0.5, 0.3], [8.0, 3.0, 15.0], floor=0.02)
@@ -50,7 +50,7 @@ def test_velocity_matches_direct_quadrature(mesh, case, beta):
 
 @pytest.mark.parametrize("beta", [30.0, 300.0])
 def test_tiny_partition_function_rows_are_computed_in_the_log_domain(mesh, beta):
-    """Acceptance 2, second half: a concentrated density (two caps of width ~0.1 rad) whose
+    """A concentrated density (two caps of width ~0.1 rad) whose
     Z e^-kappa spans hundreds of decades (below the smallest float64 at beta = 300). Without
     peeling, rows below 1e-6 of the maximum are the pruned log-sum-exp sums: equal to direct
     quadrature to 1e-12; the other rows hold to 1e-8 of ||V||."""
@@ -70,7 +70,7 @@ def test_tiny_partition_function_rows_are_computed_in_the_log_domain(mesh, beta)
 
 @pytest.mark.parametrize("beta", [30.0, 300.0])
 def test_peeling_keeps_the_tiny_rows_right_at_the_cost_of_a_few_cells(mesh, beta):
-    """Acceptance 2, second half, with peeling (the default): the small rows of the
+    """With peeling (the default): the small rows of the
     concentrated density above are taken from the spectral sums of its tail plus the exact sums
     over the few peeled heavy cells. They agree with direct quadrature to 1e-8 of ||V|| (the
     bound asserted for them; measured 2.6e-9 and 2.3e-10), and only a minority of them
@@ -162,7 +162,7 @@ def fv_linear_growth(nlat: int, beta: float, B: np.ndarray, a: np.ndarray) -> tu
 
 
 def test_fv_linear_growth_rate_converges_at_second_order():
-    """Acceptance 3 for the finite volumes: the exact linear growth around the uniform density
+    """For the finite volumes: the exact linear growth around the uniform density
     with a non-orthogonal B (:func:`~spheredens.references.linear_growth_tendency`) is reached at
     second order in the mesh size (measured relative errors 3.6e-3, 9.4e-4, 2.4e-4 at nlat = 16, 32,
     64 for beta = 1: orders 1.94, 1.99)."""
