@@ -33,7 +33,9 @@ from ._validate import (
 )
 from .exceptions import ConfigError, SpheredensWarning
 from .geometry import (
+    NotProvided,
     circle_angle,
+    domain_entry,
     domain_of_dimension,
     sphere_area,
 )
@@ -394,16 +396,12 @@ class RandomSmooth:
 
 def _domain_entry(table: Mapping[str, Any], d: int, role: str, key: str, name: str) -> Any:
     """The entry of ``table`` (domain name -> what the initial density ``name`` needs there,
-    its ``role``) for the domain of dimension ``d``; a one-line ConfigError naming ``key`` on
-    a domain that has none."""
-    domain = domain_of_dimension(d).name
-    if domain not in table:
-        raise ConfigError(
-            key,
-            f"the initial density {name!r} is not implemented on the {domain} (nothing "
-            f"provides {role!r} there); choose another initial density",
-        )
-    return table[domain]
+    its ``role``) for the domain of dimension ``d`` (:func:`~spheredens.geometry.domain_entry`);
+    a one-line ConfigError naming ``key`` on a domain that has none."""
+    try:
+        return domain_entry(table, domain_of_dimension(d), role, f"the initial density {name!r}")
+    except NotProvided as exc:
+        raise ConfigError(key, f"{exc}; choose another initial density") from None
 
 
 def _duration(seconds: float) -> str:
