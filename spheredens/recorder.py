@@ -455,15 +455,13 @@ class Recorder(Observer):
         centroid = None
         if self._centroids:  # the marginal's centroid in each cell: mass-weighted over slices
             c = np.asarray(self.scheme.centroids(state), dtype=float)
-            extra = (1,) * (c.ndim - rho.ndim)  # points (the sphere): one more axis
-            with np.errstate(invalid="ignore", divide="ignore"):
-                centroid = np.nan_to_num(
-                    slices.marginal(rho.reshape(rho.shape + extra) * c, xi_w)
-                    / marginal.reshape(marginal.shape + extra)
-                )
-            if extra:  # the mass-weighted mean of the slices' points, back on the sphere
-                norm = np.linalg.norm(centroid, axis=-1, keepdims=True)
-                centroid = np.where(norm > 0.0, centroid / np.where(norm > 0, norm, 1.0), c[0])
+            if c.ndim > rho.ndim:  # unit vectors (the sphere): the slices' mean, on the sphere
+                total = slices.marginal(rho[..., None] * c, xi_w)
+                norm = np.linalg.norm(total, axis=-1, keepdims=True)
+                centroid = np.where(norm > 0.0, total / np.where(norm > 0.0, norm, 1.0), c[0])
+            else:  # offsets (the circle)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    centroid = np.nan_to_num(slices.marginal(rho * c, xi_w) / marginal)
             self.centroids.append(centroid)
         if self.scheme.carries_log_density:  # log of the marginal sum_k r_k rho_k, from the logs
             self.log_rho.append(
