@@ -113,11 +113,6 @@ class Variable:
 CENTROID_VARIABLES = ("rho_centroid", "rho_centroid_xyz")
 
 
-def centroid_variable(points: bool) -> str:
-    """The name of the centroid variable: of unit vectors (``points``) or of offsets."""
-    return CENTROID_VARIABLES[int(points)]
-
-
 def file_centroids(ds: Any, index: int) -> Any:
     """The marginal's cell centroids of snapshot ``index`` of a run file (offsets or unit
     vectors, :data:`CENTROID_VARIABLES`), or None when the file has none."""
@@ -575,7 +570,7 @@ def density_dataset(
             )
     if centroids is not None:
         centroids = np.array(centroids)
-        name = centroid_variable(centroids.ndim - 1 > len(grid.shape))
+        name = CENTROID_VARIABLES[int(centroids.ndim - 1 > len(grid.shape))]  # points: xyz
         data_vars[name] = DENSITY_VARIABLES[name].entry(
             centroids.reshape((len(times),) + grid.shape + centroids.shape[1 + len(grid.shape) :]),
             grid,
