@@ -9,8 +9,9 @@ Measured (2 cores, another process beside it): beta = 30, nlat = 32, tolerance 1
 min W2 0.20212 at t = 8.5 (fv, nlat = 128: 0.20478 at t = 8.5), 295 steps and 178 s to t = 8.5;
 with the pole at e_3 the curve is the same to 1e-4 (0.34616 against 0.34613 at t = 5) but the
 steps stay near 0.013 (the flow crosses that pole; docs/numerics.md). beta = 300, tolerance 1e-2:
-nlat = 32 stops (dt_collapse) at t = 10.13, W2 0.105; nlat = 64 stalls at t = 12, W2 0.060 (the
-clusters become narrower than a cell; docs/numerics.md, "Masses narrower than a cell").
+nlat = 32 stops (dt_collapse) at t = 10.13, W2 0.105; nlat = 64 stalls at t = 12, W2 0.060
+(velocity switches in the tails, not the clusters' width: log_sl_diagnose.py and docs/numerics.md,
+"Velocity switches in the tails").
 """
 from __future__ import annotations
 

@@ -46,6 +46,13 @@ from ._circle_log_sl import (
 
 Index = NDArray[np.int64]
 
+#: the narrowest shrink of a cell's profile about its centroid (a mass of no width: an atom)
+MIN_SHRINK = 1e-12
+
+#: a cell's profile is shrunk about its centroid only where the standard deviation of its mass
+#: is below this fraction of its log-linear profile's
+SHRINK_ONSET = 0.5
+
 
 class LineField:
     """A periodic piecewise-linear velocity on L lines of n cells of width h, through the nodes
@@ -199,17 +206,22 @@ class Profiles:
     def log_integral(self, k: Any, lo: Array, hi: Array) -> tuple[Array, Array]:
         """(log int_lo^hi w e^{sigma t} dt, the centroid of w e^{sigma t} there) on the cells
         ``k`` (indices into the profile arrays), lo <= hi relative to the cell centres."""
+        log_mass, centroid, _ = self.log_moments(k, lo, hi)
+        return log_mass, centroid
+
+    def log_moments(self, k: Any, lo: Array, hi: Array) -> tuple[Array, Array, Array]:
+        """:meth:`log_integral` and the variance of w e^{sigma t} on [lo, hi]."""
         slope, w0, w1 = self.slope[k], self.w0[k], self.w1[k]
         half = 0.5 * (hi - lo)
         mid = 0.5 * (lo + hi)
         base = log_integral_exp(slope, lo, hi)
-        m1, m2, _ = tilted_moments(slope * half, half)
-        mean = mid + m1
-        weighted = np.maximum(w0 + w1 * mean, 0.0)
-        second = m2 + 2.0 * mid * m1 + mid**2  # E[t^2] on [lo, hi]
+        m1, m2, m3 = tilted_moments(slope * half, half)  # of s = t - mid
+        w_mid = w0 + w1 * mid  # w = w_mid + w1 s
+        weighted = np.maximum(w_mid + w1 * m1, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            centroid = np.where(weighted > 0.0, (w0 * mean + w1 * second) / weighted, mean)
-            return base + np.log(weighted), centroid
+            s1 = np.where(weighted > 0.0, (w_mid * m1 + w1 * m2) / weighted, m1)
+            s2 = np.where(weighted > 0.0, (w_mid * m2 + w1 * m3) / weighted, m2)
+            return base + np.log(weighted), mid + s1, np.maximum(s2 - s1**2, 0.0)
 
 
 def log_line_mass(ell: Array, h: float) -> Array:
@@ -226,14 +238,24 @@ def remap_lines(
     dt: float,
     floor: float,
     weight: tuple[Array, Array] | None = None,
-) -> tuple[Array, Array, Array, Array]:
+    spread: tuple[Array, Array] | None = None,
+) -> tuple[Array, Array, Array, Array, tuple[Array, Array] | None]:
     """One remap of every line along the characteristics of ``field`` over ``dt``.
 
-    Returns (ell, offset, carry, emptied): the new log cell averages (each line's mass made
-    equal to the old one: the remap conserves it up to the round-off of its logs, ~1e-14; the
-    factor that removes that drift touches no cell's relative accuracy), centroid offsets and
-    carried quantity, shape (L, n) each, and a boolean (L, n) of the cells that received no
-    mass (a preimage of no length in float64); ``floor`` is the smallest log kept."""
+    Returns (ell, offset, carry, emptied, spread): the new log cell averages (each line's mass
+    made equal to the old one: the remap conserves it up to the round-off of its logs, ~1e-14;
+    the factor that removes that drift touches no cell's relative accuracy), centroid offsets
+    and carried quantity, shape (L, n) each, a boolean (L, n) of the cells that received no
+    mass (a preimage of no length in float64), and the new ``spread``; ``floor`` is the
+    smallest log kept.
+
+    ``spread`` = (along, across): the variances of each cell's mass along and across the line,
+    in cell widths squared, or None. A cell whose variance along the line is below that of its
+    log-linear profile keeps its mass on the profile shrunk about its centroid by the ratio of
+    the standard deviations (a cluster narrower than a cell stays narrow: nothing of it is
+    handed to a neighbour unless it straddles a face); each piece's variance is carried to its
+    image stretched by the flow, and a new cell's variances are those of the mass it receives.
+    """
     L, n = ell.shape
     h, P = field.h, field.period
     lines = np.repeat(np.arange(L), n)
@@ -257,12 +279,31 @@ def remap_lines(
         profiles = Profiles(offset, h)
     else:
         profiles = Profiles(offset, h, 0.5 * (weight[0] + weight[1]), (weight[1] - weight[0]) / h)
-    whole, _ = profiles.log_integral(
-        slice(None), np.full(ell.shape, -0.5 * h), np.full(ell.shape, 0.5 * h)
-    )
+    full = (np.full(ell.shape, -0.5 * h), np.full(ell.shape, 0.5 * h))
+    whole, _, full_var = profiles.log_moments(slice(None), *full)
     level = ell + math.log(h) - whole
     centre = (cell + 0.5) * h
-    piece, at = profiles.log_integral((rows, k), lo - centre, hi - centre)
+    lo, hi = lo - centre, hi - centre
+    if spread is not None:
+        # the profile shrunk about its centroid c by lam: the piece [lo, hi] holds what the
+        # unshrunk profile holds on c + ([lo, hi] - c) / lam
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = np.sqrt(spread[0] * h * h / full_var)
+        lam = np.where(np.isfinite(lam), lam, 1.0)
+        # the profile is shrunk only where the mass is clearly narrower than it (ratio below
+        # SHRINK_ONSET), and then by lam / SHRINK_ONSET: near-log-linear cells keep their
+        # profile, so that nothing anti-diffuses; the pieces' variances are scaled back to the
+        # carried one (ratio, at most 1)
+        shrink = np.clip(lam / SHRINK_ONSET, MIN_SHRINK, 1.0)
+        ratio = np.minimum((lam / shrink) ** 2, 1.0)[rows, k]
+        lam = shrink[rows, k]
+        c = offset[rows, k] * h
+        lo = np.clip(c + (lo - c) / lam, -0.5 * h, 0.5 * h)
+        hi = np.clip(c + (hi - c) / lam, lo, 0.5 * h)
+    piece, at, var = profiles.log_moments((rows, k), lo, hi)
+    if spread is not None:
+        at = c + lam * (at - c)
+        var = ratio * lam * lam * var
     piece = piece + level[rows, k]
     mid = centre + at
     image = field.trace(mid.reshape(-1), np.repeat(np.arange(L), 2 * n), dt, forward=True).reshape(
@@ -280,17 +321,42 @@ def remap_lines(
     weight = np.where(np.isfinite(weight), weight, 0.0)
     total = np.add.reduceat(weight, starts)
     new_centre = (np.arange(n) + 0.5) * h
-    moment = np.add.reduceat(
-        weight * (image.reshape(-1) - np.repeat(np.tile(new_centre, L), count)), starts
-    )
-    carried = np.add.reduceat(weight * carry[rows, k].reshape(-1), starts)
+    arm = (image.reshape(-1) - np.repeat(np.tile(new_centre, L), count)) / h
+    moment = np.add.reduceat(weight * arm, starts)
+    across = carry[rows, k].reshape(-1)
+    carried = np.add.reduceat(weight * across, starts)
     with np.errstate(invalid="ignore", divide="ignore"):
         out_ell = np.where(empty, -np.inf, top + np.log(total) - math.log(h)).reshape(L, n)
-        out_offset = np.where(empty, 0.0, moment / total / h).reshape(L, n)
+        out_offset = np.where(empty, 0.0, moment / total).reshape(L, n)
         out_carry = np.where(empty, 0.0, carried / total).reshape(L, n)
+    out_spread = None
+    if spread is not None:
+        # each piece's variance stretched by its image's: the images of the piece ends are the
+        # new faces (of the feet) and the forward traces of the old faces
+        ends = np.concatenate((np.tile(np.arange(n + 1) * h, (L, 1)), inner), axis=1)
+        inner_image = field.trace(inner.reshape(-1), np.repeat(np.arange(L), n), dt, forward=True)
+        ends[:, n + 1 :] = inner_image.reshape(L, n)
+        ends = np.take_along_axis(ends, order, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stretch = np.diff(ends, axis=1) / np.diff(cuts, axis=1)
+        stretch = np.where(np.isfinite(stretch) & (stretch > 0.0), stretch, 1.0)
+        var_image = (var * stretch * stretch).reshape(-1) / (h * h)
+        second = np.add.reduceat(weight * (var_image + arm * arm), starts)
+        across2 = np.add.reduceat(weight * (spread[1][rows, k].reshape(-1) + across**2), starts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            along_var = np.where(empty, 1.0 / 12.0, second / total - (moment / total) ** 2)
+            across_var = np.where(empty, 1.0 / 12.0, across2 / total - (carried / total) ** 2)
+        out_spread = (
+            np.maximum(along_var, 0.0).reshape(L, n),
+            np.maximum(across_var, 0.0).reshape(L, n),
+        )
     out_offset = np.clip(out_offset, -0.5 * _EDGE, 0.5 * _EDGE)
     out_carry = np.clip(out_carry, -0.5 * _EDGE, 0.5 * _EDGE)
     drift = log_line_mass(out_ell, h) - log_line_mass(ell, h)
     drift = np.where(np.isfinite(drift), drift, 0.0)
     out_ell = np.maximum(out_ell - drift[:, None], floor)
-    return out_ell, out_offset, out_carry, empty.reshape(L, n)
+    if spread is not None:
+        # a shrunk profile may leave a cell without mass by design: only a preimage of no
+        # length is a loss
+        empty = np.diff(feet, axis=1) <= 0.0
+    return out_ell, out_offset, out_carry, empty.reshape(L, n), out_spread
