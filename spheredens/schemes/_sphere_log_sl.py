@@ -348,6 +348,22 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
 
     centroids = centroid_points
 
+    def cell_masses(self, state: Array) -> Array:
+        """The cells' masses m = exp(ell) h^2, shape (n_xi, n_cells)."""
+        with np.errstate(under="ignore"):
+            return np.exp(state[:, 0].reshape(len(state), -1) + self.log_area)
+
+    def velocity_at_centroids(self, state: Array) -> Array:
+        """X[rho] of each slice at its cells' centroids, world frame, (n_xi, n_cells, 3): the
+        velocity the remap follows (certified log-sum-exp over the cells' masses at their
+        centroids)."""
+        g = self.grid
+        out = [
+            g.to_world(self._velocity_at(s, g.centroid_points(s[1], s[2]))).reshape(-1, 3)
+            for s in state
+        ]
+        return np.stack(out)
+
     # -- velocity ----------------------------------------------------------------------------
     def _velocity(self, sources: Array, points: Array, cached: bool = True) -> Array:
         """X[rho] at ``points`` (nlat, nlon, 3, in the grid's frame) for the slice ``sources``
