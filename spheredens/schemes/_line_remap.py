@@ -250,11 +250,12 @@ def remap_lines(
     smallest log kept.
 
     ``spread`` = (along, across): the variances of each cell's mass along and across the line,
-    in cell widths squared, or None. A cell whose variance along the line is below that of its
-    log-linear profile keeps its mass on the profile shrunk about its centroid by the ratio of
-    the standard deviations (a cluster narrower than a cell stays narrow: nothing of it is
-    handed to a neighbour unless it straddles a face); each piece's variance is carried to its
-    image stretched by the flow, and a new cell's variances are those of the mass it receives.
+    in cell widths squared, or None. A cell whose standard deviation along the line is below
+    :data:`SHRINK_ONSET` of its log-linear profile's keeps its mass on the profile shrunk about
+    its centroid by the ratio of the two over :data:`SHRINK_ONSET` (a cluster narrower than a
+    cell stays narrow: nothing of it is handed to a neighbour unless it straddles a face); each
+    piece's variance is carried to its image stretched by the flow, and a new cell's variances
+    are those of the mass it receives.
     """
     L, n = ell.shape
     h, P = field.h, field.period
