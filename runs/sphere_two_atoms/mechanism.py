@@ -1,0 +1,94 @@
+"""The departure mechanism of the two-atom case on S^2 (base.toml), from the zero-temperature
+field alone: what the circle's law t_dep ~ beta Delta / lambda_r predicts on the sphere.
+
+For the cluster at u (the top eigenvector of A = V B^T), the softmax at u looks toward
+w = B^T u / |B^T u|, which beats the cluster's own logit by Delta = |B^T u| - <B^T u, u> per
+unit beta. The tail density at w decides when the cluster leaves; along the zero-temperature
+field X(x) = P_x V B^T x / |B^T x| it obeys d/dt log rho(x(t)) = -div X(x(t)), so the density
+at the fixed point w at time t is log rho(t, w) = log rho_0(x_0) - D(t), where x_0 is the foot
+of the backward characteristic from w and D(t) = int_0^t div X(x(s)) ds along it. The backward
+characteristic from w runs into the repelling fixed point r of the field (the eigenvector of A
+of the smallest eigenvalue), where div X = lambda_r, so D(t) ~ lambda_r t + c for large t. The
+law then predicts t_dep ~ beta Delta / lambda_r, and at finite beta the root of D(t) = beta Delta.
+
+Usage: .venv/bin/python runs/sphere_two_atoms/mechanism.py   (about a second)
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
+
+HERE = Path(__file__).resolve().parent
+BETAS = (100.0, 300.0, 1000.0, 3000.0, 1e4)
+
+
+def model() -> tuple[np.ndarray, np.ndarray]:
+    data = tomllib.loads((HERE / "base.toml").read_text())["model"]
+    Q, K, V = (np.array(data[k], dtype=float) for k in ("Q", "K", "V"))
+    return Q.T @ K, V  # B = Q^T K
+
+
+def field_and_divergence(x: np.ndarray, B: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, float]:
+    """X(x) = P_x M x / |C x| and div_S X = tr(M)/r - <C^T C x, M x>/r^3 - 2 <x, M x>/r with
+    M = V B^T, C = B^T, r = |C x| (the formula of tests/schemes/_characteristics.py)."""
+    M, C = V @ B.T, B.T
+    cx = C @ x
+    r = float(np.linalg.norm(cx))
+    mx = M @ x
+    w = mx / r
+    div = np.trace(M) / r - float((C.T @ cx) @ mx) / r**3 - 2.0 * float(x @ mx) / r
+    return w - (w @ x) * x, div
+
+
+def main() -> None:
+    B, V = model()
+    A = V @ B.T
+    values, vectors = np.linalg.eigh(0.5 * (A + A.T))
+    u = vectors[:, -1] * np.sign(vectors[0, -1])
+    r_point = vectors[:, 0]
+    bu = B.T @ u
+    w = bu / np.linalg.norm(bu)
+    delta = float(np.linalg.norm(bu) - bu @ u)
+    lambda_r = field_and_divergence(r_point, B, V)[1]
+
+    def backward(_s, y):
+        x = y[:3] / np.linalg.norm(y[:3])
+        X, div = field_and_divergence(x, B, V)
+        return np.concatenate((-X, [div]))
+
+    T = 400.0
+    sol = solve_ivp(backward, (0.0, T), np.concatenate((w, [0.0])), method="DOP853",
+                    rtol=1e-11, atol=1e-12, dense_output=True)
+    foot = sol.y[:3, -1] / np.linalg.norm(sol.y[:3, -1])
+    D = lambda t: float(sol.sol(t)[3])  # noqa: E731
+    print(f"eigenvalues of A: {values[::-1].round(4).tolist()}")
+    print(f"u = {u.round(4).tolist()}; B^T u / |B^T u| = {w.round(4).tolist()}, "
+          f"{math.degrees(math.acos(min(1.0, float(w @ u)))):.2f} degrees from u; Delta = {delta:.5f}")
+    print(f"repelling point r (smallest eigenvalue of A) = {r_point.round(4).tolist()}; "
+          f"div X there: lambda_r = {lambda_r:.5f}")
+    print(f"the backward characteristic from w ends, after t = {T:g}, "
+          f"{math.degrees(math.acos(min(1.0, abs(float(foot @ r_point))))):.2e} degrees from +-r")
+    for t in (5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 400.0):
+        print(f"  t = {t:5g}: D(t) = {D(t):9.3f}, D(t) / t = {D(t) / t:.5f}, "
+              f"D(t) - lambda_r t = {D(t) - lambda_r * t:+.3f}")
+    offset = D(T) - lambda_r * T  # D(t) = lambda_r t + offset once the path is near r
+    print(f"predicted departure t_dep ~ beta Delta / lambda_r = {delta / lambda_r:.4f} beta; with "
+          f"the offset of D, t_dep ~ (beta Delta - ({offset:.2f})) / lambda_r, the root of "
+          "D(t) = beta Delta:")
+    for beta in BETAS:
+        target = beta * delta
+        if D(T) > target:
+            root = brentq(lambda t, y=target: D(t) - y, 0.0, T)
+        else:
+            root = (target - offset) / lambda_r
+        print(f"  beta = {beta:7g}: beta Delta / lambda_r = {target / lambda_r:8.2f}, "
+              f"D(t) = beta Delta at t = {root:8.2f}")
+
+if __name__ == "__main__":
+    main()
