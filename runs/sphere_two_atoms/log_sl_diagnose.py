@@ -9,9 +9,11 @@ between neighbours is a switch of the attention from one cluster to the other).
 
 Usage: .venv/bin/python runs/sphere_two_atoms/log_sl_diagnose.py BETA NLAT TOLERANCE T_END [EVERY]
 
-Measured (docs/numerics.md, "Velocity switches in the tails"): beta = 300, nlat = 32, tolerance
-1e-2: the largest differences sit in the polar rings 0-3 up to t ~ 8, then in ring 5 at cells
-13-20 e-folds down where the logit difference changes sign; steps 0.008 at t = 10.
+Measured (docs/numerics.md, "Velocity switches in the tails"): beta = 300, tolerance 1e-2.
+nlat = 32: the largest differences sit in the polar rings 0-3 up to t ~ 8, then in ring 5 at
+cells 13-20 e-folds down where the logit difference changes sign; steps 0.008 at t = 10.
+nlat = 64: all in the polar ring 0 (18-24 e-folds down); steps 0.06-0.25 to t = 10.5, then
+0.036 at t = 11.5 and 0.005 at t = 12.
 """
 
 from __future__ import annotations
