@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("io",),
     ("runner",),
     ("agreement", "analysis"),
-    ("particles", "compare"),
+    ("particles", "compare", "convergence"),
     ("sweep._define", "sweep._worker", "sweep._report"),
     ("sweep._combine",),
     ("sweep._run",),

@@ -1,5 +1,5 @@
 """Command line: ``spheredens run | info | plot | animate | particles | compare |
-convert-particles | sweep | analyze-beta | verify``.
+convert-particles | sweep | analyze-beta | convergence | verify``.
 
 The commands parse their arguments, call the library (file names, the output rule, opening
 files and the numbers reported are library functions, the same for a Python user) and print.

@@ -30,6 +30,7 @@ from ..compare import (
     comparison_summary,
 )
 from ..config import load_config
+from ..convergence import convergence_study, convergence_table
 from ..convert import convert_particles, converted_summary
 from ..exceptions import (
     ConfigError,
@@ -595,6 +596,22 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_convergence(args: argparse.Namespace) -> int:
+    """A convergence study from runs of one model at refined resolutions (n, lmax or nlat by a
+    constant ratio, e.g. 256, 512, 1024), or at one resolution with step tolerances refined by a
+    constant ratio (log_sl). For each run: the minimum over time of W2 to Pi_# rho_0, its time,
+    and the departure time (the first time after the minimum with W2 > 2 min + 0.02); then the
+    change of min W2 and departure from each run to the next, and from the last three the
+    observed order p = log((f1 - f2) / (f2 - f3)) / log(ratio), the Richardson estimate
+    f3 + (f3 - f2) / (ratio^p - 1) and the grid convergence index of the finest (Roache, safety
+    factor 1.25). Runs of another model, domain or scheme are refused in one line.
+    """
+    names = [str(path) for path in args.runs]
+    runs = [open_run(path) for path in args.runs]
+    print("\n".join(convergence_table(convergence_study(runs, names))))
+    return 0
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     """Check the solver on this machine against exact solutions, at small sizes (9 s of CPU
     time; the references are spheredens/references.py, the bounds those of the tests):
@@ -605,7 +622,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                           second order, fourier spectral.
       beta = 0, sphere    The velocity is P_x V m / mass, m the mean of rho, for any B: the
                           evaluators lowrank_meridian (sh_spectral, general B) and funk_hecke
-                          (fv) against it.
+                          (fv), and log_sl's sum over its cells' masses at their centroids,
+                          against it.
       zero temperature    Transport by the fixed field X(x) = P_x V B^T x / |B^T x|. The weak
                           form int phi rho_T of every scheme against int phi(Phi_T(y)) rho_0(y) dy,
                           Phi_T the flow of X along the characteristics (ODE solver at 1e-12),

@@ -21,6 +21,7 @@ from ._commands import (
     _cmd_analyze,
     _cmd_animate,
     _cmd_compare,
+    _cmd_convergence,
     _cmd_convert,
     _cmd_info,
     _cmd_particles,
@@ -321,6 +322,18 @@ def build_parser() -> argparse.ArgumentParser:
         mkdir=_MKDIR_HELP,
         overwrite="replace an existing analysis file and its figure (otherwise they are never "
         "touched)",
+    )
+    p = _add_command(
+        sub,
+        "convergence",
+        _cmd_convergence,
+        "observed order and Richardson estimate of min W2 and departure over refinements",
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="density runs of one model at refined resolutions (or step tolerances), any order",
     )
     _add_command(
         sub,
