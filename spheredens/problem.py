@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -28,6 +28,8 @@ class Problem:
         Auxiliary-variable slice labels (one slice, label 0, without auxiliary variables).
     xi_weight : ndarray (n_xi,)
         Mass of each slice (sums to 1).
+    domain_parameters : mapping
+        The domain's own parameters (the zonal domain: ``d`` and ``axis``); empty elsewhere.
     """
 
     model: Model
@@ -35,6 +37,7 @@ class Problem:
     initial: Any
     xi: Array
     xi_weight: Array
+    domain_parameters: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def d(self) -> int:
@@ -83,4 +86,11 @@ class Problem:
                 model.auxiliary.xi,
                 model.auxiliary.weight,
             )
-        return cls(model, cfg.domain.name, cfg.initial.density, np.zeros(1), np.ones(1))
+        return cls(
+            model,
+            cfg.domain.name,
+            cfg.initial.density,
+            np.zeros(1),
+            np.ones(1),
+            cfg.domain.parameters(),
+        )

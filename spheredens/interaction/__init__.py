@@ -43,6 +43,8 @@ from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
+from ..kernel import log_bessel_i, log_m0, m1_over_m0
+from ._zonal import ZonalSums
 
 __all__ = [
     "AuxiliaryInteraction",
@@ -58,6 +60,10 @@ __all__ = [
     "KappaInterpolation",
     "KappaLowRank",
     "Layout",
+    "ZonalSums",
+    "log_bessel_i",
+    "log_m0",
+    "m1_over_m0",
     "LowRankMeridianInteraction",
     "LowRankPoints",
     "PrunedDirectQuadrature",
