@@ -49,6 +49,7 @@ class ModelConfig:
             np.array(self.K),
             np.array(self.V),
             self.auxiliary,
+            self.meridian,
         )
 
 

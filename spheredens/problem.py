@@ -9,7 +9,7 @@ import numpy as np
 
 from ._types import Array
 from .config import RunConfig
-from .initial import sample_normalized
+from .initial import ZonalInitial, sample_normalized
 from .models import Model
 
 
@@ -77,7 +77,14 @@ class Problem:
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> "Problem":
+        """The problem of ``cfg``; on a meridian domain (zonal) the initial density is the
+        :class:`~spheredens.initial.ZonalInitial` of rho_0 (its polar law)."""
         model = cfg.model.build()
+        if cfg.domain.domain.meridian:
+            initial = ZonalInitial(cfg.initial.density, cfg.domain.sphere_dimension, cfg.domain.axis)
+            return cls(
+                model, cfg.domain.name, initial, np.zeros(1), np.ones(1), cfg.domain.parameters()
+            )
         if model.auxiliary is not None:
             return cls(
                 model,

@@ -17,19 +17,6 @@ from ._circle_fv import LIMITERS, FiniteVolumeScheme, limited_slopes, upwind_flu
 from ._resolution import Resolution
 
 
-def meridian_points(theta: Array, axis: Array) -> Array:
-    """x = cos(theta) e + sin(theta) omega in R^d, shape ``theta.shape + (d,)``: the points of
-    one meridian of S^{d-1} (e = ``axis``, omega the unit vector orthogonal to it along the
-    coordinate where e is smallest; d = 2, e = e_1: omega = e_2, the circle's points)."""
-    e = np.asarray(axis, dtype=float)
-    k = int(np.argmin(np.abs(e)))
-    omega = -e[k] * e
-    omega[k] += 1.0
-    omega /= np.linalg.norm(omega)
-    theta = np.asarray(theta, dtype=float)[..., None]
-    return np.cos(theta) * e + np.sin(theta) * omega
-
-
 @register_scheme
 class ZonalFiniteVolumeScheme(Scheme):
     """Finite volumes for d g / dt + d/dtheta (g v) = 0 on [0, pi], v(0) = v(pi) = 0.
@@ -80,9 +67,8 @@ class ZonalFiniteVolumeScheme(Scheme):
         return n, n + 1, 8.0 * n
 
     def __init__(self, problem: Any, *, n: int = 256, limiter: str = "mc", **common: Any) -> None:
-        params = problem.domain_parameters
-        self.axis = np.asarray(params["axis"], dtype=float)
-        super().__init__(problem, ZonalGrid(n, int(params["d"])), **common)
+        d = int(problem.domain_parameters["d"])
+        super().__init__(problem, ZonalGrid(n, d), **common)
         self.limiter = limiter
         self._theta = LIMITERS[limiter]
 
@@ -99,27 +85,14 @@ class ZonalFiniteVolumeScheme(Scheme):
         }
 
     # -- the initial polar law, in logs -----------------------------------------------------
-    def log_initial(self, f: Any) -> Any:
-        """theta -> log g_0(theta) = log rho_0(x(theta)) + log(|S^{d-2}| sin^{d-2}(theta)) for
-        a density f of points of R^d (its ``log_density`` where it has one: finite for any d)."""
-        log_rho = getattr(f, "log_density", None)
-        if log_rho is None:
-
-            def log_rho(x: Array) -> Array:
-                with np.errstate(divide="ignore"):
-                    return np.log(np.asarray(f(x), dtype=float))
-
-        return lambda theta: log_rho(meridian_points(theta, self.axis)) + self.grid.log_jacobian(
-            theta
-        )
-
     def initial_state(self) -> Array:
-        """The cell averages of g_0 of each slice, formed in logs and normalized to
+        """The cell averages of g_0 of each slice (the problem's
+        :class:`~spheredens.initial.ZonalInitial`), formed in logs and normalized to
         sum_j g_j h = 1 (the weight sin^{d-2} underflows near the poles for large d: the law
         is then 0 there, as it is to round-off)."""
         out = []
         for f in self.problem.slice_initials():
-            log_avg = self.grid.cell_log_averages(self.log_initial(f))
+            log_avg = self.grid.cell_log_averages(f.log_polar_law)
             top = float(np.max(log_avg))
             if not math.isfinite(top):
                 raise ConfigError(
