@@ -447,7 +447,8 @@ def _zonal_domain(t: dict[str, Any]) -> DomainConfig:
     raw = t["axis"]
     if not isinstance(raw, (list, tuple)) or len(raw) != d:
         raise ConfigError(
-            "domain.axis", f"must be a unit vector of {d} numbers (domain.d = {d}), got {shown(raw)}"
+            "domain.axis",
+            f"must be a unit vector of {d} numbers (domain.d = {d}), got {shown(raw)}",
         )
     axis = np.array([as_float(v, f"domain.axis[{i}]") for i, v in enumerate(raw)])
     norm = float(np.linalg.norm(axis))

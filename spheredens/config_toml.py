@@ -74,9 +74,7 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
         B = [[sum(m.Q[k][i] * m.K[k][j] for k in range(2)) for j in range(2)] for i in range(2)]
         model.update(a=B[0][0], b=B[1][1], l1=m.V[0][0], l2=m.V[1][1])
     else:
-        model.update(
-            Q=[list(r) for r in m.Q], K=[list(r) for r in m.K], V=[list(r) for r in m.V]
-        )
+        model.update(Q=[list(r) for r in m.Q], K=[list(r) for r in m.K], V=[list(r) for r in m.V])
     time: dict[str, Any] = {"t_end": cfg.time.t_end, "cfl": cfg.time.cfl}
     if cfg.time.max_dt is not None:
         time["max_dt"] = cfg.time.max_dt

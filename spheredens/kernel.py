@@ -155,7 +155,10 @@ def _debye_log_bessel_i(nu: float, c: Array) -> Array:
     u4 = (
         t2
         * t2
-        * (4465125.0 + t2 * (-94121676.0 + t2 * (349922430.0 + t2 * (-446185740.0 + 185910725.0 * t2))))
+        * (
+            4465125.0
+            + t2 * (-94121676.0 + t2 * (349922430.0 + t2 * (-446185740.0 + 185910725.0 * t2)))
+        )
         / 39813120.0
     )
     series = 1.0 + u1 / nu + u2 / nu**2 + u3 / nu**3 + u4 / nu**4
@@ -212,7 +215,7 @@ def log_m0(nu: float, c: Array) -> Array:
 
 
 def m1_over_m0(nu: float, c: Array) -> Array:
-    """M1(c) / M0(c) = M0'(c) / M0(c) = I_{nu+1}(|c|) / I_nu(|c|) sign(c), in (-1, 1), 0 at c = 0."""
+    """M1(c) / M0(c) = M0'(c) / M0(c) = I_{nu+1}(|c|) / I_nu(|c|) sign(c): in (-1, 1), 0 at 0."""
     c = np.asarray(c, dtype=float)
     a = np.abs(c)
     out = np.zeros(c.shape)

@@ -9,8 +9,9 @@ import numpy as np
 
 from ._types import Array
 from .config import RunConfig
-from .initial import ZonalInitial, sample_normalized
+from .initial import sample_normalized
 from .models import Model
+from .zonal import ZonalInitial
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ class Problem:
         :class:`~spheredens.initial.ZonalInitial` of rho_0 (its polar law)."""
         model = cfg.model.build()
         if cfg.domain.domain.meridian:
-            initial = ZonalInitial(cfg.initial.density, cfg.domain.sphere_dimension, cfg.domain.axis)
+            initial = ZonalInitial(
+                cfg.initial.density, cfg.domain.sphere_dimension, cfg.domain.axis
+            )
             return cls(
                 model, cfg.domain.name, initial, np.zeros(1), np.ones(1), cfg.domain.parameters()
             )

@@ -231,7 +231,8 @@ def fold_to_meridian(measure: TargetMeasure) -> TargetMeasure:
     keys = np.round(points, 12)
     unique, index = np.unique(keys, axis=0, return_inverse=True)
     masses = np.bincount(index.reshape(-1), weights=measure.masses, minlength=len(unique))
-    merged = np.array([points[np.flatnonzero(index.reshape(-1) == k)[0]] for k in range(len(unique))])
+    first = np.unique(index.reshape(-1), return_index=True)[1]
+    merged = points[first]
     return TargetMeasure(
         merged,
         masses,

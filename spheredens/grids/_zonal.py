@@ -101,7 +101,5 @@ class ZonalGrid:
         m = values.max(axis=1)
         finite = np.isfinite(m)
         out = np.full(self.n, -np.inf)
-        out[finite] = m[finite] + np.log(
-            np.exp(values[finite] - m[finite, None]).sum(axis=1)
-        )
+        out[finite] = m[finite] + np.log(np.exp(values[finite] - m[finite, None]).sum(axis=1))
         return out

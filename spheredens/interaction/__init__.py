@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._types import Array
-from ..kernel import orthogonal_multiple
+from ..kernel import log_bessel_i, log_m0, m1_over_m0, orthogonal_multiple
 from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
 from ._base import (
@@ -43,7 +43,6 @@ from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
-from ..kernel import log_bessel_i, log_m0, m1_over_m0
 from ._zonal import ZonalSums
 
 __all__ = [

@@ -32,6 +32,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from .._types import Array
 from ..kernel import log_m0, m1_over_m0
 from ..models import Model
