@@ -59,7 +59,7 @@ def test_m0_is_the_average_over_the_sphere_of_omega(d):
     norm = integrate.quad(weight, -1, 1, epsabs=0, epsrel=1e-13)[0]
     for c in (0.5, 3.0, 12.0):
         value = integrate.quad(
-            lambda t: np.exp(c * (t - 1)) * weight(t), -1, 1, epsabs=0, epsrel=1e-13
+            lambda t, c=c: np.exp(c * (t - 1)) * weight(t), -1, 1, epsabs=0, epsrel=1e-13
         )[0]
         assert log_m0(nu, np.array([c]))[0] == pytest.approx(math.log(value / norm) + c, rel=1e-11)
 
@@ -122,9 +122,10 @@ def test_d2_equals_the_circle_with_an_even_density_and_diagonal_matrices():
     rho, g = a["rho"].values, b["rho"].values
     assert a.attrs["n_steps"] == b.attrs["n_steps"]
     assert np.abs(2 * rho[:, :n] - g).max() <= 1e-10 * g.max()
-    # the circle's W2 (POT's solver, on 2n cells' sub-atoms against n): 4e-9 apart
-    assert np.allclose(a["w2_projection"], b["w2_projection"], rtol=1e-7, atol=0)
-    assert np.allclose(a["w2_terminal"], b["w2_terminal"], rtol=1e-9, atol=0)
+    # W2 represents a density by sub-atoms of its cells, ceil(65536 / cells) per cell: the
+    # circle's 2n cells and the zonal n cells differ by 9e-9 rad (each within 2.4e-5 rad)
+    for name in ("w2_projection", "w2_terminal"):
+        assert np.abs(a[name].values - b[name].values).max() < 2e-8, name
     assert b["rho"].max() > 5 * b["rho"][0].max()  # it did move: clusters formed
 
 
