@@ -30,6 +30,7 @@ import numpy as np
 
 from ._validate import (
     as_bool,
+    as_unit_vectors,
     as_float,
     as_int,
     as_str,
@@ -298,10 +299,10 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     domain = _domain(tables["domain"])
     model = model_config_on(tables["model"], domain)
     model = with_auxiliary(model, tables["auxiliary"], "auxiliary" in data, domain.d)
-    initial = _initial(tables["initial"], domain.sphere_dimension, base)
     check = DOMAIN_INITIAL_CHECKS.get(domain.name)
     if check is not None:
-        check(domain, initial)
+        check(domain, tables["initial"])
+    initial = _initial(tables["initial"], domain.sphere_dimension, base)
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
     _check_steps(discretization, time, model.build())
@@ -464,17 +465,20 @@ DOMAIN_TABLES = {"zonal": _zonal_domain}
 ZONAL_INITIAL = ("uniform", "von_mises_fisher")
 
 
-def _check_zonal_initial(domain: DomainConfig, initial: InitialConfig) -> None:
-    """Refuse an initial density that is not symmetric about the axis: only ``uniform`` and
-    von Mises-Fisher mixtures with means +axis or -axis."""
-    if initial.name not in ZONAL_INITIAL:
+def _check_zonal_initial(domain: DomainConfig, t: dict[str, Any]) -> None:
+    """Refuse, before it is built, an ``[initial]`` table ``t`` that is not symmetric about the
+    axis: only ``uniform`` and von Mises-Fisher mixtures with means +axis or -axis."""
+    name = as_str(t.get("name", "uniform"), "initial.name")
+    if name not in ZONAL_INITIAL:
         raise ConfigError(
             "initial.name",
-            f"{initial.name!r} is not available on the zonal domain; choose "
+            f"{shown(name)} is not available on the zonal domain; choose "
             f"{' or '.join(map(repr, ZONAL_INITIAL))}",
         )
+    if "means" not in t:
+        return
     axis = np.array(domain.axis)
-    for i, mean in enumerate(getattr(initial.density, "means", ())):
+    for i, mean in enumerate(as_unit_vectors(t["means"], "initial.means", len(axis))):
         along = float(np.dot(mean, axis))
         if abs(along) < 1.0 - 1e-9:
             raise ConfigError(

@@ -261,3 +261,128 @@ def test_growth_rate_reference_limits():
     beta = 4.0
     langevin = 1 / math.tanh(beta) - 1 / beta
     assert zonal_growth_rate(1, 3, beta) == pytest.approx(2 * langevin / beta, rel=1e-13)
+
+
+# -- the configuration ----------------------------------------------------------------------------
+def zonal_config(domain=None, model=None, initial=None, **more):
+    return sd.config_from_dict(
+        {
+            "domain": {"name": "zonal", "d": 5, **(domain or {})},
+            "model": {"name": "sa", "beta": 2.0, **(model or {})},
+            "initial": initial or {"name": "uniform"},
+            "discretization": {"n": 64},
+            **more,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "domain, model, initial, key, words",
+    [
+        ({"d": None}, None, None, "domain.d", "is required for the zonal domain"),
+        ({"d": 1}, None, None, "domain.d", ">= 2"),
+        ({"d": 1025}, None, None, "domain.d", "<= 1024"),
+        ({"axis": [1.0, 0.0]}, None, None, "domain.axis", "unit vector of 5 numbers"),
+        ({"axis": [1.0, 1.0, 0.0, 0.0, 0.0]}, None, None, "domain.axis", "has length 1.41421"),
+        (
+            None,
+            {"V": (np.eye(5) + 0.5 * np.eye(5, k=3)).tolist()},
+            None,
+            "model.V",
+            "is not symmetric about domain.axis: .* entry \\[0\\]\\[3\\] = 0.5",
+        ),
+        (
+            {"axis": axis(5, 2)},
+            {"K": np.diag([2.0, 1.0, 1.0, 1.0, 1.0]).tolist()},
+            None,
+            "model.K",
+            "entry \\[0\\]\\[0\\] = 2",
+        ),
+        (None, {"a": 2.0, "V": np.eye(5).tolist()}, None, "model.V", "either the scalars"),
+        (None, {"l2": 2e6}, None, "model.l2", "too large"),
+        (None, {"name": "usa_av"}, None, "model.name", "not available on the zonal domain"),
+        (None, {"e": 1.0}, None, "model.e", "unknown key"),
+        (None, None, {"name": "random_smooth"}, "initial.name", "not available on the zonal"),
+        (
+            None,
+            None,
+            {"name": "von_mises_fisher", "means": [axis(5, 1)]},
+            "initial.means[0]",
+            "is not along domain.axis",
+        ),
+    ],
+)
+def test_configuration_refusals_name_the_key(domain, model, initial, key, words):
+    domain = {k: v for k, v in (domain or {}).items()}
+    data = {"name": "zonal", "d": 5, **domain}
+    if data["d"] is None:
+        del data["d"]
+    with pytest.raises(sd.ConfigError) as info:
+        sd.config_from_dict(
+            {
+                "domain": data,
+                "model": {"name": "sa", "beta": 2.0, **(model or {})},
+                "initial": initial or {"name": "uniform"},
+            }
+        )
+    text = str(info.value)
+    assert text.startswith(f"{key}: ") and "\n" not in text, text
+    assert __import__("re").search(words, text), text
+
+
+def test_the_other_domains_refuse_zonal_keys():
+    with pytest.raises(sd.ConfigError, match=r"^domain.d: unknown key"):
+        sd.config_from_dict({"domain": {"name": "circle", "d": 2}})
+    with pytest.raises(sd.ConfigError, match=r"^model.a: unknown key"):
+        sd.config_from_dict({"domain": {"name": "sphere"}, "model": {"a": 1.0}})
+
+
+def test_matrices_of_the_symmetric_form_reduce_to_the_scalars_and_write_back():
+    """Q, K, V of the form alpha e e^T + gamma P about an axis e give B = diag(a, b), V =
+    diag(l1, l2) in the frame (e, omega); the TOML written back (the scalars, d, the axis)
+    loads to the same configuration."""
+    d = 6
+    e = np.ones(d) / math.sqrt(d)
+    P = np.eye(d) - np.outer(e, e)
+    cfg = zonal_config(
+        domain={"d": d, "axis": e.tolist()},
+        model={
+            "Q": (2.0 * np.outer(e, e) + 0.5 * P).tolist(),
+            "K": (1.5 * np.outer(e, e) + 3.0 * P).tolist(),
+            "V": (-1.0 * np.outer(e, e) + 0.25 * P).tolist(),
+        },
+        initial={"name": "von_mises_fisher", "means": [(-e).tolist()], "kappas": [3.0]},
+    )
+    model = cfg.model.build()
+    assert model.meridian and np.allclose(model.B, np.diag([3.0, 1.5]), atol=1e-14)
+    assert np.allclose(model.V, np.diag([-1.0, 0.25]), atol=1e-14)
+    again = sd.config_from_dict(__import__("tomllib").loads(cfg.to_toml()))
+    assert np.allclose(again.model.build().B, model.B, atol=1e-14)
+    assert np.array_equal(again.model.build().V, model.V)
+    assert again.domain == cfg.domain and again.initial == cfg.initial
+
+
+def test_a_run_keeps_mass_and_positivity_and_reaches_the_poles(tmp_path):
+    """d = 16, the poles the target (l1 a > l2 b): mass to round-off, g >= 0, W2 to Pi_# rho_0
+    (two atoms at the poles with the masses of the hemispheres) falling below a fifth; the
+    file reads back."""
+    cfg = zonal_config(
+        domain={"d": 16},
+        model={"beta": 30.0, "l1": 2.0, "l2": 1.0},
+        initial={
+            "name": "von_mises_fisher",
+            "means": [axis(16), [-1.0] + [0.0] * 15],
+            "kappas": [20.0, 10.0],
+            "weights": [0.6, 0.4],
+        },
+        time={"t_end": 6.0, "snapshots": 4},
+        output=NO_FIGURE,
+    )
+    ds = sd.run(cfg, output=tmp_path / "zonal.nc", progress=False)
+    assert np.abs(ds["mass"].values - 1.0).max() < 1e-13
+    assert float(ds["min_rho"].min()) >= 0.0
+    w2 = ds["w2_projection"].values
+    assert w2[1] < w2[0] and w2.min() < 0.2 * w2[0], w2
+    assert "masses 0.6" in ds["w2_projection"].attrs["comment"]
+    assert ds.attrs["domain"] == "zonal" and ds.attrs["zonal_dimension"] == 16
+    assert np.array_equal(sd.open_run(tmp_path / "zonal.nc")["rho"].values, ds["rho"].values)
