@@ -30,11 +30,11 @@ import numpy as np
 
 from ._validate import (
     as_bool,
-    as_unit_vectors,
     as_float,
     as_int,
     as_str,
     as_table,
+    as_unit_vectors,
     check_keys,
 )
 from .config_toml import config_to_dict, config_to_toml, read_toml

@@ -364,8 +364,8 @@ def test_matrices_of_the_symmetric_form_reduce_to_the_scalars_and_write_back():
 
 def test_a_run_keeps_mass_and_positivity_and_reaches_the_poles(tmp_path):
     """d = 16, the poles the target (l1 a > l2 b): mass to round-off, g >= 0, W2 to Pi_# rho_0
-    (two atoms at the poles with the masses of the hemispheres) falling below a fifth; the
-    file reads back."""
+    (two atoms at the poles with the masses of the hemispheres, checked by quadrature of the
+    law of cos(theta)) falling below a fifth; the file reads back."""
     cfg = zonal_config(
         domain={"d": 16},
         model={"beta": 30.0, "l1": 2.0, "l2": 1.0},
@@ -383,6 +383,16 @@ def test_a_run_keeps_mass_and_positivity_and_reaches_the_poles(tmp_path):
     assert float(ds["min_rho"].min()) >= 0.0
     w2 = ds["w2_projection"].values
     assert w2[1] < w2[0] and w2.min() < 0.2 * w2[0], w2
-    assert "masses 0.6" in ds["w2_projection"].attrs["comment"]
+
+    # the masses of the hemispheres: t = cos(theta) has the law e^{kappa t} (1 - t^2)^{(d-3)/2}
+    def upper(kappa):
+        law = lambda t: np.exp(kappa * (t - 1)) * (1 - t * t) ** 6.5  # noqa: E731
+        quad = lambda a, b: integrate.quad(law, a, b, epsabs=0, epsrel=1e-12)[0]  # noqa: E731
+        return quad(0, 1) / quad(-1, 1)
+
+    north = 0.6 * upper(20.0) + 0.4 * (1 - upper(10.0))
+    found = __import__("re").search(r"masses ([0-9.e-]+), ([0-9.e-]+)", ds["w2_projection"].comment)
+    masses = sorted(float(m) for m in found.groups())
+    assert masses == pytest.approx(sorted([north, 1 - north]), abs=1e-9)
     assert ds.attrs["domain"] == "zonal" and ds.attrs["zonal_dimension"] == 16
     assert np.array_equal(sd.open_run(tmp_path / "zonal.nc")["rho"].values, ds["rho"].values)
