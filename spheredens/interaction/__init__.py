@@ -96,8 +96,8 @@ class ZeroTemperatureField(Evaluator):
     targets."""
 
     name = "zero_temperature"
-    domains = None  # a formula of the points: any domain
-    inputs = ("values", "log_moments", "coefficients")
+    domains = None  # a formula of the points: any domain (zonal: of the meridian plane's)
+    inputs = ("values", "log_moments", "coefficients", "polar_law")
     priority = 0
     selectable = False
 

@@ -15,8 +15,10 @@ M1 = M0' = M0 I_{nu+1}(c) / I_nu(c), and the sums over the polar law are
     N2(theta) = int g(phi) exp(beta a cos(theta) cos(phi)) M1(c) sin(phi) dphi,
 
 c = beta b sin(theta) sin(phi); the polar velocity is v = (l2 cos(theta) N2 - l1 sin(theta)
-N1) / Z (``sa``), its numerator (``usa``), or (l2 b - l1 a) sin(theta) cos(theta) /
-sqrt(a^2 cos^2(theta) + b^2 sin^2(theta)) (``sa_zero_temperature``).
+N1) / Z (``sa``) or its numerator (``usa``). (``sa_zero_temperature``'s field, (l2 b - l1 a)
+sin(theta) cos(theta) / sqrt(a^2 cos^2(theta) + b^2 sin^2(theta)), is the general formula
+P_x V B^T x / |B^T x| at the points (cos theta, sin theta) of the meridian plane with the
+reduced matrices: the evaluator ``zero_temperature`` serves it.)
 
 Everything is formed in logs: log M0 by its power series where c^2 / 4 <= nu + 1, by the
 scaled Bessel function ``scipy.special.ive`` (log I_nu(c) = log ive(nu, c) + c) for
@@ -49,14 +51,6 @@ def zonal_scalars(model: Model) -> tuple[float, float, float, float]:
     return float(B[0, 0]), float(B[1, 1]), float(V[0, 0]), float(V[1, 1])
 
 
-def zero_temperature_polar_velocity(model: Model, theta: Array) -> Array:
-    """(l2 b - l1 a) sin(theta) cos(theta) / sqrt(a^2 cos^2(theta) + b^2 sin^2(theta)): the
-    polar component of X_inf = P_x V B^T x / |B^T x| (B invertible: a, b != 0)."""
-    a, b, l1, l2 = zonal_scalars(model)
-    s, c = np.sin(theta), np.cos(theta)
-    return (l2 * b - l1 * a) * s * c / np.sqrt(a * a * c * c + b * b * s * s)
-
-
 @register_evaluator
 class ZonalSums(Evaluator):
     """The polar velocity of a zonal density from the sums Z, N1, N2 (module docstring), by
@@ -79,22 +73,27 @@ class ZonalSums(Evaluator):
         "(log M0, log-sum-exp); any d <= 1024"
     )
 
+    requirement = "needs an interacting model (sa_zero_temperature has its own field)"
+
+    @staticmethod
+    def structure(model: Model) -> bool:
+        return model.kind.interacting
+
     def __init__(self, model: Model, sources: Any, targets: Array) -> None:
+        """The sums from the polar law on the grid ``sources`` (cell centres ``theta``, weights,
+        ``dimension`` d) to the points ``targets`` (n_t, 2) of the meridian half-plane."""
         self.model = model
         self.nu = 0.5 * (sources.dimension - 3)
         self.phi = np.asarray(sources.theta, dtype=float)
         self.weight = np.asarray(sources.weight, dtype=float)
-        self.theta = np.asarray(targets, dtype=float)
+        targets = np.asarray(targets, dtype=float)
+        self.theta = np.arctan2(targets[:, 1], targets[:, 0])
         self._poles = (self.theta <= 0.0) | (self.theta >= np.pi)
         self._v_norm = model.V_norm
         a, b, l1, l2 = zonal_scalars(model)
         self._l1_sin = l1 * np.sin(self.theta)
         self._l2_cos = l2 * np.cos(self.theta)
         self._cos_phi = np.cos(self.phi)
-        if not model.kind.interacting:
-            self._fixed = zero_temperature_polar_velocity(model, self.theta)
-            self._fixed[self._poles] = 0.0
-            return
         L, R = self.log_kernel(np.arange(len(self.theta)))
         self._rowmax = L.max(axis=1)
         self._kernel = np.exp(L - self._rowmax[:, None])
@@ -102,7 +101,7 @@ class ZonalSums(Evaluator):
 
     @classmethod
     def build(cls, model: Model, layout: Layout) -> "ZonalSums":
-        return cls(model, layout.sources, np.asarray(layout.targets, dtype=float))
+        return cls(model, layout.sources, layout.target_points)
 
     def log_kernel(self, rows: Array) -> tuple[Array, Array]:
         """(L, R) for the target rows ``rows``: the kernel's log L_fj and sin(phi_j) M1 / M0."""
@@ -138,8 +137,6 @@ class ZonalSums(Evaluator):
 
     def polar_velocity(self, g: Array) -> Array:
         """v at the targets for one polar law g: N / Z (``sa``) or N (``usa``) along e_theta."""
-        if not self.model.kind.interacting:
-            return self._fixed.copy()
         z, n1, n2, logscale = self.sums(g)
         numerator = self._l2_cos * n2 - self._l1_sin * n1
         if self.model.kind.normalized:

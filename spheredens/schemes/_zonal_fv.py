@@ -10,6 +10,7 @@ import numpy as np
 
 from .._types import Array
 from ..exceptions import ConfigError
+from ..geometry import circle_points, circle_tangents
 from ..grids import ZonalGrid
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme
@@ -73,7 +74,16 @@ class ZonalFiniteVolumeScheme(Scheme):
         self._theta = LIMITERS[limiter]
 
     def layout(self) -> Layout:
-        return Layout("zonal", self.evaluator_inputs, self.grid, self.grid.faces, scheme=self.name)
+        """The polar law on the cells; the velocity at the n + 1 faces (points of the meridian
+        plane), along e_theta."""
+        return Layout(
+            "zonal",
+            self.evaluator_inputs,
+            self.grid,
+            circle_points(self.grid.faces),
+            frame=circle_tangents(self.grid.faces)[None],
+            scheme=self.name,
+        )
 
     def attributes(self) -> dict[str, Any]:
         return {
