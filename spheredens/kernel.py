@@ -7,6 +7,11 @@ log k(x, y) = <q(x), y> with the *query* q(x) = beta B^T x, because the sums ove
 in log-sum-exp form or rescaled by their largest term; and through its symmetry: when B is a
 positive multiple a R of an orthogonal matrix, k(x, y) = exp(kappa <R^T x, y>) with
 kappa = beta a depends on <R^T x, y> only (a zonal kernel: Fourier / Funk-Hecke multipliers).
+
+For densities symmetric about an axis (the domain ``zonal``), the kernel enters through its
+average over the (d-2)-sphere orthogonal to the axis, M0(c) = 0F1(; nu + 1; c^2 / 4),
+nu = (d - 3) / 2, and M1 = M0': :func:`log_m0`, :func:`m1_over_m0` and :func:`log_bessel_i`,
+in logs for every order up to 510.5 (docs/models.md section 6).
 """
 
 from __future__ import annotations
