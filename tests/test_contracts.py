@@ -208,7 +208,7 @@ def test_exact_zero_temperature_solution_at_documented_order(domain, cls):
     d = get_domain(domain).d
     if get_domain(domain).meridian:
         pytest.skip(
-            "a meridian domain: tests/test_zonal.py checks the zonal scheme against the exact "
+            "a meridian domain: tests/test_zonal.py checks the zonal schemes against the exact "
             "zero-temperature solution by characteristics in the polar angle"
         )
     if d not in QUADRATURE_DIMENSIONS:

@@ -43,7 +43,7 @@ from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
-from ._zonal import ZonalSums
+from ._zonal import LogM0Table, ZonalLogSums, ZonalSums
 
 __all__ = [
     "AuxiliaryInteraction",
@@ -59,6 +59,8 @@ __all__ = [
     "KappaInterpolation",
     "KappaLowRank",
     "Layout",
+    "LogM0Table",
+    "ZonalLogSums",
     "ZonalSums",
     "log_bessel_i",
     "log_m0",

@@ -24,6 +24,7 @@ from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"
 from ._sphere_fv import SphereFiniteVolumeScheme  # registers sphere "fv"
 from ._sphere_log_sl import SphereLogSemiLagrangianScheme  # registers sphere "log_sl"
 from ._zonal_fv import ZonalFiniteVolumeScheme  # registers zonal "fv"
+from ._zonal_log_sl import ZonalLogSemiLagrangianScheme  # registers zonal "log_sl"
 
 __all__ = [
     "SCHEMES",
@@ -37,6 +38,7 @@ __all__ = [
     "SphereLogSemiLagrangianScheme",
     "SphereFiniteVolumeScheme",
     "ZonalFiniteVolumeScheme",
+    "ZonalLogSemiLagrangianScheme",
     "make_scheme",
     "register_scheme",
     "scheme_class",
