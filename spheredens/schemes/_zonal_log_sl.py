@@ -37,6 +37,8 @@ class ZonalLogSemiLagrangianScheme(LogSemiLagrangianScheme):
 
     domain = "zonal"
     resolution = ZonalFiniteVolumeScheme.resolution
+    #: per cell of [0, pi]: the even extension's two cells, each with its remap's pieces
+    work_bytes_per_point = 1600.0
     grid_spacing = ZonalFiniteVolumeScheme.grid_spacing
 
     @classmethod
