@@ -178,25 +178,45 @@ class LogM0Table:
         self.df = self.r * (1.0 + c) * self.du  # derivatives in the unit of one interval
         self.dr = dr * (1.0 + c) * self.du
 
-    def _hermite(self, values: Array, slopes: Array, c: Array) -> Array:
-        x = np.log1p(c) / self.du
-        i = np.minimum(x.astype(np.int64), self.count - 2)
-        t = x - i
-        t2, t3 = t * t, t * t * t
-        return (
-            (2 * t3 - 3 * t2 + 1) * values[i]
-            + (t3 - 2 * t2 + t) * slopes[i]
-            + (-2 * t3 + 3 * t2) * values[i + 1]
-            + (t3 - t2) * slopes[i + 1]
-        )
+        self._log_m0 = self._cubic(self.f, self.df)
+        self._ratio = self._cubic(self.r, self.dr)
+
+    @staticmethod
+    def _cubic(values: Array, slopes: Array) -> tuple[Array, ...]:
+        """The Hermite cubic of each interval, y0 + m0 t + (3 dy - 2 m0 - m1) t^2 +
+        (m0 + m1 - 2 dy) t^3 (t in [0, 1]), as its four coefficient arrays."""
+        dy = values[1:] - values[:-1]
+        m0, m1 = slopes[:-1], slopes[1:]
+        return values[:-1], m0, 3.0 * dy - 2.0 * m0 - m1, m0 + m1 - 2.0 * dy
+
+    def _locate(self, c: Array) -> tuple[Array, Array]:
+        x = np.log1p(c) * (1.0 / self.du)
+        i = np.minimum(x.astype(np.intp), self.count - 2)
+        return i, x - i
+
+    @staticmethod
+    def _horner(coefficients: tuple[Array, ...], i: Array, t: Array) -> Array:
+        c0, c1, c2, c3 = (np.take(a, i) for a in coefficients)
+        out = c3 * t
+        out += c2
+        out *= t
+        out += c1
+        out *= t
+        out += c0
+        return out
 
     def log_m0(self, c: Array) -> Array:
         """log M0(|c|) (even)."""
-        return self._hermite(self.f, self.df, np.abs(c))
+        return self._horner(self._log_m0, *self._locate(np.abs(c)))
 
     def ratio(self, c: Array) -> Array:
         """M1 / M0 (c) (odd)."""
-        return np.sign(c) * self._hermite(self.r, self.dr, np.abs(c))
+        return np.sign(c) * self._horner(self._ratio, *self._locate(np.abs(c)))
+
+    def both(self, c: Array) -> tuple[Array, Array]:
+        """(log M0(c), M1 / M0 (c)), the cell located once."""
+        i, t = self._locate(np.abs(c))
+        return self._horner(self._log_m0, i, t), np.sign(c) * self._horner(self._ratio, i, t)
 
 
 @register_evaluator
@@ -242,13 +262,17 @@ class ZonalLogSums(Evaluator):
         phi = np.clip(self.centres + offset * self.h, 0.0, np.pi)
         sin_t, cos_t = np.sin(self.theta)[:, None], np.cos(self.theta)[:, None]
         c = (beta * self._b) * sin_t * np.sin(phi)[None, :]
-        logits = (beta * self._a) * cos_t * np.cos(phi)[None, :] + self.table.log_m0(c)
+        log_m0_c, ratio = self.table.both(c)
+        logits = (beta * self._a) * cos_t * np.cos(phi)[None, :]
+        logits += log_m0_c
         logits += (ell + math.log(self.h))[None, :]
         m = logits.max(axis=1)
-        w = np.exp(logits - m[:, None])
+        logits -= m[:, None]
+        w = np.exp(logits, out=logits)
         z = w.sum(axis=1)
         n1 = w @ np.cos(phi)
-        n2 = np.einsum("fj,fj->f", w, self.table.ratio(c) * np.sin(phi)[None, :])
+        ratio *= np.sin(phi)[None, :]
+        n2 = np.einsum("fj,fj->f", w, ratio)
         numerator = self._l2_cos * n2 - self._l1_sin * n1
         if self.model.kind.normalized:
             v = np.clip(numerator / z, -self._v_norm, self._v_norm)
