@@ -79,6 +79,22 @@ def test_log_bessel_i_to_order_510_5_against_mpmath():
     assert np.isfinite(log_bessel_i(510.5, np.array([45.0]))[0])
 
 
+def test_log_m0_table_of_log_sl():
+    """The Hermite table in log(1 + c) that log_sl's moving sources use: log M0 within
+    1e-12 (1 + c) (measured 2.1e-13) and M1 / M0 within 5e-10 (1.8e-10, the exact ratio's own
+    error at c = 2e4) of the exact values, odd and even as M1 and M0."""
+    from spheredens.interaction import LogM0Table
+
+    c = np.concatenate(
+        [np.random.default_rng(0).uniform(0, 2e4, 20000), np.geomspace(1e-8, 2e4, 2000)]
+    )
+    for nu in (-0.5, 0.0, 30.5, 510.5):
+        table = LogM0Table(nu, 2e4)
+        log_m0_c, ratio = table.both(-c)
+        assert np.max(np.abs(log_m0_c - log_m0(nu, c)) / (1 + c)) < 1e-12
+        assert np.max(np.abs(ratio + m1_over_m0(nu, c))) < 5e-10
+
+
 # -- d = 2: the circle ----------------------------------------------------------------------------
 @pytest.mark.parametrize("scheme", ["fv", "log_sl"])
 def test_d2_equals_the_circle_with_an_even_density_and_diagonal_matrices(scheme):
