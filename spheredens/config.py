@@ -44,6 +44,7 @@ from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
 from .model_rules import ModelConfig, model_config_on, with_auxiliary
 from .models import Model
+from .zonal import ZonalInitial
 
 __all__ = [
     "RunConfig",
@@ -302,7 +303,9 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     check = DOMAIN_INITIAL_CHECKS.get(domain.name)
     if check is not None:
         check(domain, tables["initial"])
-    initial = _initial(tables["initial"], domain.sphere_dimension, base)
+    initial = _initial(tables["initial"], _initial_dimension(domain, tables["initial"]), base)
+    if domain.domain.meridian:  # its checks of a zonal file (theta within [0, pi])
+        ZonalInitial(initial.density, domain.sphere_dimension, domain.axis)
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
     _check_steps(discretization, time, model.build())
@@ -461,8 +464,21 @@ def _zonal_domain(t: dict[str, Any]) -> DomainConfig:
 #: domain name -> the reader of its ``[domain]`` table, where it has keys beyond ``name``
 DOMAIN_TABLES = {"zonal": _zonal_domain}
 
-#: the initial densities the zonal domain takes (functions of the polar angle alone)
-ZONAL_INITIAL = ("uniform", "von_mises_fisher")
+#: the initial densities the zonal domain takes (functions of the polar angle alone; ``file``:
+#: the law g of theta of a zonal run's file, read as the circle reads its files, on [0, pi])
+ZONAL_INITIAL = ("uniform", "von_mises_fisher", "file")
+#: the initial densities given as the law g of the polar angle on the meridian plane's points
+#: (cos theta, sin theta), not as rho on S^{d-1}
+ZONAL_LAWS = ("file",)
+
+
+def _initial_dimension(domain: DomainConfig, t: dict[str, Any]) -> int:
+    """The dimension the ``[initial]`` table is read in: that of S^{d-1} (``domain.d`` on the
+    zonal domain), except for a law of the polar angle (a zonal file), read on the meridian
+    plane (2)."""
+    if domain.domain.meridian and t.get("name") in ZONAL_LAWS:
+        return domain.d
+    return domain.sphere_dimension
 
 
 def _check_zonal_initial(domain: DomainConfig, t: dict[str, Any]) -> None:

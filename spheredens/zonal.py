@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 
 from ._types import Array
+from .exceptions import ConfigError
 from .geometry import log_sphere_area
+from .initial import FromFile
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,16 @@ class ZonalInitial:
     d: int
     axis: tuple[float, ...]
 
+    def __post_init__(self) -> None:
+        if isinstance(self.density, FromFile):
+            theta = np.asarray(self.density.theta, dtype=float)
+            if theta.min() < 0.0 or theta.max() > np.pi:
+                raise ConfigError(
+                    "initial.path",
+                    f"holds theta in [{theta.min():.4g}, {theta.max():.4g}], beyond [0, pi]: "
+                    "the zonal domain reads the law g of the polar angle of a zonal run's file",
+                )
+
     def meridian_points(self, theta: Array) -> Array:
         """x = cos(theta) e + sin(theta) omega in R^d, shape ``theta.shape + (d,)``: one
         meridian of S^{d-1} (omega orthogonal to e along the coordinate where e is smallest;
@@ -46,7 +58,13 @@ class ZonalInitial:
         return np.cos(theta) * e + np.sin(theta) * omega
 
     def log_polar_law(self, theta: Array) -> Array:
-        """log g_0(theta) = log rho_0(x(theta)) + log |S^{d-2}| + (d - 2) log sin(theta)."""
+        """log g_0(theta) = log rho_0(x(theta)) + log |S^{d-2}| + (d - 2) log sin(theta); a
+        zonal file gives g_0 itself (interpolated linearly in theta, as the circle's files)."""
+        if isinstance(self.density, FromFile):
+            theta = np.asarray(theta, dtype=float)
+            points = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+            with np.errstate(divide="ignore"):
+                return np.log(np.asarray(self.density(points), dtype=float))
         x = self.meridian_points(theta)
         log_rho = getattr(self.density, "log_density", None)
         with np.errstate(divide="ignore"):

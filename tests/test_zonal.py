@@ -349,6 +349,7 @@ def zonal_config(domain=None, model=None, initial=None, **more):
         (None, {"name": "usa_av"}, None, "model.name", "not available on the zonal domain"),
         (None, {"e": 1.0}, None, "model.e", "unknown key"),
         (None, None, {"name": "random_smooth"}, "initial.name", "not available on the zonal"),
+        (None, None, {"name": "file"}, "initial.path", "is required for 'file'"),
         (
             None,
             None,
@@ -582,3 +583,32 @@ def test_a_ring_near_the_equator_slides_to_the_pole_when_l1_exceeds_l2():
     expected = integrate.solve_ivp(ring, (0, T), [c0], rtol=1e-12, atol=1e-12).y[0, -1]
     assert expected < c0 - 0.1  # the ODE itself leaves the equator
     assert (c1 - c0) / (expected - c0) == pytest.approx(1.0, abs=0.12)
+
+
+def test_a_zonal_file_starts_a_run_and_a_circle_file_is_refused(tmp_path):
+    """initial.name = "file" on the zonal domain reads the law g of theta of a zonal run's
+    file (its last snapshot, interpolated linearly in theta): the new run starts within 2% of
+    the file's g (cell averages of the interpolant) with mass 1; a circle file, whose theta
+    reaches 2 pi, is refused in one line."""
+    first = zonal_config(
+        domain={"d": 8},
+        model={"beta": 20.0, "l1": 2.0},
+        initial={"name": "von_mises_fisher", "means": [axis(8)], "kappas": [2.0]},
+        time={"t_end": 1.0, "snapshots": 3},
+        output={"figure": False, "path": str(tmp_path / "first.nc")},
+    )
+    ds = sd.run(first, progress=False)
+    second = zonal_config(
+        domain={"d": 8}, initial={"name": "file", "path": str(tmp_path / "first.nc")}
+    )
+    scheme = sd.make_scheme(Problem.from_config(second), second.discretization)
+    g0 = scheme.initial_state()[0]
+    g_file = ds["rho"].values[-1]
+    assert float(np.sum(g0 * scheme.grid.weight)) == pytest.approx(1.0, abs=1e-13)
+    assert np.abs(g0 - g_file).max() < 0.02 * g_file.max()
+    circle = sd.config_from_dict(
+        {"time": {"t_end": 0.1}, "output": {"figure": False, "path": str(tmp_path / "c.nc")}}
+    )
+    sd.run(circle, progress=False)
+    with pytest.raises(sd.ConfigError, match=r"^initial.path: holds theta in .* beyond \[0, pi\]"):
+        zonal_config(initial={"name": "file", "path": str(tmp_path / "c.nc")})

@@ -325,9 +325,7 @@ class ZonalLogSums(Evaluator):
         cos_phi = np.cos(phi)
         for start in range(0, n_t, TARGET_BLOCK):
             rows = np.arange(start, min(start + TARGET_BLOCK, n_t))
-            cols = (
-                np.flatnonzero(keep[rows].any(axis=0)[block]) if self.prune else slice(None)
-            )
+            cols = np.flatnonzero(keep[rows].any(axis=0)[block]) if self.prune else slice(None)
             logits, ratio = self.logits(rows, phi[cols], log_a[cols])
             m[rows] = logits.max(axis=1)
             logits -= m[rows, None]
