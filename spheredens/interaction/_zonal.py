@@ -7,7 +7,8 @@ the kernel over the (d-2)-sphere of omega is the confluent limit
 
     M0(c) = Gamma(nu + 1) (2 / c)^nu I_nu(c) = 0F1(; nu + 1; c^2 / 4),   nu = (d - 3) / 2,
 
-(d = 2: cosh c, the average over S^0 = {+-1}; d = 3: sinh(c) / c), with
+(d = 2: cosh c, the average over S^0 = {+-1}; d = 3: I_0(c), over the circle S^1; d = 4:
+sinh(c) / c, over S^2), with
 M1 = M0' = M0 I_{nu+1}(c) / I_nu(c), and the sums over the polar law are
 
     Z(theta)  = int g(phi) exp(beta a cos(theta) cos(phi)) M0(c) dphi,
@@ -25,7 +26,9 @@ scaled Bessel function ``scipy.special.ive`` (log I_nu(c) = log ive(nu, c) + c) 
 nu <= 50 beyond, and by the uniform (Debye) expansion of I_nu for larger orders, where ``ive``
 underflows (nu = 510.5 at c = 45: I_nu(c) ~ 1e-1087). The sums are the cell-centre quadrature
 of the polar law, as the circle's direct sums, rescaled by each row's largest kernel entry;
-a row whose rescaled Z falls below 1e-200 is recomputed in log-sum-exp form.
+a row whose rescaled Z falls below 1e-200 is recomputed in log-sum-exp form
+(:class:`ZonalSums`, for ``fv``). ``log_sl``'s sums take log g at the cells' centroids, in
+log-sum-exp form with certified pruning (:class:`ZonalLogSums`).
 """
 
 from __future__ import annotations
