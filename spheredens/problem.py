@@ -22,9 +22,10 @@ class Problem:
     ----------
     model : Model
     domain : str
-        ``"circle"`` or ``"sphere"``.
+        ``"circle"``, ``"sphere"`` or ``"zonal"``.
     initial : callable
-        rho_0 as a function of points x (n, d) -> (n,).
+        rho_0 as a function of points x (n, d) -> (n,); on the zonal domain its
+        :class:`~spheredens.zonal.ZonalInitial` (the law of the polar angle).
     xi : ndarray (n_xi,)
         Auxiliary-variable slice labels (one slice, label 0, without auxiliary variables).
     xi_weight : ndarray (n_xi,)

@@ -36,7 +36,7 @@ class Layout:
     Attributes
     ----------
     domain : str
-        ``"circle"`` or ``"sphere"``.
+        ``"circle"``, ``"sphere"`` or ``"zonal"``.
     inputs : str
         ``"values"`` (the state holds rho at ``sources.points``, quadrature weights
         ``sources.weight``) or ``"coefficients"`` (spherical-harmonic coefficients on the
