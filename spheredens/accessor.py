@@ -34,6 +34,7 @@ from .geometry import (
     CIRCLE,
     DOMAINS,
     SPHERE,
+    ZONAL,
     Domain,
     circle_angle,
     circle_points,
@@ -189,7 +190,7 @@ def _sphere_grid(ds: Any, domain: Domain, dims: tuple[str, ...], weight: Array) 
 
 
 #: the reader of a run file's grid on each domain: ``(ds, domain, dims, weight) -> FileGrid``
-FILE_GRIDS = {CIRCLE.name: _theta_grid, SPHERE.name: _sphere_grid}
+FILE_GRIDS = {CIRCLE.name: _theta_grid, SPHERE.name: _sphere_grid, ZONAL.name: _theta_grid}
 
 
 def config_tables(ds: Any) -> dict[str, Any]:
@@ -284,7 +285,8 @@ def file_model(ds: Any) -> Model:
         if rec["model"] == "usa_av":
             aux = config_tables(ds).get("auxiliary")
             auxiliary = auxiliary_from_params(aux if isinstance(aux, dict) else {}, Q.shape[0])
-        return Model(rec["model"], float(rec["beta"]), Q, K, V, auxiliary)
+        meridian = file_domain(ds).meridian  # the zonal domain's 2 x 2 reductions
+        return Model(rec["model"], float(rec["beta"]), Q, K, V, auxiliary, meridian)
     except SchemaError:
         raise
     except Exception as exc:  # a name, beta or [auxiliary] table no model takes: one line

@@ -34,15 +34,17 @@ from ._validate import (
     as_int,
     as_str,
     as_table,
+    as_unit_vectors,
     check_keys,
 )
 from .config_toml import config_to_dict, config_to_toml, read_toml
 from .exceptions import ConfigError, SpheredensWarning, shown
-from .geometry import DOMAINS, Domain, get_domain
+from .geometry import DOMAINS, ZONAL_MAX_DIMENSION, Domain, get_domain
 from .initial import INITIAL_DENSITIES
 from .integrators import INTEGRATORS
-from .model_rules import ModelConfig, model_config, with_auxiliary
+from .model_rules import ModelConfig, model_config_on, with_auxiliary
 from .models import Model
+from .zonal import ZonalInitial
 
 __all__ = [
     "RunConfig",
@@ -66,9 +68,14 @@ MAX_STEPS_TEXT = f"{MAX_STEPS:.0e}".replace("e+0", "e").replace("e+", "e")  # "1
 
 @dataclass(frozen=True)
 class DomainConfig:
-    """``[domain]``: ``circle`` (S^1) or ``sphere`` (S^2)."""
+    """``[domain]``: ``circle`` (S^1), ``sphere`` (S^2), or ``zonal`` (a density on S^{d-1}
+    symmetric about ``axis``, with its dimension ``dimension`` = d)."""
 
     name: str
+    #: zonal: d, the dimension of R^d (2 <= d <= 1024); None for the other domains
+    dimension: int | None = None
+    #: zonal: the unit vector e of R^d the density and the model are symmetric about
+    axis: tuple[float, ...] | None = None
 
     @property
     def domain(self) -> Domain:
@@ -77,7 +84,19 @@ class DomainConfig:
 
     @property
     def d(self) -> int:
+        """The dimension of the domain's points (2 for the zonal domain's meridian plane)."""
         return self.domain.d
+
+    @property
+    def sphere_dimension(self) -> int:
+        """d of the sphere S^{d-1} the densities live on (``domain.d`` of the zonal domain)."""
+        return self.dimension if self.dimension is not None else self.domain.d
+
+    def parameters(self) -> dict[str, Any]:
+        """The domain's own keys beyond ``name`` (the zonal domain's ``d`` and ``axis``)."""
+        if self.dimension is None:
+            return {}
+        return {"d": self.dimension, "axis": list(self.axis or ())}
 
 
 @dataclass(frozen=True)
@@ -279,9 +298,14 @@ def config_from_dict(data: Mapping[str, Any], *, base_dir: str | Path = ".") -> 
     base = Path(base_dir)
     tables = {s: as_table(data.get(s, {}), s) for s in SECTIONS}
     domain = _domain(tables["domain"])
-    model = model_config(tables["model"], domain.d)
+    model = model_config_on(tables["model"], domain)
     model = with_auxiliary(model, tables["auxiliary"], "auxiliary" in data, domain.d)
-    initial = _initial(tables["initial"], domain.d, base)
+    check = DOMAIN_INITIAL_CHECKS.get(domain.name)
+    if check is not None:
+        check(domain, tables["initial"])
+    initial = _initial(tables["initial"], _initial_dimension(domain, tables["initial"]), base)
+    if domain.domain.meridian:  # its checks of a zonal file (theta within [0, pi])
+        ZonalInitial(initial.density, domain.sphere_dimension, domain.axis)
     discretization = _discretization(tables["discretization"], domain, model)
     time = _time(tables["time"])
     _check_steps(discretization, time, model.build())
@@ -398,14 +422,90 @@ def check_memory(cfg: RunConfig, *, fraction: float = 0.8) -> None:
 
 
 def _domain(t: dict[str, Any]) -> DomainConfig:
-    check_keys(t, ["name"], "domain")
     name = as_str(t.get("name", "circle"), "domain.name")
     if name not in DOMAINS:
         raise ConfigError(
             "domain.name",
             f"{shown(name)} is not a domain; choose {' or '.join(map(repr, DOMAINS))}",
         )
+    own = DOMAIN_TABLES.get(name)
+    if own is not None:
+        return own(t)
+    check_keys(t, ["name"], "domain")
     return DomainConfig(name)
+
+
+def _zonal_domain(t: dict[str, Any]) -> DomainConfig:
+    """``[domain]`` of the zonal domain: ``d`` (required, 2..1024) and ``axis`` (a unit vector
+    of R^d, default e_1)."""
+    check_keys(t, ["name", "d", "axis"], "domain")
+    if "d" not in t:
+        raise ConfigError(
+            "domain.d",
+            f"is required for the zonal domain: the dimension d of R^d, 2 <= d <= "
+            f"{ZONAL_MAX_DIMENSION} (the density lives on S^(d-1)), e.g. d = 64",
+        )
+    d = as_int(t["d"], "domain.d", minimum=2, maximum=ZONAL_MAX_DIMENSION)
+    if "axis" not in t:
+        return DomainConfig("zonal", d, tuple(float(i == 0) for i in range(d)))
+    raw = t["axis"]
+    if not isinstance(raw, (list, tuple)) or len(raw) != d:
+        raise ConfigError(
+            "domain.axis",
+            f"must be a unit vector of {d} numbers (domain.d = {d}), got {shown(raw)}",
+        )
+    axis = np.array([as_float(v, f"domain.axis[{i}]") for i, v in enumerate(raw)])
+    norm = float(np.linalg.norm(axis))
+    if abs(norm - 1.0) > 1e-6:
+        raise ConfigError("domain.axis", f"has length {norm:.6g}; give a unit vector")
+    return DomainConfig("zonal", d, tuple(float(v) for v in axis / norm))
+
+
+#: domain name -> the reader of its ``[domain]`` table, where it has keys beyond ``name``
+DOMAIN_TABLES = {"zonal": _zonal_domain}
+
+#: the initial densities the zonal domain takes (functions of the polar angle alone; ``file``:
+#: the law g of theta of a zonal run's file, read as the circle reads its files, on [0, pi])
+ZONAL_INITIAL = ("uniform", "von_mises_fisher", "file")
+#: the initial densities given as the law g of the polar angle on the meridian plane's points
+#: (cos theta, sin theta), not as rho on S^{d-1}
+ZONAL_LAWS = ("file",)
+
+
+def _initial_dimension(domain: DomainConfig, t: dict[str, Any]) -> int:
+    """The dimension the ``[initial]`` table is read in: that of S^{d-1} (``domain.d`` on the
+    zonal domain), except for a law of the polar angle (a zonal file), read on the meridian
+    plane (2)."""
+    if domain.domain.meridian and t.get("name") in ZONAL_LAWS:
+        return domain.d
+    return domain.sphere_dimension
+
+
+def _check_zonal_initial(domain: DomainConfig, t: dict[str, Any]) -> None:
+    """Refuse, before it is built, an ``[initial]`` table ``t`` that is not symmetric about the
+    axis: only ``uniform`` and von Mises-Fisher mixtures with means +axis or -axis."""
+    name = as_str(t.get("name", "uniform"), "initial.name")
+    if name not in ZONAL_INITIAL:
+        raise ConfigError(
+            "initial.name",
+            f"{shown(name)} is not available on the zonal domain; choose "
+            f"{' or '.join(map(repr, ZONAL_INITIAL))}",
+        )
+    if "means" not in t:
+        return
+    axis = np.array(domain.axis)
+    for i, mean in enumerate(as_unit_vectors(t["means"], "initial.means", len(axis))):
+        along = float(np.dot(mean, axis))
+        if abs(along) < 1.0 - 1e-9:
+            raise ConfigError(
+                f"initial.means[{i}]",
+                f"is not along domain.axis (<mean, axis> = {along:.6g}): a zonal density needs "
+                "means equal to the axis or to its opposite",
+            )
+
+
+#: domain name -> the check of the initial density against the domain, where it has one
+DOMAIN_INITIAL_CHECKS = {"zonal": _check_zonal_initial}
 
 
 def _initial(t: dict[str, Any], d: int, base_dir: Path) -> InitialConfig:

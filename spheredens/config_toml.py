@@ -69,13 +69,12 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
     """The tables of a configuration (a :class:`~spheredens.config.RunConfig`), every default
     written out."""
     m = cfg.model
-    model: dict[str, Any] = {
-        "name": m.name,
-        "beta": m.beta,
-        "Q": [list(r) for r in m.Q],
-        "K": [list(r) for r in m.K],
-        "V": [list(r) for r in m.V],
-    }
+    model: dict[str, Any] = {"name": m.name, "beta": m.beta}
+    if m.meridian:  # the zonal domain's 2 x 2 reductions: B = diag(a, b), V = diag(l1, l2)
+        B = [[sum(m.Q[k][i] * m.K[k][j] for k in range(2)) for j in range(2)] for i in range(2)]
+        model.update(a=B[0][0], b=B[1][1], l1=m.V[0][0], l2=m.V[1][1])
+    else:
+        model.update(Q=[list(r) for r in m.Q], K=[list(r) for r in m.K], V=[list(r) for r in m.V])
     time: dict[str, Any] = {"t_end": cfg.time.t_end, "cfl": cfg.time.cfl}
     if cfg.time.max_dt is not None:
         time["max_dt"] = cfg.time.max_dt
@@ -88,7 +87,7 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
         output["path"] = cfg.output.path
     out = {
         "model": model,
-        "domain": {"name": cfg.domain.name},
+        "domain": {"name": cfg.domain.name, **cfg.domain.parameters()},
         "initial": {"name": cfg.initial.name, **cfg.initial.density.to_params()},
         "discretization": {"scheme": cfg.discretization.scheme, **dict(cfg.discretization.options)},
         "time": time,

@@ -29,6 +29,8 @@ def energy_defined(model: Model) -> str:
         return ""
     if model.kind.energy is None:
         return f"the energy E_beta is defined for usa with Q = K = V = I, not for {model.name}"
+    if model.meridian:
+        return "the energy E_beta is not computed on the zonal domain (its kernel is M0)"
     eye = np.eye(model.d)
     if not (
         np.array_equal(model.Q, eye)

@@ -60,6 +60,13 @@ class Domain:
     envelope_points : int
         How many quasi-uniform points bound rho_0 from above for rejection sampling
         (``particles.initialization = "iid"``).
+    meridian : bool
+        Whether the domain is a reduction to a meridian half-plane (``zonal``: the law of the
+        polar angle of a density on S^{d-1} symmetric about an axis, any d): its points are
+        (cos theta, sin theta) in the plane of the axis and one direction orthogonal to it, not
+        the points of a sphere of dimension ``d``, so :func:`domain_of_dimension` never
+        returns it; the dimension of its sphere is a parameter of the configuration
+        (``domain.d``).
     schemes : Registry
         Scheme classes on this domain (filled by :func:`spheredens.schemes.register_scheme`).
     parts : dict
@@ -80,6 +87,7 @@ class Domain:
     quasi_uniform_points: Callable[[int], Array] | None = field(default=None, repr=False)
     points_of_angles: Callable[[Array], Array] | None = field(default=None, repr=False)
     envelope_points: int = 40000
+    meridian: bool = False
     schemes: Registry = field(init=False, repr=False)
     parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -301,6 +309,20 @@ SPHERE = DOMAINS.register("sphere")(
         envelope_points=40000,
     )
 )
+#: a density on S^{d-1} symmetric about an axis, by the law of its polar angle on [0, pi]
+#: (docs/models.md section 6); d is ``domain.d``, the points are those of the meridian
+#: half-plane, and the measure of [0, pi] is pi
+ZONAL = DOMAINS.register("zonal")(
+    Domain("zonal", 2, np.pi, "fv", (), points_of_angles=circle_points, meridian=True)
+)
+
+#: the largest dimension d of the sphere S^{d-1} of the zonal domain (``domain.d``)
+ZONAL_MAX_DIMENSION = 1024
+
+
+def log_sphere_area(d: int) -> float:
+    """log |S^{d-1}| = log(2 pi^{d/2} / Gamma(d/2)) for any d >= 1 (|S^0| = 2)."""
+    return math.log(2.0) + 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d)
 
 
 def get_domain(name: Any, key: str = "domain.name") -> Domain:
@@ -309,13 +331,17 @@ def get_domain(name: Any, key: str = "domain.name") -> Domain:
 
 
 def domain_of_dimension(d: int) -> Domain:
-    """The domain S^{d-1} whose ambient dimension is ``d``."""
+    """The domain S^{d-1} whose ambient dimension is ``d`` (never a meridian reduction)."""
     for name in DOMAINS:
-        if DOMAINS.get(name).d == d:
+        if DOMAINS.get(name).d == d and not DOMAINS.get(name).meridian:
             return DOMAINS.get(name)
     raise ValueError(f"no domain has ambient dimension {d}")
 
 
 def sphere_area(d: int) -> float:
-    """Total measure |S^{d-1}|: 2*pi for the circle (d = 2), 4*pi for the sphere (d = 3)."""
-    return domain_of_dimension(d).area
+    """Total measure |S^{d-1}|: 2*pi for the circle (d = 2), 4*pi for the sphere (d = 3), the
+    area of a registered domain of that dimension, else 2 pi^{d/2} / Gamma(d/2)."""
+    try:
+        return domain_of_dimension(d).area
+    except ValueError:
+        return math.exp(log_sphere_area(d))

@@ -37,8 +37,10 @@ from .geometry import (
     circle_angle,
     domain_entry,
     domain_of_dimension,
+    log_sphere_area,
     sphere_area,
 )
+from .kernel import log_bessel_i
 
 INITIAL_DENSITIES = Registry("initial density")
 
@@ -79,6 +81,10 @@ class Uniform:
     def __call__(self, x: Array) -> Array:
         return np.full(np.shape(x)[:-1], 1.0 / sphere_area(self.d))
 
+    def log_density(self, x: Array) -> Array:
+        """-log |S^{d-1}|, finite for every d (|S^1023| ~ 1e-908 underflows)."""
+        return np.full(np.shape(x)[:-1], -log_sphere_area(self.d))
+
     def to_params(self) -> dict[str, Any]:
         return {}
 
@@ -107,7 +113,20 @@ def von_mises_fisher_log_density(x: Array, mean: Array, kappa: float) -> Array:
     d = mean.shape[0]
     with np.errstate(over="ignore", divide="ignore"):
         log_c = float(np.log(von_mises_fisher_constant(d)(np.ones(1), kappa, d)[0]))
-        return kappa * np.minimum(x @ mean - 1.0, 0.0) + log_c
+    if not math.isfinite(log_c):  # large d: (2 pi)^{d/2} overflows; the constant in logs
+        log_c = von_mises_fisher_log_constant(kappa, d)
+    return kappa * np.minimum(x @ mean - 1.0, 0.0) + log_c
+
+
+def von_mises_fisher_log_constant(kappa: float, d: int) -> float:
+    """log(e^kappa C_d(kappa)) = (d/2 - 1) log kappa - (d/2) log(2 pi) - log I_{d/2-1}(kappa)
+    + kappa, formed in logs (:func:`~spheredens.kernel.log_bessel_i`), for any d (-log
+    |S^{d-1}| at kappa = 0)."""
+    if kappa == 0.0:
+        return -log_sphere_area(d)
+    nu = 0.5 * d - 1.0
+    log_i = float(log_bessel_i(nu, np.array([kappa]))[0])
+    return nu * math.log(kappa) - 0.5 * d * math.log(2.0 * math.pi) - log_i + kappa
 
 
 def von_mises_fisher_normalized(g: Array, kappa: float, d: int) -> Array:
@@ -154,7 +173,11 @@ VON_MISES_FISHER_CONSTANTS: dict[str, Callable[[Array, float, int], Array]] = {
 def von_mises_fisher_constant(d: int) -> Callable[[Array, float, int], Array]:
     """``(g, kappa, d) -> g e^kappa C_d(kappa)`` on the domain of dimension ``d``: its entry of
     :data:`VON_MISES_FISHER_CONSTANTS`, else the general :func:`von_mises_fisher_normalized`."""
-    return VON_MISES_FISHER_CONSTANTS.get(domain_of_dimension(d).name, von_mises_fisher_normalized)
+    try:
+        name = domain_of_dimension(d).name
+    except ValueError:  # a sphere no domain is (the zonal domain's S^{d-1})
+        return von_mises_fisher_normalized
+    return VON_MISES_FISHER_CONSTANTS.get(name, von_mises_fisher_normalized)
 
 
 @INITIAL_DENSITIES.register("von_mises_fisher")
@@ -199,6 +222,15 @@ class VonMisesFisher:
         out = np.zeros(np.shape(x)[:-1])
         for mu, kappa, w in zip(self.means, self.kappas, self.weights):
             out += w * von_mises_fisher_density(x, np.array(mu), kappa)
+        return out
+
+    def log_density(self, x: Array) -> Array:
+        """log of the mixture, summed over its components in the log domain (finite far from
+        the means of very concentrated components, and for every d)."""
+        logs = [math.log(w) + log_f(x) for w, log_f, _ in self.components()]
+        out = logs[0]
+        for more in logs[1:]:
+            out = np.logaddexp(out, more)
         return out
 
     def components(self) -> list[tuple[float, Callable[[Array], Array], float]]:

@@ -35,6 +35,10 @@ class ModelConfig:
     K: Matrix
     V: Matrix
     auxiliary: Any = None  # AuxiliaryKernel of usa_av (the [auxiliary] table)
+    #: the matrices are the 2 x 2 reductions diag(alpha, gamma) of a model symmetric about an
+    #: axis, in the frame (e, omega) of the meridian plane (the zonal domain,
+    #: :func:`zonal_model_config`); the configuration then writes the scalars a, b, l1, l2
+    meridian: bool = False
 
     def build(self) -> Model:
         """The :class:`~spheredens.models.Model` these parameters describe."""
@@ -45,6 +49,7 @@ class ModelConfig:
             np.array(self.K),
             np.array(self.V),
             self.auxiliary,
+            self.meridian,
         )
 
 
@@ -164,3 +169,94 @@ def with_auxiliary(model: ModelConfig, table: dict[str, Any], given: bool, d: in
             )
         return model
     return replace(model, auxiliary=auxiliary_from_params(table, d))
+
+
+#: the scalars of a model symmetric about an axis e: B = Q^T K = a e e^T + b P and
+#: V = l1 e e^T + l2 P, P = I - e e^T (docs/models.md section 6)
+ZONAL_SCALARS = ("a", "b", "l1", "l2")
+#: a matrix counts as alpha e e^T + gamma P when it is that within this fraction of its largest
+#: entry (matrices typed with a few digits pass; a genuinely different entry does not)
+ZONAL_SYMMETRY_RTOL = 1e-9
+
+
+def zonal_parts(M: np.ndarray, axis: np.ndarray, key: str) -> tuple[float, float]:
+    """(alpha, gamma) with M = alpha e e^T + gamma (I - e e^T), e = ``axis``; a ConfigError
+    naming ``key`` and the entry furthest from that form otherwise."""
+    d = len(axis)
+    alpha = float(axis @ M @ axis)
+    gamma = float(np.trace(M) - alpha) / (d - 1)
+    residual = M - gamma * np.eye(d) - (alpha - gamma) * np.outer(axis, axis)
+    scale = max(float(np.abs(M).max()), MIN_B_NORM)
+    i, j = np.unravel_index(int(np.argmax(np.abs(residual))), residual.shape)
+    if abs(residual[i, j]) > ZONAL_SYMMETRY_RTOL * scale:
+        raise ConfigError(
+            key,
+            f"is not symmetric about domain.axis: the zonal domain needs the form alpha e e^T + "
+            f"gamma (I - e e^T) (e the axis), and entry [{i}][{j}] = {M[i, j]:.6g} differs from "
+            f"it by {residual[i, j]:.3g}; give matrices of that form, or the scalars "
+            "a, b, l1, l2",
+        )
+    return alpha, gamma
+
+
+def zonal_model_config(t: dict[str, Any], d: int, axis: tuple[float, ...]) -> ModelConfig:
+    """The ``[model]`` table of the zonal domain on S^{d-1} with axis e: either the scalars
+    a, b, l1, l2 (B = a e e^T + b P, V = l1 e e^T + l2 P; default 1 each) or d x d matrices
+    Q, K, V each of the form alpha e e^T + gamma P (checked: :func:`zonal_parts`). The result
+    holds the 2 x 2 reductions in the frame (e, omega) (Q = I, K = diag(a, b) from the
+    scalars), validated by the rules of :func:`model_config`; ``usa_av`` is refused."""
+    check_keys(t, ["name", "beta", "Q", "K", "V", *ZONAL_SCALARS], "model")
+    name = as_str(t.get("name", "sa"), "model.name")
+    if MODELS.get(name, "model.name").sliced:
+        raise ConfigError(
+            "model.name",
+            f"{name!r} is not available on the zonal domain (its gauges break the symmetry "
+            "about the axis); choose 'sa', 'sa_zero_temperature' or 'usa'",
+        )
+    scalars = [k for k in ZONAL_SCALARS if k in t]
+    given = [m for m in ("Q", "K", "V") if m in t]
+    if scalars and given:
+        raise ConfigError(
+            f"model.{given[0]}",
+            "give either the scalars a, b, l1, l2 or the matrices Q, K, V on the zonal domain, "
+            "not both",
+        )
+    if given:
+        e = np.array(axis)
+        reduced = {}
+        for m in ("Q", "K", "V"):
+            M = np.array(as_matrix(t[m], f"model.{m}", d)) if m in t else np.eye(d)
+            alpha, gamma = zonal_parts(M, e, f"model.{m}")
+            reduced[m] = [[alpha, 0.0], [0.0, gamma]]
+    else:
+        v = {}
+        for k in ZONAL_SCALARS:
+            v[k] = as_float(t.get(k, 1.0), f"model.{k}")
+            if abs(v[k]) > MAX_MATRIX_ENTRY:
+                raise ConfigError(
+                    f"model.{k}",
+                    f"= {v[k]:g} is too large: must be at most {MAX_MATRIX_ENTRY:g} in absolute "
+                    "value (put the scale in model.beta, or in time.t_end for l1, l2)",
+                )
+        reduced = {
+            "Q": [[1.0, 0.0], [0.0, 1.0]],
+            "K": [[v["a"], 0.0], [0.0, v["b"]]],
+            "V": [[v["l1"], 0.0], [0.0, v["l2"]]],
+        }
+    table = {k: t[k] for k in ("name", "beta") if k in t}
+    return replace(model_config({**table, **reduced}, 2), meridian=True)
+
+
+#: domain name -> the rules of its ``[model]`` table, where they differ from
+#: :func:`model_config` (a reduced model: the zonal domain)
+DOMAIN_MODELS = {"zonal": zonal_model_config}
+
+
+def model_config_on(t: dict[str, Any], domain: Any) -> ModelConfig:
+    """The ``[model]`` table on the domain of ``domain`` (a
+    :class:`~spheredens.config.DomainConfig`): its own rules (:data:`DOMAIN_MODELS`) or
+    :func:`model_config` with its dimension."""
+    rules = DOMAIN_MODELS.get(domain.name)
+    if rules is None:
+        return model_config(t, domain.d)
+    return rules(t, domain.sphere_dimension, domain.axis)

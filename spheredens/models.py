@@ -92,6 +92,11 @@ class Model:
         Query, key and value matrices.
     auxiliary : AuxiliaryKernel, optional
         Slices, gauges and couplings of ``usa_av`` (:mod:`spheredens.auxiliary`).
+    meridian : bool
+        The matrices are the 2 x 2 reductions diag(alpha, gamma), in the frame (e, omega) of
+        a meridian plane, of a model on S^{d-1} symmetric about the axis e (the zonal domain,
+        docs/models.md section 6): the velocity, the targets and W2 of the reduction are
+        those of S^{d-1}, its state the law of the polar angle.
     """
 
     name: str
@@ -100,6 +105,7 @@ class Model:
     K: Array
     V: Array
     auxiliary: Any = None
+    meridian: bool = False
     kind: ModelKind = field(init=False, repr=False)
     kernel: AttentionKernel = field(init=False, repr=False, compare=False)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from ._types import Array
 from .config import RunConfig
 from .initial import sample_normalized
 from .models import Model
+from .zonal import ZonalInitial
 
 
 @dataclass(frozen=True)
@@ -21,13 +22,16 @@ class Problem:
     ----------
     model : Model
     domain : str
-        ``"circle"`` or ``"sphere"``.
+        ``"circle"``, ``"sphere"`` or ``"zonal"``.
     initial : callable
-        rho_0 as a function of points x (n, d) -> (n,).
+        rho_0 as a function of points x (n, d) -> (n,); on the zonal domain its
+        :class:`~spheredens.zonal.ZonalInitial` (the law of the polar angle).
     xi : ndarray (n_xi,)
         Auxiliary-variable slice labels (one slice, label 0, without auxiliary variables).
     xi_weight : ndarray (n_xi,)
         Mass of each slice (sums to 1).
+    domain_parameters : mapping
+        The domain's own parameters (the zonal domain: ``d`` and ``axis``); empty elsewhere.
     """
 
     model: Model
@@ -35,6 +39,7 @@ class Problem:
     initial: Any
     xi: Array
     xi_weight: Array
+    domain_parameters: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def d(self) -> int:
@@ -74,7 +79,16 @@ class Problem:
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> "Problem":
+        """The problem of ``cfg``; on a meridian domain (zonal) the initial density is the
+        :class:`~spheredens.initial.ZonalInitial` of rho_0 (its polar law)."""
         model = cfg.model.build()
+        if cfg.domain.domain.meridian:
+            initial = ZonalInitial(
+                cfg.initial.density, cfg.domain.sphere_dimension, cfg.domain.axis
+            )
+            return cls(
+                model, cfg.domain.name, initial, np.zeros(1), np.ones(1), cfg.domain.parameters()
+            )
         if model.auxiliary is not None:
             return cls(
                 model,
@@ -83,4 +97,11 @@ class Problem:
                 model.auxiliary.xi,
                 model.auxiliary.weight,
             )
-        return cls(model, cfg.domain.name, cfg.initial.density, np.zeros(1), np.ones(1))
+        return cls(
+            model,
+            cfg.domain.name,
+            cfg.initial.density,
+            np.zeros(1),
+            np.ones(1),
+            cfg.domain.parameters(),
+        )

@@ -35,6 +35,21 @@ Three families of exact solutions, used by the tests and by ``spheredens verify`
       w = B^-T a
 
   (div_S P_x w = -2 <w, x> on S^2); for B = I the growth rate of the mode is 2 L(beta) / beta.
+
+* **Linear growth of the zonal modes on S^{d-1}, any d** (:func:`zonal_growth_rate`). With
+  B = b I and V = v I the kernel exp(kappa <x, y>), kappa = beta b, is zonal, and by
+  Funk-Hecke int exp(kappa <x, y>) Y_l(y) dy = Lambda_l Y_l(x) for every spherical harmonic of
+  degree l, Lambda_l = (2 pi)^{d/2} kappa^{1-d/2} I_{l+d/2-1}(kappa). Around the uniform
+  density rho_0, N_0 is normal to the sphere, so for rho_0 (1 + eps Y_l) the velocity is
+  eps v P_x grad(Lambda_l Y_l) / (kappa Lambda_0) (the y-moment is the gradient in x of the
+  kernel's integral) = eps v Lambda_l / (kappa Lambda_0) grad_S Y_l, and with
+  div_S grad_S Y_l = -l (l + d - 2) Y_l the mode grows at the rate
+
+      sigma_l = v l (l + d - 2) I_{l+d/2-1}(kappa) / (kappa I_{d/2-1}(kappa)),
+
+  (d = 3, l = 1: 2 L(kappa) / kappa, as above; kappa -> 0: sigma_1 = v (d - 1) / d, the
+  beta = 0 mean field, sigma_l = 0 for l >= 2). The zonal harmonic of degree l is the
+  Gegenbauer polynomial C_l^{(d-2)/2}(cos theta) of the polar angle.
 """
 
 from __future__ import annotations
@@ -47,6 +62,18 @@ from scipy.special import ive
 
 from ._types import Array
 from .geometry import CIRCLE, domain_of_dimension
+
+
+def zonal_growth_rate(l: int, d: int, beta: float, *, b: float = 1.0, v: float = 1.0) -> float:
+    """The growth rate sigma_l of the zonal mode of degree l >= 1 around the uniform density on
+    S^{d-1} for ``sa`` with B = b I, V = v I (module docstring: Funk-Hecke), from the ratio of
+    scaled Bessel functions ``ive`` (the factors e^{-kappa} cancel)."""
+    kappa = beta * b
+    if kappa == 0.0:
+        return v * (d - 1) / d if l == 1 else 0.0
+    nu = 0.5 * d - 1.0
+    ratio = float(ive(l + nu, kappa) / ive(nu, kappa))
+    return v * l * (l + d - 2) * ratio / kappa
 
 
 # -- beta = 0 ------------------------------------------------------------------------------------

@@ -208,6 +208,8 @@ def projection_measure(
         raise AssumptionError(str(exc)) from None
     with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0 when every node underflows
         measure = build(initial, target.basis, circle_atoms)
+    if model.meridian:
+        return fold_to_meridian(measure)
     parts = getattr(initial, "components", None)
     if parts is None:
         return measure
@@ -217,6 +219,26 @@ def projection_measure(
     ):
         return measure
     return by_parts
+
+
+def fold_to_meridian(measure: TargetMeasure) -> TargetMeasure:
+    """The target of a zonal density (a model with ``meridian``): the circle's measure of the
+    meridian plane, computed from the even extension of the polar law, folded onto the
+    half-plane sin(theta) >= 0 (the atom at -psi is the atom at psi: the same polar angle),
+    atoms at the same point merged (the equator's two atoms are one, of mass 1)."""
+    points = measure.points.copy()
+    points[:, 1] = np.abs(points[:, 1])
+    keys = np.round(points, 12)
+    unique, index = np.unique(keys, axis=0, return_inverse=True)
+    masses = np.bincount(index.reshape(-1), weights=measure.masses, minlength=len(unique))
+    first = np.unique(index.reshape(-1), return_index=True)[1]
+    merged = points[first]
+    return TargetMeasure(
+        merged,
+        masses,
+        measure.description + "; folded onto the polar angle theta = |psi| in [0, pi]",
+        measure.sampling_error,
+    )
 
 
 #: the direct quadrature of Pi_# rho_0 of a mixture is kept when it agrees with the sum over

@@ -53,8 +53,18 @@ SMALL = {"n": 512, "lmax": 15, "nlat": 24}
 FACTOR = 10.0
 
 
-def _models(d: int) -> list[tuple[str, dict, dict | None]]:
-    """(label, [model] table, [auxiliary] table) tried in this order for each evaluator."""
+#: the dimension d of S^{d-1} of a meridian domain (zonal) in these cases
+MERIDIAN_D = 5
+
+
+def _models(d: int, meridian: bool = False) -> list[tuple[str, dict, dict | None]]:
+    """(label, [model] table, [auxiliary] table) tried in this order for each evaluator (a
+    meridian domain: models symmetric about the axis, by their scalars)."""
+    if meridian:
+        return [
+            ("general", {"name": "sa", "beta": 2.0, "a": 3.0, "b": 0.5}, None),
+            ("zero_temperature", {"name": "sa_zero_temperature", "a": 3.0, "b": 0.5}, None),
+        ]
     eye = np.eye(d).tolist()
     return [
         ("general", {"name": "sa", "beta": 2.0, "K": ANISOTROPIC[d]}, None),
@@ -70,7 +80,10 @@ def _models(d: int) -> list[tuple[str, dict, dict | None]]:
 
 
 def _config(domain: str, scheme: type, model: dict, aux: dict | None, evaluator: str) -> dict:
+    meridian = get_domain(domain).meridian
     mean = [1.0, 0.0] if get_domain(domain).d == 2 else [0.0, 0.0, 1.0]
+    if meridian:
+        mean = [1.0] + [0.0] * (MERIDIAN_D - 1)
     disc = {
         "scheme": scheme.name,
         scheme.resolution.key: SMALL[scheme.resolution.key],
@@ -80,7 +93,7 @@ def _config(domain: str, scheme: type, model: dict, aux: dict | None, evaluator:
         disc["interaction"] = evaluator
     data = {
         "model": model,
-        "domain": {"name": domain},
+        "domain": {"name": domain, "d": MERIDIAN_D} if meridian else {"name": domain},
         "initial": {"name": "von_mises_fisher", "means": [mean], "kappas": [2.0]},
         "discretization": disc,
         "time": {"t_end": 0.02, "snapshots": 3},
@@ -100,7 +113,7 @@ def _memory_cases() -> list:
             scheme = get_domain(domain).scheme_class(scheme_name)
             for cls in candidates(domain, scheme.evaluator_inputs):
                 served = []
-                for label, model, aux in _models(get_domain(domain).d):
+                for label, model, aux in _models(get_domain(domain).d, get_domain(domain).meridian):
                     choice = cls.name if cls.selectable else ""
                     data = _config(domain, scheme, model, aux, choice)
                     try:

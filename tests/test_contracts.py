@@ -76,8 +76,19 @@ def rotation(d: int, angle: float) -> np.ndarray:
     return R
 
 
-def canonical_models(d: int) -> list[tuple[dict, dict | None]]:
-    """(model table, auxiliary table) pairs: between them every evaluator applies to one."""
+#: the dimension d of S^{d-1} of a meridian domain (zonal) in these tests
+MERIDIAN_D = 5
+
+
+def canonical_models(d: int, meridian: bool = False) -> list[tuple[dict, dict | None]]:
+    """(model table, auxiliary table) pairs: between them every evaluator applies to one (a
+    meridian domain: models symmetric about the axis, by their scalars)."""
+    if meridian:
+        return [
+            ({"name": "sa", "beta": 2.0, "a": 1.2, "b": 0.8, "l1": 1.0, "l2": 0.6}, None),
+            ({"name": "sa_zero_temperature", "a": 1.2, "b": 0.8, "l1": 1.0, "l2": 0.6}, None),
+            ({"name": "usa", "beta": 1.5, "a": 1.0, "b": -0.5, "l1": 0.7, "l2": 1.0}, None),
+        ]
     return [
         ({"name": "sa", "beta": 2.0, "K": (1.2 * rotation(d, 0.7)).tolist(), "V": V[d]}, None),
         ({"name": "sa", "beta": 2.0, "K": GENERAL[d], "V": V[d]}, None),
@@ -118,18 +129,24 @@ def config(
     """A validated configuration of ``cls`` for ``model``, at the coarsest resolution that
     resolves the kernel (at least twice the scheme's minimum) unless ``resolution`` is given."""
     d = get_domain(domain).d
+    meridian = get_domain(domain).meridian
     if resolution is None:
         resolution = 2 * cls.resolution.minimum
         if model["name"] != "sa_zero_temperature":
-            K = np.array(model.get("K", np.eye(d)))
+            if meridian:
+                K = np.diag([model.get("a", 1.0), model.get("b", 1.0)])
+            else:
+                K = np.array(model.get("K", np.eye(d)))
             resolution = max(resolution, cls.resolution.needed(AttentionKernel(model["beta"], K)))
+    # a meridian domain (zonal) on S^{MERIDIAN_D - 1}, densities symmetric about e_1
+    mean = np.eye(MERIDIAN_D)[0] if meridian else MEAN[d]
     data = {
         "model": model,
-        "domain": {"name": domain},
+        "domain": {"name": domain, "d": MERIDIAN_D} if meridian else {"name": domain},
         "initial": initial
         or {
             "name": "von_mises_fisher",
-            "means": [MEAN[d].tolist(), (-MEAN[d]).tolist()],
+            "means": [mean.tolist(), (-mean).tolist()],
             "kappas": [4.0, 2.0],
             "weights": [0.7, 0.3],
         },
@@ -148,7 +165,7 @@ def config(
 def model_for(domain: str, cls, evaluator):
     """The first canonical model for which the configuration selects ``evaluator``."""
     choice = evaluator.name if evaluator.selectable else "auto"
-    for model, auxiliary in canonical_models(get_domain(domain).d):
+    for model, auxiliary in canonical_models(get_domain(domain).d, get_domain(domain).meridian):
         try:
             cfg = config(domain, cls, model, auxiliary, choice)
         except sd.ConfigError:
@@ -189,6 +206,11 @@ def test_mass_positivity_and_bit_exact_resume(domain, cls, evaluator, tmp_path):
 @pytest.mark.parametrize("domain, cls", list(_schemes()))
 def test_exact_zero_temperature_solution_at_documented_order(domain, cls):
     d = get_domain(domain).d
+    if get_domain(domain).meridian:
+        pytest.skip(
+            "a meridian domain: tests/test_zonal.py checks the zonal schemes against the exact "
+            "zero-temperature solution by characteristics in the polar angle"
+        )
     if d not in QUADRATURE_DIMENSIONS:
         pytest.skip(
             f"no reference quadrature of S^{d - 1} in spheredens.references: add one to "

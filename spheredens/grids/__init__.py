@@ -5,6 +5,7 @@ from ._shtns import import_shtns
 from ._sphere_cells import LatLonCells
 from ._sphere_gauss import GaussGrid, OffGridSynthesis, default_grid_size
 from ._sphere_rings import RingMesh
+from ._zonal import ZonalGrid
 
 __all__ = [
     "CircleGrid",
@@ -12,6 +13,7 @@ __all__ = [
     "LatLonCells",
     "OffGridSynthesis",
     "RingMesh",
+    "ZonalGrid",
     "default_grid_size",
     "import_shtns",
 ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._types import Array
-from ..kernel import orthogonal_multiple
+from ..kernel import log_bessel_i, log_m0, m1_over_m0, orthogonal_multiple
 from ..models import Model
 from ._auxiliary import AuxiliaryInteraction
 from ._base import (
@@ -43,6 +43,7 @@ from ._meridians import LowRankMeridianInteraction
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
+from ._zonal import LogM0Table, ZonalLogSums, ZonalSums
 
 __all__ = [
     "AuxiliaryInteraction",
@@ -58,6 +59,12 @@ __all__ = [
     "KappaInterpolation",
     "KappaLowRank",
     "Layout",
+    "LogM0Table",
+    "ZonalLogSums",
+    "ZonalSums",
+    "log_bessel_i",
+    "log_m0",
+    "m1_over_m0",
     "LowRankMeridianInteraction",
     "LowRankPoints",
     "PrunedDirectQuadrature",
@@ -91,8 +98,8 @@ class ZeroTemperatureField(Evaluator):
     targets."""
 
     name = "zero_temperature"
-    domains = None  # a formula of the points: any domain
-    inputs = ("values", "log_moments", "coefficients")
+    domains = None  # a formula of the points: any domain (zonal: of the meridian plane's)
+    inputs = ("values", "log_moments", "coefficients", "polar_law")
     priority = 0
     selectable = False
 

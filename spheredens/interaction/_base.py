@@ -23,9 +23,10 @@ from ..geometry import tangent_project
 from ..models import Model
 
 #: what a scheme's state is, for an evaluator: density values at source points (with their
-#: weights), log cell averages with centroid offsets (:class:`PrunedDirectQuadrature`), or
-#: spherical-harmonic coefficients on a Gauss grid
-INPUTS = ("values", "log_moments", "coefficients")
+#: weights), log cell averages with centroid offsets (:class:`PrunedDirectQuadrature`),
+#: spherical-harmonic coefficients on a Gauss grid, or the law of the polar angle of a zonal
+#: density (:class:`~spheredens.interaction.ZonalSums`)
+INPUTS = ("values", "log_moments", "coefficients", "polar_law")
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,7 +36,7 @@ class Layout:
     Attributes
     ----------
     domain : str
-        ``"circle"`` or ``"sphere"``.
+        ``"circle"``, ``"sphere"`` or ``"zonal"``.
     inputs : str
         ``"values"`` (the state holds rho at ``sources.points``, quadrature weights
         ``sources.weight``) or ``"coefficients"`` (spherical-harmonic coefficients on the

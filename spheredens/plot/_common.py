@@ -130,16 +130,18 @@ def circle_target_lines(ax: Any, targets: Sequence[Target], *, vertical: bool) -
             draw(angle, color=style["color"], ls=style["ls"], lw=1.6, zorder=5)
 
 
-def theta_axis(ax: Any, which: str = "x") -> None:
-    """An axis of theta in radians on [0, 2 pi], with ticks at multiples of pi / 2."""
-    ticks = np.arange(5) * np.pi / 2
-    labels = ["0", "pi/2", "pi", "3pi/2", "2pi"]
+def theta_axis(ax: Any, which: str = "x", extent: float = 2 * np.pi) -> None:
+    """An axis of theta in radians on [0, extent] (2 pi: the circle; pi: the polar angle of the
+    zonal domain, the measure of its interval), with ticks at multiples of pi / 2."""
+    count = int(round(extent / (np.pi / 2))) + 1
+    ticks = np.arange(count) * np.pi / 2
+    labels = ["0", "pi/2", "pi", "3pi/2", "2pi"][:count]
     if which == "x":
-        ax.set_xlim(0.0, 2 * np.pi)
+        ax.set_xlim(0.0, extent)
         ax.set_xticks(ticks, labels)
         ax.set_xlabel(THETA_LABEL)
     else:
-        ax.set_ylim(0.0, 2 * np.pi)
+        ax.set_ylim(0.0, extent)
         ax.set_yticks(ticks, labels)
         ax.set_ylabel(THETA_LABEL)
 

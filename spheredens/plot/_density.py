@@ -11,7 +11,7 @@ import numpy as np
 from .._lazy import colors
 from .._lazy import pyplot as plt
 from ..accessor import file_domain
-from ..geometry import CIRCLE, SPHERE, domain_entry
+from ..geometry import CIRCLE, SPHERE, ZONAL, domain_entry
 from ..targets import file_targets
 from ._common import (
     SPHERE_VIEWS,
@@ -49,11 +49,12 @@ def run_title(ds: Any, where: str) -> str:
 def plot_circle_run(ds: Any, path: str | Path) -> Path:
     """Space-time image of rho on the circle (log colour scale, theta in radians) with the
     targets (:func:`file_targets`), and W2 to Pi_# rho_0 and to the top eigenspace of V beside it.
+    The zonal domain's runs are drawn alike: the law g of the polar angle on [0, pi].
 
     Parameters
     ----------
     ds : xarray.Dataset
-        A circle run (schema spheredens-1); with slices (usa_av) the marginal is drawn.
+        A circle or zonal run (schema spheredens-1); with slices (usa_av) the marginal is drawn.
     path : path
         PNG file to write.
     """
@@ -71,13 +72,17 @@ def plot_circle_run(ds: Any, path: str | Path) -> Path:
         norm=colors.LogNorm(vmin=floor, vmax=top),
         cmap="viridis",
     )
-    fig.colorbar(mesh, ax=ax0, label="rho (per radian)")
+    domain = file_domain(ds)
+    fig.colorbar(mesh, ax=ax0, label=ds["rho"].attrs.get("long_name", "rho") + " (per radian)")
     circle_target_lines(ax0, targets, vertical=False)
     if targets:
         ax0.legend(handles=target_handles(targets), fontsize=7, loc="lower left", framealpha=0.85)
     ax0.set_xlabel("t")
-    theta_axis(ax0, "y")
-    ax0.set_title(run_title(ds, "circle"), fontsize=9)
+    theta_axis(ax0, "y", domain.area)
+    where = domain.name
+    if domain.meridian:
+        where = f"zonal S^{ds.attrs.get('zonal_dimension', '?') - 1}"
+    ax0.set_title(run_title(ds, where), fontsize=9)
     if w2_axes(ax1, ds):
         ax1.set_title("distances to the targets", fontsize=9)
     else:
@@ -249,6 +254,7 @@ def plot_slices(ds: Any, path: str | Path, *, particles: Any = None) -> Path:
 FIGURES = {
     CIRCLE.name: lambda ds, path, **options: plot_circle_run(ds, path),
     SPHERE.name: plot_sphere_run,
+    ZONAL.name: lambda ds, path, **options: plot_circle_run(ds, path),
 }
 
 

@@ -23,6 +23,8 @@ from ._resolution import Resolution
 from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"
 from ._sphere_fv import SphereFiniteVolumeScheme  # registers sphere "fv"
 from ._sphere_log_sl import SphereLogSemiLagrangianScheme  # registers sphere "log_sl"
+from ._zonal_fv import ZonalFiniteVolumeScheme  # registers zonal "fv"
+from ._zonal_log_sl import ZonalLogSemiLagrangianScheme  # registers zonal "log_sl"
 
 __all__ = [
     "SCHEMES",
@@ -35,6 +37,8 @@ __all__ = [
     "SHSpectralScheme",
     "SphereLogSemiLagrangianScheme",
     "SphereFiniteVolumeScheme",
+    "ZonalFiniteVolumeScheme",
+    "ZonalLogSemiLagrangianScheme",
     "make_scheme",
     "register_scheme",
     "scheme_class",

@@ -31,6 +31,13 @@ def limited_slopes(rho: Array, theta: float) -> Array:
     return np.where(same_sign, np.sign(cen) * mag, 0.0)
 
 
+def upwind_flux(v: Array, east: Array, west_next: Array) -> Array:
+    """F_{j+1/2} = max(v_{j+1/2}, 0) rho^E_j + min(v_{j+1/2}, 0) rho^W_{j+1}: the upwind flux
+    through the face between a cell (right face value ``east``) and the next one (left face
+    value ``west_next``), shared by the circle's and the zonal domain's finite volumes."""
+    return np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * west_next
+
+
 @register_scheme
 class FiniteVolumeScheme(CircleScheme):
     """Positivity-preserving finite volumes on S^1 (Carrillo, Chertock & Huang 2015).
@@ -88,7 +95,7 @@ class FiniteVolumeScheme(CircleScheme):
         slope = limited_slopes(state, self._theta)
         east = state + 0.5 * slope  # value at the right face of cell j
         west = state - 0.5 * slope  # value at the left face of cell j
-        flux = np.maximum(v, 0.0) * east + np.minimum(v, 0.0) * np.roll(west, -1, axis=-1)
+        flux = upwind_flux(v, east, np.roll(west, -1, axis=-1))
         return Tendency(
             -(flux - np.roll(flux, 1, axis=-1)) / self.grid.h,
             float(np.abs(v).max()),

@@ -402,8 +402,13 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
         grid = CircleGrid(n, offset=0.5)
         self.faces = grid.shifted(0.5)  # face j at (j + 1) h
         super().__init__(problem, grid, self.faces, **common)
+        self.setup_steps(tolerance)
+
+    def setup_steps(self, tolerance: float) -> None:
+        """The tolerance, the window of cells that matter and the step control (also used by
+        the zonal domain's ``log_sl``, which runs this scheme on the even extension)."""
         self.tolerance = float(tolerance)
-        model = problem.model
+        model = self.problem.model
         #: cells below max(ell) - window are weighed by no softmax (by less than e^-50)
         self.window = (
             2.0 * model.beta * model.kernel.sigma_max + 50.0 if model.kind.interacting else math.inf

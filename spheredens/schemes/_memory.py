@@ -128,6 +128,10 @@ def evaluator_memory(
         return lowrank_setup(max(L, lmax or 0)) + work
     if name == "auxiliary_spectral":
         return auxiliary_memory(model, points=points, targets=targets, n_xi=n_xi)
+    if name == "zonal_log_sums":  # per call: c, the logits, the weights, the ratio's products
+        return 16 * F8 * targets * points + 8 * F8 * (points + targets) * max(n_xi, 1)
+    if name == "zonal_sums":  # four cached n_t x n_s arrays, the set-up's and guarded rows' work
+        return 20 * F8 * targets * points + 8 * F8 * (points + targets) * max(n_xi, 1)
     # an evaluator not described here (a new one, registered elsewhere): as the direct sums
     return direct_sums(targets, points) + 8 * F8 * d * (points + targets) * max(n_xi, 1)
 
