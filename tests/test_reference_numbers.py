@@ -4,8 +4,11 @@
 ``tests/reference_cases.py --write``: the ``make demo`` run of example C and one short run per
 (domain, scheme, evaluator) combination and model family (the exact zero-temperature
 references among them). Each is run again here, written to a file and read back; every
-numeric variable must agree to 1e-12 of its scale, and every attribute but the version,
-history and wall times must be identical.
+numeric variable must agree to 1e-12 of its scale, every attribute that is a finite number the
+run computes (``unfaithful_min_rho``, ...) to 1e-12 of max(1, its size) (FFTs and BLAS round the
+last bit differently on other CPUs: on one machine ``unfaithful_min_rho`` of
+``circle_fourier_usa`` differed by 4e-16), and every other attribute but the version, history
+and wall times must be identical.
 
 ``w2_projection`` and ``w2_terminal`` were regenerated (``tests/reference_cases.py --update
 w2_projection w2_terminal``) for the one representation of a grid density in W2: on the
@@ -57,7 +60,16 @@ def test_the_stored_numbers_are_recomputed(name, stored, tmp_path):
     assert before, f"no stored numbers for {name}"
     after = numbers(run_case(name, tmp_path))
     assert sorted(after) == sorted(before)
-    assert json.loads(str(after.pop("attrs"))) == json.loads(str(before.pop("attrs")))
+    attrs_after, attrs_before = (json.loads(str(d.pop("attrs"))) for d in (after, before))
+    assert sorted(attrs_after) == sorted(attrs_before)
+    for key, ref in attrs_before.items():
+        new = attrs_after[key]
+        if isinstance(ref, float) and isinstance(new, (int, float)) and np.isfinite(ref):
+            # a number the run computes (unfaithful_min_rho, ...): to the variables' tolerance,
+            # as FFT and BLAS round differently on other CPUs
+            assert abs(new - ref) <= RTOL * max(1.0, abs(ref)), (key, new, ref)
+        else:
+            assert new == ref, key
     for key, ref in before.items():
         new = after[key]
         assert new.shape == ref.shape, key
