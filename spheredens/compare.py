@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from ._lazy import xarray as xr
 from ._types import Array
 from ._validate import input_file_problem
+from .accessor import config_tables
 from .agreement import check_models, unchecked_notice
 from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, TIME_TOLERANCE, departures
 from .diagnostics import grid_atoms
@@ -41,6 +42,9 @@ from .schema import (
 )
 from .simulate import Progress, progress_bar
 from .transport import DENSITY_ATOMS
+
+#: the first seed of the draws of :func:`sampling_level` (apart from the runs' usual seeds)
+SAMPLING_SEED = 1_000_003
 
 
 def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
@@ -491,8 +495,61 @@ def compare(
             "w2: marginal vs all particles; w2_slice: each slice vs its particles "
             "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")"
         )
+    iid = [k for k, p in enumerate(runs) if p.attrs.get("initialization") == "iid"]
+    if iid and density["time"].values[0] == 0.0:
+        base = Path(density_file).parent if density_file else None
+        level = np.full((2, len(runs)), np.nan)
+        for n in sorted({int(runs[k].sizes["particle"]) for k in iid}):
+            mean_std = sampling_level(density, n, n_points=n_points, base_dir=base)
+            for k in iid:
+                if int(runs[k].sizes["particle"]) == n:
+                    level[:, k] = mean_std
+        ds["sampling_w2"] = var["sampling_w2"].entry(level[0])
+        ds["sampling_w2_std"] = var["sampling_w2_std"].entry(level[1])
     record_model(ds, density)
     return cf_encode(ds)
+
+
+#: draws of the i.i.d. sampling level: its spread is the standard deviation over them
+SAMPLING_DRAWS = 20
+
+
+def sampling_level(
+    density: Any,
+    n: int,
+    *,
+    n_points: int = DENSITY_ATOMS,
+    draws: int = SAMPLING_DRAWS,
+    base_dir: str | Path | None = None,
+) -> tuple[float, float]:
+    """The W2 that n i.i.d. samples of rho_0 have from rho_0 itself: the level below which the
+    W2 between a density and a particle run started i.i.d. is sampling noise, not departure.
+
+    Monte Carlo over ``draws`` sets of n samples of the initial density the density file
+    records (its configuration, as ``spheredens particles`` draws them with
+    ``initialization = "iid"``), each against the density's first snapshot represented as
+    :func:`compare` represents it. Returns (mean, standard deviation over the draws); the
+    standard error of the mean is the deviation / sqrt(draws).
+    """
+    from .config import config_from_dict
+    from .particles import initial_particles
+    from .problem import Problem
+
+    data = config_tables(density)
+    if not data:
+        raise SchemaError("the density file records no configuration: no rho_0 to sample")
+    where = {} if base_dir is None else {"base_dir": base_dir}  # a file rho_0 is found there
+    problem = Problem.from_config(config_from_dict(data, **where))
+    grid = density.sd.grid()
+    represent = grid_atoms(grid.domain)
+    atoms, masses, _ = represent.atoms(
+        grid, density.sd.marginal(0), n_points, file_centroids(density, 0)
+    )
+    values = [
+        grid.domain.w2(atoms, masses, *initial_particles(problem, n, "iid", SAMPLING_SEED + k))
+        for k in range(draws)
+    ]
+    return float(np.mean(values)), float(np.std(values, ddof=1))
 
 
 def record_model(ds: Any, density: Any) -> None:

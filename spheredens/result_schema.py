@@ -42,6 +42,20 @@ COMPARE_VARIABLES = {
         "centres; sphere: W2 bound between grid and coarse atoms)",
     ),
     "seed": Variable(("run",), "seed", None, "seed of each particle run (-1: unknown)"),
+    "sampling_w2": Variable(
+        ("run",),
+        "i.i.d. sampling level of W2",
+        "radian",
+        "mean W2 between n i.i.d. samples of rho_0 and rho_0 (Monte Carlo, n the run's "
+        "particles; NaN for runs not started i.i.d.): below it, W2 to the density is sampling "
+        "noise",
+    ),
+    "sampling_w2_std": Variable(
+        ("run",),
+        "spread of the i.i.d. sampling level",
+        "radian",
+        "standard deviation of that W2 over the Monte Carlo draws",
+    ),
     "n_particles": Variable(
         ("run",), "number of particles", "1", "number of particles of each run"
     ),

@@ -9,6 +9,7 @@ it wrote; it returns the exit code. The docstring of each is the command's descr
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import warnings
@@ -24,6 +25,7 @@ from ..analysis import (
 )
 from ..auxiliary import KERNELS
 from ..compare import (
+    SAMPLING_DRAWS,
     check_compare_files,
     compare,
     compare_output_path,
@@ -443,6 +445,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     model_check = result.attrs["model_check"].replace("(allow_mismatch)", "(--allow-mismatch)")
     print(f"  model check: {model_check}")
     print(f"  {result.attrs['departure_verdict']}")
+    if "sampling_w2" in result:  # runs started i.i.d.: the W2 their sampling alone gives
+        for n, level, spread in sorted(
+            {
+                (int(n), float(m), float(s))
+                for n, m, s in zip(
+                    result["n_particles"].values,
+                    result["sampling_w2"].values,
+                    result["sampling_w2_std"].values,
+                )
+                if math.isfinite(m)
+            }
+        ):
+            print(
+                f"  i.i.d. sampling level, n = {n}: W2 of n samples of rho_0 to rho_0 is "
+                f"{level:.4g} +- {spread:.2g} ({SAMPLING_DRAWS} draws); W2 near it is sampling "
+                "noise, not disagreement"
+            )
     summary = comparison_summary(result)
     check = summary["ensemble"]
     if check is not None:
