@@ -22,9 +22,12 @@ from ._validate import input_file_problem
 from .accessor import config_tables
 from .agreement import check_models, unchecked_notice
 from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, TIME_TOLERANCE, departures
+from .config import config_from_dict
 from .diagnostics import grid_atoms
 from .exceptions import SchemaError, SpheredensWarning
 from .geometry import domain_of_dimension
+from .particles import initial_particles
+from .problem import Problem
 from .result_schema import COMPARE_VARIABLES
 from .schema import (
     ATTENTION,
@@ -531,10 +534,6 @@ def sampling_level(
     :func:`compare` represents it. Returns (mean, standard deviation over the draws); the
     standard error of the mean is the deviation / sqrt(draws).
     """
-    from .config import config_from_dict
-    from .particles import initial_particles
-    from .problem import Problem
-
     data = config_tables(density)
     if not data:
         raise SchemaError("the density file records no configuration: no rho_0 to sample")

@@ -10,6 +10,25 @@ from .._types import Array
 from ..geometry import circle_points, circle_tangents
 
 
+def theta_bounds(theta: Array, h: float) -> dict[str, tuple]:
+    """The CF cell bounds ``theta_bounds`` of cells of width h centred at ``theta``."""
+    bounds = theta[:, None] + 0.5 * h * np.array([-1.0, 1.0])
+    return {"theta_bounds": (("theta", "nv"), bounds, {"comment": "cell edges"})}
+
+
+def theta_coordinate(theta: Array, long_name: str, comment: str) -> dict[str, tuple]:
+    """The coordinate ``theta`` of a Dataset (radians, with its bounds): name -> (dims, values,
+    attrs)."""
+    attrs = {
+        "long_name": long_name,
+        "units": "radian",
+        "axis": "X",
+        "bounds": "theta_bounds",
+        "comment": comment,
+    }
+    return {"theta": ("theta", theta, attrs)}
+
+
 class CircleGrid:
     """n evenly spaced points theta_j = (j + offset) h, h = 2 pi / n, on the circle.
 
@@ -45,24 +64,11 @@ class CircleGrid:
     def dataset_variables(self) -> dict[str, tuple]:
         """Variables describing the grid beyond its coordinates: the CF cell bounds of ``theta``
         (the cells [theta_j - h/2, theta_j + h/2] that ``weight`` measures)."""
-        bounds = self.theta[:, None] + 0.5 * self.h * np.array([-1.0, 1.0])
-        return {"theta_bounds": (("theta", "nv"), bounds, {"comment": "cell edges"})}
+        return theta_bounds(self.theta, self.h)
 
     def dataset_coords(self) -> dict[str, tuple]:
         """Coordinates for a Dataset (docs/dataset.md): name -> (dims, values, attrs)."""
-        return {
-            "theta": (
-                "theta",
-                self.theta,
-                {
-                    "long_name": "angle",
-                    "units": "radian",
-                    "axis": "X",
-                    "bounds": "theta_bounds",
-                    "comment": "x = (cos theta, sin theta)",
-                },
-            )
-        }
+        return theta_coordinate(self.theta, "angle", "x = (cos theta, sin theta)")
 
     #: attributes of the ``weight`` and ``rho`` variables (the circle has no CF cell measure:
     #: CF knows area and volume only, so the cell lengths are ``weight`` alone)

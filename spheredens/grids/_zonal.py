@@ -9,6 +9,7 @@ import numpy as np
 
 from .._types import Array
 from ..geometry import circle_points, circle_tangents, log_sphere_area
+from ._circle import theta_bounds, theta_coordinate
 
 
 class ZonalGrid:
@@ -62,24 +63,15 @@ class ZonalGrid:
 
     def dataset_variables(self) -> dict[str, tuple]:
         """The CF cell bounds of ``theta``."""
-        bounds = self.theta[:, None] + 0.5 * self.h * np.array([-1.0, 1.0])
-        return {"theta_bounds": (("theta", "nv"), bounds, {"comment": "cell edges"})}
+        return theta_bounds(self.theta, self.h)
 
     def dataset_coords(self) -> dict[str, tuple]:
         """Coordinates for a Dataset: the polar angle theta in [0, pi]."""
-        return {
-            "theta": (
-                "theta",
-                self.theta,
-                {
-                    "long_name": "polar angle to the axis",
-                    "units": "radian",
-                    "axis": "X",
-                    "bounds": "theta_bounds",
-                    "comment": f"x = cos(theta) e + sin(theta) omega on S^{self.dimension - 1}",
-                },
-            )
-        }
+        return theta_coordinate(
+            self.theta,
+            "polar angle to the axis",
+            f"x = cos(theta) e + sin(theta) omega on S^{self.dimension - 1}",
+        )
 
     weight_attrs = {
         "long_name": "quadrature weight",

@@ -4,6 +4,7 @@ the interval [0, pi] with two zero-flux ends."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -15,7 +16,6 @@ from ..grids import ZonalGrid
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme
 from ._circle_fv import LIMITERS, FiniteVolumeScheme, limited_slopes, upwind_flux
-from ._resolution import Resolution
 
 
 @register_scheme
@@ -42,17 +42,9 @@ class ZonalFiniteVolumeScheme(Scheme):
     positive = True
     zero_temperature_order = 2.0
     #: 3 cells across the kernel width on [0, pi]: n >= 3 pi sqrt(beta sigma_max)
-    resolution = Resolution(
-        key="n",
-        default=256,
-        minimum=8,
-        maximum=1 << 16,
+    resolution = replace(
+        FiniteVolumeScheme.resolution,
         rule=(3.0 * math.pi, 1.0),
-        message=(
-            "n = {value} does not resolve the attention kernel width (beta sigma_max(B))^(-1/2) "
-            "= {width:.3g} rad by 3 cells: needs n >= {need}"
-        ),
-        what=" for scheme {scheme!r}",
         cost="the zonal sums take n^2 kernel entries per right-hand side",
     )
     validate_own_options = FiniteVolumeScheme.validate_own_options

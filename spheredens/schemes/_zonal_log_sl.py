@@ -10,9 +10,7 @@ import numpy as np
 
 from .._types import Array
 from ..exceptions import ConfigError
-from ..geometry import circle_points, circle_tangents
 from ..grids import CircleGrid, ZonalGrid
-from ..interaction import Layout
 from ._base import Scheme, register_scheme
 from ._circle_log_sl import _EDGE, DEFAULT_TOLERANCE, LOG_FLOOR, LogSemiLagrangianScheme
 from ._zonal_fv import ZonalFiniteVolumeScheme
@@ -55,16 +53,9 @@ class ZonalLogSemiLagrangianScheme(LogSemiLagrangianScheme):
         Scheme.__init__(self, problem, ZonalGrid(n, int(problem.domain_parameters["d"])), **common)
         self.setup_steps(tolerance)
 
-    def layout(self) -> Layout:
-        """log g and centroids on the cells of [0, pi]; the velocity at its n + 1 faces."""
-        return Layout(
-            "zonal",
-            self.evaluator_inputs,
-            self.grid,
-            circle_points(self.grid.faces),
-            frame=circle_tangents(self.grid.faces)[None],
-            scheme=self.name,
-        )
+    #: log g and centroids on the cells of [0, pi] (its ``evaluator_inputs``); the velocity at
+    #: the n + 1 faces, as for ``fv``
+    layout = ZonalFiniteVolumeScheme.layout
 
     def attributes(self) -> dict[str, Any]:
         return {**super().attributes(), "zonal_dimension": self.grid.dimension}
