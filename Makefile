@@ -16,7 +16,7 @@ demo-sphere: setup
 	$(VENV)/bin/spheredens run runs/sphere_great_circle/config.toml --overwrite
 
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=20
 
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_circle_rhs.py
