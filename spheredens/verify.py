@@ -418,6 +418,13 @@ GROWTH_LMAX = 31
 GROWTH_TENDENCY_BOUND, GROWTH_RATE_BOUND = 1e-9, 1e-10
 
 
+def steady_uniform_model(beta: float, B: Any = GENERAL_B_3D) -> dict[str, Any]:
+    """The ``[model]`` table of sa with B = K (Q = I) and V = B^-T, which keeps the uniform
+    density on S^2 steady: the model of the linear-growth references."""
+    B = np.asarray(B, dtype=float)
+    return {"name": "sa", "beta": beta, "K": B.tolist(), "V": np.linalg.inv(B).T.tolist()}
+
+
 def linear_growth_errors(
     beta: float, lmax: int = GROWTH_LMAX, B: Any = GENERAL_B_3D, a: Any = GROWTH_MODE
 ) -> tuple[float, float, float]:
@@ -429,12 +436,7 @@ def linear_growth_errors(
     B = np.asarray(B)
     cfg = config_from_dict(
         {
-            "model": {
-                "name": "sa",
-                "beta": beta,
-                "K": B.tolist(),
-                "V": np.linalg.inv(B).T.tolist(),
-            },
+            "model": steady_uniform_model(beta, B),
             "domain": {"name": "sphere"},
             "initial": {"name": "uniform"},
             "discretization": {

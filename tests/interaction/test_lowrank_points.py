@@ -20,6 +20,7 @@ from spheredens.models import Model
 from spheredens.problem import Problem
 from spheredens.references import linear_growth_tendency
 from spheredens.schemes import make_scheme
+from spheredens.verify import steady_uniform_model
 
 
 @pytest.fixture(scope="module")
@@ -128,12 +129,7 @@ def fv_linear_growth(nlat: int, beta: float, B: np.ndarray, a: np.ndarray) -> tu
     product; V = B^-T keeps the uniform density steady."""
     cfg = sd.config_from_dict(
         {
-            "model": {
-                "name": "sa",
-                "beta": beta,
-                "K": B.tolist(),
-                "V": np.linalg.inv(B).T.tolist(),
-            },
+            "model": steady_uniform_model(beta, B),
             "domain": {"name": "sphere"},
             "initial": {"name": "uniform"},
             "discretization": {

@@ -21,6 +21,7 @@ from spheredens.grids._sphere_cells import colat_lon_points
 from spheredens.initial import von_mises_fisher_log_density
 from spheredens.schemes._line_remap import LineField, Profiles, remap_lines
 from spheredens.simulate import Observer
+from spheredens.verify import steady_uniform_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature  # noqa: E402
@@ -314,12 +315,7 @@ def _growth_rate_of_a_run(nlat: int, beta: float, mean: np.ndarray, kappa: float
     times = np.linspace(0.0, 0.2, 5)
     cfg = sd.config_from_dict(
         {
-            "model": {
-                "name": "sa",
-                "beta": beta,
-                "K": B.tolist(),
-                "V": np.linalg.inv(B).T.tolist(),
-            },
+            "model": steady_uniform_model(beta, B),
             "domain": {"name": "sphere"},
             "initial": {"name": "von_mises_fisher", "means": [mean.tolist()], "kappas": [kappa]},
             "discretization": {"scheme": "log_sl", "nlat": nlat, "tolerance": 1e-7},
