@@ -152,14 +152,14 @@ def summarize(results: dict) -> str:
         t_min = f"{base['t_min']:g}" + (" (still falling)" if base["still_falling"] else "")
         ch_n = f"{100 * change(base['min_w2'], fine['min_w2']):.2g}%" if fine else "-"
         ch_t = f"{100 * change(base['min_w2'], tight['min_w2']):.2g}%" if tight else "-"
-        leave = base["t_leave"]
+        leave = "-" if base["t_leave"] is None else f"{base['t_leave']:g}"
         walls = ", ".join(
             "-" if r is None or r["wall"] is None else f"{r['wall']:.0f}"
             for r in (base, fine, tight)
         )
         lines.append(
             f"| {family} | {d} | {float(beta):g} | {N[float(beta)]} | {base['min_w2']:.4g} | "
-            f"{t_min} | {ch_n} | {ch_t} | {base['w2_end']:.3g} | {'-' if leave is None else f'{leave:g}'} | {walls} |"
+            f"{t_min} | {ch_n} | {ch_t} | {base['w2_end']:.3g} | {leave} | {walls} |"
         )
     return "\n".join(lines)
 
@@ -187,8 +187,13 @@ def figures(results: dict) -> None:
             log_g = np.log10(np.maximum(ds["rho"].values, 1e-300))
         fig, ax = plt.subplots(figsize=(7, 4))
         image = ax.pcolormesh(
-            ds["time"].values, ds["theta"].values, log_g.T, vmin=-12, vmax=log_g.max(),
-            shading="auto", cmap="viridis",
+            ds["time"].values,
+            ds["theta"].values,
+            log_g.T,
+            vmin=-12,
+            vmax=log_g.max(),
+            shading="auto",
+            cmap="viridis",
         )
         fig.colorbar(image, ax=ax, label="log10 g(theta, t)")
         ax.set_xlabel("t (model time)")
@@ -219,8 +224,12 @@ def main() -> None:
                         continue
                     results.setdefault(key, {})[label] = run_one(d, beta, family, label, nf, tf)
                     summary_path.write_text(json.dumps(results, indent=1))
-                    print(key, label, {k: v for k, v in results[key][label].items()
-                                       if k not in ("time", "w2")}, flush=True)
+                    print(
+                        key,
+                        label,
+                        {k: v for k, v in results[key][label].items() if k not in ("time", "w2")},
+                        flush=True,
+                    )
     table = summarize(results)
     (HERE / "summary.md").write_text(table + "\n")
     print(table)
