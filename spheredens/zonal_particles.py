@@ -47,7 +47,7 @@ from .diagnostics import grid_atoms, particle_projection_distance
 from .exceptions import SchemaError
 from .geometry import ZONAL, Domain, tangent_project
 from .interaction import logsumexp_sums, pruned_logsumexp_sums
-from .interaction._pruned import SOURCE_BLOCK, TARGET_BLOCK, SourceBlocks
+from .interaction._pruned import PRUNE_FRACTION, SOURCE_BLOCK, TARGET_BLOCK, SourceBlocks
 from .interaction._zonal import zonal_scalars
 from .models import Model
 from .particles import PRUNE_FROM, ParticleRecorder, ParticleSystem
@@ -159,6 +159,18 @@ def cluster_order(x: Array, leaf: int = SOURCE_BLOCK) -> Array:
     return np.concatenate(out)
 
 
+def _may_prune(q: Array, x: Array, log_w: Array, rows: int = 64) -> bool:
+    """Whether the pruning could pay before the particles are ordered: on ``rows`` rows spread
+    over the particles, the fraction of sources whose logit is within the pruning's window of
+    the row's largest one (such sources are summed whatever the blocks) is at most
+    :data:`PRUNE_PAYS_BELOW` (for a uniform state in high d nearly every source is)."""
+    n = len(x)
+    pick = np.linspace(0, n - 1, min(rows, n)).astype(np.int64)
+    g = q[pick] @ x.T + log_w[None, :]
+    window = math.log(math.ceil(n / SOURCE_BLOCK)) - math.log(PRUNE_FRACTION)
+    return float(np.mean(g >= g.max(axis=1, keepdims=True) - window)) <= PRUNE_PAYS_BELOW
+
+
 def _pruning_pays(q: Array, x: Array, log_w: Array) -> bool:
     """Whether the certified pruning keeps at most :data:`PRUNE_PAYS_BELOW` of the sources on
     two blocks of :data:`~spheredens.interaction._pruned.TARGET_BLOCK` rows (those holding the
@@ -186,6 +198,8 @@ def zonal_particle_sums(
     s = frame.along(x)
     q, vy = frame.query(x, s), frame.values(x, s)
     if prune is False or (prune is None and len(x) < PRUNE_FROM):
+        return logsumexp_sums(q, x, log_w, vy)
+    if prune is None and not _may_prune(q, x, log_w):
         return logsumexp_sums(q, x, log_w, vy)
     order = cluster_order(x)
     q, xo, lw, vy = q[order], x[order], log_w[order], vy[order]

@@ -23,6 +23,7 @@ from spheredens.transport import w2_circle
 from spheredens.zonal_particles import (
     ZonalFrame,
     ZonalParticleSystem,
+    _may_prune,
     _pruning_pays,
     atoms_law,
     cluster_order,
@@ -104,6 +105,7 @@ def test_pruned_sums_give_the_direct_velocities_in_high_dimension():
     x = centres[rng.integers(0, 4, n)] + 0.02 * rng.standard_normal((n, 16))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     w = np.full(n, 1.0 / n)
+    assert _may_prune(frame.query(x, frame.along(x)), x, np.log(w))
     order = cluster_order(x)
     assert sorted(order) == list(range(n))
     s = frame.along(x[order])
@@ -118,6 +120,8 @@ def test_d1024_velocity_is_finite_and_tangent_at_beta_1000():
     problem = Problem.from_config(zonal_config(1024, beta=1000.0))
     x, w = initial_zonal_particles(problem, 250, "iid", 1)
     v = ZonalParticleSystem(problem, x, w, 0.01).velocity(x)
+    frame = ZonalFrame.of(Problem.from_config(zonal_config(1024, beta=10.0)))
+    assert not _may_prune(frame.query(x, frame.along(x)), x, np.log(w))  # beta = 10: all kept
     assert np.all(np.isfinite(v))
     assert np.abs(np.sum(v * x, axis=1)).max() <= 2e-15  # |N / Z| <= ||V|| = 1.1
     assert np.linalg.norm(v, axis=1).max() <= max(SCALARS["l1"], SCALARS["l2"]) + 1e-12
