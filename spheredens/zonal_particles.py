@@ -336,9 +336,10 @@ def initial_representation_error(problem: Problem, theta: Array, weight: Array) 
 def particle_theta(x: Array, axis: Array | None = None) -> Array:
     """Polar angles theta in [0, pi] of particle positions: meridian points (n, 2) of a zonal
     particle file (theta = |atan2(x_2, x_1)|, folded: an even extension's points count as
-    theirs), or vectors of R^d (n, d) about ``axis``."""
+    theirs), or vectors of R^d (n, d), d > 2, about ``axis``. Two components are always read
+    as meridian points (at d = 2 they are the vectors of R^2 when the axis is e_1)."""
     x = np.asarray(x, dtype=float)
-    if x.shape[-1] == 2 and (axis is None or len(axis) != 2):
+    if x.shape[-1] == ZONAL.d:  # the domain's own points: the meridian plane's
         return np.abs(np.arctan2(x[..., 1], x[..., 0]))
     if axis is None or x.shape[-1] != len(axis):
         raise SchemaError(
