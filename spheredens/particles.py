@@ -126,7 +126,8 @@ def initial_particles(
     domain's quasi-uniform points (the Fibonacci lattice on the sphere,
     :meth:`spheredens.geometry.Domain.quasi_uniform`) with weights proportional to rho_0 (times
     the nearly equal cell areas).
-    Models with slices (``usa_av``): the positions and weights of :func:`initial_slice_particles`.
+    Models with slices (``usa_av``): the positions and weights of :func:`initial_slice_particles`;
+    a domain with its own part ``"particles"`` (zonal: vectors of R^d) draws them itself.
     """
     if problem.has_auxiliary:
         x, w, _ = initial_slice_particles(problem, n, initialization, seed)
