@@ -23,7 +23,6 @@ from .accessor import config_tables
 from .agreement import check_models, unchecked_notice
 from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, TIME_TOLERANCE, departures
 from .config import config_from_dict
-from .diagnostics import grid_atoms
 from .exceptions import SchemaError, SpheredensWarning
 from .geometry import domain_of_dimension
 from .particles import initial_particles
@@ -45,6 +44,7 @@ from .schema import (
 )
 from .simulate import Progress, progress_bar
 from .transport import DENSITY_ATOMS
+from .zonal_particles import marginal_parts
 
 #: the first seed of the draws of :func:`sampling_level` (apart from the runs' usual seeds)
 SAMPLING_SEED = 1_000_003
@@ -396,8 +396,7 @@ def compare(
     w2_slice = np.full((len(runs), len(shared), len(xi)), np.nan)
     resolution = np.zeros(len(shared))
 
-    distance = grid.domain.w2
-    represent = grid_atoms(grid.domain)
+    distance, represent = marginal_parts(grid.domain, density, runs)  # zonal: theta-marginal
 
     centroids = any(n in density for n in CENTROID_VARIABLES)  # the cells' centroids (log_sl)
     bar = progress_bar(
@@ -544,12 +543,12 @@ def sampling_level(
     where = {} if base_dir is None else {"base_dir": base_dir}  # a file rho_0 is found there
     problem = Problem.from_config(config_from_dict(data, **where))
     grid = density.sd.grid()
-    represent = grid_atoms(grid.domain)
+    distance, represent = marginal_parts(grid.domain, density)
     atoms, masses, _ = represent.atoms(
         grid, density.sd.marginal(0), n_points, file_centroids(density, 0)
     )
     values = [
-        grid.domain.w2(atoms, masses, *initial_particles(problem, n, "iid", SAMPLING_SEED + k))
+        distance(atoms, masses, *initial_particles(problem, n, "iid", SAMPLING_SEED + k))
         for k in range(draws)
     ]
     return float(np.mean(values)), float(np.std(values, ddof=1))

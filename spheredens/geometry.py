@@ -313,7 +313,9 @@ SPHERE = DOMAINS.register("sphere")(
 #: (docs/models.md section 6); d is ``domain.d``, the points are those of the meridian
 #: half-plane, and the measure of [0, pi] is pi
 ZONAL = DOMAINS.register("zonal")(
-    Domain("zonal", 2, np.pi, "fv", (), points_of_angles=circle_points, meridian=True)
+    Domain(
+        "zonal", 2, np.pi, "fv", ("iid", "quantile"), points_of_angles=circle_points, meridian=True
+    )
 )
 
 #: the largest dimension d of the sphere S^{d-1} of the zonal domain (``domain.d``)

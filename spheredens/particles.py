@@ -30,7 +30,7 @@ from .analysis import curve_summary
 from .config import RunConfig
 from .diagnostics import particle_projection_distance
 from .exceptions import ConfigError, SchemaError, SimulationError
-from .geometry import circle_points, domain_of_dimension, sphere_area, tangent_project
+from .geometry import circle_points, domain_of_dimension, get_domain, sphere_area, tangent_project
 from .integrators import INTEGRATORS
 from .interaction import (
     circle_order,
@@ -126,11 +126,15 @@ def initial_particles(
     domain's quasi-uniform points (the Fibonacci lattice on the sphere,
     :meth:`spheredens.geometry.Domain.quasi_uniform`) with weights proportional to rho_0 (times
     the nearly equal cell areas).
-    Models with slices (``usa_av``): the positions and weights of :func:`initial_slice_particles`.
+    Models with slices (``usa_av``): the positions and weights of :func:`initial_slice_particles`;
+    a domain with its own part ``"particles"`` (zonal: vectors of R^d) draws them itself.
     """
     if problem.has_auxiliary:
         x, w, _ = initial_slice_particles(problem, n, initialization, seed)
         return x, w
+    own = get_domain(problem.domain).parts.get("particles")  # zonal: vectors of R^d
+    if own is not None:
+        return own.initial(problem, n, initialization, seed)
     return _initial_points(
         problem.initial, problem.d, n, initialization, lambda: np.random.default_rng(seed)
     )
@@ -657,8 +661,13 @@ def run_particles(
             x0, w, slices = initial_slice_particles(problem, p.n, p.initialization, seed)
         else:
             x0, w = initial_particles(problem, p.n, p.initialization, seed)
-        system = ParticleSystem(problem, x0, w, p.dt, p.integrator, slices=slices)
-        recorder = ParticleRecorder(system, config, initialization=p.initialization, seed=seed)
+        own = get_domain(problem.domain).parts.get("particles")  # zonal: its own system, file
+        system = (own.system if own else ParticleSystem)(
+            problem, x0, w, p.dt, p.integrator, slices=slices
+        )
+        recorder = (own.recorder if own else ParticleRecorder)(
+            system, config, initialization=p.initialization, seed=seed
+        )
         start = resume_point(
             None if output is None else Path(output),
             recorder,

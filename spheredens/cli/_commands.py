@@ -335,7 +335,7 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 def _cmd_particles(args: argparse.Namespace) -> int:
     """Integrate the particle system of the model in CONFIG (its [particles] table: n, seed,
-    initialization iid | quantile (circle) | quasi_uniform (sphere), dt, integrator) with
+    initialization iid | quantile (circle, zonal) | quasi_uniform (sphere), dt, integrator) with
     log-sum-exp softmax and RK4 renormalized to the sphere, at the snapshot times of [time];
     writes the spheredens-particles-1 layout.
     """
