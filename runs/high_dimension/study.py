@@ -18,8 +18,8 @@ masses at their centroids against the target's atoms):
 * min W2 and the time it is reached: the first snapshot below both neighbours, i.e. the
   plateau's minimum before any later departure ("still falling" when W2 only falls: then the
   value is W2 at T, not a minimum); and W2 at T;
-* for the equator family, the time the ring leaves the equator: the first snapshot with
-  |E[cos theta]| > 1/2;
+* the first snapshot with |E[cos theta]| > 1/2: the mass is mostly near one pole (for the
+  equator family, the ring has left the equator);
 * the wall time of each run.
 
 Files: ``runs/high_dimension/cases/*.nc`` (finished runs are reused), ``summary.json`` and
@@ -139,11 +139,17 @@ def change(base: float, refined: float) -> float:
 
 def summarize(results: dict) -> str:
     lines = [
-        "| family | d | beta | n | min W2 (rad) | t of min | change n->2n | change tol/4 "
-        "| W2 at T | t leaves equator | wall (s): base, 2n, tol/4 |",
+        "| family | beta | d | n | min W2 (rad) | t of min | change n->2n | change tol/4 "
+        "| W2 at T = 20 (n->2n) | t of abs E[cos theta] > 1/2 | wall (s): n, 2n, tol/4 |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for key, runs in sorted(results.items(), key=lambda kv: kv[0]):
+
+    def order(key: str) -> tuple:
+        family, d, beta = key.split("|")
+        return (family != "poles", float(beta), int(d))
+
+    for key in sorted(results, key=order):
+        runs = results[key]
         family, d, beta = key.split("|")
         base = runs.get("base")
         if base is None:
@@ -152,14 +158,17 @@ def summarize(results: dict) -> str:
         t_min = f"{base['t_min']:g}" + (" (still falling)" if base["still_falling"] else "")
         ch_n = f"{100 * change(base['min_w2'], fine['min_w2']):.2g}%" if fine else "-"
         ch_t = f"{100 * change(base['min_w2'], tight['min_w2']):.2g}%" if tight else "-"
+        end = f"{base['w2_end']:.3g}" + (
+            f" ({100 * change(base['w2_end'], fine['w2_end']):.2g}%)" if fine else ""
+        )
         leave = "-" if base["t_leave"] is None else f"{base['t_leave']:g}"
         walls = ", ".join(
             "-" if r is None or r["wall"] is None else f"{r['wall']:.0f}"
             for r in (base, fine, tight)
         )
         lines.append(
-            f"| {family} | {d} | {float(beta):g} | {N[float(beta)]} | {base['min_w2']:.4g} | "
-            f"{t_min} | {ch_n} | {ch_t} | {base['w2_end']:.3g} | {leave} | {walls} |"
+            f"| {family} | {float(beta):g} | {d} | {N[float(beta)]} | {base['min_w2']:.4g} | "
+            f"{t_min} | {ch_n} | {ch_t} | {end} | {leave} | {walls} |"
         )
     return "\n".join(lines)
 
