@@ -69,7 +69,7 @@ def main() -> None:
             problem = sd.Problem.from_config(cfg)
             scheme = sd.make_scheme(problem, cfg.discretization)
             state = scheme.initial_state()
-            velocity = cpu_best(lambda: scheme.tangential_velocity(state), 3)
+            velocity = cpu_best(lambda s=scheme, y=state: s.tangential_velocity(y), 3)
             cpu = time.process_time()
             ds = sd.run(cfg, progress=False)
             cpu = time.process_time() - cpu
