@@ -50,8 +50,11 @@ from .transport import DENSITY_ATOMS
 SAMPLING_SEED = 1_000_003
 
 
-def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
-    """Index pairs of the snapshot times present in both (within 1e-9); never interpolated."""
+def common_times(
+    t_density: Array, t_particles: Array, names: tuple[str, str] | None = None
+) -> tuple[Array, Array]:
+    """Index pairs of the snapshot times present in both (within 1e-9); never interpolated.
+    ``names``: the two files, for the message (default: "the density and particle files")."""
     pairs = [(i, int(np.argmin(np.abs(t_particles - t)))) for i, t in enumerate(t_density)]
     pairs = [
         (i, j)
@@ -59,20 +62,24 @@ def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
         if abs(t_particles[j] - t_density[i]) <= TIME_TOLERANCE * max(1.0, abs(t_density[i]))
     ]
     if not pairs:
+        a, b = names or ("density", "particles")
         raise SchemaError(
-            "the density and particle files have no snapshot time in common "
-            f"(density: {_list(t_density)}; particles: {_list(t_particles)}); "
+            ("the density and particle files have" if names is None else f"{a} and {b} have")
+            + f" no snapshot time in common ({a}: {_list(t_density)}; {b}: {_list(t_particles)}); "
             "rerun one of them with the other's times (time.times)"
         )
     i, j = np.array(pairs).T
     return i, j
 
 
-def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str]) -> list[str]:
+def partial_time_notes(
+    shared: int, counts: Sequence[int], names: Sequence[str], every: str = "every particle file"
+) -> list[str]:
     """One sentence per file of which only some snapshots are compared: ``counts`` and ``names``
-    are of the density, then of each particle run, and ``shared`` the number of times common
-    to all of them (the times compared), e.g. "p.nc: compared at the 41 times it shares with
-    d.nc, of its 1000". Files compared at all their snapshots are not named."""
+    are of the density, then of each particle run (or of a reference run, then of the others:
+    ``every`` names them), and ``shared`` the number of times common to all of them (the times
+    compared), e.g. "p.nc: compared at the 41 times it shares with d.nc, of its 1000". Files
+    compared at all their snapshots are not named."""
     density, runs = names[0] or "the density", len(counts) - 1
     many = "s" if shared != 1 else ""
     out = []
@@ -80,7 +87,7 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
         if count <= shared:
             continue
         if k == 0:
-            others = names[1] if runs == 1 else "every particle file"
+            others = names[1] if runs == 1 else every
             out.append(
                 f"{density}: compared at the {shared} time{many} it shares with {others}, "
                 f"of its {count}"
@@ -92,8 +99,8 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
             )
         else:
             out.append(
-                f"{name}: compared at the {shared} time{many} common to {density} and every "
-                f"particle file, of its {count}"
+                f"{name}: compared at the {shared} time{many} common to {density} and {every}, "
+                f"of its {count}"
             )
     return out
 
