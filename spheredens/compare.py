@@ -20,7 +20,7 @@ from ._lazy import xarray as xr
 from ._types import Array
 from ._validate import input_file_problem
 from .accessor import config_tables
-from .agreement import check_models, unchecked_notice
+from .agreement import check_models, model_check_attrs, unchecked_notice
 from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, TIME_TOLERANCE, departures
 from .config import config_from_dict
 from .diagnostics import grid_atoms
@@ -255,14 +255,6 @@ def check_argument_kinds(
             )
 
 
-def check_compare_files(density: str | Path, particles: Sequence[str | Path]) -> None:
-    """Refuse, before reading them, a density path and particle paths of the wrong kinds
-    (swapped, a comparison, sweep or analysis file, a file that is not netCDF), in one line
-    (:func:`check_argument_kinds`)."""
-    paths = [density, *particles]
-    check_argument_kinds([path_kind(p) for p in paths], [str(p) for p in paths])
-
-
 def compare(
     density: Any,
     particles: Any | Sequence[Any],
@@ -460,16 +452,9 @@ def compare(
             "model_check": models["summary"],
         },
     )
-    if models["mismatches"]:
-        ds.attrs["model_mismatch"] = "; ".join(
-            f"{p}: {diff}" for p, diffs in models["mismatches"] for diff in diffs
-        )
+    ds.attrs.update(model_check_attrs(models))  # model_mismatch, model_not_checked
     if partial:  # files with snapshots that were not compared, one line each
         ds.attrs["times_not_compared"] = "\n".join(partial)
-    if models["unchecked"]:
-        ds.attrs["model_not_checked"] = "; ".join(
-            f"{p}: {', '.join(items)}" for p, items in models["unchecked"]
-        )
     dep = departures(density, runs)
     ds["density_departure_time"] = var["density_departure_time"].entry(
         dep["density"]["departure_time"],

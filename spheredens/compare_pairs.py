@@ -12,9 +12,9 @@ squared geodesic cost elsewhere), so two densities on different grids, or two pa
 are measured exactly as a density and particles are.
 
 :func:`comparison_plan` reads the command line's files and decides what is compared: one
-density, then particle files, is today's comparison (:func:`spheredens.compare.compare`: the
-ensemble, departures and sampling level); any other list is measured against its first file
-or the ``--reference`` (:func:`compare_runs`).
+density, then particle files, is the comparison of a density with its particle runs
+(:func:`spheredens.compare.compare`: the ensemble, departures and sampling level); any other
+list is measured against its first file or the ``--reference`` (:func:`compare_runs`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 from ._lazy import xarray as xr
 from ._types import Array
-from .agreement import model_differences, unchecked_notice
+from .agreement import model_check_attrs, model_differences, model_summary, unchecked_notice
 from .compare import (
     _kind_words,
     check_argument_kinds,
@@ -74,7 +74,7 @@ class ComparePlan:
     others : tuple of str
         The other runs, in the order given (the reference left out when it is among them).
     pairs : bool
-        False: one density and particle runs, today's comparison
+        False: one density and its particle runs
         (:func:`spheredens.compare.compare`); True: runs against a reference
         (:func:`compare_runs`).
     """
@@ -128,15 +128,16 @@ def comparison_plan(
     """Decide, from the files alone (read without loading them), what ``spheredens compare``
     compares; refuse in one line what it cannot.
 
-    Without ``reference``: one density file then particle files is today's comparison
-    (:func:`spheredens.compare.compare`); files of one kind, or a density first then any mix,
-    are measured against the first file. A particle file first with a density among the others
-    is refused as swapped (as before), and so are files of other kinds
-    (:func:`spheredens.compare.check_argument_kinds`, :func:`check_run_kinds`).
+    Without ``reference``: one density file then particle files is the comparison of a density
+    with its particle runs (:func:`spheredens.compare.compare`); files of one kind, or a
+    density first then any mix, are measured against the first file. A particle file first
+    with a density among the others is refused as swapped, and so are files of other kinds
+    (:func:`spheredens.compare.check_argument_kinds`, :func:`check_run_kinds`) and a file given
+    twice.
 
     With ``reference``: every file given is measured against it (the reference, when also in
     ``paths``, is left out of the others); a density reference and particle files only is
-    today's comparison.
+    that comparison too.
 
     Raises
     ------
@@ -156,8 +157,8 @@ def comparison_plan(
         kinds = [path_kind(p) for p in others]
         check_run_kinds([ref_kind, *kinds], [reference, *others])
         _once([reference, *others])
-        today = ref_kind[0] == "density" and all(k == "particles" for k, _ in kinds)
-        return ComparePlan(reference, tuple(others), not today)
+        with_particles = ref_kind[0] == "density" and all(k == "particles" for k, _ in kinds)
+        return ComparePlan(reference, tuple(others), not with_particles)
     if len(paths) < 2:
         raise SchemaError(
             f"compare needs two runs at least, or --reference RUN; got {paths[0]} alone: "
@@ -277,26 +278,8 @@ def check_run_models(
             out["unchecked"].append((name, missing + not_in_reference))
         else:
             out["checked"].append(name)
-    parts = []
-    if out["mismatches"]:
-        parts.append(
-            "models differ, compared anyway (allow_mismatch): "
-            + "; ".join(diff for _, diffs in out["mismatches"] for diff in diffs)
-        )
-    if out["unchecked"]:
-        parts.append(unchecked_notice(out["unchecked"]))
-    if out["checked"]:
-        every = "every run" if not parts else ", ".join(out["checked"])
-        parts.append(
-            f"same model in {ref} and {every} (model, beta, Q, K, V, domain, initial density"
-            + (
-                ", slice labels and weights"
-                if "slice labels" in reference.sd.model_record()
-                else ""
-            )
-            + ")"
-        )
-    out["summary"] = ". ".join(parts)
+    slices = "slice labels" in reference.sd.model_record()
+    out["summary"] = model_summary(out, ref, "every run", slices=slices)
     return out
 
 
@@ -440,14 +423,7 @@ def compare_runs(
             "model_check": models["summary"],
         },
     )
-    if models["mismatches"]:
-        ds.attrs["model_mismatch"] = "; ".join(
-            f"{p}: {diff}" for p, diffs in models["mismatches"] for diff in diffs
-        )
-    if models["unchecked"]:
-        ds.attrs["model_not_checked"] = "; ".join(
-            f"{p}: {', '.join(items)}" for p, items in models["unchecked"]
-        )
+    ds.attrs.update(model_check_attrs(models))  # model_mismatch, model_not_checked
     if partial:
         ds.attrs["times_not_compared"] = "\n".join(partial)
     record_model(ds, reference)

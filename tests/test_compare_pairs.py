@@ -339,14 +339,14 @@ def test_the_plan(files):
     assert astuple(comparison_plan([p, q])) == (p, (q,), True)  # the first is the reference
     assert astuple(comparison_plan([d256, d512])) == (d256, (d512,), True)
     assert astuple(comparison_plan([d256, p, d512], d512)) == (d512, (d256, p), True)
-    assert astuple(comparison_plan([p, q], d512)) == (d512, (p, q), False)  # today's comparison
+    assert astuple(comparison_plan([p, q], d512)) == (d512, (p, q), False)  # density vs particles
     with pytest.raises(sd.SchemaError, match="^the arguments are swapped"):
         comparison_plan([p, d256])
 
 
 def test_reference_measures_every_run_against_it(files, tmp_path, capsys):
     """Three runs with --reference: each W2 is that of the pair alone; the density-particles
-    pair is today's compare to round-off."""
+    pair is compare's (density against particles) to round-off."""
     d256, d512, p = (str(files[n]) for n in ("d256", "d512", "p"))
     out = tmp_path / "ref.nc"
     assert main(["compare", d256, d512, p, "--reference", d512, "-o", str(out)]) == 0
@@ -363,8 +363,8 @@ def test_reference_measures_every_run_against_it(files, tmp_path, capsys):
     reference = open_run(d512)
     alone = compare_runs(reference, open_run(d256))["w2"].values[0]
     np.testing.assert_allclose(result["w2"].values[0], alone, rtol=1e-12, atol=0)
-    today = compare(reference, open_particles(p))["w2"].values[0]
-    np.testing.assert_allclose(result["w2"].values[1], today, rtol=1e-12, atol=0)
+    with_particles = compare(reference, open_particles(p))["w2"].values[0]
+    np.testing.assert_allclose(result["w2"].values[1], with_particles, rtol=1e-12, atol=0)
     np.testing.assert_allclose(result["resolution"].values[1], np.nan)
     # the file draws again (spheredens plot) and is opened as a comparison file
     assert main(["plot", str(out), "-o", str(tmp_path / "again.png")]) == 0

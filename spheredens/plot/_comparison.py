@@ -246,22 +246,26 @@ PAIRS_W2_RANGE = 1e-5
 def pairs_w2_axes(ax: Any, cmp: Any) -> None:
     """W2 of each run to the reference against t (radians, log scale) of a comparison of runs
     against a reference (:func:`spheredens.compare_pairs.compare_runs`), with the resolution of
-    each density's representation (dotted; the reference's in black)."""
+    each density's representation (dotted; the reference's in black). The axis spans at most
+    :data:`PAIRS_W2_RANGE` below the largest W2 (W2 at round-off, of runs that start alike, and
+    resolutions far below it are left out) and at least a decade."""
     t = cmp["time"].values
     names = [Path(n).name for n in str(cmp.attrs.get("run_files", "")).split("\n")]
-    for k, row in enumerate(np.asarray(cmp["w2"].values, dtype=float)):
-        color = f"C{k + 1}"
-        ax.semilogy(t, np.where(row > 0, row, np.nan), "o-", ms=3, color=color, label=names[k])
-        resolution = cmp["resolution"].values[k]
-        if any_finite(resolution):
-            ax.semilogy(t, resolution, ":", color=color, lw=0.9, label=f"resolution, {names[k]}")
-    if any_finite(cmp["reference_resolution"].values):
-        ax.semilogy(
-            t, cmp["reference_resolution"].values, ":", color="k", label="resolution, reference"
-        )
-    top = float(np.nanmax(np.asarray(cmp["w2"].values, dtype=float), initial=0.0))
-    if top > 0:  # W2 at round-off (runs that start alike) and far finer resolutions: below
-        ax.set_ylim(bottom=max(ax.get_ylim()[0], PAIRS_W2_RANGE * top))
+    w2 = np.asarray(cmp["w2"].values, dtype=float)
+    floor = PAIRS_W2_RANGE * float(np.nanmax(w2, initial=0.0))
+    resolutions = [*cmp["resolution"].values, cmp["reference_resolution"].values]
+    for k, resolution in enumerate(resolutions):
+        color, whose = ("k", "reference") if k == len(w2) else (f"C{k + 1}", names[k])
+        if k < len(w2):
+            ax.semilogy(t, np.where(w2[k] > 0, w2[k], np.nan), "o-", ms=3, color=color, label=whose)
+        if np.nanmax(resolution, initial=0.0) > floor:  # NaN: particles
+            ax.semilogy(t, resolution, ":", color=color, lw=0.9, label=f"resolution, {whose}")
+    if floor > 0:
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], floor))
+    low, high = ax.get_ylim()
+    if 0 < low and high < 10 * low:  # a decade at least: a flat curve looks flat
+        middle = np.sqrt(low * high)
+        ax.set_ylim(middle / np.sqrt(10), middle * np.sqrt(10))
     reference = Path(str(cmp.attrs.get("reference_file", "") or "the reference")).name
     ax.set_xlabel("t")
     ax.set_ylabel(f"W2 to {reference} (radians)", fontsize=8)
@@ -274,8 +278,8 @@ def circle_runs_axes(
 ) -> None:
     """The runs at time ``t`` on one axis of theta, per radian: each density (the marginal) on
     its own cells, each particle run as the histogram of its angles on the cells of the finest
-    density among them (default bins without one); the reference in black, run k in colour
-    C{k}."""
+    density among them (default bins without one), as an outline; the reference in black,
+    run k in colour C{k}."""
     densities = [ds for ds in files if file_kind(ds) == "density"]
     bins = (
         density_cell_edges(max(densities, key=lambda ds: ds.sd.grid().weight.size))
@@ -293,7 +297,7 @@ def circle_runs_axes(
             continue
         weight = np.asarray(ds["particle_weight"].values, dtype=float)
         heights = angle_histogram(circle_angle(ds["position"].values[i]), weight, bins)
-        ax.stairs(heights, bins, color=color, fill=True, alpha=0.35, label=f"{label} (histogram)")
+        ax.stairs(heights, bins, color=color, lw=0.8, label=f"{label} (histogram)")
         top = max(top, float(heights.max()))
     ax.set_ylim(0.0, 1.05 * top)
     theta_axis(ax, "x")
