@@ -30,19 +30,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     interpolated in time). Circle: exact (POT). Sphere: exact EMD after coarsening each density
     to about --points atoms (the bound is written).
 
-    DENSITY PARTICLES...: the density of DENSITY against the particle measure of each PARTICLES
-    file. With several particle files (an ensemble of seeds): mean and standard deviation over
-    them, the W2 between the runs at the last common time, and whether the density is within
-    the ensemble's spread (its mean W2 to the runs not above every run's mean W2 to the
-    others) and no farther than average (its mean W2 to the runs <= the mean W2 between runs).
+    One density file then particle files: the density against the particle measure of each
+    particle file. With several particle files (an ensemble of seeds): mean and standard
+    deviation over them, the W2 between the runs at the last common time, and whether the
+    density is within the ensemble's spread (its mean W2 to the runs not above every run's mean
+    W2 to the others) and no farther than average (its mean W2 to the runs <= the mean W2
+    between runs).
 
     Any other list of runs (two or more densities, e.g. two resolutions or two schemes; two or
     more particle files; a density then a mix) is measured against its FIRST file: W2 between
     it and each other run, each density in its own scheme's representation on its own grid
     (circle: its piecewise-constant cells, or its cells' centroids for log_sl; sphere: its grid
     atoms), particles with their weights. --reference RUN measures every run given against RUN
-    instead (e.g. the finest). A particle file first with a density after it is refused as
-    swapped.
+    instead (e.g. the finest; with --reference a density and only particle files, the
+    comparison of the density with its particle runs). A particle file first with a density
+    after it is refused as swapped.
     """
     plan = comparison_plan(args.runs, args.reference)  # wrong kinds, swapped: one line
     out = compare_output_path(plan.reference, args.output)

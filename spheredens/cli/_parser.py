@@ -237,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-mismatch",
         action="store_true",
         help="compare runs of another "
-        "model than the density's or reference's (beta, Q, K, V, initial density, slice labels "
-        "and weights) anyway; the differences are recorded in the comparison file",
+        "model than the reference's (the density's) (beta, Q, K, V, initial density, slice "
+        "labels and weights) anyway; the differences are recorded in the comparison file",
     )
     p = _add_command(
         sub,
