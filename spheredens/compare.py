@@ -48,6 +48,8 @@ from .transport import DENSITY_ATOMS
 
 #: the first seed of the draws of :func:`sampling_level` (apart from the runs' usual seeds)
 SAMPLING_SEED = 1_000_003
+#: draws of the i.i.d. sampling level: its spread is the standard deviation over them
+SAMPLING_DRAWS = 20
 
 
 def common_times(
@@ -264,6 +266,7 @@ def compare(
     particle_files: Sequence[str] = (),
     allow_mismatch: bool = False,
     progress: bool | None = None,
+    sampling_draws: int = SAMPLING_DRAWS,
 ) -> Any:
     """W2 between a density run and particle runs: ``spheredens compare DENSITY PARTICLES...``.
 
@@ -297,6 +300,9 @@ def compare(
         A progress bar on stderr (tqdm) of the snapshots and particle files done: True always,
         False never, None (default) on a terminal or in a notebook only
         (:func:`spheredens.simulate.progress_wanted`).
+    sampling_draws : int
+        Draws of the i.i.d. sampling level (:func:`sampling_level`) recorded for particle runs
+        started i.i.d. (default 20); 0 records none (each draw costs one W2 like the runs').
 
     Returns
     -------
@@ -491,11 +497,13 @@ def compare(
             "(labels: " + ", ".join("none" if lab is None else "yes" for lab in labels) + ")"
         )
     iid = [k for k, p in enumerate(runs) if p.attrs.get("initialization") == "iid"]
-    if iid and density["time"].values[0] == 0.0:
+    if iid and sampling_draws > 1 and density["time"].values[0] == 0.0:
         base = Path(density_file).parent if density_file else None
         level = np.full((2, len(runs)), np.nan)
         for n in sorted({int(runs[k].sizes["particle"]) for k in iid}):
-            mean_std = sampling_level(density, n, n_points=n_points, base_dir=base)
+            mean_std = sampling_level(
+                density, n, n_points=n_points, draws=sampling_draws, base_dir=base
+            )
             for k in iid:
                 if int(runs[k].sizes["particle"]) == n:
                     level[:, k] = mean_std
@@ -503,10 +511,6 @@ def compare(
         ds["sampling_w2_std"] = var["sampling_w2_std"].entry(level[1])
     record_model(ds, density)
     return cf_encode(ds)
-
-
-#: draws of the i.i.d. sampling level: its spread is the standard deviation over them
-SAMPLING_DRAWS = 20
 
 
 def sampling_level(

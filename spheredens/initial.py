@@ -111,7 +111,7 @@ def von_mises_fisher_log_density(x: Array, mean: Array, kappa: float) -> Array:
     concentrated density (kappa = 1e10) the density underflows to 0, its log does not."""
     mean = np.asarray(mean, dtype=float)
     d = mean.shape[0]
-    with np.errstate(over="ignore", divide="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         log_c = float(np.log(von_mises_fisher_constant(d)(np.ones(1), kappa, d)[0]))
     if not math.isfinite(log_c):  # large d: (2 pi)^{d/2} overflows; the constant in logs
         log_c = von_mises_fisher_log_constant(kappa, d)
@@ -136,7 +136,9 @@ def von_mises_fisher_normalized(g: Array, kappa: float, d: int) -> Array:
     nu = 0.5 * d - 1.0
     if kappa == 0.0 and nu > 0.0:
         return g / (2.0 * np.pi ** (0.5 * d) / special.gamma(0.5 * d))
-    return g * kappa**nu / ((2.0 * np.pi) ** (0.5 * d) * scaled_bessel_i(nu, kappa))
+    # numpy powers: beyond float64 they are inf (the caller's errstate), not Python's OverflowError
+    scale = np.power(float(kappa), nu) / np.power(2.0 * np.pi, 0.5 * d)
+    return g * scale / scaled_bessel_i(nu, kappa)
 
 
 #: from this kappa on, :func:`scaled_bessel_i` uses its asymptotic series (scipy's ``ive``

@@ -35,18 +35,27 @@ def w2_circle(
     Notes
     -----
     ``ot.wasserstein_circle`` works on the circle of circumference 1 (coordinates in [0, 1))
-    and returns W_p^p: the result is W2 = 2 pi sqrt(value). It minimizes over the shift theta
-    of the cumulative distribution, and when the optimum is theta = 0 (the unrotated quantile
-    coupling, which is common) its search may end at theta = -1e-16; POT (0.9.7) then
-    evaluates the cost wrongly unless the cumulative weights end at exactly 1 (with 16 and 24
-    equal weights it returned W2 = 5.70 rad, more than pi, for a true 0.275). The points are
-    therefore sorted here and the last weight of each side set so that its cumulative sum ends
-    at exactly 1 (:func:`_sorted_with_exact_total`).
+    and returns W_p^p: the result is W2 = 2 pi sqrt(value). When an arc of at most half the
+    circle holds every atom of positive weight (:func:`half_circle_start`: a zonal law in its
+    meridian half-plane, two close clusters), the geodesic is the arc's coordinate difference
+    and ``ot.wasserstein_1d`` gives the same W2 exactly, without the search over rotations.
+
+    The circle solver minimizes over the shift theta of the cumulative distribution, and when
+    the optimum is theta = 0 (the unrotated quantile coupling, which is common) its search may
+    end at theta = -1e-16; POT (0.9.7) then evaluates the cost wrongly unless the cumulative
+    weights end at exactly 1 (with 16 and 24 equal weights it returned W2 = 5.70 rad, more than
+    pi, for a true 0.275). The points are therefore sorted here and the last weight of each
+    side set so that its cumulative sum ends at exactly 1 (:func:`_sorted_with_exact_total`).
     """
 
     u, wa = _sorted_with_exact_total(theta_a, weight_a)
     v, wb = _sorted_with_exact_total(theta_b, weight_b)
-    w2p = ot.wasserstein_circle(u, v, wa, wb, p=2, eps=tol, require_sort=False)
+    start = half_circle_start(np.concatenate([u[wa > 0.0], v[wb > 0.0]]))
+    if start is not None:  # one arc of at most pi holds both: there the geodesic is |u - v|
+        u, v = np.mod(u - start, 1.0), np.mod(v - start, 1.0)
+        w2p = ot.wasserstein_1d(u, v, wa, wb, p=2)
+    else:
+        w2p = ot.wasserstein_circle(u, v, wa, wb, p=2, eps=tol, require_sort=False)
     value = float(np.asarray(w2p).reshape(-1)[0])
     return float(2.0 * np.pi * np.sqrt(max(value, 0.0)))
 
@@ -63,6 +72,19 @@ def _sorted_with_exact_total(theta: Array, weight: Array) -> tuple[Array, Array]
     if w.size > 1:
         w[-1] = max(1.0 - float(np.cumsum(w[:-1])[-1]), 0.0)
     return u, w
+
+
+def half_circle_start(u: Array) -> float | None:
+    """The start s of an arc [s, s + 1/2] (circumference 1) holding all the points u in [0, 1),
+    else None: the end of the widest gap between the sorted points when it is at least 1/2.
+    On such an arc the geodesic distance is |u - v| (both taken from s), so W2 there is the
+    exact 1-D W2 of the quantile functions, with no search over rotations."""
+    if u.size == 0:
+        return None
+    x = np.sort(u)
+    gaps = np.diff(np.append(x, x[0] + 1.0))
+    k = int(np.argmax(gaps))
+    return float(x[(k + 1) % x.size]) if gaps[k] >= 0.5 else None
 
 
 @CIRCLE.provides("w2")

@@ -100,7 +100,9 @@ def mean_w2(density, base, n, init, seeds):
     values = []
     for seed in seeds:
         p = run_particles(with_particles(base, n=n, initialization=init, seed=seed, dt=0.1))
-        values.append(float(compare(density, p, n_points=4096)["w2"].values[0, -1]))
+        values.append(
+            float(compare(density, p, n_points=4096, sampling_draws=0)["w2"].values[0, -1])
+        )
     return float(np.mean(values))
 
 

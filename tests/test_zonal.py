@@ -612,3 +612,25 @@ def test_a_zonal_file_starts_a_run_and_a_circle_file_is_refused(tmp_path):
     sd.run(circle, progress=False)
     with pytest.raises(sd.ConfigError, match=r"^initial.path: holds theta in .* beyond \[0, pi\]"):
         zonal_config(initial={"name": "file", "path": str(tmp_path / "c.nc")})
+
+
+@pytest.mark.parametrize("kappa", [1.0, 10.0, 300.0])
+def test_a_von_mises_fisher_start_in_dimension_1024(kappa):
+    """d = 1024: the normalization of a von Mises-Fisher law, kappa^nu / (2 pi)^{d/2} ..., is
+    beyond float64 (and beyond Python's float powers), so it is formed in logs. The polar law
+    equals exp(kappa cos theta) sin^{d-2}(theta) normalized by quadrature, to 1e-10 in log g."""
+    d = 1024
+    problem = Problem.from_config(
+        zonal_config(
+            domain={"d": d},
+            initial={"name": "von_mises_fisher", "means": [axis(d)], "kappas": [kappa]},
+        )
+    )
+    theta = np.linspace(0.02, np.pi - 0.02, 400)
+    log_g = problem.initial.log_polar_law(theta)
+    log_shape = lambda t: kappa * np.cos(t) + (d - 2) * np.log(np.sin(t))  # noqa: E731
+    peak = float(log_shape(np.arctan2(d - 2, kappa)))  # where the exponent is largest
+    z = integrate.quad(lambda t: np.exp(log_shape(t) - peak), 0, np.pi, epsabs=0, epsrel=1e-13)
+    expected = log_shape(theta) - peak - math.log(z[0])
+    kept = expected > -700  # where the law is representable
+    assert np.abs(log_g[kept] - expected[kept]).max() < 1e-10
