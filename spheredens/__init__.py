@@ -13,7 +13,8 @@ Every command of the ``spheredens`` program has a function here, with the same d
 =====================  ===========================================================
 ``spheredens run``     :func:`run`
 ``particles``          :func:`run_particles`
-``compare``            :func:`compare` (files opened with :func:`open_run`, :func:`open_particles`)
+``compare``            :func:`compare` (files opened with :func:`open_run`, :func:`open_particles`);
+                       :func:`compare_runs`: runs of any kinds against a reference
 ``convert-particles``  :func:`convert_particles`
 ``sweep``              :func:`load_sweep`, :func:`run_sweep`
 ``analyze-beta``       :func:`analyze_beta` (and :func:`beta_table`, the lines it prints)
@@ -76,6 +77,7 @@ try:  # numpy, scipy, xarray...: the command's first seconds
     from ._version import __version__
     from .analysis import analyze_beta, beta_table
     from .compare import compare
+    from .compare_pairs import compare_runs
     from .config import RunConfig, config_from_dict, load_config
     from .convert import convert_particles
     from .exceptions import (
@@ -148,6 +150,7 @@ __all__ = [
     "run",
     "run_particles",
     "compare",
+    "compare_runs",
     "convert_particles",
     "load_sweep",
     "run_sweep",

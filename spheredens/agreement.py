@@ -209,24 +209,48 @@ def check_models(
             out["unchecked"].append((p, missing))
         else:
             out["checked"].append(p)
+    slices = "slice labels" in density.sd.model_record()
+    out["summary"] = model_summary(out, d, "every particle run", slices=slices)
+    return out
+
+
+def model_summary(checks: dict[str, Any], reference: str, every: str, *, slices: bool) -> str:
+    """The one sentence of the attribute ``model_check`` from the ``mismatches``, ``unchecked``
+    and ``checked`` runs of a model check (:func:`check_models`): the differences accepted, the
+    runs not checked, and "same model in ``reference`` and ``every``" (or the runs named, when
+    some were not)."""
     parts = []
-    if out["mismatches"]:
+    if checks["mismatches"]:
         parts.append(
             "models differ, compared anyway (allow_mismatch): "
-            + "; ".join(diff for _, diffs in out["mismatches"] for diff in diffs)
+            + "; ".join(diff for _, diffs in checks["mismatches"] for diff in diffs)
         )
-    if out["unchecked"]:
-        parts.append(unchecked_notice(out["unchecked"]))
-    if out["checked"]:
-        every = not parts
+    if checks["unchecked"]:
+        parts.append(unchecked_notice(checks["unchecked"]))
+    if checks["checked"]:
+        runs = every if not parts else ", ".join(checks["checked"])
         parts.append(
-            f"same model in {d} and {'every particle run' if every else ', '.join(out['checked'])} "
-            "(model, beta, Q, K, V, domain, initial density"
-            + (", slice labels and weights" if "slice labels" in density.sd.model_record() else "")
+            f"same model in {reference} and {runs} (model, beta, Q, K, V, domain, initial density"
+            + (", slice labels and weights" if slices else "")
             + ")"
         )
-    out["summary"] = ". ".join(parts)
-    return out
+    return ". ".join(parts)
+
+
+def model_check_attrs(checks: dict[str, Any]) -> dict[str, str]:
+    """The attributes ``model_mismatch`` (the differences accepted) and ``model_not_checked``
+    (the items some runs do not record) of a comparison file, where there are any, from a model
+    check (:func:`check_models`)."""
+    attrs = {}
+    if checks["mismatches"]:
+        attrs["model_mismatch"] = "; ".join(
+            f"{p}: {diff}" for p, diffs in checks["mismatches"] for diff in diffs
+        )
+    if checks["unchecked"]:
+        attrs["model_not_checked"] = "; ".join(
+            f"{p}: {', '.join(items)}" for p, items in checks["unchecked"]
+        )
+    return attrs
 
 
 def unchecked_notice(unchecked: Sequence[tuple[str, list[str]]]) -> str:

@@ -20,7 +20,7 @@ from ._lazy import xarray as xr
 from ._types import Array
 from ._validate import input_file_problem
 from .accessor import config_tables
-from .agreement import check_models, unchecked_notice
+from .agreement import check_models, model_check_attrs, unchecked_notice
 from .analysis import DEPARTURE_FACTOR, DEPARTURE_OFFSET, TIME_TOLERANCE, departures
 from .config import config_from_dict
 from .exceptions import SchemaError, SpheredensWarning
@@ -52,8 +52,11 @@ SAMPLING_SEED = 1_000_003
 SAMPLING_DRAWS = 20
 
 
-def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
-    """Index pairs of the snapshot times present in both (within 1e-9); never interpolated."""
+def common_times(
+    t_density: Array, t_particles: Array, names: tuple[str, str] | None = None
+) -> tuple[Array, Array]:
+    """Index pairs of the snapshot times present in both (within 1e-9); never interpolated.
+    ``names``: the two files, for the message (default: "the density and particle files")."""
     pairs = [(i, int(np.argmin(np.abs(t_particles - t)))) for i, t in enumerate(t_density)]
     pairs = [
         (i, j)
@@ -61,20 +64,24 @@ def common_times(t_density: Array, t_particles: Array) -> tuple[Array, Array]:
         if abs(t_particles[j] - t_density[i]) <= TIME_TOLERANCE * max(1.0, abs(t_density[i]))
     ]
     if not pairs:
+        a, b = names or ("density", "particles")
         raise SchemaError(
-            "the density and particle files have no snapshot time in common "
-            f"(density: {_list(t_density)}; particles: {_list(t_particles)}); "
+            ("the density and particle files have" if names is None else f"{a} and {b} have")
+            + f" no snapshot time in common ({a}: {_list(t_density)}; {b}: {_list(t_particles)}); "
             "rerun one of them with the other's times (time.times)"
         )
     i, j = np.array(pairs).T
     return i, j
 
 
-def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str]) -> list[str]:
+def partial_time_notes(
+    shared: int, counts: Sequence[int], names: Sequence[str], every: str = "every particle file"
+) -> list[str]:
     """One sentence per file of which only some snapshots are compared: ``counts`` and ``names``
-    are of the density, then of each particle run, and ``shared`` the number of times common
-    to all of them (the times compared), e.g. "p.nc: compared at the 41 times it shares with
-    d.nc, of its 1000". Files compared at all their snapshots are not named."""
+    are of the density, then of each particle run (or of a reference run, then of the others:
+    ``every`` names them), and ``shared`` the number of times common to all of them (the times
+    compared), e.g. "p.nc: compared at the 41 times it shares with d.nc, of its 1000". Files
+    compared at all their snapshots are not named."""
     density, runs = names[0] or "the density", len(counts) - 1
     many = "s" if shared != 1 else ""
     out = []
@@ -82,7 +89,7 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
         if count <= shared:
             continue
         if k == 0:
-            others = names[1] if runs == 1 else "every particle file"
+            others = names[1] if runs == 1 else every
             out.append(
                 f"{density}: compared at the {shared} time{many} it shares with {others}, "
                 f"of its {count}"
@@ -94,8 +101,8 @@ def partial_time_notes(shared: int, counts: Sequence[int], names: Sequence[str])
             )
         else:
             out.append(
-                f"{name}: compared at the {shared} time{many} common to {density} and every "
-                f"particle file, of its {count}"
+                f"{name}: compared at the {shared} time{many} common to {density} and {every}, "
+                f"of its {count}"
             )
     return out
 
@@ -248,14 +255,6 @@ def check_argument_kinds(
                 f"{names[k + 1]} (particle argument {k + 1}) {said(kind, schema)}, not a "
                 f"particle file ({PARTICLE_SCHEMA}); {how}"
             )
-
-
-def check_compare_files(density: str | Path, particles: Sequence[str | Path]) -> None:
-    """Refuse, before reading them, a density path and particle paths of the wrong kinds
-    (swapped, a comparison, sweep or analysis file, a file that is not netCDF), in one line
-    (:func:`check_argument_kinds`)."""
-    paths = [density, *particles]
-    check_argument_kinds([path_kind(p) for p in paths], [str(p) for p in paths])
 
 
 def compare(
@@ -458,16 +457,9 @@ def compare(
             "model_check": models["summary"],
         },
     )
-    if models["mismatches"]:
-        ds.attrs["model_mismatch"] = "; ".join(
-            f"{p}: {diff}" for p, diffs in models["mismatches"] for diff in diffs
-        )
+    ds.attrs.update(model_check_attrs(models))  # model_mismatch, model_not_checked
     if partial:  # files with snapshots that were not compared, one line each
         ds.attrs["times_not_compared"] = "\n".join(partial)
-    if models["unchecked"]:
-        ds.attrs["model_not_checked"] = "; ".join(
-            f"{p}: {', '.join(items)}" for p, items in models["unchecked"]
-        )
     dep = departures(density, runs)
     ds["density_departure_time"] = var["density_departure_time"].entry(
         dep["density"]["departure_time"],

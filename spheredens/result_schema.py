@@ -96,6 +96,25 @@ COMPARE_VARIABLES = {
     ),
 }
 
+#: variables of the comparison of runs against a reference (``spheredens compare`` of two
+#: densities, two particle runs, or with ``--reference``): one pair per other run
+PAIR_VARIABLES = {
+    "w2": Variable(("pair", "time"), "W2 reference vs run", "radian", None),
+    "reference_resolution": Variable(
+        ("time",),
+        "reference density resolution",
+        "radian",
+        "resolution of the reference's representation when it is a density (as "
+        "density_resolution of a density vs particles comparison); NaN for particles",
+    ),
+    "resolution": Variable(
+        ("pair", "time"),
+        "run density resolution",
+        "radian",
+        "resolution of each run's representation when it is a density; NaN for particles",
+    ),
+}
+
 #: variables of analysis files (dims come from the combined sweep)
 ANALYSIS_VARIABLES = {
     "min_w2": Variable(
@@ -176,8 +195,10 @@ def analysis_attrs(analysis: Any, combined: Any) -> Any:
 
 def validate_comparison(ds: Any, name: str = "comparison file") -> None:
     """Raise :class:`SchemaError` unless ``ds`` holds what a comparison file is drawn from:
-    ``w2``, ``w2_mean``, ``w2_std`` and the coordinate ``time``."""
-    missing = [var for var in ("w2", "w2_mean", "w2_std") if var not in ds]
+    ``w2``, ``w2_mean``, ``w2_std`` and the coordinate ``time`` (runs against a reference, dim
+    ``pair``: ``w2`` and ``time``)."""
+    needs = ("w2",) if "pair" in ds.dims else ("w2", "w2_mean", "w2_std")  # runs vs a reference
+    missing = [var for var in needs if var not in ds]
     if missing or "time" not in ds.coords:
         raise SchemaError(f"{name!r} is a comparison file without {', '.join(missing) or 'time'}")
 

@@ -38,6 +38,8 @@ SCHEMA = "spheredens-1"
 PARTICLE_SCHEMA = "spheredens-particles-1"
 #: schema of the files of ``spheredens compare``
 COMPARE_SCHEMA = "spheredens-compare-1"
+#: schema of the files of ``spheredens compare`` of runs against a reference (any two kinds)
+PAIRS_SCHEMA = "spheredens-compare-pairs-1"
 #: schema of the combined file of ``spheredens sweep``
 SWEEP_SCHEMA = "spheredens-sweep-1"
 #: schema of the files of ``spheredens analyze-beta``
@@ -290,6 +292,7 @@ FILE_KINDS = {
     SCHEMA: "density",
     PARTICLE_SCHEMA: "particles",
     COMPARE_SCHEMA: "comparison",
+    PAIRS_SCHEMA: "comparison",
     SWEEP_SCHEMA: "sweep",
     ANALYSIS_SCHEMA: "analysis",
 }

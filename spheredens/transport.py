@@ -39,20 +39,39 @@ def w2_circle(
     circle holds every atom of positive weight (:func:`half_circle_start`: a zonal law in its
     meridian half-plane, two close clusters), the geodesic is the arc's coordinate difference
     and ``ot.wasserstein_1d`` gives the same W2 exactly, without the search over rotations.
+
+    The circle solver minimizes over the shift theta of the cumulative distribution, and when
+    the optimum is theta = 0 (the unrotated quantile coupling, which is common) its search may
+    end at theta = -1e-16; POT (0.9.7) then evaluates the cost wrongly unless the cumulative
+    weights end at exactly 1 (with 16 and 24 equal weights it returned W2 = 5.70 rad, more than
+    pi, for a true 0.275). The points are therefore sorted here and the last weight of each
+    side set so that its cumulative sum ends at exactly 1 (:func:`_sorted_with_exact_total`).
     """
 
-    u = np.mod(np.asarray(theta_a, dtype=float) / (2.0 * np.pi), 1.0)
-    v = np.mod(np.asarray(theta_b, dtype=float) / (2.0 * np.pi), 1.0)
-    wa = np.clip(np.asarray(weight_a, dtype=float), 0.0, None)
-    wb = np.clip(np.asarray(weight_b, dtype=float), 0.0, None)
+    u, wa = _sorted_with_exact_total(theta_a, weight_a)
+    v, wb = _sorted_with_exact_total(theta_b, weight_b)
     start = half_circle_start(np.concatenate([u[wa > 0.0], v[wb > 0.0]]))
     if start is not None:  # one arc of at most pi holds both: there the geodesic is |u - v|
         u, v = np.mod(u - start, 1.0), np.mod(v - start, 1.0)
-        w2p = ot.wasserstein_1d(u, v, wa / wa.sum(), wb / wb.sum(), p=2)
+        w2p = ot.wasserstein_1d(u, v, wa, wb, p=2)
     else:
-        w2p = ot.wasserstein_circle(u, v, wa / wa.sum(), wb / wb.sum(), p=2, eps=tol)
+        w2p = ot.wasserstein_circle(u, v, wa, wb, p=2, eps=tol, require_sort=False)
     value = float(np.asarray(w2p).reshape(-1)[0])
     return float(2.0 * np.pi * np.sqrt(max(value, 0.0)))
+
+
+def _sorted_with_exact_total(theta: Array, weight: Array) -> tuple[Array, Array]:
+    """Coordinates theta / 2 pi in [0, 1), sorted, and their weights (clipped at 0,
+    normalized) with the last one 1 - (the cumulative sum of the others), so that the
+    cumulative sum POT forms ends at exactly 1."""
+    u = np.mod(np.asarray(theta, dtype=float) / (2.0 * np.pi), 1.0)
+    u = np.where(u >= 1.0, 0.0, u)  # mod of a tiny negative angle rounds up to 1.0
+    w = np.clip(np.asarray(weight, dtype=float), 0.0, None)
+    order = np.argsort(u, kind="stable")
+    u, w = u[order], w[order] / w.sum()
+    if w.size > 1:
+        w[-1] = max(1.0 - float(np.cumsum(w[:-1])[-1]), 0.0)
+    return u, w
 
 
 def half_circle_start(u: Array) -> float | None:

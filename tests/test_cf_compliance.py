@@ -31,6 +31,7 @@ from conftest import EXAMPLE_C
 import spheredens as sd
 from spheredens.analysis import analyze_beta
 from spheredens.compare import compare
+from spheredens.compare_pairs import compare_runs
 from spheredens.convert import convert_particles
 from spheredens.io import open_particles, open_run, write_dataset
 from spheredens.particles import run_particles
@@ -129,6 +130,16 @@ def files(tmp_path_factory):
         particle_files=[str(paths["particles"])],
     )
     paths["compare"] = write_dataset(cmp, out / "compare.nc")
+    # runs against a reference: two densities and a particle run (spheredens-compare-pairs-1)
+    paths["compare_pairs"] = write_dataset(
+        compare_runs(
+            open_run(paths["circle"]),
+            [open_run(paths["circle"]), open_particles(paths["particles"])],
+            reference_file=str(paths["circle"]),
+            run_files=[str(paths["circle"]), str(paths["particles"])],
+        ),
+        out / "compare_pairs.nc",
+    )
     (out / "base.toml").write_text(SWEEP_BASE)
     (out / "sweep.toml").write_text(SWEEP)
     (out / "cases").mkdir()
@@ -173,6 +184,7 @@ KINDS = (
     "particles",
     "converted",
     "compare",
+    "compare_pairs",
     "sweep",
     "analysis",
     "particles_usa_av",

@@ -283,17 +283,11 @@ def test_swapped_arguments_are_named(files, tmp_path, capsys):
     assert one_line_error(capsys, ["compare", p, q, d, *out]).endswith(
         f"spheredens compare {d} {p} {q}\n"
     )
-    assert one_line_error(capsys, ["compare", p, q, *out]) == (
-        f"spheredens: error: the first argument, {p}, is a particle file (spheredens-particles-1); "
-        "compare "
-        "takes the density file first: spheredens compare DENSITY PARTICLES...\n"
-    )
+    # particle files only are measured against the first (tests/test_compare_pairs.py); a
+    # density then a mix against the density, each run once
     assert one_line_error(capsys, ["compare", d, p, d, *out]) == (
-        f"spheredens: error: {d} (particle argument 2) is a density file (spheredens-1), not a "
-        "particle file "
-        "(spheredens-particles-1); compare takes one density file, then particle files: spheredens "
-        "compare "
-        "DENSITY PARTICLES...\n"
+        f"spheredens: error: {d} is given twice (it would be measured against itself); give "
+        "each run once: spheredens compare RUN RUN... [--reference RUN]\n"
     )
     with pytest.raises(
         sd.SchemaError,

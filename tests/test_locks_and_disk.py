@@ -120,7 +120,7 @@ def test_two_runs_on_one_path_one_writes_the_other_refuses_at_once(tmp_path):
 def _no_work(monkeypatch):
     """Any integration (density or particles), comparison or cluster fails the test: "at once"
     is shown by what did not run, not by wall time."""
-    import spheredens.cli._commands
+    import spheredens.cli._compare
     import spheredens.particles
     import spheredens.runner
 
@@ -130,7 +130,8 @@ def _no_work(monkeypatch):
     for module, name in (
         (spheredens.runner, "simulate"),
         (spheredens.particles, "simulate"),
-        (spheredens.cli._commands, "compare"),
+        (spheredens.cli._compare, "compare"),
+        (spheredens.cli._compare, "compare_runs"),
         (sweep_run, "_local_cluster"),
     ):
         monkeypatch.setattr(module, name, forbidden)

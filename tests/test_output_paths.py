@@ -49,6 +49,7 @@ def unwritable(tmp_path: Path) -> list[Path]:
 def no_steps(monkeypatch):
     """Any integration (density or particles) or comparison fails the test."""
     import spheredens.cli._commands
+    import spheredens.cli._compare
     import spheredens.particles
     import spheredens.runner
     import spheredens.sweep._run
@@ -58,7 +59,8 @@ def no_steps(monkeypatch):
 
     monkeypatch.setattr(spheredens.runner, "simulate", forbidden)
     monkeypatch.setattr(spheredens.particles, "simulate", forbidden)
-    monkeypatch.setattr(spheredens.cli._commands, "compare", forbidden)
+    monkeypatch.setattr(spheredens.cli._compare, "compare", forbidden)
+    monkeypatch.setattr(spheredens.cli._compare, "compare_runs", forbidden)
     monkeypatch.setattr(spheredens.cli._commands, "analyze_beta", forbidden)
     monkeypatch.setattr(spheredens.sweep._run, "_local_cluster", forbidden)
     return forbidden

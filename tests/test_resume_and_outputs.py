@@ -100,6 +100,7 @@ def no_work(monkeypatch):
     """``no_work()``: from then on, any integration, comparison, analysis or drawing fails the
     test (a refusal must come first)."""
     import spheredens.cli._commands
+    import spheredens.cli._compare
     import spheredens.particles
     import spheredens.runner
 
@@ -110,7 +111,8 @@ def no_work(monkeypatch):
         for module, name in (
             (spheredens.runner, "simulate"),
             (spheredens.particles, "simulate"),
-            (spheredens.cli._commands, "compare"),
+            (spheredens.cli._compare, "compare"),
+            (spheredens.cli._compare, "compare_runs"),
             (spheredens.cli._commands, "analyze_beta"),
             (spheredens.cli._commands, "plot_run"),
             (spheredens.cli._commands, "animate_run"),

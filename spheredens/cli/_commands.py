@@ -9,10 +9,8 @@ it wrote; it returns the exit code. The docstring of each is the command's descr
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -24,20 +22,11 @@ from ..analysis import (
     open_combined,
 )
 from ..auxiliary import KERNELS
-from ..compare import (
-    SAMPLING_DRAWS,
-    check_compare_files,
-    compare,
-    compare_output_path,
-    comparison_summary,
-)
 from ..config import load_config
 from ..convergence import convergence_study, convergence_table
 from ..convert import convert_particles, converted_summary
 from ..exceptions import (
     ConfigError,
-    ModelMismatchError,
-    SpheredensWarning,
     shown,
 )
 from ..initial import INITIAL_DENSITIES
@@ -47,11 +36,9 @@ from ..io import (
     check_not_input,
     check_output_location,
     check_output_path,
-    open_particles,
     open_run,
     write_dataset,
 )
-from ..locking import output_lock
 from ..models import MODELS
 from ..particles import particles_output_path, require_particles, run_particles
 from ..plot import (
@@ -60,7 +47,6 @@ from ..plot import (
     figure_path,
     open_figure_file,
     plot_beta_study,
-    plot_comparison,
     plot_run,
     slices_figure_path,
 )
@@ -370,118 +356,6 @@ def _cmd_particles(args: argparse.Namespace) -> int:
                 f"wrote {_shown(out)}  ({ds.sizes['particle']} particles, "
                 f"{ds.attrs['initialization']}, seed {seed}, {ds.attrs['n_steps']} steps)"
             )
-    return 0
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    """W2 (geodesic cost) between the density of DENSITY and the particle measure of each
-    PARTICLES file at every common snapshot time (never interpolated in time). Circle: exact
-    (POT). Sphere: exact EMD after coarsening the density to about --points atoms (the bound is
-    written). With several particle files (an ensemble of seeds): mean and standard deviation
-    over them, the W2 between the runs at the last common time, and whether the density is
-    within the ensemble's spread (its mean W2 to the runs not above every run's mean W2 to the
-    others) and no farther than average (its mean W2 to the runs <= the mean W2 between runs).
-    """
-    check_compare_files(args.density, args.particles)  # swapped or wrong-kind files: one line
-    out = compare_output_path(args.density, args.output)
-    inputs = [("the density file", args.density), *(("a particle file", p) for p in args.particles)]
-    for written in (out, *(() if args.no_figure else (figure_path(out),))):  # also with --overwrite
-        check_not_input(written, inputs, option="--output")
-    density = open_run(args.density)
-    runs = [open_particles(p) for p in args.particles]
-    out = check_output_path(
-        out,
-        overwrite=args.overwrite,
-        option="--output",
-        suffix=".nc",
-        mkdir=args.mkdir,
-        mkdir_hint="--mkdir",
-    )
-    with output_lock(out):  # one writer per file: refused at once when another holds it
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", SpheredensWarning)
-            try:
-                result = compare(
-                    density,
-                    runs,
-                    n_points=args.points,
-                    density_file=str(args.density),
-                    particle_files=[str(p) for p in args.particles],
-                    allow_mismatch=args.allow_mismatch,
-                    progress=_progress(args),
-                )
-            except ModelMismatchError as exc:
-                if not exc.hint:
-                    raise
-                raise ModelMismatchError(
-                    exc.message, hint="pass --allow-mismatch to compare anyway"
-                ) from None
-        for text in dict.fromkeys(
-            str(w.message) for w in caught if issubclass(w.category, SpheredensWarning)
-        ):
-            print(
-                f"spheredens: warning: {text}", file=sys.stderr
-            )  # once, one line, no source location
-        for w in caught:
-            if not issubclass(w.category, SpheredensWarning):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        for text in result.attrs.get(
-            "times_not_compared", ""
-        ).splitlines():  # files compared in part
-            print(f"spheredens: note: {text}", file=sys.stderr)
-        write_dataset(result, out)
-    _wrote(args, out)
-    if not args.no_figure:
-        fig = plot_comparison(result, density, runs[0], figure_path(out), times=args.times)
-        _wrote(args, fig)
-    for t, m, sd_, r in zip(
-        result["time"].values,
-        result["w2_mean"].values,
-        result["w2_std"].values,
-        result["density_resolution"].values,
-    ):
-        spread = f" +- {sd_:.3g}" if len(runs) > 1 else ""
-        print(f"  t = {t:8.4g}   W2 = {m:.4g}{spread}   (density resolution {r:.2g})")
-    model_check = result.attrs["model_check"].replace("(allow_mismatch)", "(--allow-mismatch)")
-    print(f"  model check: {model_check}")
-    print(f"  {result.attrs['departure_verdict']}")
-    if "sampling_w2" in result:  # runs started i.i.d.: the W2 their sampling alone gives
-        for n, level, spread in sorted(
-            {
-                (int(n), float(m), float(s))
-                for n, m, s in zip(
-                    result["n_particles"].values,
-                    result["sampling_w2"].values,
-                    result["sampling_w2_std"].values,
-                )
-                if math.isfinite(m)
-            }
-        ):
-            print(
-                f"  i.i.d. sampling level, n = {n}: W2 of n samples of rho_0 to rho_0 is "
-                f"{level:.4g} +- {spread:.2g} ({SAMPLING_DRAWS} draws); W2 near it is sampling "
-                "noise, not disagreement"
-            )
-    summary = comparison_summary(result)
-    check = summary["ensemble"]
-    if check is not None:
-        print(
-            f"  ensemble at t = {result['time'].values[-1]:.4g}: "
-            f"W2 density-runs {check['density_mean']:.4g}, "
-            f"between runs {check['between_mean']:.4g}; density's rank {check['rank']} of "
-            f"{len(runs)}: within the spread: {'yes' if check['within_spread'] else 'no'}, "
-            f"no farther than average: {'yes' if check['no_farther_than_average'] else 'no'}"
-        )
-    for t, row in zip(
-        result["time"].values, summary["slices"] or ()
-    ):  # usa_av: W2 above is the marginal's
-        if not row["count"]:
-            print(f"  t = {t:8.4g}   slices: no particle labels")
-            continue
-        print(
-            f"  t = {t:8.4g}   slices: W2 mean {row['mean']:.4g}, max {row['max']:.4g} "
-            f"over {row['count']} slices"
-        )
     return 0
 
 

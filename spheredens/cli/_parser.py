@@ -20,7 +20,6 @@ from ..transport import DENSITY_ATOMS
 from ._commands import (
     _cmd_analyze,
     _cmd_animate,
-    _cmd_compare,
     _cmd_convergence,
     _cmd_convert,
     _cmd_info,
@@ -30,6 +29,7 @@ from ._commands import (
     _cmd_sweep,
     _cmd_verify,
 )
+from ._compare import _cmd_compare
 
 DESCRIPTION = """\
 spheredens solves the mean-field continuity equation of self-attention,
@@ -195,16 +195,34 @@ def build_parser() -> argparse.ArgumentParser:
         overwrite="replace existing particle files",
         mkdir=_MKDIR_HELP,
     )
-    p = _add_command(sub, "compare", _cmd_compare, "W2 between a density run and particle runs")
-    p.add_argument("density", help="a density file (spheredens run)")
-    p.add_argument("particles", nargs="+", help="particle files (spheredens-particles-1)")
-    _add_shared(p, output="comparison file (default: the density file with suffix _compare.nc)")
+    p = _add_command(
+        sub,
+        "compare",
+        _cmd_compare,
+        "W2 between runs of one model: a density and particle runs, two densities, two "
+        "particle runs",
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="density files (spheredens run) and particle files (spheredens particles): a "
+        "density then particle files, or runs measured against the first (or --reference)",
+    )
+    p.add_argument(
+        "--reference",
+        metavar="RUN",
+        help="measure every RUN against this run (e.g. the finest); default: the first RUN",
+    )
+    _add_shared(
+        p, output="comparison file (default: the reference (first) file with suffix _compare.nc)"
+    )
     p.add_argument(
         "--points",
         type=number(int, minimum=1),
         default=DENSITY_ATOMS,
         help="sphere: atoms "
-        f"of the coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)",
+        f"of each coarsened density (>= 1, default {DENSITY_ATOMS}, as the runs' w2_projection)",
     )
     _add_shared(
         p,
@@ -218,9 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-mismatch",
         action="store_true",
-        help="compare particle files of another "
-        "model than the density's (beta, Q, K, V, initial density, slice labels and "
-        "weights) anyway; the differences are recorded in the comparison file",
+        help="compare runs of another "
+        "model than the reference's (the density's) (beta, Q, K, V, initial density, slice "
+        "labels and weights) anyway; the differences are recorded in the comparison file",
     )
     p = _add_command(
         sub,

@@ -44,7 +44,7 @@ from ._common import (
     save_figure,
     slices_figure_path,
 )
-from ._comparison import compare_w2_axes, plot_compare_file, plot_comparison
+from ._comparison import compare_w2_axes, plot_compare_file, plot_comparison, plot_pairs
 from ._density import plot_circle_run, plot_slices, plot_sphere_run, run_figure
 from ._particles import plot_particles
 from ._study import beta_study_figure, plot_beta_study
@@ -71,6 +71,7 @@ __all__ = [
     "plot_circle_run",
     "plot_compare_file",
     "plot_comparison",
+    "plot_pairs",
     "plot_particles",
     "plot_run",
     "plot_slices",

@@ -279,7 +279,8 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
     if density is None:
         fig, ax = plt.subplots(1, 1, figsize=(7, 4.2))
         compare_w2_axes(ax, cmp)
-        ax.set_title("(the density and particle files it names were not found)", fontsize=8)
+        if "run" in cmp.dims:  # runs against a reference (dim pair): the W2 curves alone
+            ax.set_title("(the density and particle files it names were not found)", fontsize=8)
         drawers.append(time_cursor(ax, t[0]))
     elif on_circle(density):
         targets = file_targets(density)
@@ -309,7 +310,9 @@ def _compare_animation(cmp: Any, base: Path | None) -> tuple[Any, Callable[[floa
             time_cursor(ax, t[0]),
         ]
         targets_legend(fig, targets)
-    title = fig.suptitle("density vs particles", fontsize=10)
+    title = fig.suptitle(
+        "density vs particles" if "run" in cmp.dims else "runs vs the reference", fontsize=10
+    )
     return fig, lambda s: [draw(s) for draw in drawers], title
 
 

@@ -203,10 +203,33 @@ class CircleDensity:
             line.set_ydata(clip(self.slices[i, k]))
 
 
+def density_cell_edges(ds: Any) -> Array:
+    """The edges theta_j -+ w_j / 2 of the cells of a circle density file (its grid): the bins
+    that put a particle histogram on the footing of the density's cell averages (a wider bin
+    lowers a cluster narrower than it)."""
+    grid = ds.sd.grid()
+    theta, weight = np.asarray(grid.theta, dtype=float), np.asarray(grid.weight, dtype=float)
+    return np.append(theta - weight / 2, theta[-1] + weight[-1] / 2)
+
+
+def default_bins(n: int) -> Array:
+    """About 2 sqrt(n) equal bins of the angle (16 to 90) for n particles, where no density
+    gives its cells."""
+    return np.linspace(0.0, 2 * np.pi, max(16, min(90, int(np.sqrt(n)) * 2)) + 1)
+
+
+def angle_histogram(angle: Array, weight: Array, bins: Array) -> Array:
+    """The density per radian of the weighted angles on ``bins`` (increasing edges spanning
+    2 pi): each angle taken modulo 2 pi into [bins[0], bins[0] + 2 pi)."""
+    inside = bins[0] + np.mod(np.asarray(angle, dtype=float) - bins[0], 2 * np.pi)
+    heights, _ = np.histogram(inside, bins=bins, weights=weight)
+    return heights / np.diff(bins) / max(float(np.sum(weight)), 1e-300)
+
+
 class CircleParticles:
     """Particles of a circle file: dots on the unit circle (``ring`` axes) and/or the
-    histogram of their angles per radian (``hist`` axes); :meth:`draw` puts the snapshot
-    nearest to time ``t``."""
+    histogram of their angles per radian (``hist`` axes; on ``bins``, by default about
+    2 sqrt(n) equal bins, at most 90); :meth:`draw` puts the snapshot nearest to time ``t``."""
 
     def __init__(
         self,
@@ -216,6 +239,9 @@ class CircleParticles:
         hist: Any = None,
         targets: Sequence[Target] = (),
         ymax: float | None = None,
+        bins: Array | None = None,
+        label: str = "particles (histogram)",
+        color: str = "C1",
     ) -> None:
         self.t = np.asarray(run["time"].values, dtype=float)
         x = np.asarray(run["position"].values, dtype=float)
@@ -224,7 +250,7 @@ class CircleParticles:
         n = x.shape[1]
         self.keep = drawn_particles(n)
         self.rgba = particle_colours(run)[self.keep]
-        self.bins = np.linspace(0.0, 2 * np.pi, max(16, min(90, int(np.sqrt(n)) * 2)) + 1)
+        self.bins = default_bins(n) if bins is None else np.asarray(bins, dtype=float)
         self.ring = self.hist = None
         if ring is not None:
             psi = np.linspace(0, 2 * np.pi, 361)
@@ -251,18 +277,17 @@ class CircleParticles:
             self.hist = hist.stairs(
                 heights[0],
                 self.bins,
-                color="C1",
+                color=color,
                 fill=True,
                 alpha=0.45,
-                label="particles (histogram)",
+                label=label,
             )
             hist.set_ylim(0.0, 1.05 * max(float(np.max(heights)), ymax or 0.0))
             theta_axis(hist, "x")
             hist.set_ylabel("density (per radian)")
 
     def _histogram(self, i: int) -> Array:
-        heights, _ = np.histogram(self.angle[i], bins=self.bins, weights=self.weight)
-        return heights / np.diff(self.bins) / max(self.weight.sum(), 1e-300)
+        return angle_histogram(self.angle[i], self.weight, self.bins)
 
     def draw(self, t: float) -> None:
         i = int(np.argmin(np.abs(self.t - t)))
