@@ -158,18 +158,22 @@ def any_finite(values: Any) -> bool:
 
 
 def log_ticks(lo: float, hi: float) -> Any:
-    """Tick values of a log axis on [lo, hi]: the coarsest of 10^k; 1, 2, 5 x 10^k; 1, ..., 9 x
-    10^k that gives at least 3 ticks (every second one, third ... when more than 8), else 4
-    values evenly spaced in log, to 2 significant digits (a span under a factor 1.25)."""
+    """Tick values of a log axis on [lo, hi]: the coarsest of 10^k and 1, 2, 5 x 10^k that
+    gives at least 3 ticks (every second one, third ... when more than 8); on a shorter span,
+    evenly spaced values at the largest step 1, 2 or 5 x 10^k that gives 3 of them (0.15, 0.2,
+    0.25)."""
     decades = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
-    for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(range(1, 10))):
+    for subs in ((1.0,), (1.0, 2.0, 5.0)):
         ticks = np.array([s * 10.0**k for k in decades for s in subs])
         ticks = np.sort(ticks[(ticks >= lo * (1 - 1e-9)) & (ticks <= hi * (1 + 1e-9))])
         if ticks.size >= 3:
             return ticks[:: int(np.ceil(ticks.size / 8))]
-    values = np.geomspace(lo, hi, 4)
-    digits = 1 - np.floor(np.log10(values)).astype(int)
-    return np.unique([round(v, int(d)) for v, d in zip(values, digits)])
+    top = np.floor(np.log10(hi - lo))
+    for step in (m * 10.0**k for k in np.arange(top, top - 4, -1) for m in (5.0, 2.0, 1.0)):
+        ticks = np.arange(np.ceil(lo / step - 1e-9), np.floor(hi / step + 1e-9) + 1) * step
+        if ticks.size >= 3:
+            return np.round(ticks, int(max(0, 1 - np.floor(np.log10(step)))))
+    return np.array([lo, hi])
 
 
 def plain_log_ticks(ax: Any, which: str) -> None:

@@ -178,11 +178,11 @@ def beta_study_figure(combined: Any, analysis: Any) -> Any:
             label="no departure by T = " + ", ".join(f"{v:g}" for v in ends) + " (drawn at T)",
         )
     top = max([top, *missing_t])
-    if top > 0:
-        ax.set_ylim(0.0, 1.08 * top)
+    if top > 0:  # room above for the legend
+        ax.set_ylim(0.0, 1.3 * top)
     ax.set_ylabel("departure time (model time units)")
     ax.set_title("departure from Pi_# rho_0 (W2 > 2 min + 0.02)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     _beta_axis(ax, beta)
     for ax in axes:
         ax.grid(True, which="major", alpha=0.3)
