@@ -101,7 +101,8 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
     """A particle run: the points over time and at a few snapshots, with the targets.
 
     Circle: the angles of the particles against t (a point per particle and snapshot), with
-    their W2 to Pi_# of their start beside it; below, one panel per snapshot: the particles on
+    their W2 to Pi_# of their start beside it (recorded, or computed from the model the file
+    records: :func:`with_particle_w2`); below, one panel per snapshot: the particles on
     the circle and the histogram of their angles (per radian). Sphere: per snapshot two
     orthographic views and a Mollweide map of the points; below, their W2 to Pi_# of their
     start. Labelled (usa_av) particles are coloured by slice.
