@@ -38,7 +38,7 @@ def _resolution_text(combined: Any, analysis: Any) -> str:
             return f"{key} = {combined.attrs[key]}"
         if key in combined.dims and combined.sizes[key] == 1:
             return f"{key} = {level_label(combined[key].values[0])}"
-    if "theta" in combined.dims and combined.attrs.get("domain") == "circle":
+    if "theta" in combined.dims:  # circle and zonal: n cells in theta
         return f"n = {combined.sizes['theta']}"
     return "resolution not recorded"
 
