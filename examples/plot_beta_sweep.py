@@ -10,8 +10,10 @@ own file, and the cases combine into one dataset with a ``beta`` dimension.
 ``sd.analyze_beta`` then gives, per beta, the minimum of W2, its time, the departure time and
 the early rate against the spectral gap (definitions: docs/concentration.md).
 
-What it shows: the figure of ``spheredens analyze-beta``: W2 against t for each beta, min W2
-against beta beside the bound sqrt(log(beta + 1) / beta), and the departure times. Reference:
+What it shows: the figure of ``spheredens analyze-beta``, one panel per quantity: W2 to
+Pi_# rho_0 (radians) against t for each beta at n = 192, min W2 against beta beside the bound
+sqrt(log(beta + 1) / beta), and the departure time against beta, where a run that has not
+departed by T = 25 is an open triangle at T. Reference:
 the study of beta = 10 to 1000 at n = 1024 to 4096 in docs/concentration.md. Runtime: about
 15 s (two cases at a time on two workers, started as new processes).
 """

@@ -170,19 +170,19 @@ def _drawn(ax):
 
 
 def test_the_figure_has_no_empty_panel(tmp_path):
-    """No departure at all: the two departure panels are left out and the figure says so; some
-    departures missing: the panels name the betas without one."""
+    """No departure at all: the departure panel is drawn all the same, each beta an open
+    triangle at T = 40; some departures missing: the same triangles, and the legend says "no
+    departure by T = 40" (tests/test_figures_read.py checks the figure's reading)."""
     still = {(b, 256): 0.9 * np.exp(-0.2 * T) for b in (10.0, 30.0)}
     combined = combined_dataset([10.0, 30.0], [256], still)
     fig = beta_study_figure(combined, analyze_beta(combined))
-    assert len(fig.axes) == 2 and all(_drawn(ax) for ax in fig.axes)
-    assert "departure panels left out" in fig._suptitle.get_text()
+    assert len(fig.axes) == 3 and all(_drawn(ax) for ax in fig.axes)
     some = {(10.0, 256): curve(0.9, 0.4, 6.0), (30.0, 256): 0.9 * np.exp(-0.2 * T)}
     combined = combined_dataset([10.0, 30.0], [256], some)
     fig = beta_study_figure(combined, analyze_beta(combined))
-    assert len(fig.axes) == 4 and all(_drawn(ax) for ax in fig.axes)
-    assert all(
-        any("no departure by t_end: beta = 30" in t.get_text() for t in ax.texts)
-        for ax in fig.axes[2:]
-    )
+    assert len(fig.axes) == 3 and all(_drawn(ax) for ax in fig.axes)
+    legend = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
+    assert any(t.startswith("no departure by T = 40") for t in legend), legend
+    (marks,) = [line for line in fig.axes[2].get_lines() if line.get_marker() == "^"][:1]
+    assert np.asarray(marks.get_xdata()).tolist() == [30.0]
     assert plot_beta_study(combined, analyze_beta(combined), tmp_path / "f.png").exists()

@@ -186,3 +186,38 @@ def test_ctrl_c_stops_a_sweep_cleanly(tmp_path):
     assert f"spheredens sweep {path}" in err
     with xr.open_dataset(case) as ds:
         assert ds.attrs["run_status"] == "partial"
+
+
+def test_the_local_cluster_runs_cases_as_a_plain_process_would():
+    """The local cluster's workers: one BLAS/OpenMP thread, no MALLOC_TRIM_THRESHOLD_ (Dask's
+    65536 made every array above 128 KiB a fresh mmap: 4.7x the page faults and 3x the CPU of a
+    case, benchmarks/bench_sweep.py), no statistical profiler, slow housekeeping; and this
+    process keeps Dask's own configuration afterwards (distributed's defaults included)."""
+    import os
+
+    import dask
+    import distributed
+
+    from spheredens.sweep._run import _local_cluster
+
+    cluster = _local_cluster(1)
+    client = distributed.Client(cluster)
+    try:
+
+        def settings():
+            return (
+                {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "OPENBLAS_NUM_THREADS")},
+                dask.config.get("distributed.worker.profile.enabled"),
+                dask.config.get("distributed.worker.memory.monitor-interval"),
+            )
+
+        (worker,) = client.run(settings).values()
+    finally:
+        client.close()
+        cluster.close()
+    # unset, unless this process's environment sets it (a value the user chose still applies)
+    assert worker[0]["MALLOC_TRIM_THRESHOLD_"] == os.environ.get("MALLOC_TRIM_THRESHOLD_")
+    assert worker[0]["OPENBLAS_NUM_THREADS"] == "1"
+    assert worker[1:] == (False, "1s")
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # here: unchanged
+    assert dask.config.get("distributed.nanny.pre-spawn-environ")["MALLOC_TRIM_THRESHOLD_"] == 65536

@@ -370,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
         p,
         output="PNG file (default: FILE with suffix .png)",
         times="sphere runs and particle runs: snapshot times to draw (nearest stored; default: "
-        "4 evenly spaced)",
+        "4, for a sphere run where its W2 to Pi_# rho_0 changes most: the first, the last, the "
+        "minimum; for particles evenly spaced)",
         mkdir=_MKDIR_HELP,
         overwrite="replace an existing figure (otherwise it is never touched)",
     )

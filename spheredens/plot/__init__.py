@@ -93,7 +93,9 @@ def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) 
       snapshot, with W2 (radians), max rho (per steradian) and -min rho / max rho below, each on
       its own axis); for usa_av also ``<name>_slices.png`` (:func:`plot_slices`: slice modes
       over xi, energy, collapse);
-    * a particle run: :func:`plot_particles`, the points over time and at a few snapshots;
+    * a particle run: :func:`plot_particles`, the points over time and at a few snapshots,
+      with their W2 to Pi_# of their start (recorded, or computed from the model the file
+      records: a file of ``convert-particles --config``);
     * a comparison file: :func:`plot_compare_file`, W2 against time with the ensemble band
       (mean +- std and min to max over the runs).
 
@@ -111,7 +113,9 @@ def plot_run(ds: Any, path: str | Path, *, mkdir: bool = False, **options: Any) 
         Create the missing folder of ``path``.
     **options :
         ``times`` (sequence of float, optional): sphere runs and particle runs, the snapshot
-        times to draw (the nearest stored; default 4 evenly spaced).
+        times to draw (the nearest stored; default 4: for a sphere run where its W2 to
+        Pi_# rho_0 changes most, the first, the last and the minimum among them; for particles
+        evenly spaced).
 
     Returns
     -------

@@ -48,6 +48,7 @@ from ._layers import (
 from ._particles import (
     particle_w2_axes,
     particles_title,
+    with_particle_w2,
 )
 
 #: frames per second of an animation (``spheredens animate --fps``)
@@ -208,6 +209,7 @@ def _density_animation(ds: Any) -> tuple[Any, Callable[[float], None], Any]:
 
 def _particle_animation(run: Any) -> tuple[Any, Callable[[float], None], Any]:
     """(figure, draw(t), title text) of a particle run."""
+    run, _ = with_particle_w2(run)  # recorded, or computed from the model the file records
     targets = file_targets(run)
     t = np.asarray(run["time"].values, dtype=float)
     has_w2 = "w2_projection" in run and any_finite(run["w2_projection"].values)

@@ -157,6 +157,44 @@ def any_finite(values: Any) -> bool:
     return bool(np.any(np.isfinite(np.asarray(values, dtype=float))))
 
 
+def log_ticks(lo: float, hi: float) -> Any:
+    """Tick values of a log axis on [lo, hi]: the coarsest of 10^k and 1, 2, 5 x 10^k that
+    gives at least 3 ticks (every second one, third ... when more than 8); on a shorter span,
+    evenly spaced values at the largest step 1, 2 or 5 x 10^k that gives 3 of them (0.15, 0.2,
+    0.25)."""
+    decades = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    for subs in ((1.0,), (1.0, 2.0, 5.0)):
+        ticks = np.array([s * 10.0**k for k in decades for s in subs])
+        ticks = np.sort(ticks[(ticks >= lo * (1 - 1e-9)) & (ticks <= hi * (1 + 1e-9))])
+        if ticks.size >= 3:
+            return ticks[:: int(np.ceil(ticks.size / 8))]
+    top = np.floor(np.log10(hi - lo))
+    for step in (m * 10.0**k for k in np.arange(top, top - 4, -1) for m in (5.0, 2.0, 1.0)):
+        ticks = np.arange(np.ceil(lo / step - 1e-9), np.floor(hi / step + 1e-9) + 1) * step
+        if ticks.size >= 3:
+            return np.round(ticks, int(max(0, 1 - np.floor(np.log10(step)))))
+    return np.array([lo, hi])
+
+
+def plain_log_ticks(ax: Any, which: str) -> None:
+    """Label a log axis with plain numbers (0.01, 0.2, 5) at the values of :func:`log_ticks`,
+    and no minor labels: never "3x10^0 4x10^0" side by side."""
+    lo, hi = ax.get_ylim() if which == "y" else ax.get_xlim()
+    lo, hi = min(lo, hi), max(lo, hi)
+    if not (lo > 0 and np.isfinite(hi) and hi > lo):
+        return
+    ticks = log_ticks(lo, hi)
+    labels = [f"{v:g}" for v in ticks]
+    if which == "y":
+        ax.set_yticks(ticks, labels=labels)
+        ax.set_ylim(lo, hi)
+        ax.tick_params(axis="y", which="minor", labelleft=False)
+    else:
+        ax.set_xticks(ticks, labels=labels)
+        ax.set_xlim(lo, hi)
+        ax.tick_params(axis="x", which="minor", labelbottom=False)
+
+
 def w2_axes(ax: Any, ds: Any) -> bool:
     """W2 to Pi_# rho_0 and to the top eigenspace of V against t (radians, log scale); False
     when the file has neither."""
@@ -174,6 +212,7 @@ def w2_axes(ax: Any, ds: Any) -> bool:
     if drawn:
         ax.set_ylabel(W2_LABEL)
         ax.legend(fontsize=7)
+        plain_log_ticks(ax, "y")
     ax.set_xlabel("t")
     ax.grid(True, which="both", alpha=0.3)
     return drawn
@@ -300,6 +339,52 @@ def sphere_targets(
 
 
 def snapshot_indices(t_all: Array, times: Any, count: int) -> Array:
+    """The snapshots nearest to ``times``; without them, ``count`` evenly spaced ones."""
     if times is None:
         return np.unique(np.linspace(0, t_all.size - 1, min(count, t_all.size)).round().astype(int))
     return np.array([int(np.argmin(np.abs(t_all - t))) for t in np.atleast_1d(times)])
+
+
+def w2_snapshot_indices(t_all: Array, w2: Array, count: int) -> Array:
+    """The ``count`` snapshots a figure shows by default: where W2 to Pi_# rho_0 changes most.
+
+    The first and the last snapshot; the closest approach to Pi_# rho_0 (the minimum of W2:
+    the collapse); and the others evenly spaced in the distance W2 travels,
+    s_k = sum_{j < k} |W2(t_{j+1}) - W2(t_j)| (radians), so that a collapse in the first
+    fifth of the run gets its share of the rows (the great-circle demo: t = 0, 3.5, 6, 20,
+    not 0, 6.5, 13.5, 20). Evenly spaced in time (:func:`snapshot_indices`) when W2 is finite
+    at fewer than 3 snapshots or does not change.
+
+    Parameters
+    ----------
+    t_all : ndarray, shape (n_t,)
+        The snapshot times, increasing.
+    w2 : ndarray, shape (n_t,)
+        W2 to Pi_# rho_0 at each snapshot (NaN where undefined).
+    count : int
+        How many snapshots (at most n_t).
+
+    Returns
+    -------
+    ndarray of int
+        Indices into ``t_all``, increasing, ``min(count, n_t)`` of them.
+    """
+    n, count = t_all.size, min(count, t_all.size)
+    w2 = np.asarray(w2, dtype=float)
+    ok = np.isfinite(w2)
+    steps = np.abs(np.diff(np.where(ok, w2, np.nan)))
+    travelled = np.concatenate([[0.0], np.cumsum(np.where(np.isfinite(steps), steps, 0.0))])
+    if count < 3 or ok.sum() < 3 or not travelled[-1] > 0:
+        return snapshot_indices(t_all, None, count)
+    marks = np.linspace(0.0, travelled[-1], count)[1:-1]
+    inner = [int(i) for i in np.searchsorted(travelled, marks * (1 - 1e-12))]
+    lowest = int(np.nanargmin(np.where(ok, w2, np.nan)))
+    if lowest not in (0, n - 1) and lowest not in inner:  # the closest of the others gives way
+        nearest = int(np.argmin([abs(travelled[i] - travelled[lowest]) for i in inner]))
+        inner[nearest] = lowest
+    chosen = set([0, n - 1, *inner])
+    while len(chosen) < count:  # repeated marks: the snapshot farthest in time from the others
+        taken = np.array(sorted(chosen))
+        gap = np.min(np.abs(t_all[:, None] - t_all[taken][None, :]), axis=1)
+        chosen.add(int(np.argmax(gap)))
+    return np.array(sorted(chosen))

@@ -24,6 +24,7 @@ from ._common import (
     targets_legend,
     theta_axis,
     w2_axes,
+    w2_snapshot_indices,
 )
 from ._layers import (
     SphereDensity,
@@ -106,10 +107,17 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
     path : path
         PNG file to write.
     times : sequence of float, optional
-        Snapshot times to draw (nearest stored); default up to ``max_rows`` evenly spaced ones.
+        Snapshot times to draw (nearest stored); default ``max_rows`` of them where W2 to
+        Pi_# rho_0 changes most (:func:`~spheredens.plot._common.w2_snapshot_indices`: the
+        first, the last, the closest approach and the others evenly spaced in the W2
+        travelled), or evenly spaced in time when the file has no W2.
     """
     t_all = ds["time"].values
-    idx = snapshot_indices(t_all, times, max_rows)
+    idx = (
+        w2_snapshot_indices(t_all, ds["w2_projection"].values, max_rows)
+        if times is None and "w2_projection" in ds
+        else snapshot_indices(t_all, times, max_rows)
+    )
     targets = file_targets(ds)
     rows = len(idx)
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.8))
@@ -144,7 +152,9 @@ def plot_sphere_run(ds: Any, path: str | Path, *, times: Any = None, max_rows: i
             transform=ax.transAxes,
             wrap=True,
         )
-    ax.set_title("distances to the targets", fontsize=8)
+    for i in idx:  # the times of the rows above
+        ax.axvline(float(t_all[i]), color="0.55", lw=0.8, ls=":", zorder=0)
+    ax.set_title("distances to the targets (dotted: the rows' times)", fontsize=8)
     assert density is not None
     top = np.maximum(density.rho.reshape(density.rho.shape[0], -1).max(axis=1), 1e-300)
     ax = fig.add_subplot(bottom[0, 1])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._lazy import pyplot as plt
+from ..analysis import density_model, particle_projection_curve
 from ..geometry import circle_angle
 from ..targets import file_targets
 from . import _common as common
@@ -29,6 +30,52 @@ def particles_title(run: Any) -> str:
     return head + (f" ({', '.join(extra)})" if extra else "") + f" on the {run.attrs.get('domain')}"
 
 
+#: the comment of a ``w2_projection`` the figures compute for a file that records none
+COMPUTED_W2_COMMENT = (
+    "computed by the figure from the positions and the model the file records (the file has "
+    "no w2_projection): W2 of the particles to Pi_# of the particles at t = 0"
+)
+
+
+def with_particle_w2(run: Any) -> tuple[Any, str]:
+    """The particle run with its W2 to Pi_# of its own particles at t = 0, and why there is none.
+
+    As recorded (``w2_projection``: spheredens particle runs); else, when the file records its
+    model (a file of ``convert-particles --config CONFIG``), computed here from the positions
+    (:func:`spheredens.analysis.particle_projection_curve`, as ``compare`` does) and added as
+    ``w2_projection``, its comment saying so. Returns ``(run, "")``, or the run unchanged and
+    the reason in words when neither (no model recorded, Assumption 1 fails, ...)."""
+    if "w2_projection" in run and common.any_finite(run["w2_projection"].values):
+        return run, ""
+    model, reason = density_model(run)
+    if model is None:
+        return run, (
+            "the file records no model (convert-particles --config CONFIG records it)"
+            if "model" not in run.attrs
+            else reason.replace("density", "particle file")
+        )
+    w2, reason = particle_projection_curve(model, run)
+    if not common.any_finite(w2):
+        return run, reason or "W2 is undefined at every snapshot"
+    attrs = {"long_name": "W2 to Pi_# rho_0", "units": "radian", "comment": COMPUTED_W2_COMMENT}
+    return run.assign(w2_projection=("time", w2, attrs)), ""
+
+
+def no_w2_note(ax: Any, reason: str) -> None:
+    """An empty panel saying why no W2 is drawn."""
+    ax.axis("off")
+    ax.text(
+        0.5,
+        0.5,
+        "no W2 to a target:\n" + reason,
+        ha="center",
+        va="center",
+        fontsize=8,
+        wrap=True,
+        transform=ax.transAxes,
+    )
+
+
 def particle_w2_axes(ax: Any, run: Any) -> bool:
     if "w2_projection" not in run or not common.any_finite(run["w2_projection"].values):
         return False
@@ -44,6 +91,9 @@ def particle_w2_axes(ax: Any, run: Any) -> bool:
     ax.set_ylabel(common.W2_LABEL)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
+    common.plain_log_ticks(ax, "y")
+    if run["w2_projection"].attrs.get("comment") == COMPUTED_W2_COMMENT:
+        ax.set_title("computed from the positions and the file's model", fontsize=8)
     return True
 
 
@@ -51,7 +101,8 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
     """A particle run: the points over time and at a few snapshots, with the targets.
 
     Circle: the angles of the particles against t (a point per particle and snapshot), with
-    their W2 to Pi_# of their start beside it; below, one panel per snapshot: the particles on
+    their W2 to Pi_# of their start beside it (recorded, or computed from the model the file
+    records: :func:`with_particle_w2`); below, one panel per snapshot: the particles on
     the circle and the histogram of their angles (per radian). Sphere: per snapshot two
     orthographic views and a Mollweide map of the points; below, their W2 to Pi_# of their
     start. Labelled (usa_av) particles are coloured by slice.
@@ -65,6 +116,14 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
     times : sequence of float, optional
         Snapshot times to draw (nearest stored); default up to ``max_panels`` evenly spaced.
     """
+    return common.save_figure(particles_figure(run, times=times, max_panels=max_panels), path)
+
+
+def particles_figure(run: Any, *, times: Any = None, max_panels: int = 4) -> Any:
+    """The figure of :func:`plot_particles` (a matplotlib Figure): its W2 to Pi_# of the
+    particles' start is the recorded one, or computed from the model the file records
+    (:func:`with_particle_w2`)."""
+    run, no_w2 = with_particle_w2(run)
     t_all = np.asarray(run["time"].values, dtype=float)
     idx = common.snapshot_indices(t_all, times, max_panels)
     targets = file_targets(run)
@@ -98,22 +157,14 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
         ax.set_title(particles_title(run), fontsize=9)
         ax = fig.add_subplot(top[0, 1])
         if not particle_w2_axes(ax, run):
-            ax.axis("off")
-            ax.text(
-                0.5,
-                0.5,
-                "no W2 to a target recorded",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-            )
+            no_w2_note(ax, no_w2)
         for c, i in enumerate(idx):
             ring, hist = fig.add_subplot(grid[1, c]), fig.add_subplot(grid[2, c])
             layer = CircleParticles(run, ring=ring, hist=hist, targets=targets)
             layer.draw(t_all[i])
             common.circle_target_lines(hist, targets, vertical=True)
             ring.set_title(f"t = {t_all[i]:g}", fontsize=9)
-        return common.save_figure(fig, path, dpi=100)
+        return fig
     rows = len(idx)
     fig = plt.figure(figsize=(11, 3.0 * rows + 2.6))
     grid = fig.add_gridspec(
@@ -127,10 +178,7 @@ def plot_particles(run: Any, path: str | Path, *, times: Any = None, max_panels:
             ax.set_title(f"t = {t_all[i]:g}, {label}", fontsize=8)
     ax = fig.add_subplot(grid[rows, :])
     if not particle_w2_axes(ax, run):
-        ax.axis("off")
-        ax.text(
-            0.5, 0.5, "no W2 to a target recorded", ha="center", va="center", transform=ax.transAxes
-        )
+        no_w2_note(ax, no_w2)
     fig.suptitle(particles_title(run), fontsize=10)
     common.targets_legend(fig, targets)
-    return common.save_figure(fig, path)
+    return fig

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._lazy import xarray as xr
+from ..analysis import RESOLUTION_DIMS
 from ..exceptions import SpheredensError
 from ..io import open_run
 from ..result_schema import combined_grid
@@ -162,6 +163,10 @@ def combine(sweep: Sweep, *, partial: bool = False) -> Any:
         "cases": "\n".join(str(c.path) for c in sweep.cases),
         "rho_included": int(same_grid),
     }
+    for key in RESOLUTION_DIMS:  # the grid the cases share (figures name it)
+        if key not in dims and key in first.attrs:
+            if all(ds.attrs.get(key) == first.attrs[key] for ds in datasets.values()):
+                attrs[key] = first.attrs[key]
     if missing:
         attrs["failed_cases"] = ", ".join(missing)
     combined = combined_grid(first, xr.Dataset(data, coords=coords, attrs=attrs), sweep.keys)

@@ -293,13 +293,50 @@ def _stop_request() -> Iterator[_Stop]:
         yield event
 
 
+#: the environment of the local cluster's worker processes, set by their nannies before they
+#: start (Dask's ``distributed.nanny.pre-spawn-environ``, replaced): one BLAS/OpenMP thread per
+#: worker (a worker runs one case on one core), and *not* Dask's default
+#: ``MALLOC_TRIM_THRESHOLD_ = 65536`` (None: unset). Setting that variable turns off glibc's
+#: dynamic mmap threshold, so every numpy array above 128 KiB is a fresh mmap whose pages
+#: fault in zeroed: a circle case (fv, n = 256, direct quadrature) took 4.7 times the page
+#: faults and 3.5 s of system time instead of 0.9 s per 5 s of computation
+#: (benchmarks/bench_sweep.py). A value the user's environment gives still applies.
+WORKER_ENVIRON = {
+    "OMP_NUM_THREADS": 1,
+    "OPENBLAS_NUM_THREADS": 1,
+    "MKL_NUM_THREADS": 1,
+    "VECLIB_MAXIMUM_THREADS": 1,
+    "NUMEXPR_NUM_THREADS": 1,
+    "MALLOC_TRIM_THRESHOLD_": None,
+}
+#: the Dask configuration of the local cluster: the workers' environment; no statistical
+#: profiler on the workers (it samples the running case's stack every 10 ms, taking the GIL:
+#: 0.5-1 s of CPU per 10 s case, and its report on the dashboard is not used by sweeps); and
+#: slower housekeeping (the nannies' memory checks every 1 s instead of 100 ms, the system
+#: monitor every 2 s instead of 0.5 s, the event loops' tick every 0.5 s instead of 20 ms): a
+#: cluster of one idle worker then takes 0.3 s of CPU per 20 s instead of 1.5 s, time the cases
+#: of a loaded machine lose (benchmarks/README.md, bench_sweep.py)
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.nanny.pre-spawn-environ": WORKER_ENVIRON,
+    "distributed.worker.profile.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.admin.tick.interval": "500ms",
+}
+
+
 def _local_cluster(n_workers: int, dashboard_address: str = DEFAULT_DASHBOARD_ADDRESS) -> Any:
     """A local Dask cluster of ``n_workers`` processes, one thread each, its scheduler and
     workers listening on 127.0.0.1 only, its dashboard at ``dashboard_address`` (default
-    127.0.0.1, a free port), the workers without dashboards. Its processes ignore Ctrl-C (they
-    inherit SIGINT ignored): the sweep process handles it and shuts them down."""
-    with signal_handler(signal.SIG_IGN):
-        return distributed.LocalCluster(
+    127.0.0.1, a free port), the workers without dashboards, with the environment
+    :data:`WORKER_ENVIRON` and without the workers' profiler (:data:`LOCAL_CLUSTER_CONFIG`).
+    Its processes ignore Ctrl-C (they inherit SIGINT ignored): the sweep process handles it and
+    shuts them down."""
+    # imported before the configuration is set: distributed adds its defaults to Dask's
+    # configuration on import, and leaving dask.config.set would drop them again
+    local_cluster = distributed.LocalCluster
+    with signal_handler(signal.SIG_IGN), dask.config.set(LOCAL_CLUSTER_CONFIG):
+        return local_cluster(
             n_workers=n_workers,
             threads_per_worker=1,
             processes=True,
