@@ -28,23 +28,11 @@ import time
 import spheredens as sd
 from spheredens.config import config_from_dict
 
-from _common import stamp, write_rows
+from _common import fastest_call, stamp, write_rows
 
 DIMS = (3, 16, 128, 1024)
 NS = (512, 1024, 2048)
 T_MEAS = 1.0
-
-
-def cpu_best(fn, calls: int) -> float:
-    """The least CPU time (``time.process_time``: what a shared machine's load does not
-    inflate, as the runs' CPU time below) of ``calls`` calls, after one warm-up."""
-    fn()
-    best = float("inf")
-    for _ in range(calls):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def config(d: int, n: int, t_end: float):
@@ -69,7 +57,9 @@ def main() -> None:
             problem = sd.Problem.from_config(cfg)
             scheme = sd.make_scheme(problem, cfg.discretization)
             state = scheme.initial_state()
-            velocity = cpu_best(lambda s=scheme, y=state: s.tangential_velocity(y), 3)
+            velocity = fastest_call(
+                lambda s=scheme, y=state: s.tangential_velocity(y), 3, time.process_time
+            )
             cpu = time.process_time()
             ds = sd.run(cfg, progress=False)
             cpu = time.process_time() - cpu
