@@ -329,7 +329,12 @@ def estimated_memory(cfg: RunConfig) -> dict[str, float]:
     particles = cfg.particles.n if cfg.particles is not None else None
     return dict(
         disc.scheme_class.memory_parts(
-            disc.options, model, n_xi=n_xi, snapshots=snapshots, particles=particles
+            disc.options,
+            model,
+            n_xi=n_xi,
+            snapshots=snapshots,
+            particles=particles,
+            particle_dimension=cfg.domain.dimension,
         )
     )
 

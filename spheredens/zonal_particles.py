@@ -54,15 +54,9 @@ from .particles import PRUNE_FROM, ParticleRecorder, ParticleSystem
 from .problem import Problem
 from .recorder import checkpoint_digest
 from .schema import particle_dataset
+from .schemes._memory import FULL_POSITION_BYTES, QUANTILE_CELLS, ZONAL_EVAL_CHUNK
 from .transport import GridAtoms
 
-#: the vectors of R^d are written at every snapshot when they take at most this many bytes
-#: (else at the first and the last snapshot)
-FULL_POSITION_BYTES = 1 << 27
-#: cells of the fine midpoint rule of the initial law's CDF (its inverse by linear interpolation)
-QUANTILE_CELLS = 1 << 16
-#: points of R^d formed at once when the initial law is evaluated
-_EVAL_CHUNK = 1 << 22
 #: pruning is used when the sampled target blocks keep at most this fraction of the sources
 #: (measured at n = 4000, d = 16 and 128: pruned 0.6 x the direct time at a kept fraction of
 #: 0.5, equal near 0.55-0.65)
@@ -240,7 +234,7 @@ def initial_cdf(problem: Problem, cells: int = QUANTILE_CELLS) -> tuple[Array, A
     h = math.pi / cells
     centres = (np.arange(cells) + 0.5) * h
     d = int(problem.domain_parameters["d"])
-    step = max(1, _EVAL_CHUNK // d)
+    step = max(1, ZONAL_EVAL_CHUNK // d)
     log_g = np.concatenate(
         [problem.initial.log_polar_law(centres[k : k + step]) for k in range(0, cells, step)]
     )

@@ -158,6 +158,15 @@ def _particle_cases() -> list:
         data = _config(domain, scheme, model, aux, "")
         data["particles"] = {"n": n, "dt": 0.01}
         out.append(pytest.param(data, True, id=f"particles-{domain}-n{n}-{model['name']}"))
+    # the zonal domain's particles are vectors of R^d (not of its meridian plane): the estimate
+    # grows with d (direct sums below 2000 particles, pruned blocks from there on)
+    for d, n in ((256, 1000), (64, 2500)):
+        model = {"name": "sa", "beta": 2.0, "a": 3.0, "b": 0.5}
+        data = _config("zonal", get_domain("zonal").scheme_class("fv"), model, None, "")
+        data["domain"]["d"] = d
+        data["initial"]["means"] = [[1.0] + [0.0] * (d - 1)]
+        data["particles"] = {"n": n, "dt": 0.01}
+        out.append(pytest.param(data, True, id=f"particles-zonal-d{d}-n{n}"))
     return out
 
 
@@ -335,6 +344,25 @@ def test_memory_refusals_name_the_key_to_reduce(monkeypatch):
     particles = {"particles": {"n": 100000}, "time": {"t_end": 1.0, "snapshots": 20000}}
     with pytest.raises(ConfigError, match=r"^particles.n: = 100000: the particle run would need"):
         sd.config_from_dict(particles)
+
+
+def test_zonal_particles_are_estimated_as_vectors_of_r_d(monkeypatch):
+    """n = 10^5 particles of R^1024 (about 14 GiB: stages and two kept snapshots of n x d) are
+    refused on a machine of 8 GiB, while the same n in the meridian plane would fit."""
+    zonal = {
+        "domain": {"name": "zonal", "d": 1024},
+        "model": {"name": "sa", "beta": 1.0, "a": 1.0, "b": 1.0},
+        "particles": {"n": 100000, "dt": 0.1},
+        "time": {"t_end": 1.0, "snapshots": 11},
+    }
+    cfg = sd.config_from_dict(zonal)
+    need = estimated_memory(cfg)["particles"]
+    assert 8.0 * 100000 * 1024 * (3 * 2 + 14) <= need <= 1.2 * 8.0 * 100000 * 1024 * 20
+    small = estimated_memory(cfg.replace(**{"domain.d": 16, "domain.axis": [1.0] + [0.0] * 15}))
+    assert small["particles"] < need / 10
+    monkeypatch.setattr(config_module, "machine_memory", lambda: 8.0 * 2**30)
+    with pytest.raises(ConfigError, match=r"^particles.n: = 100000: the particle run would need"):
+        sd.config_from_dict(zonal)
 
 
 def test_machine_memory_is_the_smallest_limit_known(monkeypatch):

@@ -317,6 +317,7 @@ class Scheme:
         n_xi: int = 1,
         snapshots: int = 11,
         particles: int | None = None,
+        particle_dimension: int | None = None,
     ) -> dict[str, float]:
         """Estimated peak memory of a run in bytes, by what holds it
         (:mod:`spheredens.schemes._memory`): the snapshots (kept, copied into the Dataset and
@@ -324,7 +325,8 @@ class Scheme:
         integrator's stages, the work arrays of a right-hand side and the grid, the interaction
         evaluator, the per-snapshot diagnostics. ``n_xi`` slices (the state's leading axis).
         With ``particles`` (n), also ``"particles"``: what ``spheredens particles`` needs for n
-        particles of this model (:func:`~spheredens.schemes._memory.particle_memory`).
+        particles of this model (:func:`~spheredens.schemes._memory.particle_memory`), vectors
+        of R^d for ``particle_dimension`` = d (the zonal domain's ``domain.d``).
 
         A scheme that declares only :meth:`memory_estimate` gets its points and kernels with
         200 work arrays per point and slice."""
@@ -332,7 +334,11 @@ class Scheme:
         extra = (
             {}
             if particles is None
-            else {"particles": particle_memory(model, particles, snapshots, M)}
+            else {
+                "particles": particle_memory(
+                    model, particles, snapshots, M, dimension=particle_dimension
+                )
+            }
         )
         try:
             points, targets, state_bytes = cls.memory_sizes(options)

@@ -41,6 +41,14 @@ MAX_RANK = 32
 #: from this many particles on, their sums are pruned (:data:`spheredens.particles.PRUNE_FROM`,
 #: which imports this module's package: the number is kept equal by a test)
 PRUNE_FROM = 2000
+#: a zonal particle file keeps the vectors of R^d at every snapshot when they take at most this
+#: many bytes, else at the first and the last snapshot (:mod:`spheredens.zonal_particles`)
+FULL_POSITION_BYTES = 1 << 27
+#: cells of the fine midpoint rule of the zonal initial law's CDF, from which zonal particles
+#: are drawn (its inverse by linear interpolation)
+QUANTILE_CELLS = 1 << 16
+#: points of R^d formed at once when the zonal initial law is evaluated on those cells
+ZONAL_EVAL_CHUNK = 1 << 22
 #: rows of candidate Dirac centres formed at once by the slices' marginal_w2_dirac
 DIRAC_ROWS = 256
 
@@ -191,22 +199,34 @@ def energy_sums(model: Model, points: int, inputs: str) -> float:
     return 3 * F8 * min(float(points) ** 2, _CHUNK_ENTRIES)
 
 
-def particle_memory(model: Model, n: int, snapshots: int, n_xi: int) -> float:
+def particle_memory(
+    model: Model, n: int, snapshots: int, n_xi: int, dimension: int | None = None
+) -> float:
     """``spheredens particles``: positions (n x d) at every snapshot, kept, copied into the
     Dataset and rendered in memory (3 copies), and the integrator's stages; the pairwise sums:
     direct log-sum-exp in chunks of 2^22 entries below 2000 particles; from there on the circle
     the bounds of every particle against every cluster and the Taylor monomials of the
     expansions (up to order 24: 325 per particle), on the sphere the bounds against blocks of
     16 (in chunks of 2^24) and the kept sources of 256 rows; for slices the coupled sums
-    (entries, couplings gathered, products) in chunks of 2^22."""
-    d = model.d
+    (entries, couplings gathered, products) in chunks of 2^22.
+
+    ``dimension``: the zonal domain's particles are vectors of R^d (d = ``dimension``, while the
+    model's points are the meridian plane's): their stages and the sources gathered for the
+    pruned sums are n x d; the vectors are kept at every snapshot within
+    :data:`FULL_POSITION_BYTES`, else at 2; the meridian points (n x 2) at every snapshot."""
+    d = model.d if dimension is None else dimension
     positions = F8 * n * d * (3 * snapshots + 12)
+    if dimension is not None:
+        kept = snapshots if F8 * n * d * snapshots <= FULL_POSITION_BYTES else 2
+        positions = F8 * n * d * (3 * kept + 14) + 3 * F8 * n * model.d * snapshots
+        positions += 2 * F8 * min(QUANTILE_CELLS * d, ZONAL_EVAL_CHUNK)
     pairs = float(n) * n
     if model.auxiliary is not None:
         sums = 3 * F8 * min(pairs, _CHUNK_ENTRIES)
     elif n < PRUNE_FROM:
         sums = 1.5 * F8 * min(pairs, _CHUNK_ENTRIES)
-    elif domain_of_dimension(d) is CIRCLE:  # clusters on the circle, blocks elsewhere
+    elif dimension is None and domain_of_dimension(d) is CIRCLE:
+        # clusters on the circle, blocks elsewhere
         beta_sigma = max(float(model.beta) * model.kernel.sigma_max, 1e-300)
         groups = min(n, math.ceil(math.pi * math.sqrt(beta_sigma / X_MAX)) + 2)
         terms = (P_MAX + 1) * (P_MAX + 2) // 2
@@ -217,6 +237,9 @@ def particle_memory(model: Model, n: int, snapshots: int, n_xi: int) -> float:
 
 
 __all__ = [
+    "FULL_POSITION_BYTES",
+    "QUANTILE_CELLS",
+    "ZONAL_EVAL_CHUNK",
     "auxiliary_memory",
     "direct_sums",
     "energy_sums",
