@@ -184,8 +184,13 @@ def slide_rate(t: np.ndarray, ecos: np.ndarray, p_mean: np.ndarray) -> float | N
     return float(np.polyfit(t[keep], np.log(u[keep] / np.sqrt(1.0 - u[keep] ** 2)), 1)[0])
 
 
+def run_tag(d: int, n: int, seed: int, dt: float = DT) -> str:
+    """The name of a particle run and of its seeded density: d, n, seed (and dt if not DT)."""
+    return f"d{d}_n{n}_s{seed}" + ("" if dt == DT else f"_dt{dt:g}")
+
+
 def particle_run(d: int, n: int, seed: int, dt: float = DT):
-    tag = f"d{d}_n{n}_s{seed}" + ("" if dt == DT else f"_dt{dt:g}")
+    tag = run_tag(d, n, seed, dt)
     path = OUT / f"particles_{tag}.nc"
     particles = {"n": n, "initialization": "iid", "seed": seed, "dt": dt}
     return timed(path, lambda: run_particles(
@@ -218,7 +223,7 @@ def measure_particles(d: int, n: int, seed: int, reference, dt: float = DT) -> d
     # the mean field's prediction: the density seeded with this start's asymmetry
     m0 = abs(float(ecos[0]))
     kappa = kappa_for_mean_cos(d, m0)
-    tag = f"d{d}_n{n}_s{seed}" + ("" if dt == DT else f"_dt{dt:g}")
+    tag = run_tag(d, n, seed, dt)
     seeded, seeded_wall = density(d, f"seeded_{tag}", initial={
         "name": "von_mises_fisher", "means": [[1.0] + [0.0] * (d - 1)], "kappas": [kappa]})
     seeded_ecos = mean_cos(seeded["theta"].values, seeded["rho"].values)
@@ -377,7 +382,7 @@ def figures(rows: list[dict], dens: dict) -> None:
     if not sel:
         return
     r = sel[len(sel) // 2]
-    tag = f"d{d}_n{r['n']}_s{r['seed']}"
+    tag = run_tag(d, r["n"], r["seed"])
     p = sd.open_particles(OUT / f"particles_{tag}.nc")
     theta = p["polar_angle"].values
     flip = np.sign(r["ecos0"]) < 0  # the seeded density leaves toward +e: mirror a run to -e
@@ -425,7 +430,7 @@ def main() -> None:
         jobs = [(n, s, DT) for n in args.ns for s in range(args.seeds)]
         jobs.append((1000, 0, DT_CHECK))
         for n, seed, dt in jobs:
-            tag = f"d{d}_n{n}_s{seed}" + ("" if dt == DT else f"_dt{dt:g}")
+            tag = run_tag(d, n, seed, dt)
             if args.summarize and not (OUT / f"particles_{tag}.nc").exists():
                 continue
             row = measure_particles(d, n, seed, reference, dt)

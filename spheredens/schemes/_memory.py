@@ -215,11 +215,15 @@ def particle_memory(
     pruned sums are n x d; the vectors are kept at every snapshot within
     :data:`FULL_POSITION_BYTES`, else at 2; the meridian points (n x 2) at every snapshot."""
     d = model.d if dimension is None else dimension
-    positions = F8 * n * d * (3 * snapshots + 12)
-    if dimension is not None:
+    if dimension is None:
+        positions = F8 * n * d * (3 * snapshots + 12)
+    else:
         kept = snapshots if F8 * n * d * snapshots <= FULL_POSITION_BYTES else 2
-        positions = F8 * n * d * (3 * kept + 14) + 3 * F8 * n * model.d * snapshots
-        positions += 2 * F8 * min(QUANTILE_CELLS * d, ZONAL_EVAL_CHUNK)
+        positions = (
+            F8 * n * d * (3 * kept + 14)
+            + 3 * F8 * n * model.d * snapshots
+            + 2 * F8 * min(QUANTILE_CELLS * d, ZONAL_EVAL_CHUNK)
+        )
     pairs = float(n) * n
     if model.auxiliary is not None:
         sums = 3 * F8 * min(pairs, _CHUNK_ENTRIES)
