@@ -7,7 +7,10 @@ ring, column) of the cell where it was, with that cell's depth below the largest
 logit difference beta (<B^T x, u> - <B^T x, -u>) of the two atoms at its centroid (a sign change
 between neighbours is a switch of the attention from one cluster to the other).
 
-Usage: .venv/bin/python runs/sphere_two_atoms/log_sl_diagnose.py BETA NLAT TOLERANCE T_END [EVERY]
+Usage:
+.venv/bin/python runs/sphere_two_atoms/log_sl_diagnose.py BETA NLAT TOLERANCE T_END [EVERY [POLE]]
+(POLE: auto, or 0, 1, 2 for the eigenvector of A = V B^T with the largest, middle, smallest
+eigenvalue)
 
 Measured (docs/numerics.md, "Velocity switches in the tails"): beta = 300, tolerance 1e-2.
 nlat = 32: the largest differences sit in the polar rings 0-3 up to t ~ 8, then in ring 5 at
@@ -33,6 +36,17 @@ from spheredens.transport import w2_to_antipodal_atoms
 HERE = Path(__file__).resolve().parent
 
 
+def pole_vector(data: dict, which: str) -> object:
+    """``auto``, or the eigenvector of the symmetric A = V B^T with the ``which``-th largest
+    eigenvalue (0: the attractors +-u, 1: the saddles, 2: the repellers, as ``auto``)."""
+    if which == "auto":
+        return "auto"
+    B = np.asarray(data["model"]["Q"]).T @ np.asarray(data["model"]["K"])
+    A = np.asarray(data["model"]["V"]) @ B.T
+    values, vectors = np.linalg.eigh(0.5 * (A + A.T))
+    return vectors[:, np.argsort(-values)[int(which)]].tolist()
+
+
 def main() -> None:
     beta, nlat, tolerance, t_end = (float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]),
                                     float(sys.argv[4]))
@@ -41,6 +55,8 @@ def main() -> None:
     data["model"]["beta"] = beta
     data["discretization"] = {"scheme": "log_sl", "nlat": nlat, "tolerance": tolerance,
                               "allow_underresolved": True}
+    if len(sys.argv) > 6:  # the grid's pole: "auto", or the eigenvector of A = V B^T of rank k
+        data["discretization"]["pole"] = pole_vector(data, sys.argv[6])
     data["time"] = {"t_end": t_end, "snapshots": int(round(t_end / every)) + 1}
     cfg = sd.config_from_dict(data, base_dir=HERE)
     target = projection_target(cfg)
