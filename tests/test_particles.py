@@ -555,6 +555,50 @@ def test_clustered_particle_sums_give_the_direct_velocities(beta):
     assert stats["direct"] + stats["expanded"] < 0.55
 
 
+@pytest.mark.parametrize("beta", [30.0, 300.0, 3000.0])
+def test_clustered_sums_on_the_sphere_give_the_direct_velocities(beta):
+    """The expansions in three dimensions (particles on S^2, a general B): N/Z as close to an
+    extended-precision sum as the direct float64 sum, within the round-off of the logits, for a
+    tight and a wide cluster, coincident particles and stragglers, log weights spanning 1500
+    e-folds; the tight cluster's pairs are expanded, not summed."""
+    from spheredens.interaction import clustered_logsumexp_sums, logsumexp_sums
+    from spheredens.interaction._clusters import group_width
+
+    rng = np.random.default_rng(11)
+    B = np.array([[1.75, 0.866, 0.4], [0.433, 2.5, 0.2], [0.2, 0.2, 2.0]])
+    V = np.diag([1.0, 0.5, 0.5])
+
+    def around(centre, spread, k):
+        p = np.asarray(centre, dtype=float) + spread * rng.standard_normal((k, 3))
+        return p / np.linalg.norm(p, axis=1, keepdims=True)
+
+    x = np.vstack(
+        [
+            around([0.8, 0.5, 0.3], 1e-4, 1500),  # tight
+            around([-0.6, 0.2, -0.7], 0.03, 600),  # wide
+            np.tile(around([0.0, 0.0, 1.0], 0.0, 1), (100, 1)),  # coincident
+            around([0.0, 0.0, 0.0], 1.0, 300),  # stragglers
+        ]
+    )
+    log_w = np.r_[rng.uniform(-2.0, 0.0, 2200), rng.uniform(-1500.0, 0.0, 300)]
+    cell = np.floor((x + 1.0) * (np.sqrt(3.0) / group_width(beta * 3.0))).astype(np.int64)
+    order = np.lexsort(cell.T[::-1])
+    x, log_w = x[order], log_w[order]
+    q, vy = beta * x @ B, x @ V.T
+    reference = _longdouble_velocity(q, x, log_w, vy).astype(float)
+    z, num, _ = logsumexp_sums(q, x, log_w, vy)
+    sigma = float(np.linalg.svd(B, compute_uv=False)[0])
+    zc, numc, _, stats = clustered_logsumexp_sums(q, x, log_w, vy, beta * sigma)
+    roundoff = beta * sigma * 2.0**-53
+    direct_error = np.abs(num / z[:, None] - reference).max()
+    clustered_error = np.abs(numc / zc[:, None] - reference).max()
+    assert clustered_error <= 30 * roundoff, (clustered_error, roundoff)
+    assert clustered_error <= max(10 * direct_error, 4 * roundoff), (clustered_error, direct_error)
+    if beta <= 300:  # at beta = 3000 the stragglers near each peak direction outweigh the clusters
+        assert stats["expanded"] > 0.3, stats  # the tight cluster sees itself through expansions
+    assert stats["direct"] + stats["expanded"] < 0.55
+
+
 def test_expansion_order_bounds_the_truncation():
     """The Taylor order of an expanded pair: x^{p+1} / (p+1)! e^{2x} <= 2^-60, the smallest such
     p, and the truncated series of e^s for |s| <= x is within that of e^s relative to it."""

@@ -12,7 +12,8 @@ at low temperature where the sphere's `log_sl` stalls (docs/numerics.md).
   an ODE in R^3 (no coordinate pole), Bogacki-Shampine 3(2) with error control (absolute, on
   the positions and shapes of the particles within 2 beta sigma_max(B) + 50 e-folds of the
   heaviest); steps grow where nothing moves. X and DX are softmax averages over the particles,
-  summed in the log domain with certified pruning (`pruned_logsumexp_sums`):
+  summed in the log domain with certified pruning and, between tight groups, certified Taylor
+  expansions (`clustered_logsumexp_sums`, the same sums to 2^-59 of each):
   X = P_x E[V y], DX v = P_x beta Cov(V y, B y) v - <x, E[V y]> v.
 * **Split.** A particle longer than `s_max` (its largest singular value) is cut in two across
   its long axis; the masses follow the log-linear profile whose slope along the axis is fitted
@@ -44,15 +45,20 @@ from scipy.spatial import cKDTree
 from scipy.special import logsumexp
 
 import spheredens as sd
+from spheredens.interaction import clustered_logsumexp_sums
+from spheredens.interaction._clusters import _grid_groups, group_width
 from spheredens.interaction._pruned import pruned_logsumexp_sums
 from spheredens.targets import projection_target
 from spheredens.transport import w2_to_antipodal_atoms
 
 HERE = Path(__file__).resolve().parent
-SHAPE_TOL_FACTOR = float(sys.argv[5]) if len(sys.argv) > 5 else 100.0
+#: the shapes' relative tolerance per step is SHAPE_TOL_FACTOR times the positions' tolerance
+SHAPE_TOL_FACTOR = 100.0
 #: particles closer than MERGE_EPS / (beta sigma_max(B)) are merged (the kernel's log varies by
 #: at most MERGE_EPS between them; merging at the mass-weighted mean errs by O(MERGE_EPS^2))
-MERGE_EPS = float(sys.argv[6]) if len(sys.argv) > 6 else 1e-2
+MERGE_EPS = 1e-2
+#: the expansions (clustered sums) are used when the groups hold this many particles on average
+CLUSTERED_FROM = 16
 SPLIT_DEPTHS: list = []  # e-folds below the heaviest of every particle split (diagnostic)
 AXES = [(0, 1, 2), (1, 2, 0), (2, 0, 1)]  # (normal, a, b) of the faces
 
@@ -134,6 +140,7 @@ class Flow:
         self.B = np.asarray(model.kernel.B, dtype=float)
         self.V = np.asarray(model.V, dtype=float)
         self.beta = float(model.kernel.beta)
+        self.beta_sigma = self.beta * float(np.linalg.svd(self.B, compute_uv=False)[0])
         self.evaluations = 0
 
     def __call__(self, x: np.ndarray, shape: np.ndarray, logm: np.ndarray):
@@ -143,7 +150,12 @@ class Flow:
         vy = x @ self.V.T
         by = x @ self.B.T
         values = np.concatenate([vy, x, (vy[:, :, None] * by[:, None, :]).reshape(-1, 9)], 1)
-        z, nsum, _, _ = pruned_logsumexp_sums(self.model.kernel.query(x), x, logm, values)
+        q = self.model.kernel.query(x)
+        starts = _grid_groups(x, group_width(self.beta_sigma))
+        if len(starts) * CLUSTERED_FROM <= len(x):  # groups of CLUSTERED_FROM on average
+            z, nsum, _, _ = clustered_logsumexp_sums(q, x, logm, values, self.beta_sigma, starts)
+        else:
+            z, nsum, _, _ = pruned_logsumexp_sums(q, x, logm, values)
         mean = nsum / z[:, None]
         ev, ey, evb = mean[:, :3], mean[:, 3:6], mean[:, 6:].reshape(-1, 3, 3)
         cov = self.beta * (evb - ev[:, :, None] * (ey @ self.B.T)[:, None, :])
@@ -230,6 +242,8 @@ def merge(logm, x, shape, n_fine):
 def main() -> None:
     beta, n, tol = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     t_end = float(sys.argv[4])
+    shape_tol_factor = float(sys.argv[5]) if len(sys.argv) > 5 else SHAPE_TOL_FACTOR
+    merge_eps = float(sys.argv[6]) if len(sys.argv) > 6 else MERGE_EPS
     every = 0.25
     data = tomllib.loads((HERE / "base.toml").read_text())
     data["model"]["beta"] = beta
@@ -243,7 +257,7 @@ def main() -> None:
     window = 2 * beta * sigma + 50.0
     logm, x, shape = initial_particles(problem.slice_initials()[0], n)
     s_max = 1.05 * float(np.linalg.svd(shape, compute_uv=False)[:, 0].max())
-    merge_width = MERGE_EPS / (beta * sigma)
+    merge_width = merge_eps / (beta * sigma)
     n_fine = 2 ** int(math.ceil(math.log2(math.pi / 2 / merge_width)))
     logm, x, shape, _ = merge(logm, x, shape, n_fine)
     t, dt = 0.0, 0.05 / max(1.0, sigma)
@@ -309,7 +323,7 @@ def main() -> None:
         )
         relevant = logm >= logm.max() - window
         err_x = float(ex[relevant].max()) / tol
-        err_s = float(es[relevant].max()) / (SHAPE_TOL_FACTOR * tol)
+        err_s = float(es[relevant].max()) / (shape_tol_factor * tol)
         err = max(err_x, err_s)
         worst = int(np.argmax(np.where(relevant, ex, -1.0)))
         last = (

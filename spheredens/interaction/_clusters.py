@@ -64,24 +64,39 @@ def expansion_order(x: Array | float) -> NDArray[np.int64]:
     return np.where(ok.any(axis=-1), ok.argmax(axis=-1), P_MAX + 1)
 
 
-def n_terms(p: int) -> int:
-    """Number of multi-indices alpha in 2 dimensions with |alpha| <= p."""
-    return (p + 1) * (p + 2) // 2
+def n_terms(p: int, d: int = 2) -> int:
+    """Number of multi-indices alpha in ``d`` dimensions with |alpha| <= p: C(p + d, d)."""
+    return math.comb(p + d, d)
 
 
-_ALPHA = np.array([(k - a2, a2) for k in range(P_MAX + 1) for a2 in range(k + 1)])  # by |alpha|
+def _multi_indices(d: int) -> Array:
+    """Every alpha in d dimensions with |alpha| <= P_MAX, ordered by |alpha|: (n_terms, d)."""
+    out = [np.zeros((1, d), dtype=np.int64)]
+    for k in range(1, P_MAX + 1):  # |alpha| = k: the next coordinate takes k - rest
+        rows = [
+            (k - sum(rest),) + rest for rest in np.ndindex(*([k + 1] * (d - 1))) if sum(rest) <= k
+        ]
+        out.append(np.array(sorted(rows, reverse=True), dtype=np.int64))
+    return np.concatenate(out)
+
+
 _LOG_FACT = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, P_MAX + 1)))])
-_INV_FACT = np.exp(-(_LOG_FACT[_ALPHA[:, 0]] + _LOG_FACT[_ALPHA[:, 1]]))
+#: the multi-indices and 1 / alpha! of the circle (d = 2, ambient) and of the sphere (d = 3)
+_ALPHA = {d: _multi_indices(d) for d in (2, 3)}
+_INV_FACT = {d: np.exp(-_LOG_FACT[a].sum(axis=1)) for d, a in _ALPHA.items()}
 
 
 def monomials(v: Array, p: int, *, factorial: bool = False) -> Array:
     """v^alpha (or v^alpha / alpha!) for |alpha| <= p, columns ordered by |alpha|:
-    (m, n_terms(p))."""
-    k = n_terms(p)
+    (m, n_terms(p, d)) for points v of R^d, d = 2 or 3."""
+    d = v.shape[1]
+    k = n_terms(p, d)
+    alpha = _ALPHA[d][:k]
     powers = np.arange(p + 1)
-    p1, p2 = v[:, :1] ** powers, v[:, 1:2] ** powers
-    out = p1[:, _ALPHA[:k, 0]] * p2[:, _ALPHA[:k, 1]]
-    return out * _INV_FACT[:k] if factorial else out
+    out = np.ones((len(v), k))
+    for c in range(d):
+        out *= (v[:, c : c + 1] ** powers)[:, alpha[:, c]]
+    return out * _INV_FACT[d][:k] if factorial else out
 
 
 def _groups(x: Array, width: float) -> NDArray[np.int64]:
@@ -92,6 +107,20 @@ def _groups(x: Array, width: float) -> NDArray[np.int64]:
     rel[0] = 0.0
     bins = np.floor(np.maximum.accumulate(rel) / width).astype(np.int64)
     return np.flatnonzero(np.diff(bins, prepend=-1))
+
+
+def group_width(beta_sigma: float) -> float:
+    """The diameter of the groups for beta sigma_max(B) = ``beta_sigma``: any two groups of it
+    couple by x <= X_MAX."""
+    return 2.0 * math.sqrt(X_MAX / beta_sigma)
+
+
+def _grid_groups(x: Array, width: float) -> NDArray[np.int64]:
+    """Start indices of the runs of consecutive points of R^3 in the same cube of side
+    width / sqrt(3) (diameter ``width``)."""
+    cell = np.floor((x + 1.0) * (math.sqrt(3.0) / width)).astype(np.int64)
+    change = np.any(np.diff(cell, axis=0) != 0, axis=1)
+    return np.flatnonzero(np.r_[True, change])
 
 
 def circle_order(x: Array) -> NDArray[np.int64]:
@@ -121,15 +150,21 @@ def clustered_logsumexp_sums(
     log_a: Array,
     vy: Array,
     beta_sigma: float,
+    starts: Array | None = None,
 ) -> tuple[Array, Array, Array, dict]:
     """(Z e^-M, N e^-M, M) of :func:`~spheredens.interaction.logsumexp_sums` for particles
-    ``x`` (n, 2) on the circle that are both the targets (``q`` = beta B^T x) and the sources
-    (log weights ``log_a``, V y in ``vy``), ordered by :func:`circle_order`; ``beta_sigma`` is
-    beta sigma_max(B). Pairs of groups are expanded, summed or skipped as the module docstring
-    says. Returns also counts: the fractions of pairs summed directly and expanded."""
+    ``x`` (n, 2) on the circle, ordered by :func:`circle_order`, or (n, 3) on the sphere, that
+    are both the targets (``q`` = beta B^T x) and the sources (log weights ``log_a``, V y in
+    ``vy``); ``beta_sigma`` is beta sigma_max(B). The groups are consecutive particles within
+    :func:`group_width` of each other: given as their ``starts``, or found (the circle: bins of
+    angle; the sphere: runs of consecutive particles in the same cube of a grid of R^3, so order
+    them so that neighbours are consecutive). Pairs of groups are expanded, summed or skipped as
+    the module docstring says. Returns also counts: the fractions of pairs summed directly and
+    expanded. The sums are right for any groups; narrow groups make them cheap."""
     n, d = len(x), vy.shape[1]
-    width = 2.0 * math.sqrt(X_MAX / beta_sigma)
-    starts = _groups(x, width)
+    width = group_width(beta_sigma)
+    if starts is None:
+        starts = _groups(x, width) if x.shape[1] == 2 else _grid_groups(x, width)
     blocks = SourceBlocks(x, starts=starts)
     size = np.diff(np.append(starts, n))
     g_of = blocks.block
@@ -147,7 +182,8 @@ def clustered_logsumexp_sums(
     e_group = np.sqrt(np.maximum.reduceat(np.sum(eps * eps, axis=1), starts))
     # every pair's order, number of terms and the cheaper way to sum it (module docstring)
     orders = expansion_order(e_group[:, None] * radius[None, :])
-    terms = (np.minimum(orders, P_MAX) + 1) * (np.minimum(orders, P_MAX) + 2) // 2
+    dim = x.shape[1]
+    terms = np.vectorize(lambda p: n_terms(int(p), dim))(np.minimum(orders, P_MAX))
     pair_size = size[:, None] * size[None, :]
     cost_expand = EXPANSION_TERM_COST * terms * (size[:, None] + size[None, :]) + EXPANSION_OVERHEAD
     expand_pairs = needed_pairs & (orders <= P_MAX) & (cost_expand < DIRECT_PAIR_COST * pair_size)
@@ -186,7 +222,7 @@ def clustered_logsumexp_sums(
             hi, lo = two_dot(q_i, centre[groups])
             hi -= ref[:, None]  # exact for the groups that matter (Sterbenz)
             for jj, (gj, p) in enumerate(zip(groups, order[expand])):
-                t = n_terms(int(p))
+                t = n_terms(int(p), dim)
                 src = slice(starts[gj], starts[gj] + size[gj])
                 key = int(gj)
                 if key not in source_terms or source_terms[key].shape[1] < t:
@@ -220,10 +256,13 @@ def _two_product(a: Array, b: Array) -> tuple[Array, Array]:
 
 
 def two_dot(u: Array, v: Array) -> tuple[Array, Array]:
-    """(hi, lo) with hi + lo = u @ v.T to about twice the working precision, for 2-vectors."""
-    p1, e1 = _two_product(u[:, :1], v[:, 0][None, :])
-    p2, e2 = _two_product(u[:, 1:2], v[:, 1][None, :])
-    hi = p1 + p2
-    bb = hi - p1
-    err = (p1 - (hi - bb)) + (p2 - bb)
-    return hi, err + e1 + e2
+    """(hi, lo) with hi + lo = u @ v.T to about twice the working precision, for vectors of any
+    dimension (Ogita, Rump and Oishi's Dot2: exact products, error-free sums)."""
+    hi, lo = _two_product(u[:, :1], v[:, 0][None, :])
+    for c in range(1, u.shape[1]):
+        p, e = _two_product(u[:, c : c + 1], v[:, c][None, :])
+        total = hi + p
+        bb = total - hi
+        lo = lo + ((hi - (total - bb)) + (p - bb)) + e
+        hi = total
+    return hi, lo
