@@ -1,4 +1,4 @@
-"""Particle sums on the circle with certified expansions between clusters.
+"""Particle sums on the circle and the sphere with certified expansions between clusters.
 
 At low temperature n particles gather in a few tight clusters, and the direct log-sum-exp sums
 cost n^2 exponentials however tight they are: a target in a cluster sees all of it. Between a
@@ -16,18 +16,20 @@ x = e_I r_J in size, and its exponential is the multinomial Taylor series
 so that, all terms being positive, the truncated sum of the pair is within
 x^{p+1} / (p+1)! e^{2x} of Z_IJ relative to it, and N_IJ within ||V|| times that of Z_IJ. The
 order p is the smallest that makes this at most 2^-60 (``EXPANSION_TOLERANCE``); the sums of
-the pair then cost (p+1)(p+2)/2 (|I| + |J|) products instead of |I| |J| exponentials:
+the pair then cost C(p + d, d) (|I| + |J|) products instead of |I| |J| exponentials (d = 2 on
+the circle, 3 on the sphere: the points and their offsets live in R^d):
 
     Z_iJ = e^{<q_i, c_J> + s_J} sum_alpha (eps_i^alpha / alpha!) M_alpha,
     M_alpha = sum_j e^{<q_I, delta_j> + log a_j - s_J} delta_j^alpha   (and with V y_j for N),
 
 s_J the largest exponent of the moments (log domain: nothing overflows or is floored).
-Groups are consecutive particles in angle, in bins narrow enough that x <= ``X_MAX`` for any
-pair. A pair is expanded where that is cheaper than summing it, summed directly where not, and
-skipped where the bound of :mod:`spheredens.interaction._pruned` proves it below 2^-60 of every
-row's sum. All together the sums equal the direct ones to about 2^-59 of each row's Z (and N/Z
-to 2^-58 ||V||): the same velocities to round-off
-(tests/test_particles.py::test_clustered_particle_sums_give_the_direct_velocities).
+Groups are consecutive particles (on the circle in angle, on the sphere in the same cube of a
+grid of R^3), narrow enough that x <= ``X_MAX`` for any pair. A pair is expanded where that
+is cheaper than summing it, summed directly where not, and skipped where the bound of
+:mod:`spheredens.interaction._pruned` proves it below 2^-60 of every row's sum. All together
+the sums equal the direct ones to about 2^-59 of each row's Z (and N/Z to 2^-58 ||V||): the
+same velocities to round-off (tests/test_particles.py::test_clustered_particle_sums_give_the_
+direct_velocities, ::test_clustered_sums_on_the_sphere_give_the_direct_velocities).
 """
 
 from __future__ import annotations
