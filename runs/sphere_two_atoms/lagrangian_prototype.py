@@ -28,7 +28,7 @@ Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian_prototype.py BETA N TOL
 [SHAPE_TOL_FACTOR [MERGE_EPS]]
 (N: initial cubed-sphere cells per face edge, 6 N^2 particles; TOL: absolute tolerance of the
 positions per step, in radians; the shapes' relative tolerance is SHAPE_TOL_FACTOR * TOL,
-default 100; MERGE_EPS default 1e-2.) Prints W2 to Pi_# rho_0 (each particle's mass at its
+default 100; MERGE_EPS default 0.3.) Prints W2 to Pi_# rho_0 (each particle's mass at its
 position) every 0.25, and stops 10 after the departure (W2 > 2 min + 0.02) or at T_END.
 """
 
@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 SHAPE_TOL_FACTOR = 100.0
 #: particles closer than MERGE_EPS / (beta sigma_max(B)) are merged (the kernel's log varies by
 #: at most MERGE_EPS between them; merging at the mass-weighted mean errs by O(MERGE_EPS^2))
-MERGE_EPS = 1e-2
+MERGE_EPS = 0.3
 #: the expansions (clustered sums) are used when the groups hold this many particles on average
 CLUSTERED_FROM = 16
 SPLIT_DEPTHS: list = []  # e-folds below the heaviest of every particle split (diagnostic)
