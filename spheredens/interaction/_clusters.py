@@ -185,7 +185,9 @@ def clustered_logsumexp_sums(
     # every pair's order, number of terms and the cheaper way to sum it (module docstring)
     orders = expansion_order(e_group[:, None] * radius[None, :])
     dim = x.shape[1]
-    terms = np.vectorize(lambda p: n_terms(int(p), dim))(np.minimum(orders, P_MAX))
+    terms = np.ones_like(orders)  # C(p + d, d), elementwise, exact in integers
+    for k in range(1, dim + 1):
+        terms = terms * (np.minimum(orders, P_MAX) + k) // k
     pair_size = size[:, None] * size[None, :]
     cost_expand = EXPANSION_TERM_COST * terms * (size[:, None] + size[None, :]) + EXPANSION_OVERHEAD
     expand_pairs = needed_pairs & (orders <= P_MAX) & (cost_expand < DIRECT_PAIR_COST * pair_size)
