@@ -194,7 +194,7 @@ def split(logm, x, shape, s_max):
         _, nb = tree.query(x[long], k=k)
         d = x[nb[:, 1:]] - x[long][:, None, :]
         de = ell[nb[:, 1:]] - ell[long][:, None]
-        grad = np.stack([np.linalg.lstsq(d[m], de[m], rcond=None)[0] for m in range(len(d))])
+        grad = np.einsum("mij,mj->mi", np.linalg.pinv(d), de)  # least squares, all at once
         axis = u[long][:, :, 0]
         length = s[long][:, 0]
         gamma = np.clip(np.einsum("ij,ij->i", grad, axis) * length, -200.0, 200.0)
@@ -232,7 +232,8 @@ def merge(logm, x, shape, n_fine):
     xm = np.add.reduceat(w[:, None] * x, start) / tot[:, None]
     xm /= np.linalg.norm(xm, axis=1, keepdims=True)
     area = np.exp(log_area(shape))
-    heavy = start + np.array([np.argmax(w[a:b]) for a, b in zip(start, np.r_[start[1:], len(w)])])
+    first_top = np.flatnonzero(w == 1.0)  # w = 1 exactly at each group's heaviest
+    heavy = first_top[np.unique(group[first_top], return_index=True)[1]]
     scale = np.sqrt(np.add.reduceat(area, start) / area[heavy])
     new_shape = shape[heavy] * scale[:, None, None]
     return new_logm, xm, new_shape, len(key) - len(start)
@@ -253,14 +254,13 @@ def main() -> None:
     u, m_plus = target.points[0], float(target.masses[0])
     problem = sd.Problem.from_config(cfg)
     flow = Flow(problem.model)
-    sigma = float(np.linalg.svd(flow.B, compute_uv=False)[0])
-    window = 2 * beta * sigma + 50.0
+    window = 2 * flow.beta_sigma + 50.0
     logm, x, shape = initial_particles(problem.slice_initials()[0], n)
     s_max = 1.05 * float(np.linalg.svd(shape, compute_uv=False)[:, 0].max())
-    merge_width = merge_eps / (beta * sigma)
+    merge_width = merge_eps / flow.beta_sigma
     n_fine = 2 ** int(math.ceil(math.log2(math.pi / 2 / merge_width)))
     logm, x, shape, _ = merge(logm, x, shape, n_fine)
-    t, dt = 0.0, 0.05 / max(1.0, sigma)
+    t, dt = 0.0, 0.05 / max(1.0, flow.beta_sigma / beta)
     clock = time.perf_counter()
     steps = rejected = splits = merges = 0
     last: tuple = ()
