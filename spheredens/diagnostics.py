@@ -103,8 +103,10 @@ class ProjectionDistance:
         *,
         n_points: int = transport.DENSITY_ATOMS,
         centroids: bool = False,
+        particles: bool = False,
     ) -> None:
         self.centroids = centroids
+        self.particles = particles
         self.target = projection_measure(model, initial)
         self.domain = domain_of_dimension(model.d)
         try:
@@ -119,10 +121,19 @@ class ProjectionDistance:
         atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, self.n_points, centroid)
         return self.domain.w2(atoms, masses, self.target.points, self.masses)
 
+    def of_atoms(self, points: Array, masses: Array) -> float:
+        """W2 of the measure sum_i masses_i delta_{points_i} (a particle scheme's particles)."""
+        return self.domain.w2(points, masses, self.target.points, self.masses)
+
     def comment(self) -> str:
+        atoms = (
+            PARTICLE_ATOMS
+            if self.particles
+            else self.grid_atoms.describe(self.grid, self.n_points, self.centroids)
+        )
         return (
             f"{self.grid_atoms.method}; "
-            f"{self.grid_atoms.describe(self.grid, self.n_points, self.centroids)}; "
+            f"{atoms}; "
             f"target Pi_# rho_0: {self.target.description}, masses "
             + ", ".join(f"{m:.12g}" for m in self.masses[:4])
             + (" ..." if self.masses.size > 4 else "")
@@ -173,13 +184,20 @@ def particle_projection_distance(model: Model, x0: Array, weight: Array):
         return None, str(exc)
 
 
+#: how W2 represents the density of a particle scheme (``log_lagrangian``)
+PARTICLE_ATOMS = "rho_t as its particles: each particle's mass at its position (no coarsening)"
+
+
 class TerminalDistance:
     """W2 from rho_t to the measures supported on S cap E_V (``w2_terminal``,
     :meth:`spheredens.targets.TerminalSubspace.w2`), rho_t represented by :func:`grid_atoms`
     without coarsening (the distance is a closed form)."""
 
-    def __init__(self, model: Model, grid, *, centroids: bool = False) -> None:
+    def __init__(
+        self, model: Model, grid, *, centroids: bool = False, particles: bool = False
+    ) -> None:
         self.centroids = centroids
+        self.particles = particles
         self.subspace = terminal_subspace(model)
         self.grid = grid
         self.grid_atoms = grid_atoms(domain_of_dimension(model.d))
@@ -194,17 +212,34 @@ class TerminalDistance:
         atoms, masses, _ = self.grid_atoms.atoms(self.grid, rho, None, centroid)
         return self.subspace.w2(atoms, masses)
 
+    def of_atoms(self, points: Array, masses: Array) -> float:
+        """The distance of the measure sum_i masses_i delta_{points_i} (a particle scheme)."""
+        return self.subspace.w2(points, masses) if self.defined else np.nan
+
     def comment(self) -> str:
         if not self.defined:
             return self.subspace.definition + "; the whole space: not defined"
+        if self.particles:
+            return f"{self.subspace.definition}; {PARTICLE_ATOMS}"
         atoms = self.grid_atoms.describe(self.grid, None, self.centroids)
         return f"{self.subspace.definition}; {atoms}"
 
 
-def projection_distance(model: Model, grid, rho0: Array, initial=None, *, centroids: bool = False):
+def projection_distance(
+    model: Model,
+    grid,
+    rho0: Array,
+    initial=None,
+    *,
+    centroids: bool = False,
+    particles: bool = False,
+):
     """A callable rho -> W2(rho, Pi_# rho_0) on ``grid``, or None and the reason it is undefined."""
 
     try:
-        return ProjectionDistance(model, initial, grid, centroids=centroids), ""
+        return (
+            ProjectionDistance(model, initial, grid, centroids=centroids, particles=particles),
+            "",
+        )
     except AssumptionError as exc:
         return None, str(exc)

@@ -116,7 +116,11 @@ def positive_alternatives(domain: str) -> str:
         schemes.get(n) for n in schemes.names() if getattr(schemes.get(n), "positive", False)
     ]
     general = [c.name for c in classes if not getattr(c, "suited_to", "")]
-    special = [f"{c.name} {c.suited_to}" for c in classes if getattr(c, "suited_to", "")]
+    regimes: dict[str, list[str]] = {}  # the special schemes, grouped by what they suit
+    for c in classes:
+        if getattr(c, "suited_to", ""):
+            regimes.setdefault(c.suited_to, []).append(c.name)
+    special = [f"{' or '.join(names)} {regime}" for regime, names in regimes.items()]
     if not general:
         general, special = special[:1], special[1:]
     text = " or ".join(general)
@@ -280,7 +284,11 @@ class Recorder(Observer):
         }
         self._energy_reason = energy_defined(problem.model)
         self._centroids = bool(scheme.carries_centroids)
-        self._terminal = TerminalDistance(problem.model, self.grid, centroids=self._centroids)
+        #: a particle scheme: W2 from its particles (``scheme.atoms``), not from the grid
+        self._particles = bool(getattr(scheme, "carries_particles", False))
+        self._terminal = TerminalDistance(
+            problem.model, self.grid, centroids=self._centroids, particles=self._particles
+        )
         #: per snapshot, the marginal's cell centroids and log density (schemes that carry them)
         self.centroids: list[Array] = []
         self.log_rho: list[Array] = []
@@ -388,8 +396,9 @@ class Recorder(Observer):
                 "its checkpoint_shape or checkpoint_complex attribute is missing or not a number"
             ) from None
         raw = np.asarray(ds["checkpoint_state"].values)
+        shape_ok = getattr(self.scheme, "checkpoint_shape_ok", None)
         if (
-            shape != expected.shape
+            not (shape_ok(shape, expected.shape) if shape_ok else shape == expected.shape)
             or complex_ != (kind == "complex")
             or raw.shape != (1 + complex_, int(np.prod(shape)))
         ):
@@ -424,6 +433,7 @@ class Recorder(Observer):
             marginal0,
             self.problem.initial,
             centroids=self._centroids,
+            particles=self._particles,
         )
         if self._check_faithful and self.unfaithful is None:
             self._check_faithfulness(float(info["t_start"]), info["initial_state"])
@@ -471,8 +481,17 @@ class Recorder(Observer):
                     b=np.reshape(xi_w, (-1,) + (1,) * (rho.ndim - 1)),
                 )
             )
-        d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal, centroid))
-        d["w2_terminal"].append(self._terminal(marginal, centroid))
+        if self._particles:  # each particle's mass at its own position
+            points, weights = self.scheme.atoms(state)
+            d["w2_projection"].append(
+                np.nan if self._w2 is None else self._w2.of_atoms(points, weights)
+            )
+            d["w2_terminal"].append(self._terminal.of_atoms(points, weights))
+        else:
+            d["w2_projection"].append(
+                np.nan if self._w2 is None else self._w2(marginal, centroid)
+            )
+            d["w2_terminal"].append(self._terminal(marginal, centroid))
 
     def _observe_slices(self, rho: Array, marginal: Array) -> None:
         pts = self._points.reshape(-1, self._points.shape[-1])

@@ -165,9 +165,12 @@ def exact_zero_temperature_weak_form(
 
 def run_weak_form(ds: Any, index: int = -1) -> Array:
     """sum_j phi_k(x_j) rho_j w_j over the points of a run file (cell centres or quadrature
-    nodes) at the snapshot ``index``."""
+    nodes; the cells' centroids where the file has them on the sphere, ``rho_centroid_xyz``) at
+    the snapshot ``index``."""
     rho = ds["rho"].values[index]
-    if "theta" in ds.coords:
+    if "rho_centroid_xyz" in ds:
+        x = np.asarray(ds["rho_centroid_xyz"].values[index], dtype=float)
+    elif "theta" in ds.coords:
         th = ds["theta"].values
         x = np.stack([np.cos(th), np.sin(th)], axis=1)
     else:

@@ -153,6 +153,9 @@ DENSITY_VARIABLES = {
         "1",
         "share of d rho/dt removed by the spectral filter: ||(1 - sigma) d rho/dt|| / ||d rho/dt||",
     ),
+    "n_particles": Variable(
+        ("time",), "number of particles", "1", "particles of log_lagrangian (split and merged)"
+    ),
     "energy": Variable(("time",), "interaction energy E_beta", "1", "docs/models.md section 4"),
     "w2_projection": Variable(
         ("time",),
@@ -179,14 +182,14 @@ DENSITY_VARIABLES = {
         "cell mass centroid",
         "1",
         "unit vector of the centroid of each cell's mass (schemes that carry it on the sphere: "
-        "log_sl)",
+        "log_sl, log_lagrangian)",
     ),
     "log_rho": Variable(
         ("time", SPACE),
         "log of density",
         "1",
         "natural logarithm of rho (keeps what rho shows as 0 below the smallest "
-        "float64 number; schemes that carry it: log_sl)",
+        "float64 number; schemes that carry it: log_sl, log_lagrangian)",
     ),
     "checkpoint_state": Variable(
         ("checkpoint_part", "checkpoint_value"),
@@ -197,7 +200,8 @@ DENSITY_VARIABLES = {
     ),
 }
 #: the time series of a density run, in file order
-DIAGNOSTICS = ("mass", "min_rho", "filter_effect", "energy", "w2_projection", "w2_terminal")
+DIAGNOSTICS = ("mass", "min_rho", "filter_effect", "n_particles", "energy", "w2_projection")
+DIAGNOSTICS += ("w2_terminal",)
 
 #: slice diagnostics of usa_av (recorded per snapshot)
 SLICE_VARIABLES = {

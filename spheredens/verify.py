@@ -219,6 +219,7 @@ BETA_ZERO_SPHERE = {
     "sh_spectral": ("lowrank_meridian", GENERAL_B_3D, 31, 1e-14),
     "fv": ("funk_hecke", np.eye(3), 24, 1e-12),
     "log_sl": ("log-sum-exp at the centroids", GENERAL_B_3D, 16, 1e-14),
+    "log_lagrangian": ("particle_sums", GENERAL_B_3D, 8, 1e-14),
 }
 
 
@@ -227,7 +228,7 @@ def sphere_mean_field_error(scheme: str, evaluator: str, K: Any, resolution: int
     at the points where the scheme needs the velocity (``log_sl``: its cells' masses at their
     centroids, the sources and targets of its velocity)."""
     cls = get_domain("sphere").scheme_class(scheme)
-    log_sl = scheme == "log_sl"
+    log_sl = scheme in ("log_sl", "log_lagrangian")
     cfg = config_from_dict(
         {
             "model": {
@@ -247,6 +248,11 @@ def sphere_mean_field_error(scheme: str, evaluator: str, K: Any, resolution: int
         }
     )
     solver = make_scheme(Problem.from_config(cfg), cfg.discretization)
+    if scheme == "log_lagrangian":  # the particles are the sources and the targets
+        state = solver.initial_state()
+        points, masses = solver.atoms(state)
+        want = mean_field_velocity(points, np.ones_like(masses), masses, V_MEAN_FIELD)
+        return float(np.abs(solver.rhs(state, 0.0).rate[0, 1:4].T - want).max())
     if log_sl:
         state = solver.initial_state()
         points = solver.centroid_points(state)[0]
@@ -279,6 +285,7 @@ def _beta_zero_sphere(scheme: str) -> dict[str, Any]:
         "source": {
             "sh_spectral": "tests/interaction/test_lowrank_meridian.py",
             "fv": "tests/schemes/test_sphere_fv.py",
+            "log_lagrangian": "tests/schemes/test_sphere_lagrangian.py",
         }.get(scheme, "tests/test_verify.py"),
     }
 

@@ -49,6 +49,8 @@ ANISOTROPIC = {2: [[3.0, 0.0], [0.0, 0.5]], 3: [[3.0, 0.0, 0.0], [0.0, 1.0, 0.0]
 MILD = [[1.2, 0.1, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.8]]
 #: small resolutions of each scheme (its resolution key)
 SMALL = {"n": 512, "lmax": 15, "nlat": 24}
+#: where a key means another count on a domain: the sphere's n is cubed-sphere cells per edge
+SMALL_ON = {("sphere", "n"): 16}
 #: one factor between the estimate and the measured peak at most (the brief's "say 10")
 FACTOR = 10.0
 
@@ -86,7 +88,9 @@ def _config(domain: str, scheme: type, model: dict, aux: dict | None, evaluator:
         mean = [1.0] + [0.0] * (MERIDIAN_D - 1)
     disc = {
         "scheme": scheme.name,
-        scheme.resolution.key: SMALL[scheme.resolution.key],
+        scheme.resolution.key: SMALL_ON.get(
+            (domain, scheme.resolution.key), SMALL[scheme.resolution.key]
+        ),
         "allow_underresolved": True,
     }
     if evaluator:

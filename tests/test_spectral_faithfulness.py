@@ -185,5 +185,6 @@ def test_a_positive_scheme_is_not_checked(caplog):
 
 def test_the_positive_alternatives_are_the_registered_positive_schemes():
     assert positive_alternatives("circle") == "fv (or log_sl at low temperature)"
-    sphere = " (or log_sl at low temperature)" if "log_sl" in get_domain("sphere").schemes else ""
+    low = [n for n in ("log_lagrangian", "log_sl") if n in get_domain("sphere").schemes]
+    sphere = f" (or {' or '.join(low)} at low temperature)" if low else ""
     assert positive_alternatives("sphere") == "fv" + sphere

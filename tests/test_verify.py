@@ -76,12 +76,13 @@ def test_python_rows_and_a_check_that_cannot_run(monkeypatch):
         "beta = 0, sphere sh_spectral",
         "beta = 0, sphere fv",
         "beta = 0, sphere log_sl",
+        "beta = 0, sphere log_lagrangian",
     ]
     assert all(isinstance(r, verify_module.CheckResult) and r.passed for r in rows)
     assert all(r.errors[0] <= 1e-12 and r.source.startswith("tests/") for r in rows)
     # log_sl: its cells' masses at their centroids, against the mean field of those atoms
-    # (measured 4.4e-16 at nlat = 16)
-    assert rows[-1].errors[0] <= 1e-14
+    # (measured 4.4e-16 at nlat = 16); log_lagrangian: its particles (4.4e-16 at n = 8)
+    assert rows[-2].errors[0] <= 1e-14 and rows[-1].errors[0] <= 1e-14
 
     def fails(*args, **kwargs):
         raise RuntimeError("no solver here")

@@ -1,6 +1,7 @@
 """Grids: points on S^{d-1}, quadrature weights and the coordinates a Dataset needs."""
 
 from ._circle import CircleGrid
+from ._cubed_sphere import CubedSphereCells
 from ._shtns import import_shtns
 from ._sphere_cells import LatLonCells
 from ._sphere_gauss import GaussGrid, OffGridSynthesis, default_grid_size
@@ -9,6 +10,7 @@ from ._zonal import ZonalGrid
 
 __all__ = [
     "CircleGrid",
+    "CubedSphereCells",
     "GaussGrid",
     "LatLonCells",
     "OffGridSynthesis",

@@ -213,7 +213,11 @@ class LatLonCells:
         the ordinary frame)."""
         lat, lon = np.broadcast_arrays(lat, lon)
         cl = np.cos(lat)
-        x = self.to_grid(np.stack([cl * np.cos(lon), cl * np.sin(lon), np.sin(lat)], axis=-1))
+        return self.cell_of(np.stack([cl * np.cos(lon), cl * np.sin(lon), np.sin(lat)], axis=-1))
+
+    def cell_of(self, points: Array) -> NDArray[np.int64]:
+        """Index of the cell holding each point of S^2 (unit vectors (..., 3))."""
+        x = self.to_grid(np.asarray(points, dtype=float))
         theta = np.arccos(np.clip(x[..., 2], -1.0, 1.0))
         phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2.0 * math.pi)
         i = np.clip(np.floor(theta / self.h).astype(np.int64), 0, self.nlat - 1)

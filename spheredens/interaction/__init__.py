@@ -40,6 +40,7 @@ from ._funk_hecke import (
 )
 from ._lowrank import KappaLowRank, LowRankPoints, lowrank_multipliers
 from ._meridians import LowRankMeridianInteraction
+from ._particle_flow import LogParticleSums, zero_temperature_flow  # registers "particle_sums"
 from ._points import FunkHeckePoints
 from ._pruned import PrunedDirectQuadrature, pruned_logsumexp_sums
 from ._quadrature import DirectQuadrature, clip_norm, logsumexp_sums
@@ -60,6 +61,7 @@ __all__ = [
     "KappaLowRank",
     "Layout",
     "LogM0Table",
+    "LogParticleSums",
     "ZonalLogSums",
     "ZonalSums",
     "log_bessel_i",
@@ -99,7 +101,7 @@ class ZeroTemperatureField(Evaluator):
 
     name = "zero_temperature"
     domains = None  # a formula of the points: any domain (zonal: of the meridian plane's)
-    inputs = ("values", "log_moments", "coefficients", "polar_law")
+    inputs = ("values", "log_moments", "coefficients", "polar_law", "log_particles")
     priority = 0
     selectable = False
 
@@ -118,12 +120,18 @@ class ZeroTemperatureField(Evaluator):
         return cls(model, layout.target_points)
 
     def __init__(self, model: Model, targets: Array) -> None:
+        self.model = model
         self._field = model.zero_temperature_velocity(np.asarray(targets, dtype=float))
         self._velocity: Array | None = None  # the field in the layout's frame, computed once
 
     def vectors(self, rho: Array) -> Array:
         n_xi = len(rho) if np.ndim(rho) > 1 else 1
         return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
+
+    def flow(self, x: Array, log_m: Array, shape: Array) -> tuple[Array, Array]:
+        """The field and the rate of the shapes at moving particles (``log_lagrangian``; the
+        masses ``log_m`` do not enter): :func:`zero_temperature_flow`."""
+        return zero_temperature_flow(self.model, x, shape)
 
     def velocity(self, state: Array) -> Array:
         """The fixed field (in the layout's frame), projected once and reused at every call."""

@@ -25,8 +25,9 @@ from ..models import Model
 #: what a scheme's state is, for an evaluator: density values at source points (with their
 #: weights), log cell averages with centroid offsets (:class:`PrunedDirectQuadrature`),
 #: spherical-harmonic coefficients on a Gauss grid, or the law of the polar angle of a zonal
-#: density (:class:`~spheredens.interaction.ZonalSums`)
-INPUTS = ("values", "log_moments", "coefficients", "polar_law")
+#: density (:class:`~spheredens.interaction.ZonalSums`), or particles with log masses and shapes
+#: (:class:`~spheredens.interaction._particle_flow.LogParticleSums`)
+INPUTS = ("values", "log_moments", "coefficients", "polar_law", "log_particles")
 
 
 @dataclass(frozen=True, eq=False)
@@ -318,6 +319,14 @@ def select_evaluator(
         )
     usable = [c for c in pool if c.selectable and c.unmet(model) is None]
     if choice == "auto":
+        if not usable:
+            general = next(c for c in pool if c.selectable)
+            raise ConfigError(
+                "discretization.scheme",
+                f"scheme {scheme!r} cannot run model {model.name!r}: its interaction "
+                f"{general.name!r} {general.requirement}; choose another scheme (spheredens "
+                "info lists them)",
+            )
         return usable[0]
     cls = next(c for c in pool if c.name == choice)
     reason = cls.unmet(model)

@@ -22,6 +22,7 @@ from ._circle_log_sl import LogSemiLagrangianScheme  # registers circle "log_sl"
 from ._resolution import Resolution
 from ._sh_spectral import SHSpectralScheme  # registers "sh_spectral"
 from ._sphere_fv import SphereFiniteVolumeScheme  # registers sphere "fv"
+from ._sphere_lagrangian import SphereLagrangianScheme  # registers sphere "log_lagrangian"
 from ._sphere_log_sl import SphereLogSemiLagrangianScheme  # registers sphere "log_sl"
 from ._zonal_fv import ZonalFiniteVolumeScheme  # registers zonal "fv"
 from ._zonal_log_sl import ZonalLogSemiLagrangianScheme  # registers zonal "log_sl"
@@ -35,6 +36,7 @@ __all__ = [
     "FourierScheme",
     "LogSemiLagrangianScheme",
     "SHSpectralScheme",
+    "SphereLagrangianScheme",
     "SphereLogSemiLagrangianScheme",
     "SphereFiniteVolumeScheme",
     "ZonalFiniteVolumeScheme",

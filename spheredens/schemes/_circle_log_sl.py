@@ -286,10 +286,15 @@ class ErrorControlledSteps:
     """The step control of the ``log_sl`` schemes: the first step is the CFL step, later ones
     follow the error estimate that ``advance`` leaves in ``_last_error`` (the step ``_last_dt``):
     a step above ``tolerance`` is refused, the next is dt (tolerance / error)^(1/2) (safety
-    0.9, growth between 0.2 and 2); the next step is part of the checkpoint."""
+    0.9, growth between 0.2 and 2; :attr:`error_exponent` and :attr:`max_growth` for other
+    orders); the next step is part of the checkpoint."""
 
     tolerance: float
     grid: Any
+    #: the next step is dt (tolerance / error)^error_exponent (safety 0.9), grown at most
+    #: max_growth times: 1/2 for a second-order error estimate
+    error_exponent: float = 0.5
+    max_growth: float = 2.0
 
     _emptied: bool
 
@@ -318,8 +323,11 @@ class ErrorControlledSteps:
     def step_ok(self, old: Array, new: Array) -> bool:
         """Accept the step when its error estimate is within ``tolerance``, and size the next."""
         error, dt = self._last_error, self._last_dt
+        growth = self.max_growth
         factor = (
-            2.0 if error == 0.0 else min(2.0, max(0.2, 0.9 * math.sqrt(self.tolerance / error)))
+            growth
+            if error == 0.0
+            else min(growth, max(0.2, 0.9 * (self.tolerance / error) ** self.error_exponent))
         )
         if error > self.tolerance:
             self._rejected = True

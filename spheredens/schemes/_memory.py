@@ -134,6 +134,8 @@ def evaluator_memory(
         else:  # the guarded rows: log-sum-exp over the grid in chunks
             work += direct_sums(points, points, cached=False)
         return lowrank_setup(max(L, lmax or 0)) + work
+    if name == "particle_sums":  # LogParticleSums: pruned sums of 15 averaged values at once
+        return pruned_point_sums(targets) + 40 * F8 * 15 * targets
     if name == "auxiliary_spectral":
         return auxiliary_memory(model, points=points, targets=targets, n_xi=n_xi)
     if name == "zonal_log_sums":  # per call: c, the logits, the weights, the ratio's products

@@ -47,3 +47,17 @@ def exact_zero_temperature(points, T):
     x0 = sol.y[: 3 * n, -1].reshape(n, 3)
     x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
     return von_mises_fisher_density(x0, MEAN, KAPPA) * np.exp(sol.y[3 * n :, -1])
+
+
+def zero_temperature_path(x0, T):
+    """The characteristic of the zero-temperature field through ``x0`` at time T (DOP853)."""
+    sol = solve_ivp(
+        lambda _t, y: field(y[None, :] / np.linalg.norm(y))[0],
+        (0.0, T),
+        np.asarray(x0, dtype=float),
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+    )
+    end = sol.y[:, -1]
+    return end / np.linalg.norm(end)

@@ -24,7 +24,14 @@ from spheredens.simulate import Observer
 from spheredens.verify import steady_uniform_model
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _characteristics import B_ZT, KAPPA, MEAN, V_ZT, exact_zero_temperature  # noqa: E402
+from _characteristics import (  # noqa: E402
+    B_ZT,
+    KAPPA,
+    MEAN,
+    V_ZT,
+    exact_zero_temperature,
+    zero_temperature_path,
+)
 
 E3 = [0.0, 0.0, 1.0]
 
@@ -261,22 +268,6 @@ def test_the_file_carries_the_centroids_and_w2_puts_each_cell_mass_there(tmp_pat
     assert "rho_centroid_xyz" in ds["w2_projection"].attrs["comment"]
 
 
-def _zero_temperature_path(x0, T):
-    """The characteristic of the zero-temperature field through ``x0`` at time T (scipy)."""
-    from _characteristics import field
-
-    sol = solve_ivp(
-        lambda _t, y: field(y[None, :] / np.linalg.norm(y))[0],
-        (0.0, T),
-        np.asarray(x0, dtype=float),
-        method="DOP853",
-        rtol=1e-13,
-        atol=1e-13,
-    )
-    end = sol.y[:, -1]
-    return end / np.linalg.norm(end)
-
-
 def test_a_cluster_narrower_than_a_cell_stays_on_its_characteristic():
     """A von Mises-Fisher cluster with kappa = 1e6 (width 1e-3 rad) on cells of 0.2 rad
     (nlat = 16), zero temperature with a general B, to T = 5: it stays one atom, its centroid
@@ -296,7 +287,7 @@ def test_a_cluster_narrower_than_a_cell_stays_on_its_characteristic():
         state = result.state
         heavy = np.argmax(state[0, 0].reshape(-1))
         centroid = scheme.centroid_points(state)[0][heavy]
-        exact = _zero_temperature_path(mean, t)
+        exact = zero_temperature_path(mean, t)
         distance = float(np.linalg.norm(centroid - exact))  # the chord: the angle to 1e-18
         assert distance < 1e-6, (t, distance)
         ell = state[0, 0].reshape(-1)

@@ -1,0 +1,140 @@
+"""The two-atom case on S^2 at low temperature with ``log_lagrangian`` (issue 30).
+
+The case of ../base.toml (Q = I, a general K, V = diag(1, .5, .5): Pi_# rho_0 is two atoms
++-u) at beta in {300, 1000, 3000, 1e4}, each at a ladder of resolutions n (6 n^2 initial
+particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From each run's own
+``w2_projection`` (every particle's mass at its position: no coarsening):
+
+* min W2 and its time; a minimum at the last snapshot is "still falling";
+* the plateau time: the first snapshot with W2 <= (1 + PLATEAU) min W2;
+* the departure: the first snapshot after the minimum with W2 > 2 min W2 + 0.02 (as
+  ``spheredens analyze-beta`` defines it, :func:`spheredens.analysis.curve_summary`);
+* the change of each from the run one refinement coarser in n (same tolerance) and in the
+  tolerance (same n), |fine - coarse| / |fine|; the wall time of every run.
+
+Usage:
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
+      run one case (resumed when its file is partial, extended with a larger --t-end)
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
+      print the table of the runs present (docs/concentration.md)
+Files: cases/beta{BETA}_n{N}_tol{TOL}.nc beside this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+import spheredens as sd
+from spheredens.analysis import curve_summary
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "cases"
+BASE = HERE.parent / "base.toml"
+SPACING = 0.5
+PLATEAU = 0.1
+#: beta -> (n ladder, tolerance ladder, t_end): the first n and tolerance are the base
+CASES = {
+    300.0: ((16, 32, 64), (1e-3, 3e-4, 1e-4), 60.0),
+    1000.0: ((16, 32, 64), (1e-3, 3e-4, 1e-4), 120.0),
+    3000.0: ((16, 32), (1e-3, 3e-4), 300.0),
+    10000.0: ((16, 32), (1e-3, 3e-4), 1000.0),
+}
+
+
+def case_path(beta: float, n: int, tol: float) -> Path:
+    return OUT / f"beta{beta:g}_n{n}_tol{tol:g}.nc"
+
+
+def case_config(beta: float, n: int, tol: float, t_end: float) -> sd.RunConfig:
+    data = tomllib.loads(BASE.read_text())
+    data["model"]["beta"] = float(beta)
+    data["discretization"] = {
+        "scheme": "log_lagrangian",
+        "n": int(n),
+        "tolerance": float(tol),
+        "allow_underresolved": True,
+    }
+    data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
+    data["output"] = {"path": str(case_path(beta, n, tol)), "figure": False}
+    return sd.config_from_dict(data, base_dir=HERE.parent)
+
+
+def run_case(beta: float, n: int, tol: float, t_end: float) -> None:
+    path = case_path(beta, n, tol)
+    OUT.mkdir(exist_ok=True)
+    resume = path.exists()
+    sd.run(case_config(beta, n, tol, t_end), output=path, resume=resume, progress=True)
+
+
+def summarize(path: Path) -> dict:
+    with xr.open_dataset(path) as ds:
+        t, w2 = ds["time"].values, ds["w2_projection"].values
+        s = curve_summary(t, w2)
+        ok = np.flatnonzero(np.isfinite(w2) & (w2 <= (1.0 + PLATEAU) * s["min_w2"]))
+        s["plateau_time"] = float(t[ok[0]]) if ok.size else math.nan
+        s["still_falling"] = bool(s["t_min"] == s["t_last"])
+        s["wall_s"] = float(ds.attrs.get("wall_time_total_seconds", math.nan))
+        s["status"] = str(ds.attrs.get("run_status"))
+        s["particles_max"] = int(np.nanmax(ds["n_particles"].values))
+    return s
+
+
+def change(coarse: dict | None, fine: dict, key: str) -> str:
+    if coarse is None or not (np.isfinite(coarse[key]) and np.isfinite(fine[key])):
+        return "-"
+    return f"{abs(fine[key] - coarse[key]) / abs(fine[key]):.1%}"
+
+
+def table(betas) -> str:
+    head = (
+        "| beta | n | tolerance | min W2 (t) | plateau from | departure | change in n "
+        "(min W2, departure) | change in tolerance (min W2, departure) | particles (max) | wall |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    for beta in betas:
+        ns, tols, _ = CASES[beta]
+        rows = {
+            (n, tol): summarize(case_path(beta, n, tol))
+            for n in ns
+            for tol in tols
+            if case_path(beta, n, tol).exists()
+        }
+        for (n, tol), s in sorted(rows.items()):
+            smaller_n = [m for m in ns if m < n and (m, tol) in rows]
+            looser = [u for u in tols if u > tol and (n, u) in rows]
+            cn = rows[(smaller_n[-1], tol)] if smaller_n else None
+            ct = rows[(n, min(looser))] if looser else None
+            falling = " still falling" if s["still_falling"] else ""
+            dep = s["departure_time"]
+            dep = format(dep, "g") if np.isfinite(dep) else f"not reached by {s['t_last']:g}"
+            lines.append(
+                f"| {beta:g} | {n} | {tol:g} | {s['min_w2']:.5f} ({s['t_min']:g}){falling} | "
+                f"{s['plateau_time']:g} | {dep} | "
+                f"{change(cn, s, 'min_w2')}, {change(cn, s, 'departure_time')} | "
+                f"{change(ct, s, 'min_w2')}, {change(ct, s, 'departure_time')} | "
+                f"{s['particles_max']} | {s['wall_s']:.0f} s ({s['status']}) |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", nargs=3, type=float, metavar=("BETA", "N", "TOL"))
+    parser.add_argument("--t-end", type=float, default=None)
+    parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
+    args = parser.parse_args()
+    if args.run:
+        beta, n, tol = args.run
+        run_case(beta, int(n), tol, args.t_end or CASES[beta][2])
+    if args.table is not None:
+        print(table(args.table or sorted(CASES)))
+
+
+if __name__ == "__main__":
+    main()

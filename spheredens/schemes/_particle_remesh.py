@@ -1,0 +1,153 @@
+"""Split and merge of log-mass particles on S^2: the remeshing of ``log_lagrangian``.
+
+A particle is (l, x, f, c): the logarithm of its mass, its centroid x on S^2, its shape
+f = (f1, f2), two tangent vectors spanning the parallelogram of S^2 it stands for (its mean log
+density is l - log |f1 x f2|), and the log of its point mass c = lambda + log |f1 x f2|, lambda
+the log density at x itself. Both operations conserve the total mass to round-off (they add
+log masses exactly) and keep every mass positive.
+
+* :func:`split`: a particle longer than ``s_max`` (its largest singular value) is cut in two
+  across its long axis. The mass follows the log-linear profile exp(gamma s), s in [-1/2, 1/2]
+  along the axis, whose slope gamma is fitted to the neighbours' mean log densities (least
+  squares over the 10 nearest): the halves get the shares 1 / (1 + e^{-+gamma/2}), each child
+  sits at the centroid of its half (so the first moment along the axis is kept) and has the
+  half shape; its lambda is the parent's plus the fitted slope of lambda times the move.
+* :func:`merge`: the particles in the same cell of a fine cubed sphere become one: the log
+  masses are summed exactly, the position is the mass-weighted mean (projected back onto
+  S^2), the area is the sum of the areas (with the heaviest member's shape, scaled), the point
+  masses add (lambda is the area-weighted mean of the members' densities). The
+  particles come back ordered by that cell (neighbours consecutive, which the sums need).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .._types import Array
+from ..grids._cubed_sphere import cube_index
+
+#: neighbours of a long particle whose log densities set the slope of its profile
+SPLIT_NEIGHBOURS = 10
+
+#: a particle is split at most this many times in one call (each halves its length)
+SPLIT_ROUNDS = 6
+
+#: the profile's slope across a particle is clipped to this many e-folds
+MAX_TILT = 200.0
+
+
+def tilt_mean(c: Array) -> Array:
+    """The mean of the law on [-1/2, 1/2] with density proportional to e^{c s}."""
+    c = np.asarray(c, dtype=float)
+    small = np.abs(c) < 1e-4
+    cs = np.where(small, 1.0, c)
+    return np.where(small, c / 12.0, 0.5 / np.tanh(cs / 2) - 1.0 / cs)
+
+
+def tangent_shapes(x: Array, shape: Array) -> Array:
+    """The shapes (n, 3, 2) projected on the tangent planes at the points x (n, 3) (unit
+    vectors): a shape carried or cut near x, made tangent where it now sits."""
+    return shape - x[:, :, None] * np.einsum("ni,nik->nk", x, shape)[:, None, :]
+
+
+def log_area(shape: Array) -> Array:
+    """log |f1 x f2| of every shape (n, 3, 2)."""
+    return np.log(np.linalg.norm(np.cross(shape[:, :, 0], shape[:, :, 1]), axis=1))
+
+
+def _slopes(x: Array, values: Array, long: Array) -> Array:
+    """The least-squares gradients in R^3 of each of ``values`` (k, n) at the ``long``
+    particles, from their :data:`SPLIT_NEIGHBOURS` nearest neighbours: (k, m, 3)."""
+    k = min(SPLIT_NEIGHBOURS + 1, len(x))
+    _, near = cKDTree(x).query(x[long], k=k)
+    near = near.reshape(int(long.sum()), k)[:, 1:]
+    inverse = np.linalg.pinv(x[near] - x[long][:, None, :])  # (m, 3, k - 1), all at once
+    return np.stack(
+        [np.einsum("mij,mj->mi", inverse, v[near] - v[long][:, None]) for v in values]
+    )
+
+
+def split(
+    log_m: Array, x: Array, shape: Array, log_point: Array, s_max: float
+) -> tuple[Array, Array, Array, Array, Array]:
+    """Cut every particle longer than ``s_max`` in two (module docstring), repeatedly until none
+    is. Returns (log masses, positions, shapes, log point masses, the depths below the heaviest
+    of the particles cut, in e-folds)."""
+    depths = []
+    for _ in range(SPLIT_ROUNDS):
+        u, s, vt = np.linalg.svd(shape, full_matrices=False)  # shape = u diag(s) vt
+        long = s[:, 0] > s_max
+        if not long.any():
+            break
+        depths.append(log_m.max() - log_m[long])
+        area = log_area(shape)
+        mean_slope, point_slope = _slopes(x, np.stack([log_m - area, log_point - area]), long)
+        axis = u[long][:, :, 0]
+        length = s[long][:, 0]
+        gamma = np.clip(np.einsum("ij,ij->i", mean_slope, axis) * length, -MAX_TILT, MAX_TILT)
+        mean = tilt_mean(gamma)
+        half = tilt_mean(gamma / 2) / 2
+        lm, lp = log_m[long], log_point[long] - area[long]
+        child_shape = shape[long] - 0.5 * length[:, None, None] * axis[:, :, None] * vt[long][
+            :, None, 0, :
+        ]
+        children = []  # lambda of each child from the tangent shape it gets
+        for side in (1.0, -1.0):
+            offset = side * 0.25 + half - mean  # the half's centroid, from the particle's
+            step = (offset * length)[:, None] * axis
+            point = x[long] + step
+            point /= np.linalg.norm(point, axis=1, keepdims=True)
+            children.append(
+                (
+                    lm - np.logaddexp(0.0, -side * gamma / 2),
+                    point,
+                    lp
+                    + np.einsum("ij,ij->i", point_slope, step)
+                    + log_area(tangent_shapes(point, child_shape)),
+                )
+            )
+        keep = ~long
+        log_m = np.concatenate([log_m[keep], children[0][0], children[1][0]])
+        x = np.concatenate([x[keep], children[0][1], children[1][1]])
+        shape = np.concatenate(
+            [
+                shape[keep],
+                tangent_shapes(children[0][1], child_shape),
+                tangent_shapes(children[1][1], child_shape),
+            ]
+        )
+        log_point = np.concatenate([log_point[keep], children[0][2], children[1][2]])
+    return log_m, x, shape, log_point, np.concatenate(depths) if depths else np.zeros(0)
+
+
+def merge(
+    log_m: Array, x: Array, shape: Array, log_point: Array, n_fine: int
+) -> tuple[Array, Array, Array, Array, int]:
+    """Merge the particles that share a cell of the ``n_fine`` cubed sphere and order them by
+    cell (module docstring). Returns (log masses, positions, shapes, log point masses,
+    particles removed)."""
+    key = cube_index(x, n_fine)
+    order = np.argsort(key, kind="stable")
+    key, log_m, x, shape = key[order], log_m[order], x[order], shape[order]
+    log_point = log_point[order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    start = np.flatnonzero(first)
+    if len(start) == len(key):
+        return log_m, x, shape, log_point, 0
+    group = np.cumsum(first) - 1
+    top = np.maximum.reduceat(log_m, start)
+    w = np.exp(log_m - top[group])
+    total = np.add.reduceat(w, start)
+    mean = np.add.reduceat(w[:, None] * x, start) / total[:, None]
+    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+    point_top = np.maximum.reduceat(log_point, start)
+    point = point_top + np.log(np.add.reduceat(np.exp(log_point - point_top[group]), start))
+    area = np.exp(log_area(shape))
+    tops = np.flatnonzero(w == 1.0)  # w = 1 exactly at each group's heaviest
+    heaviest = tops[np.unique(group[tops], return_index=True)[1]]
+    scale = np.sqrt(np.add.reduceat(area, start) / area[heaviest])
+    merged = tangent_shapes(mean, shape[heaviest] * scale[:, None, None])
+    # the point masses add over the members' areas; the tangent shape's area holds them
+    point += log_area(merged) - np.log(np.add.reduceat(area, start))
+    return top + np.log(total), mean, merged, point, len(key) - len(start)

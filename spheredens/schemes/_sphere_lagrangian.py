@@ -1,0 +1,438 @@
+"""Log-mass Lagrangian particles with split and merge on S^2 (``log_lagrangian``).
+
+The sphere's scheme for low temperature. An Eulerian cell whose log-linear profile spans tens
+of e-folds cannot follow a density that contracts inside it (the sphere's ``log_sl`` stalls at
+beta = 300 whatever its poles: docs/numerics.md); here the cells move with the flow.
+
+* **State.** Particles, each standing for a small cell of S^2: the logarithm l of its mass, its
+  centroid x (a unit vector of R^3: no coordinate pole) and its shape, two tangent vectors
+  f = (f1, f2) spanning the parallelogram it covers; its mean log density is
+  l - log |f1 x f2|. It also carries the log density lambda at its centroid, as the constant
+  c = lambda + log |f1 x f2| (along a characteristic d lambda / dt = -div X, and the area of
+  the linearized shape grows as exp(int div X)): lambda is exact between remeshings, to the
+  tolerance of the shapes. The state is an array (n_xi, 11, n_particles): rows l, x (3),
+  f (6, row by row of the 3 x 2 matrix), c; the number of particles changes from step to
+  step.
+* **Start.** One particle per cell of the n x n equiangular cubed sphere
+  (:class:`~spheredens.grids.CubedSphereCells`: 6 n^2 cells of pi / (2 n)): log mass by a
+  Gauss rule in the log domain, centroid, the cell's edges as shape. A von Mises-Fisher
+  component narrower than an eighth of a cell is one particle at its mean (its centroid to
+  O(1 / kappa)), of area 2 pi / kappa (so that m / area is its peak density).
+* **Flow.** A particle's mass never changes; its centroid and shape follow
+  dx/dt = X[rho](x), df/dt = DX f - x <X, f> (tangent vectors kept tangent): an ODE in R^3
+  for all particles at once. X and DX are softmax averages over the particles, summed in the
+  log domain with certified pruning and between tight groups with certified Taylor
+  expansions (:class:`~spheredens.interaction.LogParticleSums`); ``sa_zero_temperature`` has
+  its closed-form field and Jacobian.
+* **Time.** Bogacki-Shampine 3(2): each step's embedded error, on the positions (radians) and
+  on the shapes (relative, :data:`SHAPE_TOLERANCE_FACTOR` times looser) of the particles within
+  2 beta sigma_max(B) + 50 e-folds of the heaviest (those a softmax can see), must be within
+  ``tolerance``; the next step is dt (tolerance / error)^(1/3) (safety 0.9, growth between 0.2
+  and 5). Steps grow where nothing moves: no CFL number.
+* **Remeshing** after every step (:mod:`._particle_remesh`): a particle stretched beyond
+  1.05 times the longest initial cell is cut in two across its long axis, the masses following
+  the log-linear profile fitted to its neighbours; particles closer than ``merge`` /
+  (beta sigma_max(B)) (the same cell of a fine cubed sphere) are merged: the kernel's logit
+  varies by about ``merge`` across such a cell, and the merge errs by its square.
+* **Conserved.** Total mass to round-off (every split and merge adds log masses exactly), every
+  mass positive, and each mass keeps its relative accuracy however small (it is a logarithm).
+
+The file's ``rho``, ``log_rho`` and ``rho_centroid_xyz`` are the particles binned on a
+latitude-longitude mesh of 2 n rings (each cell's mass, its log in the log domain, and the
+mass-weighted mean position), the record's view; the diagnostics ``w2_projection`` and
+``w2_terminal`` put each particle's mass at its own position.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .._types import Array
+from .._validate import as_float
+from ..grids import CubedSphereCells, LatLonCells
+from ..interaction import Layout
+from ._base import Scheme, Tendency, register_scheme
+from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
+from ._particle_remesh import log_area, merge, split, tangent_shapes
+from ._resolution import Resolution
+
+#: the shapes' relative error per step may be this many times the positions' tolerance
+SHAPE_TOLERANCE_FACTOR = 100.0
+
+#: default of ``merge``: particles closer than this / (beta sigma_max(B)) are merged
+DEFAULT_MERGE = 0.3
+
+#: a particle longer than this factor times the longest initial cell is split
+SPLIT_LENGTH = 1.05
+
+#: a mixture component narrower than this fraction of a cell starts as one particle
+NARROW_FRACTION = 1.0 / 8.0
+
+#: the finest merge cells: cubed-sphere cells per face edge (cells of about 1e-7 rad)
+FINEST_MERGE = 1 << 24
+
+#: rows of the state: log mass, position (3), shape (6), log point mass
+ROWS = 11
+
+#: the recording mesh has this many rings per cubed-sphere cell edge n
+RINGS_PER_N = 2
+
+#: Bogacki-Shampine 3(2): stage nodes, weights of the third-order solution, and the weights of
+#: the error estimate (third minus second order) of the four stages (the last at the new point)
+BS3_A = (0.5, 0.75)
+BS3_B = (2.0 / 9.0, 1.0 / 3.0, 4.0 / 9.0)
+BS3_E = (-5.0 / 72.0, 1.0 / 12.0, 1.0 / 9.0, -1.0 / 8.0)
+
+
+class _Recording:
+    """The recording mesh as the sources of the layout (only the evaluator's name needs it)."""
+
+    def __init__(self, grid: LatLonCells) -> None:
+        self.points = grid.points
+        self.weight = grid.weight
+
+
+def pack(log_m: Array, x: Array, shape: Array, log_point: Array) -> Array:
+    """One slice of the state, (11, n), from log masses (n,), positions (n, 3), shapes
+    (n, 3, 2) and log point masses (n,)."""
+    return np.concatenate([log_m[None], x.T, shape.reshape(len(x), 6).T, log_point[None]])
+
+
+def unpack(s: Array) -> tuple[Array, Array, Array, Array]:
+    """(log masses, positions, shapes, log point masses) of one slice of the state
+    (:func:`pack`)."""
+    shape = np.ascontiguousarray(s[4:10].T).reshape(-1, 3, 2)
+    return s[0], np.ascontiguousarray(s[1:4].T), shape, s[10]
+
+
+@register_scheme
+class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
+    """Log-mass Lagrangian particles with split and merge on S^2 (module docstring).
+
+    Second order in space where log rho is smooth (each particle's mass at its centroid, split
+    along the fitted log-linear profile) and third order in time (BS3 with error control), and
+    exact transport of every mass between remeshings: the scheme for low temperature on the
+    sphere, where clusters become narrower than any fixed cell and the departure from the
+    plateau is decided in tails far below float64's range. Worse than ``fv`` and
+    ``sh_spectral`` where the density spreads (the count grows with the stretching) and for
+    models with slices or unnormalized attention, which it does not run.
+
+    Options (``[discretization]``)
+    ------------------------------
+    n : int (default 16): initial particles on the n x n cubed sphere (6 n^2)
+    tolerance : float (default 1e-3): error of the positions allowed in one step, radians
+    merge : float (default 0.3): particles closer than merge / (beta sigma_max(B)) are merged
+    interaction : ``"auto"`` (``particle_sums``)
+    """
+
+    name = "log_lagrangian"
+    domain = "sphere"
+    options = ("n", "tolerance", "merge", "interaction", "allow_underresolved")
+    resolution = Resolution(
+        key="n",
+        default=16,
+        minimum=2,
+        maximum=256,
+        rule=(1.0, 1.0),
+        message=(
+            "n = {value} initial cells per cube edge (of pi / (2 n) rad) are wider than pi / 2 "
+            "times the attention kernel width (beta sigma_max(B))^(-1/2) = {width:.3g} rad: "
+            "needs n >= {need}"
+        ),
+        what=" (initial cubed-sphere cells per face edge: 6 n^2 particles)",
+        cost="6 n^2 = 393 216 initial particles, each right-hand side a sum over all pairs",
+    )
+    default_integrator = "bs3_particles"
+    evaluator_inputs = "log_particles"
+    positive = True
+    growth_slack = 3.0
+    #: the weak form of the zero-temperature contract (n = 4, 8, 16): 2.04, 2.00
+    zero_temperature_order = 2.0
+    carries_log_density = True
+    carries_centroids = True
+    centroid_fields = 3
+    carries_particles = True
+    diagnostics = ("n_particles",)
+    suited_to = "at low temperature"
+    error_exponent = 1.0 / 3.0
+    max_growth = 5.0
+
+    work_bytes_per_point = 4000.0
+    grid_bytes_per_point = 400.0
+
+    @classmethod
+    def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        return {
+            "tolerance": tolerance_option(table, prefix),
+            "merge": as_float(
+                table.get("merge", DEFAULT_MERGE),
+                f"{prefix}.merge",
+                minimum=0.0,
+                maximum=3.0,
+                what=" (particles closer than merge / (beta sigma_max(B)) are merged)",
+            ),
+        }
+
+    @classmethod
+    def grid_spacing(cls, options: Mapping[str, Any]) -> float:
+        return math.pi / (2 * cls.resolution.of(options))
+
+    @classmethod
+    def memory_sizes(cls, options: Mapping[str, Any]) -> tuple[int, int, float]:
+        n = cls.resolution.of(options)
+        particles = 6 * n * n * 8  # the count grows by splitting: 8 times, as measured
+        return 2 * (RINGS_PER_N * n) ** 2, particles, 8.0 * ROWS * particles
+
+    def __init__(
+        self,
+        problem: Any,
+        *,
+        n: int = 16,
+        tolerance: float = 1e-3,
+        merge: float = DEFAULT_MERGE,
+        **common: Any,
+    ) -> None:
+        self.cells = CubedSphereCells(n)
+        super().__init__(problem, LatLonCells(RINGS_PER_N * n), **common)
+        self.tolerance = float(tolerance)
+        self.merge_option = float(merge)
+        model = problem.model
+        interacting = model.kind.interacting and model.beta > 0.0
+        beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
+        #: the particles the error control follows: those a softmax can see
+        self.window = 2.0 * beta_sigma + 50.0 if interacting else math.inf
+        width = self.merge_option / beta_sigma if beta_sigma > 0.0 else 0.0
+        self.n_fine = (
+            min(FINEST_MERGE, 1 << max(0, math.ceil(math.log2(math.pi / 2 / width))))
+            if width > 0.0
+            else FINEST_MERGE
+        )
+        self.n_fine = max(self.n_fine, 4 * self.cells.n)
+        self.s_max = math.inf
+        self.init_step_control()
+        self._emptied = False
+        self._cache: tuple[Array, tuple[Array, Array]] | None = None
+        #: splits and merges so far, and the depths (e-folds below the heaviest) of the splits
+        self.splits = self.merges = 0
+
+    def layout(self) -> Layout:
+        return Layout("sphere", "log_particles", _Recording(self.grid), self.grid.points)
+
+    def make_integrator(self, name: str) -> Any:
+        return ParticleStep(self)
+
+    # -- state -------------------------------------------------------------------------------
+    def _slice_particles(self, f: Any) -> tuple[Array, Array, Array, Array]:
+        """(log masses, positions, shapes, log point masses) of the initial density ``f`` of one
+        slice, mass 1."""
+        components = f.components() if hasattr(f, "components") and hasattr(f, "means") else None
+        narrow, wide = [], []
+        if components is None:
+            wide.append(lambda x: np.log(np.maximum(np.asarray(f(x), dtype=float), 0.0)))
+        else:
+            for (weight, log_f, width), mean in zip(components, f.means):
+                if weight <= 0.0:
+                    continue
+                if width < NARROW_FRACTION * self.cells.h:
+                    narrow.append((math.log(weight), np.asarray(mean, dtype=float), width))
+                else:
+                    wide.append(lambda x, w=weight, g=log_f: math.log(w) + g(x))
+        parts = []
+        if wide:
+
+            def log_f(p: Array) -> Array:
+                return logsumexp([g(p) for g in wide], axis=0)
+
+            log_m, x, shape = self.cells.log_moments(log_f)
+            live = np.isfinite(log_m)
+            log_m, x, shape = log_m[live], x[live], tangent_shapes(x[live], shape[live])
+            with np.errstate(divide="ignore"):
+                parts.append((log_m, x, shape, log_f(x) + log_area(shape)))
+        for log_w, mean, width in narrow:
+            e1 = np.cross(mean, np.eye(3)[int(np.argmin(np.abs(mean)))])
+            e1 /= np.linalg.norm(e1)
+            side = math.sqrt(2.0 * math.pi) * width  # area 2 pi / kappa
+            shape = side * np.stack([e1, np.cross(mean, e1)], axis=-1)
+            parts.append((np.array([log_w]), mean[None], shape[None], np.array([log_w])))
+        log_m, x, shape, log_point = (np.concatenate(p) for p in zip(*parts))
+        total = logsumexp(log_m)
+        return log_m - total, x, shape, log_point - total
+
+    def initial_state(self) -> Array:
+        """The particles of each slice's initial density, mass 1, shape (n_xi, 10, n)."""
+        slices = [self._slice_particles(f) for f in self.problem.slice_initials()]
+        if self.s_max == math.inf:  # the longest cell of the cubed sphere
+            _, _, cells = self.cells.log_moments(lambda p: np.zeros(len(p)), order=1)
+            self.s_max = SPLIT_LENGTH * float(np.linalg.svd(cells, compute_uv=False)[:, 0].max())
+        return np.stack([pack(*merge(*p, self.n_fine)[:4]) for p in slices])
+
+    def checkpoint_shape_ok(self, shape: tuple[int, ...], expected: tuple[int, ...]) -> bool:
+        """Any number of particles: (n_xi, 10, n)."""
+        return len(shape) == 3 and shape[:2] == expected[:2]
+
+    def atoms(self, state: Array) -> tuple[Array, Array]:
+        """(positions (n, 3), masses (n,)) of the particles of the marginal (one slice)."""
+        log_m, x, _, _ = unpack(state[0])
+        return x, np.exp(log_m - logsumexp(log_m))
+
+    def point_log_density(self, state: Array) -> list[Array]:
+        """lambda, the log density at each particle's centroid, of each slice (module
+        docstring): c - log |f1 x f2|."""
+        return [unpack(s)[3] - log_area(unpack(s)[2]) for s in state]
+
+    def _binned(self, state: Array) -> tuple[Array, Array]:
+        """(log of each recording cell's mass, mass-weighted mean position), per slice."""
+        n_cells = self.grid.n_cells
+        logs, means = [], []
+        for s in state:
+            log_m, x, _, _ = unpack(s)
+            cell = self.grid.cell_of(x)
+            top = np.full(n_cells, -np.inf)
+            np.maximum.at(top, cell, log_m)
+            w = np.exp(log_m - top[cell])
+            total = np.bincount(cell, weights=w, minlength=n_cells)
+            mean = np.stack(
+                [np.bincount(cell, weights=w * x[:, k], minlength=n_cells) for k in range(3)], 1
+            )
+            live = total > 0.0
+            with np.errstate(divide="ignore"):
+                logs.append(np.where(live, top + np.log(np.where(live, total, 1.0)), -np.inf))
+            norm = np.linalg.norm(mean, axis=1, keepdims=True)
+            means.append(
+                np.where(live[:, None], mean / np.where(norm > 0, norm, 1.0), self.grid.points)
+            )
+        return np.stack(logs), np.stack(means)
+
+    def log_density(self, state: Array) -> Array:
+        """log rho of the recording cells: log (binned mass / area), :data:`LOG_FLOOR` where no
+        particle is; shape (n_xi, n_cells)."""
+        log_m, _ = self._binned(state)
+        return np.maximum(log_m - np.log(self.grid.weight), LOG_FLOOR)
+
+    def density(self, state: Array) -> Array:
+        log_m, _ = self._binned(state)
+        with np.errstate(under="ignore"):
+            return np.exp(log_m) / self.grid.weight
+
+    def centroids(self, state: Array) -> Array:
+        """The mass-weighted mean position of the particles in each recording cell (the cell's
+        centre where none is), (n_xi, n_cells, 3)."""
+        return self._binned(state)[1]
+
+    def masses(self, state: Array) -> Array:
+        return np.array([math.exp(logsumexp(s[0])) for s in state])
+
+    def extremes(self, state: Array) -> tuple[float, float]:
+        rho = self.density(state)
+        return float(np.max(rho)), float(np.min(rho))
+
+    def diagnostic(self, name: str, state: Array) -> float:
+        """``n_particles``: the number of particles."""
+        return float(state.shape[-1])
+
+    # -- stepping ------------------------------------------------------------------------------
+    def _flows(self, state: Array) -> list[tuple[Array, Array]]:
+        """(dx/dt, d shape/dt) of each slice's particles; those of the last state asked for are
+        kept (the loop asks for the rate at the start of a step, and the step again)."""
+        if self._cache is not None and self._cache[0] is state:
+            return self._cache[1]
+        flows = []
+        for s in state:
+            log_m, x, shape, _ = unpack(s)
+            flows.append(self.interaction.flow(x, log_m, shape))
+        self._cache = (state, flows)
+        return flows
+
+    def rhs(self, state: Array, t: float) -> Tendency:
+        flows = self._flows(state)
+        rate = np.stack([pack(np.zeros(len(v)), v, ds, np.zeros(len(v))) for v, ds in flows])
+        speed = max(float(np.max(np.linalg.norm(v, axis=1), initial=0.0)) for v, _ in flows)
+        return Tendency(rate, speed)
+
+    def stable_dt(self, cfl: float, tendency: Tendency) -> float:
+        """The step the error control asks for; the first one cfl h / max|X|, h = pi / (2 n)."""
+        if self.dt_next is not None:
+            dt = self.dt_next
+        else:
+            dt = cfl * self.cells.h / tendency.max_speed
+        self._proposed, self._rejected = dt, False
+        return dt
+
+    def _bs3(self, s: Array, k1: tuple[Array, Array], dt: float) -> tuple[Array, Array, float]:
+        """One Bogacki-Shampine 3(2) step of one slice's particles from the rates ``k1`` at its
+        start: (positions, shapes, the largest scaled error over the particles that matter)."""
+        log_m, x, shape, _ = unpack(s)
+        v1, s1 = k1
+        v2, s2 = self.interaction.flow(x + BS3_A[0] * dt * v1, log_m, shape + BS3_A[0] * dt * s1)
+        v3, s3 = self.interaction.flow(x + BS3_A[1] * dt * v2, log_m, shape + BS3_A[1] * dt * s2)
+        b1, b2, b3 = BS3_B
+        x_new = x + dt * (b1 * v1 + b2 * v2 + b3 * v3)
+        x_new /= np.linalg.norm(x_new, axis=1, keepdims=True)
+        shape_new = shape + dt * (b1 * s1 + b2 * s2 + b3 * s3)  # tangent to O(dt^4)
+        v4, s4 = self.interaction.flow(x_new, log_m, shape_new)
+        e1, e2, e3, e4 = BS3_E
+        ex = dt * np.linalg.norm(e1 * v1 + e2 * v2 + e3 * v3 + e4 * v4, axis=1)
+        es = (
+            dt
+            * np.linalg.norm((e1 * s1 + e2 * s2 + e3 * s3 + e4 * s4).reshape(len(x), -1), axis=1)
+            / np.linalg.norm(shape.reshape(len(x), -1), axis=1)
+        )
+        relevant = log_m >= log_m.max() - self.window
+        error = np.maximum(ex, es / SHAPE_TOLERANCE_FACTOR)
+        return x_new, shape_new, float(np.max(error, where=relevant, initial=0.0))
+
+    def advance(self, state: Array, t: float, dt: float) -> Array:
+        """One BS3 step of every slice, then split and merge (module docstring); records the
+        error estimate for the step control."""
+        self._emptied = False
+        out, worst = [], 0.0
+        for s, k1 in zip(state, self._flows(state)):
+            x, shape, error = self._bs3(s, k1, dt)
+            shape = tangent_shapes(x, shape)
+            worst = max(worst, error)
+            log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], self.s_max)
+            log_m, x, shape, log_point, merged = merge(log_m, x, shape, log_point, self.n_fine)
+            out.append((pack(log_m, x, shape, log_point), len(depths), merged))
+        self.record_error(np.array([worst]), np.array([True]), dt)
+        if worst <= self.tolerance:
+            self.splits += sum(o[1] for o in out)
+            self.merges += sum(o[2] for o in out)
+        if len({o[0].shape for o in out}) > 1:
+            raise ValueError("log_lagrangian holds one slice: models with slices are refused")
+        return np.stack([o[0] for o in out])
+
+    def attributes(self) -> dict[str, Any]:
+        return {
+            "n": self.cells.n,
+            "n_initial_particles": self.cells.n_cells,
+            "mesh": "particles from the equiangular cubed sphere, split and merged",
+            "recording_nlat": self.grid.nlat,
+            "tolerance": self.tolerance,
+            "merge": self.merge_option,
+            "merge_cells_per_face_edge": self.n_fine,
+            "split_length": self.s_max,
+            "splits": self.splits,
+            "merges": self.merges,
+            "interaction": self.interaction.name,
+            "integrator": "bs3_particles",
+        }
+
+
+class ParticleStep:
+    """The time integrator of :class:`SphereLagrangianScheme` in the loop's interface."""
+
+    name = "bs3_particles"
+    description = (
+        "Bogacki-Shampine 3(2) transport of the particles' positions and shapes with error "
+        "control, then split and merge"
+    )
+
+    def __init__(self, scheme: SphereLagrangianScheme) -> None:
+        self.scheme = scheme
+
+    def step(self, rate: Any, y: Array, t: float, dt: float, k1: Any = None) -> Array:
+        return self.scheme.advance(y, t, dt)
