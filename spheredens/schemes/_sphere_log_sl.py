@@ -167,7 +167,7 @@ class SphereLogSemiLagrangianScheme(ErrorControlledSteps, Scheme):
     evaluator_inputs = "log_moments"
     positive = True
     growth_slack = 3.0
-    #: the weak form of the zero-temperature contract (nlat = 16, 32, 64, pole ``auto``): 2.05, 2.05
+    #: the weak form of the zero-temperature contract (nlat = 16, 32, 64, pole ``auto``): 2.00, 2.00
     zero_temperature_order = 2.0
     carries_log_density = True
     carries_centroids = True
