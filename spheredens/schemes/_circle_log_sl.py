@@ -282,6 +282,11 @@ def tolerance_option(table: Mapping[str, Any], prefix: str, cost: str = "") -> f
     )
 
 
+def _power(x: float, exponent: float) -> float:
+    """x^exponent, by math.sqrt for 1/2 (the steps of earlier files, bit for bit)."""
+    return math.sqrt(x) if exponent == 0.5 else x**exponent
+
+
 class ErrorControlledSteps:
     """The step control of the ``log_sl`` schemes: the first step is the CFL step, later ones
     follow the error estimate that ``advance`` leaves in ``_last_error`` (the step ``_last_dt``):
@@ -327,7 +332,7 @@ class ErrorControlledSteps:
         factor = (
             growth
             if error == 0.0
-            else min(growth, max(0.2, 0.9 * (self.tolerance / error) ** self.error_exponent))
+            else min(growth, max(0.2, 0.9 * _power(self.tolerance / error, self.error_exponent)))
         )
         if error > self.tolerance:
             self._rejected = True
