@@ -215,7 +215,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.s_max = math.inf
         self.init_step_control()
         self._emptied = False
-        self._cache: tuple[Array, tuple[Array, Array]] | None = None
+        self._cache: tuple[Array, list[tuple[Array, Array]]] | None = None
+        self._binned_cache: tuple[Array, tuple[Array, Array]] | None = None
         #: splits and merges so far, and the depths (e-folds below the heaviest) of the splits
         self.splits = self.merges = 0
 
@@ -282,10 +283,13 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     def point_log_density(self, state: Array) -> list[Array]:
         """lambda, the log density at each particle's centroid, of each slice (module
         docstring): c - log |f1 x f2|."""
-        return [unpack(s)[3] - log_area(unpack(s)[2]) for s in state]
+        return [s[10] - log_area(unpack(s)[2]) for s in state]
 
     def _binned(self, state: Array) -> tuple[Array, Array]:
-        """(log of each recording cell's mass, mass-weighted mean position), per slice."""
+        """(log of each recording cell's mass, mass-weighted mean position), per slice; those of
+        the last state asked for are kept (a snapshot asks for rho, log rho and centroids)."""
+        if self._binned_cache is not None and self._binned_cache[0] is state:
+            return self._binned_cache[1]
         n_cells = self.grid.n_cells
         logs, means = [], []
         for s in state:
@@ -305,7 +309,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             means.append(
                 np.where(live[:, None], mean / np.where(norm > 0, norm, 1.0), self.grid.points)
             )
-        return np.stack(logs), np.stack(means)
+        binned = (np.stack(logs), np.stack(means))
+        self._binned_cache = (state, binned)
+        return binned
 
     def log_density(self, state: Array) -> Array:
         """log rho of the recording cells: log (binned mass / area), :data:`LOG_FLOOR` where no
@@ -401,8 +407,6 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         if worst <= self.tolerance:
             self.splits += sum(o[1] for o in out)
             self.merges += sum(o[2] for o in out)
-        if len({o[0].shape for o in out}) > 1:
-            raise ValueError("log_lagrangian holds one slice: models with slices are refused")
         return np.stack([o[0] for o in out])
 
     def attributes(self) -> dict[str, Any]:

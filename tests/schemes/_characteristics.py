@@ -28,8 +28,8 @@ def divergence(x):
     return np.trace(M) / r - np.sum((cx @ C) * mx, axis=1) / r**3 - 2 * np.sum(x * mx, axis=1) / r
 
 
-def exact_zero_temperature(points, T):
-    """rho_T(x) = rho_0(x_0) exp(-int_0^T div X(x(s)) ds), x(T) = x, integrated backward."""
+def backward_feet(points, T):
+    """(x_0, int_0^T div X(x(s)) ds) of the characteristics with x(T) = points (DOP853, 1e-12)."""
     n = len(points)
 
     def f(s, y):
@@ -45,8 +45,13 @@ def exact_zero_temperature(points, T):
         atol=1e-12,
     )
     x0 = sol.y[: 3 * n, -1].reshape(n, 3)
-    x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
-    return von_mises_fisher_density(x0, MEAN, KAPPA) * np.exp(sol.y[3 * n :, -1])
+    return x0 / np.linalg.norm(x0, axis=1, keepdims=True), -sol.y[3 * n :, -1]
+
+
+def exact_zero_temperature(points, T):
+    """rho_T(x) = rho_0(x_0) exp(-int_0^T div X(x(s)) ds), x(T) = x, integrated backward."""
+    x0, divergence_integral = backward_feet(points, T)
+    return von_mises_fisher_density(x0, MEAN, KAPPA) * np.exp(-divergence_integral)
 
 
 def zero_temperature_path(x0, T):

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
 from scipy.special import logsumexp
 
 import spheredens as sd
@@ -27,8 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _characteristics import (  # noqa: E402
     B_ZT,
     V_ZT,
-    divergence,
-    field,
+    backward_feet,
     zero_temperature_path,
 )
 
@@ -130,23 +128,8 @@ def test_merge_sums_the_masses_exactly_and_keeps_the_mean() -> None:
 # -- zero temperature by characteristics ---------------------------------------------------------
 def _exact_log_density(points, T, mean, kappa):
     """log rho_T at ``points``: log rho_0(x_0) - int_0^T div X(x(s)) ds, backward (DOP853)."""
-    m = len(points)
-
-    def f(_s, y):
-        x = y[: 3 * m].reshape(m, 3)
-        return np.concatenate([field(x).reshape(-1), divergence(x)])
-
-    sol = solve_ivp(
-        f,
-        (T, 0.0),
-        np.concatenate([points.reshape(-1), np.zeros(m)]),
-        method="DOP853",
-        rtol=1e-12,
-        atol=1e-12,
-    )
-    x0 = sol.y[: 3 * m, -1].reshape(m, 3)
-    x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
-    return von_mises_fisher_log_density(x0, np.asarray(mean), kappa) + sol.y[3 * m :, -1]
+    x0, divergence_integral = backward_feet(points, T)
+    return von_mises_fisher_log_density(x0, np.asarray(mean), kappa) - divergence_integral
 
 
 def test_the_log_density_at_the_particles_keeps_a_tail_of_e_minus_800_between_remeshings():
