@@ -128,9 +128,12 @@ class ZeroTemperatureField(Evaluator):
         n_xi = len(rho) if np.ndim(rho) > 1 else 1
         return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
 
-    def flow(self, x: Array, log_m: Array, shape: Array) -> tuple[Array, Array]:
+    def flow(
+        self, x: Array, log_m: Array, shape: Array, cells: bool = False
+    ) -> tuple[Array, Array]:
         """The field and the rate of the shapes at moving particles (``log_lagrangian``; the
-        masses ``log_m`` do not enter): :func:`zero_temperature_flow`."""
+        masses ``log_m`` and the sources' quadrature ``cells`` do not enter: no sums):
+        :func:`zero_temperature_flow`."""
         return zero_temperature_flow(self.model, x, shape)
 
     def velocity(self, state: Array) -> Array:

@@ -22,6 +22,7 @@ densities down to the smallest normal numbers; nothing small is floored.
 from __future__ import annotations
 
 import math
+from typing import Callable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -80,6 +81,15 @@ class SourceBlocks:
         )
         return upper, lower
 
+    def kept_chunks(
+        self, keep: Array, target_block: int = TARGET_BLOCK
+    ) -> Iterator[tuple[slice, NDArray[np.int64]]]:
+        """(rows, sources) for each block of ``target_block`` rows of ``keep`` (rows x blocks):
+        the sources of the union of the blocks its rows keep."""
+        for start in range(0, len(keep), target_block):
+            rows = slice(start, start + target_block)
+            yield rows, np.flatnonzero(keep[rows].any(axis=0)[self.block])
+
     def kept_sums(
         self,
         q: Array,
@@ -93,9 +103,7 @@ class SourceBlocks:
         sources of the kept blocks only (for each block of targets, the union of its rows')."""
         n_t, d = len(q), vy.shape[1]
         z, n, m = np.empty(n_t), np.empty((n_t, d)), np.empty(n_t)
-        for start in range(0, n_t, target_block):
-            rows_i = slice(start, start + target_block)
-            cols = np.flatnonzero(keep[rows_i].any(axis=0)[self.block])
+        for rows_i, cols in self.kept_chunks(keep, target_block):
             if cols.size == 0:  # every block below 2^-60 of a larger sum (``log_lower``)
                 z[rows_i], n[rows_i], m[rows_i] = 0.0, 0.0, -np.inf
                 continue
@@ -109,6 +117,10 @@ class SourceBlocks:
         return z, n, m
 
 
+#: the sums over the kept blocks of a chunk of rows: (blocks, q of the rows, keep) -> (Z, N, M)
+KeptSums = Callable[[SourceBlocks, Array, Array], tuple[Array, Array, Array]]
+
+
 def pruned_logsumexp_sums(
     q: Array,
     sources: Array,
@@ -117,6 +129,8 @@ def pruned_logsumexp_sums(
     *,
     source_block: int = SOURCE_BLOCK,
     log_lower: Array | None = None,
+    extra: Array | float = 0.0,
+    kept: KeptSums | None = None,
 ) -> tuple[Array, Array, Array, float]:
     """:func:`~spheredens.interaction.logsumexp_sums` with the certified pruning of the module
     docstring, for sources that move (particles): the blocks are built from ``sources`` at each
@@ -127,24 +141,34 @@ def pruned_logsumexp_sums(
 
     ``log_lower`` (per row) is a lower bound of the log of a larger sum these sources are part
     of (the rest summed elsewhere): blocks are then skipped below 2^-60 of that sum, and a row
-    with nothing left returns (0, 0, -inf)."""
+    with nothing left returns (0, 0, -inf).
+
+    ``extra`` (per source, or one number) widens the blocks' radii, and ``kept`` replaces the
+    sums over the kept blocks (:meth:`SourceBlocks.kept_sums`, called as
+    ``kept(blocks, q, keep)``): for sums whose pair logits exceed <q, y_j> + log a_j by at most
+    |q| extra_j (and never fall below it), e.g. sources that are small cells, not points."""
     n_t = len(q)
     if n_t == 0:
         return np.zeros(0), np.zeros((0, vy.shape[1])), np.zeros(0), 0.0
-    blocks = SourceBlocks(sources, source_block)
+    blocks = SourceBlocks(sources, source_block, extra)
+    if kept is None:
+
+        def kept(b: SourceBlocks, q_rows: Array, keep: Array) -> tuple[Array, Array, Array]:
+            return b.kept_sums(q_rows, keep, sources, log_a, vy)
+
     step = TARGET_BLOCK * max(1, BOUND_ENTRIES // (len(blocks.starts) * TARGET_BLOCK))
     q_norm = np.linalg.norm(q, axis=1)
-    parts, kept = [], 0.0
+    parts, summed = [], 0.0
     for start in range(0, n_t, step):
         rows = slice(start, start + step)
         upper, lower = blocks.bounds(q[rows], q_norm[rows], sources, log_a)
         if log_lower is not None:
             lower = np.maximum(lower, log_lower[rows])
         keep = upper >= lower[:, None] + blocks.log_cut
-        kept += float((keep @ np.exp(blocks.log_size)).sum())
-        parts.append(blocks.kept_sums(q[rows], keep, sources, log_a, vy))
+        summed += float((keep @ np.exp(blocks.log_size)).sum())
+        parts.append(kept(blocks, q[rows], keep))
     z, n, m = (np.concatenate(p) for p in zip(*parts))
-    return z, n, m, kept / (n_t * len(log_a))
+    return z, n, m, summed / (n_t * len(log_a))
 
 
 @register_evaluator

@@ -55,13 +55,19 @@ from .._types import Array
 from .._validate import as_float
 from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
-from ._base import Scheme, Tendency, register_scheme
+from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
 from ._particle_remesh import log_area, merge, split, tangent_shapes
 from ._resolution import Resolution
 
 #: the shapes' relative error per step may be this many times the positions' tolerance
 SHAPE_TOLERANCE_FACTOR = 100.0
+
+#: how the sums see a source particle (``quadrature``)
+QUADRATURES = {
+    "cells": "its mass spread evenly over its parallelogram (the kernel integrated over it)",
+    "points": "its mass at its centroid",
+}
 
 #: default of ``merge``: particles closer than this / (beta sigma_max(B)) are merged
 DEFAULT_MERGE = 0.3
@@ -126,12 +132,14 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     n : int (default 16): initial particles on the n x n cubed sphere (6 n^2)
     tolerance : float (default 1e-3): error of the positions allowed in one step, radians
     merge : float (default 0.3): particles closer than merge / (beta sigma_max(B)) are merged
+    quadrature : ``"cells"`` (default) or ``"points"``: the sums integrate the kernel over
+        each source particle's parallelogram, or take its mass at its centroid
     interaction : ``"auto"`` (``particle_sums``)
     """
 
     name = "log_lagrangian"
     domain = "sphere"
-    options = ("n", "tolerance", "merge", "interaction", "allow_underresolved")
+    options = ("n", "tolerance", "merge", "quadrature", "interaction", "allow_underresolved")
     resolution = Resolution(
         key="n",
         default=16,
@@ -175,6 +183,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 maximum=3.0,
                 what=" (particles closer than merge / (beta sigma_max(B)) are merged)",
             ),
+            "quadrature": validate_choice(
+                table, "quadrature", prefix, QUADRATURES, "cells", "quadrature of the sources"
+            ),
         }
 
     @classmethod
@@ -194,12 +205,14 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         n: int = 16,
         tolerance: float = 1e-3,
         merge: float = DEFAULT_MERGE,
+        quadrature: str = "cells",
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
         super().__init__(problem, LatLonCells(RINGS_PER_N * n), **common)
         self.tolerance = float(tolerance)
         self.merge_option = float(merge)
+        self.quadrature = quadrature
         model = problem.model
         interacting = model.kind.interacting and model.beta > 0.0
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
@@ -349,9 +362,13 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         flows = []
         for s in state:
             log_m, x, shape, _ = unpack(s)
-            flows.append(self.interaction.flow(x, log_m, shape))
+            flows.append(self._flow(x, log_m, shape))
         self._cache = (state, flows)
         return flows
+
+    def _flow(self, x: Array, log_m: Array, shape: Array) -> tuple[Array, Array]:
+        """(dx/dt, d shape/dt) of one slice's particles, the sources as ``quadrature`` says."""
+        return self.interaction.flow(x, log_m, shape, cells=self.quadrature == "cells")
 
     def rhs(self, state: Array, t: float) -> Tendency:
         flows = self._flows(state)
@@ -373,13 +390,13 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         start: (positions, shapes, the largest scaled error over the particles that matter)."""
         log_m, x, shape, _ = unpack(s)
         v1, s1 = k1
-        v2, s2 = self.interaction.flow(x + BS3_A[0] * dt * v1, log_m, shape + BS3_A[0] * dt * s1)
-        v3, s3 = self.interaction.flow(x + BS3_A[1] * dt * v2, log_m, shape + BS3_A[1] * dt * s2)
+        v2, s2 = self._flow(x + BS3_A[0] * dt * v1, log_m, shape + BS3_A[0] * dt * s1)
+        v3, s3 = self._flow(x + BS3_A[1] * dt * v2, log_m, shape + BS3_A[1] * dt * s2)
         b1, b2, b3 = BS3_B
         x_new = x + dt * (b1 * v1 + b2 * v2 + b3 * v3)
         x_new /= np.linalg.norm(x_new, axis=1, keepdims=True)
         shape_new = shape + dt * (b1 * s1 + b2 * s2 + b3 * s3)  # tangent to O(dt^4)
-        v4, s4 = self.interaction.flow(x_new, log_m, shape_new)
+        v4, s4 = self._flow(x_new, log_m, shape_new)
         e1, e2, e3, e4 = BS3_E
         ex = dt * np.linalg.norm(e1 * v1 + e2 * v2 + e3 * v3 + e4 * v4, axis=1)
         es = (
@@ -417,6 +434,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "recording_nlat": self.grid.nlat,
             "tolerance": self.tolerance,
             "merge": self.merge_option,
+            "quadrature": self.quadrature,
             "merge_cells_per_face_edge": self.n_fine,
             "split_length": self.s_max,
             "splits": self.splits,

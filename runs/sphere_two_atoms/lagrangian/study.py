@@ -14,10 +14,13 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
-      run one case (resumed when its file is partial, extended with a larger --t-end)
+          [--merge M] [--quadrature cells|points]
+      run one case (resumed when its file is partial, extended with a larger --t-end); merge
+      and quadrature are the scheme's options (defaults 0.3, cells)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
-      print the table of the runs present (docs/concentration.md)
-Files: cases/beta{BETA}_n{N}_tol{TOL}.nc beside this script.
+      print the table of the runs present (docs/concentration.md), one block per variant
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_points].nc beside this script (a file written
+before the option existed took its sources as points).
 """
 
 from __future__ import annotations
@@ -48,29 +51,48 @@ CASES = {
 }
 
 
-def case_path(beta: float, n: int, tol: float) -> Path:
-    return OUT / f"beta{beta:g}_n{n}_tol{tol:g}.nc"
+#: the scheme's defaults of the variant options (a file name names only the others)
+DEFAULT_MERGE = 0.3
+DEFAULT_QUADRATURE = "cells"
 
 
-def case_config(beta: float, n: int, tol: float, t_end: float) -> sd.RunConfig:
+def case_path(
+    beta: float, n: int, tol: float, merge: float = DEFAULT_MERGE, quadrature: str = "cells"
+) -> Path:
+    variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
+    variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
+    return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
+
+
+def case_config(
+    beta: float,
+    n: int,
+    tol: float,
+    t_end: float,
+    merge: float = DEFAULT_MERGE,
+    quadrature: str = "cells",
+) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
     data["discretization"] = {
         "scheme": "log_lagrangian",
         "n": int(n),
         "tolerance": float(tol),
+        "merge": float(merge),
+        "quadrature": quadrature,
         "allow_underresolved": True,
     }
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    data["output"] = {"path": str(case_path(beta, n, tol)), "figure": False}
+    path = case_path(beta, n, tol, merge, quadrature)
+    data["output"] = {"path": str(path), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
 
-def run_case(beta: float, n: int, tol: float, t_end: float) -> None:
-    path = case_path(beta, n, tol)
+def run_case(beta: float, n: int, tol: float, t_end: float, merge: float, quadrature: str) -> None:
+    path = case_path(beta, n, tol, merge, quadrature)
     OUT.mkdir(exist_ok=True)
-    resume = path.exists()
-    sd.run(case_config(beta, n, tol, t_end), output=path, resume=resume, progress=True)
+    config = case_config(beta, n, tol, t_end, merge, quadrature)
+    sd.run(config, output=path, resume=path.exists(), progress=True)
 
 
 def summarize(path: Path) -> dict:
@@ -84,6 +106,9 @@ def summarize(path: Path) -> dict:
         s["wall_s"] = float(wall) if wall is not None else math.nan  # a partial run: so far
         s["status"] = str(ds.attrs.get("run_status"))
         s["particles_max"] = int(np.nanmax(ds["n_particles"].values))
+        # files from before the option took the sources as points
+        s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")))
+        s["case"] = (float(ds.attrs["beta"]), int(ds.attrs["n"]), float(ds.attrs["tolerance"]))
     return s
 
 
@@ -94,34 +119,38 @@ def change(coarse: dict | None, fine: dict, key: str) -> str:
 
 
 def table(betas) -> str:
+    """The table of every case file of ``betas`` present, grouped by variant (merge,
+    quadrature); the changes are from the next coarser n and the next looser tolerance of the
+    same variant."""
     head = (
-        "| beta | n | tolerance | min W2 (t) | plateau from | departure | change in n "
-        "(min W2, departure) | change in tolerance (min W2, departure) | particles (max) | wall |"
+        "| beta | n | tolerance | merge, sources | min W2 (t) | plateau from | departure | "
+        "change in n (min W2, departure) | change in tolerance (min W2, departure) | "
+        "particles (max) | wall |"
     )
-    lines = [head, "|" + "---|" * 10]
-    for beta in betas:
-        ns, tols, _ = CASES[beta]
-        rows = {
-            (n, tol): summarize(case_path(beta, n, tol))
-            for n in ns
-            for tol in tols
-            if case_path(beta, n, tol).exists()
-        }
-        for (n, tol), s in sorted(rows.items()):
-            smaller_n = [m for m in ns if m < n and (m, tol) in rows]
-            looser = [u for u in tols if u > tol and (n, u) in rows]
-            cn = rows[(smaller_n[-1], tol)] if smaller_n else None
-            ct = rows[(n, min(looser))] if looser else None
-            falling = " still falling" if s["still_falling"] else ""
-            dep = s["departure_time"]
-            dep = format(dep, "g") if np.isfinite(dep) else f"not reached by {s['t_last']:g}"
-            lines.append(
-                f"| {beta:g} | {n} | {tol:g} | {s['min_w2']:.5f} ({s['t_min']:g}){falling} | "
-                f"{s['plateau_time']:g} | {dep} | "
-                f"{change(cn, s, 'min_w2')}, {change(cn, s, 'departure_time')} | "
-                f"{change(ct, s, 'min_w2')}, {change(ct, s, 'departure_time')} | "
-                f"{s['particles_max']} | {s['wall_s']:.0f} s ({s['status']}) |"
-            )
+    lines = [head, "|" + "---|" * 11]
+    rows = {}
+    for path in sorted(OUT.glob("beta*.nc")):
+        s = summarize(path)
+        if s["case"][0] in betas:
+            rows[s["case"] + s["variant"]] = s
+    for (beta, n, tol, merge, quad), s in sorted(
+        rows.items(), key=lambda r: (r[0][0], r[0][3:], r[0][1], -r[0][2])
+    ):
+        coarser = [k for k in rows if k[0] == beta and k[2:] == (tol, merge, quad) and k[1] < n]
+        looser = [k for k in rows if k[:2] == (beta, n) and k[3:] == (merge, quad) and k[2] > tol]
+        cn = rows[max(coarser)] if coarser else None
+        ct = rows[min(looser, key=lambda k: k[2])] if looser else None
+        falling = " still falling" if s["still_falling"] else ""
+        dep = s["departure_time"]
+        dep = format(dep, "g") if np.isfinite(dep) else f"not reached by {s['t_last']:g}"
+        lines.append(
+            f"| {beta:g} | {n} | {tol:g} | {merge:g}, {quad} | "
+            f"{s['min_w2']:.5f} ({s['t_min']:g}){falling} | "
+            f"{s['plateau_time']:g} | {dep} | "
+            f"{change(cn, s, 'min_w2')}, {change(cn, s, 'departure_time')} | "
+            f"{change(ct, s, 'min_w2')}, {change(ct, s, 'departure_time')} | "
+            f"{s['particles_max']} | {s['wall_s']:.0f} s ({s['status']}) |"
+        )
     return "\n".join(lines)
 
 
@@ -129,11 +158,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", nargs=3, type=float, metavar=("BETA", "N", "TOL"))
     parser.add_argument("--t-end", type=float, default=None)
+    parser.add_argument("--merge", type=float, default=DEFAULT_MERGE)
+    parser.add_argument("--quadrature", choices=("cells", "points"), default=DEFAULT_QUADRATURE)
     parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
     args = parser.parse_args()
     if args.run:
         beta, n, tol = args.run
-        run_case(beta, int(n), tol, args.t_end or CASES[beta][2])
+        t_end = args.t_end or CASES[beta][2]
+        run_case(beta, int(n), tol, t_end, args.merge, args.quadrature)
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
 
