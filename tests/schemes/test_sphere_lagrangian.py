@@ -288,9 +288,9 @@ def test_the_growth_rate_around_the_uniform_density_at_second_order(beta, ns, bo
     """sa with a general B and V = B^-T from the uniform density perturbed by kappa <a, x>
     (kappa = 1e-4): the initial growth rate of <a, x> equals the Rayleigh quotient of the
     linearized operator (``spheredens.references.linear_growth_tendency``) to second order in
-    n. Measured relative errors (the sources as cells, the default): 2.1e-5, 5.0e-6 at n = 8, 16
-    (beta = 2; as points 8.4e-6, 2.0e-6); BETA20 at n = 16, 32 (beta = 20; as points 2.1e-4,
-    5.1e-5)."""
+    n. Measured relative errors (the sources as cells, the default): 2.1e-5, 5.0e-6 at
+    n = 8, 16 (beta = 2; as points 8.4e-6, 2.0e-6); 4.0e-5, 7.2e-6 at n = 16, 32 (beta = 20;
+    as points 2.1e-4, 5.1e-5)."""
     a = np.array([0.3, -0.5, 0.8])
     mean = a / np.linalg.norm(a)
     points, weights = reference_quadrature(3)
