@@ -9,10 +9,12 @@ standing for a small cell), the softmax velocity and its tangent Jacobian at eve
 with E_x the average under the weights e^{l_j + beta <B^T x, y_j>} (one normalized sum per
 target: ``sa``). All fifteen averaged values (V y, y, V y (B y)^T) come from one pass of
 log-sum-exp sums with certified pruning (:func:`~spheredens.interaction._pruned.
-pruned_logsumexp_sums`), or, once the particles gather in tight groups, with the certified
-Taylor expansions between groups (:func:`~spheredens.interaction._clusters.
-clustered_logsumexp_sums`); either way each sum is exact to 2^-59 of itself, and masses far
-below the smallest float64 number keep their weight (the sums take l_i as they are).
+pruned_logsumexp_sums`: the blocks a row skips weigh less than :data:`PARTICLE_FRACTION` =
+1e-12 of its sum), or, once the particles gather in tight groups, with the certified Taylor
+expansions between groups (:func:`~spheredens.interaction._clusters.
+clustered_logsumexp_sums`, to 2^-59); masses far below the smallest float64 number keep their
+weight (the sums take l_i as they are). With ``cells`` each source is its parallelogram
+(:class:`CellSources`).
 
 For ``sa_zero_temperature`` the field is the fixed X_inf(x) = P_x A x / |B^T x|, A = V B^T,
 whose Jacobian is formed in closed form (:func:`zero_temperature_flow`, the ``flow`` of
@@ -34,8 +36,10 @@ from ._base import Evaluator, Layout, register_evaluator
 from ._clusters import _grid_groups, clustered_logsumexp_sums, group_width
 from ._pruned import SourceBlocks, pruned_logsumexp_sums
 
-#: the pairs a row of cell sums drops weigh together less than this fraction of its sum
-CELL_FRACTION = 1e-12
+#: the blocks (and the pairs of the cell sums) that a row skips weigh together less than this
+#: fraction of its sum: nine orders below the positions' tolerance (1e-3 by default), and half
+#: the pairs of 2^-60 at beta = 300
+PARTICLE_FRACTION = 1e-12
 
 #: the expansions between groups are used when the groups hold this many particles on average
 CLUSTERED_FROM = 16
@@ -115,7 +119,9 @@ class LogParticleSums(Evaluator):
             if len(starts) * CLUSTERED_FROM <= len(x):
                 z, n, _, _ = clustered_logsumexp_sums(q, x, log_m, values, self.beta_sigma, starts)
             else:
-                z, n, _, _ = pruned_logsumexp_sums(q, x, log_m, values)
+                z, n, _, _ = pruned_logsumexp_sums(
+                    q, x, log_m, values, fraction=PARTICLE_FRACTION
+                )
             mean = n / z[:, None]
         return self._moments(mean)
 
@@ -129,7 +135,13 @@ class LogParticleSums(Evaluator):
         cells = CellSources(x, log_m, shape, self.V, self.B)
         q = self.model.kernel.query(x)
         z, n, _, _ = pruned_logsumexp_sums(
-            q, cells.centre, log_m, cells.point_values, extra=cells.reach, kept=cells.kept_sums
+            q,
+            cells.centre,
+            log_m,
+            cells.point_values,
+            extra=cells.reach,
+            kept=cells.kept_sums,
+            fraction=PARTICLE_FRACTION,
         )
         return self._moments(n / z[:, None])
 
@@ -215,7 +227,7 @@ class CellSources:
         """(Z e^-M, N e^-M, M) over the kept blocks (the ``kept`` of
         :func:`~spheredens.interaction._pruned.pruned_logsumexp_sums`), for the values
         (V y, y, V y (B y)^T) averaged over each cell. In each chunk of rows, the pairs whose
-        weight is certified below :data:`CELL_FRACTION` / (its sources) of the row's largest
+        weight is certified below :data:`PARTICLE_FRACTION` / (its sources) of the row's largest
         point weight
         (bounded above with log sinh(h) / h <= h) are dropped before the cells' moments are
         formed: the rest is summed as sparse rows."""
@@ -229,7 +241,7 @@ class CellSources:
             g = qr @ self.centre[cols].T
             g += self.log_m[cols][None, :]
             a1, a2 = qr @ self.f1[cols].T, qr @ self.f2[cols].T
-            cut = g.max(axis=1) + math.log(CELL_FRACTION / cols.size)
+            cut = g.max(axis=1) + math.log(PARTICLE_FRACTION / cols.size)
             live = g + 0.5 * (np.abs(a1) + np.abs(a2)) >= cut[:, None]
             i, j = np.nonzero(live)
             l1, m1, s1 = cell_moments(a1[i, j])

@@ -54,6 +54,7 @@ class SourceBlocks:
         extra: Array | float = 0.0,
         *,
         starts: NDArray[np.int64] | None = None,
+        fraction: float = PRUNE_FRACTION,
     ) -> None:
         n_s = len(sources)
         self.starts = np.arange(0, n_s, block) if starts is None else np.asarray(starts)
@@ -64,7 +65,7 @@ class SourceBlocks:
         chord = np.linalg.norm(sources - self.centres[self.block], axis=1) + extra
         self.radius = np.maximum.reduceat(chord, self.starts) * (1.0 + 1e-12) + 1e-15
         self.log_size = np.log(np.diff(np.append(self.starts, n_s)).astype(float))
-        self.log_cut = math.log(PRUNE_FRACTION / len(self.starts))
+        self.log_cut = math.log(fraction / len(self.starts))
 
     def bounds(self, q: Array, q_norm: Array, sources: Array, log_a: Array) -> tuple[Array, Array]:
         """(upper (targets, blocks), lower (targets,)) of the module docstring for logits
@@ -131,6 +132,7 @@ def pruned_logsumexp_sums(
     log_lower: Array | None = None,
     extra: Array | float = 0.0,
     kept: KeptSums | None = None,
+    fraction: float = PRUNE_FRACTION,
 ) -> tuple[Array, Array, Array, float]:
     """:func:`~spheredens.interaction.logsumexp_sums` with the certified pruning of the module
     docstring, for sources that move (particles): the blocks are built from ``sources`` at each
@@ -146,11 +148,13 @@ def pruned_logsumexp_sums(
     ``extra`` (per source, or one number) widens the blocks' radii, and ``kept`` replaces the
     sums over the kept blocks (:meth:`SourceBlocks.kept_sums`, called as
     ``kept(blocks, q, keep)``): for sums whose pair logits exceed <q, y_j> + log a_j by at most
-    |q| extra_j (and never fall below it), e.g. sources that are small cells, not points."""
+    |q| extra_j (and never fall below it), e.g. sources that are small cells, not points.
+    ``fraction`` replaces :data:`PRUNE_FRACTION` as the weight all skipped blocks of a row stay
+    below."""
     n_t = len(q)
     if n_t == 0:
         return np.zeros(0), np.zeros((0, vy.shape[1])), np.zeros(0), 0.0
-    blocks = SourceBlocks(sources, source_block, extra)
+    blocks = SourceBlocks(sources, source_block, extra, fraction=fraction)
     if kept is None:
 
         def kept(b: SourceBlocks, q_rows: Array, keep: Array) -> tuple[Array, Array, Array]:

@@ -132,8 +132,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     n : int (default 16): initial particles on the n x n cubed sphere (6 n^2)
     tolerance : float (default 1e-3): error of the positions allowed in one step, radians
     merge : float (default 0.3): particles closer than merge / (beta sigma_max(B)) are merged
-    quadrature : ``"cells"`` (default) or ``"points"``: the sums integrate the kernel over
-        each source particle's parallelogram, or take its mass at its centroid
+    quadrature : ``"points"`` (default) or ``"cells"``: the sums take each source particle's
+        mass at its centroid, or integrate the kernel over its parallelogram
     interaction : ``"auto"`` (``particle_sums``)
     """
 
@@ -184,7 +184,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 what=" (particles closer than merge / (beta sigma_max(B)) are merged)",
             ),
             "quadrature": validate_choice(
-                table, "quadrature", prefix, QUADRATURES, "cells", "quadrature of the sources"
+                table, "quadrature", prefix, QUADRATURES, "points", "quadrature of the sources"
             ),
         }
 
@@ -205,7 +205,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         n: int = 16,
         tolerance: float = 1e-3,
         merge: float = DEFAULT_MERGE,
-        quadrature: str = "cells",
+        quadrature: str = "points",
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)

@@ -248,14 +248,21 @@ def test_beta_zero_velocity_is_the_mean_field_to_round_off():
     assert np.abs(scheme.rhs(state, 0.0).rate[0, 1:4].T - want).max() < 1e-14
 
 
-def _growth_rate(n: int, beta: float, mean: np.ndarray, kappa: float = 1e-4) -> float:
+def _growth_rate(
+    n: int, beta: float, mean: np.ndarray, quadrature: str = "points", kappa: float = 1e-4
+) -> float:
     times = np.linspace(0.0, 0.2, 5)
     cfg = sd.config_from_dict(
         {
             "model": steady_uniform_model(beta, GENERAL_B_3D),
             "domain": {"name": "sphere"},
             "initial": _vmf(mean.tolist(), kappa),
-            "discretization": {"scheme": "log_lagrangian", "n": n, "tolerance": 1e-8},
+            "discretization": {
+                "scheme": "log_lagrangian",
+                "n": n,
+                "tolerance": 1e-8,
+                "quadrature": quadrature,
+            },
             "time": {"t_end": float(times[-1]), "snapshots": len(times)},
         }
     )
@@ -278,25 +285,27 @@ def _growth_rate(n: int, beta: float, mean: np.ndarray, kappa: float = 1e-4) -> 
 
 
 @pytest.mark.parametrize(
-    "beta, ns, bound",
+    "beta, ns, bound, quadrature",
     [
-        (2.0, (8, 16), 5e-5),
-        pytest.param(20.0, (16, 32), 1e-4, marks=pytest.mark.slow),  # 50 s
+        (2.0, (8, 16), 5e-5, "points"),
+        (2.0, (8, 16), 5e-5, "cells"),
+        pytest.param(20.0, (16, 32), 1e-4, "points", marks=pytest.mark.slow),  # 50 s
+        pytest.param(20.0, (16, 32), 2e-5, "cells", marks=pytest.mark.slow),  # 120 s
     ],
 )
-def test_the_growth_rate_around_the_uniform_density_at_second_order(beta, ns, bound):
+def test_the_growth_rate_around_the_uniform_density_at_second_order(beta, ns, bound, quadrature):
     """sa with a general B and V = B^-T from the uniform density perturbed by kappa <a, x>
     (kappa = 1e-4): the initial growth rate of <a, x> equals the Rayleigh quotient of the
     linearized operator (``spheredens.references.linear_growth_tendency``) to second order in
-    n. Measured relative errors (the sources as cells, the default): 2.1e-5, 5.0e-6 at
-    n = 8, 16 (beta = 2; as points 8.4e-6, 2.0e-6); 4.0e-5, 7.2e-6 at n = 16, 32 (beta = 20;
-    as points 2.1e-4, 5.1e-5)."""
+    n, with the sources as points (the default) and as cells. Measured relative errors: points
+    8.4e-6, 2.0e-6 and cells 2.1e-5, 5.0e-6 at n = 8, 16 (beta = 2); points 2.1e-4, 5.1e-5 and
+    cells 4.0e-5, 7.2e-6 at n = 16, 32 (beta = 20)."""
     a = np.array([0.3, -0.5, 0.8])
     mean = a / np.linalg.norm(a)
     points, weights = reference_quadrature(3)
     f = points @ mean
     tendency = linear_growth_tendency(points, GENERAL_B_3D, mean, beta)
     want = np.sum(f * tendency * weights) / np.sum(f * f * weights)
-    errors = [abs(_growth_rate(n, beta, mean) / want - 1.0) for n in ns]
+    errors = [abs(_growth_rate(n, beta, mean, quadrature) / want - 1.0) for n in ns]
     assert errors[-1] < bound, (want, errors)
     assert math.log2(errors[0] / errors[1]) > 1.8, errors

@@ -16,10 +16,10 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
           [--merge M] [--quadrature cells|points]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
-      and quadrature are the scheme's options (defaults 0.3, cells)
+      and quadrature are the scheme's options (defaults 0.3, points)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
-Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_points].nc beside this script (a file written
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells].nc beside this script (a file written
 before the option existed took its sources as points).
 """
 
@@ -53,11 +53,11 @@ CASES = {
 
 #: the scheme's defaults of the variant options (a file name names only the others)
 DEFAULT_MERGE = 0.3
-DEFAULT_QUADRATURE = "cells"
+DEFAULT_QUADRATURE = "points"
 
 
 def case_path(
-    beta: float, n: int, tol: float, merge: float = DEFAULT_MERGE, quadrature: str = "cells"
+    beta: float, n: int, tol: float, merge: float = DEFAULT_MERGE, quadrature: str = "points"
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
@@ -70,7 +70,7 @@ def case_config(
     tol: float,
     t_end: float,
     merge: float = DEFAULT_MERGE,
-    quadrature: str = "cells",
+    quadrature: str = "points",
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
