@@ -14,7 +14,8 @@
   is a lower bound too.
 
 Usage: python benchmarks/bench_sphere_low_temperature.py [--n 16] [--tolerance 1e-3]
-       [--fv-steps 10]   (writes benchmarks/results/sphere_low_temperature.json)
+       [--merge 0.3] [--quadrature points|cells] [--fv-steps 10]
+       (writes benchmarks/results/sphere_low_temperature.json)
 """
 
 from __future__ import annotations
@@ -46,11 +47,16 @@ def config(discretization: dict, t_end: float, spacing: float = 0.5) -> sd.RunCo
     return sd.config_from_dict(data, base_dir=STUDY)
 
 
-def lagrangian_run(n: int, tolerance: float, t_end: float) -> dict:
-    cfg = config(
-        {"scheme": "log_lagrangian", "n": n, "tolerance": tolerance, "allow_underresolved": True},
-        t_end,
-    )
+def lagrangian_run(n: int, tolerance: float, t_end: float, merge: float, quadrature: str) -> dict:
+    discretization = {
+        "scheme": "log_lagrangian",
+        "n": n,
+        "tolerance": tolerance,
+        "merge": merge,
+        "quadrature": quadrature,
+        "allow_underresolved": True,
+    }
+    cfg = config(discretization, t_end)
     t0 = time.perf_counter()
     ds = sd.run(cfg, progress=False)
     wall = time.perf_counter() - t0
@@ -58,6 +64,8 @@ def lagrangian_run(n: int, tolerance: float, t_end: float) -> dict:
     return {
         "n": n,
         "tolerance": tolerance,
+        "merge": merge,
+        "quadrature": quadrature,
         "wall_s": wall,
         "t_end": float(ds["time"].values[-1]),
         "min_w2": s["min_w2"],
@@ -101,6 +109,8 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=1e-3)
     parser.add_argument("--fv-steps", type=int, default=10)
     parser.add_argument("--t-end", type=float, default=T_END)
+    parser.add_argument("--merge", type=float, default=0.3)
+    parser.add_argument("--quadrature", choices=("points", "cells"), default="points")
     args = parser.parse_args()
     fv = fv_rate(args.fv_steps)
     print(
@@ -108,11 +118,12 @@ def main() -> None:
         f"(dt {fv['dt_mean']:.3g})",
         flush=True,
     )
-    lag = lagrangian_run(args.n, args.tolerance, args.t_end)
+    lag = lagrangian_run(args.n, args.tolerance, args.t_end, args.merge, args.quadrature)
     fv_total = fv["s_per_time_unit"] * lag["t_end"]
     ratio = fv_total / lag["wall_s"]
     print(
-        f"log_lagrangian n = {args.n}, tolerance {args.tolerance:g}: {lag['wall_s']:.0f} s to "
+        f"log_lagrangian n = {args.n}, tolerance {args.tolerance:g}, merge {args.merge:g}, "
+        f"{args.quadrature}: {lag['wall_s']:.0f} s to "
         f"t = {lag['t_end']:g} (min W2 {lag['min_w2']:.5f} at {lag['t_min']:g}, departure "
         f"{lag['departure']:g}); fv to the same time >= {fv_total:.0f} s: ratio >= {ratio:.1f}"
     )
