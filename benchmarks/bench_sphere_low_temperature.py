@@ -32,6 +32,7 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.problem import Problem
 from spheredens.schemes import make_scheme
+from spheredens.schemes._sphere_lagrangian import DEFAULT_MERGE, DEFAULT_QUADRATURE
 from spheredens.simulate import Stepper
 
 STUDY = Path(__file__).resolve().parents[1] / "runs" / "sphere_two_atoms"
@@ -109,8 +110,8 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=1e-3)
     parser.add_argument("--fv-steps", type=int, default=10)
     parser.add_argument("--t-end", type=float, default=T_END)
-    parser.add_argument("--merge", type=float, default=0.3)
-    parser.add_argument("--quadrature", choices=("points", "cells"), default="points")
+    parser.add_argument("--merge", type=float, default=DEFAULT_MERGE)
+    parser.add_argument("--quadrature", choices=("points", "cells"), default=DEFAULT_QUADRATURE)
     args = parser.parse_args()
     fv = fv_rate(args.fv_steps)
     print(

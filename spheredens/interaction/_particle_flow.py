@@ -228,9 +228,8 @@ class CellSources:
         :func:`~spheredens.interaction._pruned.pruned_logsumexp_sums`), for the values
         (V y, y, V y (B y)^T) averaged over each cell. In each chunk of rows, the pairs whose
         weight is certified below :data:`PARTICLE_FRACTION` / (its sources) of the row's largest
-        point weight
-        (bounded above with log sinh(h) / h <= h) are dropped before the cells' moments are
-        formed: the rest is summed as sparse rows."""
+        point weight (bounded above with log sinh(h) / h <= h) are dropped before the cells'
+        moments are formed: the rest is summed as sparse rows."""
         n_t = len(q)
         z, n, m = np.empty(n_t), np.zeros((n_t, 15)), np.empty(n_t)
         for rows, cols in blocks.kept_chunks(keep):
@@ -253,16 +252,15 @@ class CellSources:
             w = np.exp(w - np.repeat(top, counts))
             m[rows], z[rows] = top, np.add.reduceat(w, starts)
             pattern = (j, np.r_[0, np.cumsum(counts)]), g.shape
-            c = cols
             n[rows] = (
-                _rows(w, *pattern) @ self.point_values[c]
-                + _rows(w * m1, *pattern) @ self.linear[0][c]
-                + _rows(w * m2, *pattern) @ self.linear[1][c]
+                _rows(w, *pattern) @ self.point_values[cols]
+                + _rows(w * m1, *pattern) @ self.linear[0][cols]
+                + _rows(w * m2, *pattern) @ self.linear[1][cols]
             )
             n[rows, 6:] += (
-                _rows(w * s1, *pattern) @ self.square[0][c]
-                + _rows(w * s2, *pattern) @ self.square[1][c]
-                + _rows(w * (m1 * m2), *pattern) @ self.cross[c]
+                _rows(w * s1, *pattern) @ self.square[0][cols]
+                + _rows(w * s2, *pattern) @ self.square[1][cols]
+                + _rows(w * (m1 * m2), *pattern) @ self.cross[cols]
             )
         return z, n, m
 

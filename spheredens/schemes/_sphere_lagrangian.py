@@ -69,6 +69,9 @@ QUADRATURES = {
     "points": "its mass at its centroid",
 }
 
+#: default of ``quadrature``
+DEFAULT_QUADRATURE = "points"
+
 #: default of ``merge``: particles closer than this / (beta sigma_max(B)) are merged
 DEFAULT_MERGE = 0.3
 
@@ -184,7 +187,12 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 what=" (particles closer than merge / (beta sigma_max(B)) are merged)",
             ),
             "quadrature": validate_choice(
-                table, "quadrature", prefix, QUADRATURES, "points", "quadrature of the sources"
+                table,
+                "quadrature",
+                prefix,
+                QUADRATURES,
+                DEFAULT_QUADRATURE,
+                "quadrature of the sources",
             ),
         }
 
@@ -205,7 +213,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         n: int = 16,
         tolerance: float = 1e-3,
         merge: float = DEFAULT_MERGE,
-        quadrature: str = "points",
+        quadrature: str = DEFAULT_QUADRATURE,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)

@@ -36,6 +36,9 @@ import xarray as xr
 import spheredens as sd
 from spheredens.analysis import curve_summary
 
+# the scheme's defaults of the variant options (a file name names only the others)
+from spheredens.schemes._sphere_lagrangian import DEFAULT_MERGE, DEFAULT_QUADRATURE
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cases"
 BASE = HERE.parent / "base.toml"
@@ -51,13 +54,12 @@ CASES = {
 }
 
 
-#: the scheme's defaults of the variant options (a file name names only the others)
-DEFAULT_MERGE = 0.3
-DEFAULT_QUADRATURE = "points"
-
-
 def case_path(
-    beta: float, n: int, tol: float, merge: float = DEFAULT_MERGE, quadrature: str = "points"
+    beta: float,
+    n: int,
+    tol: float,
+    merge: float = DEFAULT_MERGE,
+    quadrature: str = DEFAULT_QUADRATURE,
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
@@ -70,7 +72,7 @@ def case_config(
     tol: float,
     t_end: float,
     merge: float = DEFAULT_MERGE,
-    quadrature: str = "points",
+    quadrature: str = DEFAULT_QUADRATURE,
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
