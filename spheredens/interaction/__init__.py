@@ -12,6 +12,8 @@ class, imported below.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._types import Array
@@ -129,11 +131,13 @@ class ZeroTemperatureField(Evaluator):
         return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
 
     def flow(
-        self, x: Array, log_m: Array, shape: Array, cells: bool = False
+        self, x: Array, log_m: Array, shape: Array, cells: bool = False, rows: Any = None
     ) -> tuple[Array, Array]:
         """The field and the rate of the shapes at moving particles (``log_lagrangian``; the
-        masses ``log_m`` and the sources' quadrature ``cells`` do not enter: no sums):
-        :func:`zero_temperature_flow`."""
+        masses ``log_m`` and the sources' quadrature ``cells`` do not enter: no sums), at the
+        particles ``rows`` (default all): :func:`zero_temperature_flow`."""
+        if rows is not None:
+            x, shape = x[rows], shape[rows]
         return zero_temperature_flow(self.model, x, shape)
 
     def velocity(self, state: Array) -> Array:

@@ -28,6 +28,7 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.sparse import csr_matrix
 
 from .._types import Array
@@ -89,51 +90,61 @@ class LogParticleSums(Evaluator):
         return {"interaction_clustered_from": CLUSTERED_FROM}
 
     def flow(
-        self, x: Array, log_m: Array, shape: Array, cells: bool = False
+        self,
+        x: Array,
+        log_m: Array,
+        shape: Array,
+        cells: bool = False,
+        rows: NDArray[np.int64] | None = None,
     ) -> tuple[Array, Array]:
         """(dx/dt, d shape/dt) at the particles x (n, 3) (normalized here) with log masses
         ``log_m`` (n,) and shapes (n, 3, k): X(x) and DX(x) shape - x <X, shape> (module
         docstring). With ``cells`` (shapes (n, 3, 2)) each source is the parallelogram of its
-        shape, its mass spread evenly (:class:`CellSources`), not a point."""
+        shape, its mass spread evenly (:class:`CellSources`), not a point. With ``rows``
+        (indices) only those particles are targets (all are sources)."""
         self.evaluations += 1
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        targets, target_shape = (x, shape) if rows is None else (x[rows], shape[rows])
         if cells and self.beta_sigma > 0.0:
-            ev, cov = self._cell_averages(x, log_m, shape)
+            mean = self._cell_averages(x, log_m, shape, targets)
         else:
-            ev, cov = self._averages(x, log_m)
-        along = np.einsum("ij,ij->i", x, ev)
-        velocity = ev - along[:, None] * x
-        jac = np.einsum("nij,njk->nik", cov, shape)
-        return velocity, _shape_rate(x, velocity, along, jac, shape)
+            mean = self._averages(x, log_m, None if rows is None else targets)
+        ev, cov = self._moments(mean)
+        along = np.einsum("ij,ij->i", targets, ev)
+        velocity = ev - along[:, None] * targets
+        jac = np.einsum("nij,njk->nik", cov, target_shape)
+        return velocity, _shape_rate(targets, velocity, along, jac, target_shape)
 
-    def _averages(self, x: Array, log_m: Array) -> tuple[Array, Array]:
-        """(E_x[V y], beta Cov_x(V y, B y)) at every particle."""
+    def _averages(self, x: Array, log_m: Array, targets: Array | None) -> Array:
+        """The averages of (V y, y, V y (B y)^T) at every particle (``targets`` None) or at
+        ``targets``."""
         vy, by = x @ self.V.T, x @ self.B.T
         values = np.concatenate([vy, x, (vy[:, :, None] * by[:, None, :]).reshape(-1, 9)], 1)
+        n_t = len(x) if targets is None else len(targets)
         if self.beta_sigma == 0.0:  # beta = 0: the plain mass-weighted mean, the same at all x
             w = np.exp(log_m - log_m.max())
-            mean = np.broadcast_to(w @ values / w.sum(), values.shape)
-        else:
+            return np.broadcast_to(w @ values / w.sum(), (n_t, values.shape[1]))
+        if targets is None:
             q = self.model.kernel.query(x)  # beta B^T x: the logit is <q, y>
             starts = _grid_groups(x, group_width(self.beta_sigma))
             if len(starts) * CLUSTERED_FROM <= len(x):
                 z, n, _, _ = clustered_logsumexp_sums(q, x, log_m, values, self.beta_sigma, starts)
-            else:
-                z, n, _, _ = pruned_logsumexp_sums(
-                    q, x, log_m, values, fraction=PARTICLE_FRACTION
-                )
-            mean = n / z[:, None]
-        return self._moments(mean)
+                return n / z[:, None]
+        else:
+            q = self.model.kernel.query(targets)
+        z, n, _, _ = pruned_logsumexp_sums(q, x, log_m, values, fraction=PARTICLE_FRACTION)
+        return n / z[:, None]
 
     def _moments(self, mean: Array) -> tuple[Array, Array]:
         """(E_x[V y], beta Cov_x(V y, B y)) from the averages of (V y, y, V y (B y)^T)."""
         ev, ey, evb = mean[:, :3], mean[:, 3:6], mean[:, 6:].reshape(-1, 3, 3)
         return ev, self.beta * (evb - ev[:, :, None] * (ey @ self.B.T)[:, None, :])
 
-    def _cell_averages(self, x: Array, log_m: Array, shape: Array) -> tuple[Array, Array]:
-        """:meth:`_averages` with every source the cell of its shape (:class:`CellSources`)."""
+    def _cell_averages(self, x: Array, log_m: Array, shape: Array, targets: Array) -> Array:
+        """:meth:`_averages` at ``targets`` with every source the cell of its shape
+        (:class:`CellSources`)."""
         cells = CellSources(x, log_m, shape, self.V, self.B)
-        q = self.model.kernel.query(x)
+        q = self.model.kernel.query(targets)
         z, n, _, _ = pruned_logsumexp_sums(
             q,
             cells.centre,
@@ -143,7 +154,7 @@ class LogParticleSums(Evaluator):
             kept=cells.kept_sums,
             fraction=PARTICLE_FRACTION,
         )
-        return self._moments(n / z[:, None])
+        return n / z[:, None]
 
 
 def cell_moments(a: Array) -> tuple[Array, Array, Array]:
@@ -221,9 +232,7 @@ class CellSources:
         self.square = [outer(vf[0], bf[0]), outer(vf[1], bf[1])]
         self.cross = outer(vf[0], bf[1]) + outer(vf[1], bf[0])
 
-    def kept_sums(
-        self, blocks: SourceBlocks, q: Array, keep: Array
-    ) -> tuple[Array, Array, Array]:
+    def kept_sums(self, blocks: SourceBlocks, q: Array, keep: Array) -> tuple[Array, Array, Array]:
         """(Z e^-M, N e^-M, M) over the kept blocks (the ``kept`` of
         :func:`~spheredens.interaction._pruned.pruned_logsumexp_sums`), for the values
         (V y, y, V y (B y)^T) averaged over each cell. In each chunk of rows, the pairs whose

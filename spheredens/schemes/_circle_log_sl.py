@@ -303,13 +303,19 @@ class ErrorControlledSteps:
 
     _emptied: bool
 
-    def record_error(self, change: Array, relevant: Array, dt: float) -> None:
+    def record_error(
+        self, change: Array, relevant: Array, dt: float, sizing: float | None = None
+    ) -> None:
         """The step's error estimate: the largest ``change`` (between predictor and corrector)
         over the ``relevant`` cells; infinite when a cell that matters lost its whole preimage to
-        round-off (``_emptied``: the step is too long)."""
+        round-off (``_emptied``: the step is too long). ``sizing``, when given, is the error
+        the next step is sized by (the estimate itself by default)."""
         self._last_error = float(np.max(change, where=relevant, initial=0.0))
         if self._emptied or not np.isfinite(self._last_error):
             self._last_error = math.inf
+        self._sizing_error = self._last_error if sizing is None else max(sizing, 0.0)
+        if not np.isfinite(self._sizing_error):
+            self._sizing_error = math.inf
         self._last_dt = dt
 
     def init_step_control(self) -> None:
@@ -317,6 +323,7 @@ class ErrorControlledSteps:
         self._proposed = math.inf
         self._rejected = False
         self._last_error = 0.0
+        self._sizing_error = 0.0
         self._last_dt = 0.0
 
     def stable_dt(self, cfl: float, tendency: Tendency) -> float:
@@ -327,12 +334,12 @@ class ErrorControlledSteps:
 
     def step_ok(self, old: Array, new: Array) -> bool:
         """Accept the step when its error estimate is within ``tolerance``, and size the next."""
-        error, dt = self._last_error, self._last_dt
+        error, dt, sizing = self._last_error, self._last_dt, self._sizing_error
         growth = self.max_growth
         factor = (
             growth
-            if error == 0.0
-            else min(growth, max(0.2, 0.9 * _power(self.tolerance / error, self.error_exponent)))
+            if sizing == 0.0
+            else min(growth, max(0.2, 0.9 * _power(self.tolerance / sizing, self.error_exponent)))
         )
         if error > self.tolerance:
             self._rejected = True

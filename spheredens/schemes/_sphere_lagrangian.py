@@ -27,8 +27,11 @@ beta = 300 whatever its poles: docs/numerics.md); here the cells move with the f
 * **Time.** Bogacki-Shampine 3(2): each step's embedded error, on the positions (radians) and
   on the shapes (relative, :data:`SHAPE_TOLERANCE_FACTOR` times looser) of the particles within
   2 beta sigma_max(B) + 50 e-folds of the heaviest (those a softmax can see), must be within
-  ``tolerance``; the next step is dt (tolerance / error)^(1/3) (safety 0.9, growth between 0.2
-  and 5). Steps grow where nothing moves: no CFL number.
+  ``tolerance``. With ``multirate`` (the default) the particles a step fails for, and those
+  their first error moved too far, take sub-steps of their own over it, and the next step is
+  sized by the 95th percentile of the errors (:mod:`._particle_steps`); without, the next
+  step is dt (tolerance / error)^(1/3) of the largest (safety 0.9, growth between 0.2 and 5).
+  Steps grow where nothing moves: no CFL number.
 * **Remeshing** after every step (:mod:`._particle_remesh`): a particle stretched beyond
   1.05 times the longest initial cell is cut in two across its long axis, the masses following
   the log-linear profile fitted to its neighbours; particles closer than ``merge`` /
@@ -52,12 +55,22 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._types import Array
-from .._validate import as_float
+from .._validate import as_bool, as_float
 from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
 from ._particle_remesh import log_area, merge, split, tangent_shapes
+from ._particle_steps import (
+    COUPLING_ROUNDS,
+    MAX_REFINED,
+    Step,
+    bs3,
+    coupling_error,
+    hermite,
+    sizing_error,
+    substeps,
+)
 from ._resolution import Resolution
 
 #: the shapes' relative error per step may be this many times the positions' tolerance
@@ -89,12 +102,6 @@ ROWS = 11
 
 #: the recording mesh has this many rings per cubed-sphere cell edge n
 RINGS_PER_N = 2
-
-#: Bogacki-Shampine 3(2): stage nodes, weights of the third-order solution, and the weights of
-#: the error estimate (third minus second order) of the four stages (the last at the new point)
-BS3_A = (0.5, 0.75)
-BS3_B = (2.0 / 9.0, 1.0 / 3.0, 4.0 / 9.0)
-BS3_E = (-5.0 / 72.0, 1.0 / 12.0, 1.0 / 9.0, -1.0 / 8.0)
 
 
 class _Recording:
@@ -137,12 +144,22 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     merge : float (default 0.3): particles closer than merge / (beta sigma_max(B)) are merged
     quadrature : ``"points"`` (default) or ``"cells"``: the sums take each source particle's
         mass at its centroid, or integrate the kernel over its parallelogram
+    multirate : bool (default true): the particles a step fails for (and those they move) take
+        sub-steps of their own over it (:mod:`._particle_steps`); false: one step for all
     interaction : ``"auto"`` (``particle_sums``)
     """
 
     name = "log_lagrangian"
     domain = "sphere"
-    options = ("n", "tolerance", "merge", "quadrature", "interaction", "allow_underresolved")
+    options = (
+        "n",
+        "tolerance",
+        "merge",
+        "quadrature",
+        "multirate",
+        "interaction",
+        "allow_underresolved",
+    )
     resolution = Resolution(
         key="n",
         default=16,
@@ -194,6 +211,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 DEFAULT_QUADRATURE,
                 "quadrature of the sources",
             ),
+            "multirate": as_bool(table.get("multirate", True), f"{prefix}.multirate"),
         }
 
     @classmethod
@@ -214,6 +232,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         tolerance: float = 1e-3,
         merge: float = DEFAULT_MERGE,
         quadrature: str = DEFAULT_QUADRATURE,
+        multirate: bool = True,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -221,11 +240,14 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.tolerance = float(tolerance)
         self.merge_option = float(merge)
         self.quadrature = quadrature
+        self.multirate = bool(multirate)
         model = problem.model
         interacting = model.kind.interacting and model.beta > 0.0
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
         #: the particles the error control follows: those a softmax can see
         self.window = 2.0 * beta_sigma + 50.0 if interacting else math.inf
+        self.beta_sigma = beta_sigma
+        self.v_norm = float(np.linalg.norm(np.asarray(model.V, dtype=float), 2))
         width = self.merge_option / beta_sigma if beta_sigma > 0.0 else 0.0
         self.n_fine = (
             min(FINEST_MERGE, 1 << max(0, math.ceil(math.log2(math.pi / 2 / width))))
@@ -238,8 +260,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self._emptied = False
         self._cache: tuple[Array, list[tuple[Array, Array]]] | None = None
         self._binned_cache: tuple[Array, tuple[Array, Array]] | None = None
-        #: splits and merges so far, and the depths (e-folds below the heaviest) of the splits
+        #: splits and merges so far
         self.splits = self.merges = 0
+        #: steps with local sub-steps, the particles and the sub-steps they took
+        self.refined_steps = self.refined_particles = self.substeps = 0
 
     def layout(self) -> Layout:
         return Layout("sphere", "log_particles", _Recording(self.grid), self.grid.points)
@@ -393,45 +417,111 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self._proposed, self._rejected = dt, False
         return dt
 
-    def _bs3(self, s: Array, k1: tuple[Array, Array], dt: float) -> tuple[Array, Array, float]:
-        """One Bogacki-Shampine 3(2) step of one slice's particles from the rates ``k1`` at its
-        start: (positions, shapes, the largest scaled error over the particles that matter)."""
+    def _step(
+        self, s: Array, k1: tuple[Array, Array], dt: float
+    ) -> tuple[Array, Array, float, float]:
+        """One step of one slice's particles from the rates ``k1`` at its start (BS3, and
+        local sub-steps of those it fails for: :mod:`._particle_steps`): (positions, shapes,
+        the largest error of a relevant particle's accepted move, the error that sizes the next
+        step)."""
         log_m, x, shape, _ = unpack(s)
-        v1, s1 = k1
-        v2, s2 = self._flow(x + BS3_A[0] * dt * v1, log_m, shape + BS3_A[0] * dt * s1)
-        v3, s3 = self._flow(x + BS3_A[1] * dt * v2, log_m, shape + BS3_A[1] * dt * s2)
-        b1, b2, b3 = BS3_B
-        x_new = x + dt * (b1 * v1 + b2 * v2 + b3 * v3)
-        x_new /= np.linalg.norm(x_new, axis=1, keepdims=True)
-        shape_new = shape + dt * (b1 * s1 + b2 * s2 + b3 * s3)  # tangent to O(dt^4)
-        v4, s4 = self._flow(x_new, log_m, shape_new)
-        e1, e2, e3, e4 = BS3_E
-        ex = dt * np.linalg.norm(e1 * v1 + e2 * v2 + e3 * v3 + e4 * v4, axis=1)
-        es = (
-            dt
-            * np.linalg.norm((e1 * s1 + e2 * s2 + e3 * s3 + e4 * s4).reshape(len(x), -1), axis=1)
-            / np.linalg.norm(shape.reshape(len(x), -1), axis=1)
-        )
+        cells = self.quadrature == "cells"
+
+        def whole(xs: Array, fs: Array, t: float) -> tuple[Array, Array]:
+            return self.interaction.flow(xs, log_m, fs, cells)
+
+        step = bs3(whole, x, shape, k1, 0.0, dt, SHAPE_TOLERANCE_FACTOR)
         relevant = log_m >= log_m.max() - self.window
-        error = np.maximum(ex, es / SHAPE_TOLERANCE_FACTOR)
-        return x_new, shape_new, float(np.max(error, where=relevant, initial=0.0))
+        worst = float(np.max(step.error, where=relevant, initial=0.0))
+        if not self.multirate:
+            return step.x, step.shape, worst, worst
+        sizing = sizing_error(step.error, relevant)
+        moving = relevant & (step.error > self.tolerance)
+        for _ in range(COUPLING_ROUNDS):
+            if not moving.any():
+                return step.x, step.shape, worst, sizing
+            if moving.sum() > MAX_REFINED * len(moving):
+                break
+            rows = np.flatnonzero(moving)
+            moved = self._substeps(log_m, x, shape, k1, step, rows, relevant[rows], dt)
+            if moved is None:
+                break
+            x_new, shape_new, worst_moved, count = moved
+            late = step.error + coupling_error(
+                step, whole(x_new, shape_new, dt), dt, SHAPE_TOLERANCE_FACTOR
+            )
+            settled = relevant & ~moving
+            if not np.any(late > self.tolerance, where=settled):
+                self._refined = (len(rows), count)
+                worst = max(worst_moved, float(np.max(late, where=settled, initial=0.0)))
+                return x_new, shape_new, worst, sizing
+            moving |= settled & (late > self.tolerance)
+        return step.x, step.shape, worst, worst  # refused: the error of the single step
+
+    def _substeps(
+        self,
+        log_m: Array,
+        x: Array,
+        shape: Array,
+        k1: tuple[Array, Array],
+        step: Step,
+        rows: Array,
+        relevant: Array,
+        dt: float,
+    ) -> tuple[Array, Array, float, int] | None:
+        """Move the particles ``rows`` again over [0, dt] in sub-steps, the others on the
+        Hermite curves of their ``step`` (:mod:`._particle_steps`): (all positions, all shapes,
+        the sub-steps' largest error (over the ``relevant`` of ``rows``), their number), or
+        None when they are too many."""
+        cells = self.quadrature == "cells"
+        (v_end, rate_end), (v0, rate0) = step.rate, k1
+
+        def rate(xr: Array, fr: Array, t: float) -> tuple[Array, Array]:
+            xs = hermite(x, v0, step.x, v_end, dt, t / dt)
+            fs = hermite(shape, rate0, step.shape, rate_end, dt, t / dt)
+            xs[rows], fs[rows] = xr, fr
+            return self.interaction.flow(xs, log_m, fs, cells, rows=rows)
+
+        first = float(np.max(step.error[rows]))
+        out = substeps(
+            rate,
+            x[rows],
+            shape[rows],
+            (v0[rows], rate0[rows]),
+            dt,
+            first,
+            self.tolerance,
+            relevant,
+            SHAPE_TOLERANCE_FACTOR,
+        )
+        if out is None:
+            return None
+        x_new, shape_new = step.x.copy(), step.shape.copy()
+        x_new[rows], shape_new[rows], worst, count = out
+        return x_new, shape_new, worst, count
 
     def advance(self, state: Array, t: float, dt: float) -> Array:
-        """One BS3 step of every slice, then split and merge (module docstring); records the
-        error estimate for the step control."""
+        """One step of every slice (:meth:`_step`), then split and merge (module docstring);
+        records the error estimate for the step control."""
         self._emptied = False
-        out, worst = [], 0.0
+        out, worst, sizing = [], 0.0, 0.0
+        refined = []
         for s, k1 in zip(state, self._flows(state)):
-            x, shape, error = self._bs3(s, k1, dt)
+            self._refined = (0, 0)
+            x, shape, error, size_by = self._step(s, k1, dt)
+            refined.append(self._refined)
             shape = tangent_shapes(x, shape)
-            worst = max(worst, error)
+            worst, sizing = max(worst, error), max(sizing, size_by)
             log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], self.s_max)
             log_m, x, shape, log_point, merged = merge(log_m, x, shape, log_point, self.n_fine)
             out.append((pack(log_m, x, shape, log_point), len(depths), merged))
-        self.record_error(np.array([worst]), np.array([True]), dt)
+        self.record_error(np.array([worst]), np.array([True]), dt, sizing=sizing)
         if worst <= self.tolerance:
             self.splits += sum(o[1] for o in out)
             self.merges += sum(o[2] for o in out)
+            self.refined_steps += sum(1 for r in refined if r[0])
+            self.refined_particles += sum(r[0] for r in refined)
+            self.substeps += sum(r[1] for r in refined)
         return np.stack([o[0] for o in out])
 
     def attributes(self) -> dict[str, Any]:
@@ -447,6 +537,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "split_length": self.s_max,
             "splits": self.splits,
             "merges": self.merges,
+            "multirate": int(self.multirate),
+            "refined_steps": self.refined_steps,
+            "refined_particles": self.refined_particles,
+            "substeps": self.substeps,
             "interaction": self.interaction.name,
             "integrator": "bs3_particles",
         }
