@@ -14,7 +14,7 @@
   is a lower bound too.
 
 Usage: python benchmarks/bench_sphere_low_temperature.py [--n 16] [--tolerance 1e-3]
-       [--merge 0.3] [--quadrature points|cells] [--fv-steps 10]
+       [--merge 0.3] [--quadrature points|cells] [--single] [--fv-steps 10]
        (writes benchmarks/results/sphere_low_temperature.json)
 """
 
@@ -48,13 +48,16 @@ def config(discretization: dict, t_end: float, spacing: float = 0.5) -> sd.RunCo
     return sd.config_from_dict(data, base_dir=STUDY)
 
 
-def lagrangian_run(n: int, tolerance: float, t_end: float, merge: float, quadrature: str) -> dict:
+def lagrangian_run(
+    n: int, tolerance: float, t_end: float, merge: float, quadrature: str, multirate: bool
+) -> dict:
     discretization = {
         "scheme": "log_lagrangian",
         "n": n,
         "tolerance": tolerance,
         "merge": merge,
         "quadrature": quadrature,
+        "multirate": multirate,
         "allow_underresolved": True,
     }
     cfg = config(discretization, t_end)
@@ -67,6 +70,7 @@ def lagrangian_run(n: int, tolerance: float, t_end: float, merge: float, quadrat
         "tolerance": tolerance,
         "merge": merge,
         "quadrature": quadrature,
+        "multirate": multirate,
         "wall_s": wall,
         "t_end": float(ds["time"].values[-1]),
         "min_w2": s["min_w2"],
@@ -112,6 +116,9 @@ def main() -> None:
     parser.add_argument("--t-end", type=float, default=T_END)
     parser.add_argument("--merge", type=float, default=DEFAULT_MERGE)
     parser.add_argument("--quadrature", choices=("points", "cells"), default=DEFAULT_QUADRATURE)
+    parser.add_argument(
+        "--single", action="store_true", help="one step for all particles (multirate = false)"
+    )
     args = parser.parse_args()
     fv = fv_rate(args.fv_steps)
     print(
@@ -119,12 +126,15 @@ def main() -> None:
         f"(dt {fv['dt_mean']:.3g})",
         flush=True,
     )
-    lag = lagrangian_run(args.n, args.tolerance, args.t_end, args.merge, args.quadrature)
+    lag = lagrangian_run(
+        args.n, args.tolerance, args.t_end, args.merge, args.quadrature, not args.single
+    )
     fv_total = fv["s_per_time_unit"] * lag["t_end"]
     ratio = fv_total / lag["wall_s"]
     print(
         f"log_lagrangian n = {args.n}, tolerance {args.tolerance:g}, merge {args.merge:g}, "
-        f"{args.quadrature}: {lag['wall_s']:.0f} s to "
+        f"{args.quadrature}, {'single steps' if args.single else 'multirate'}: "
+        f"{lag['wall_s']:.0f} s to "
         f"t = {lag['t_end']:g} (min W2 {lag['min_w2']:.5f} at {lag['t_min']:g}, departure "
         f"{lag['departure']:g}); fv to the same time >= {fv_total:.0f} s: ratio >= {ratio:.1f}"
     )

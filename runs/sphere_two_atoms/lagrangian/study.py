@@ -14,13 +14,14 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
-          [--merge M] [--quadrature cells|points]
+          [--merge M] [--quadrature cells|points] [--single]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
-      and quadrature are the scheme's options (defaults 0.3, points)
+      and quadrature are the scheme's options (defaults 0.3, points), --single sets
+      multirate = false (one step for all particles)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
-Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells].nc beside this script (a file written
-before the option existed took its sources as points).
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single].nc beside this script (a
+file written before an option existed took its sources as points, one step for all).
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ def case_path(
     tol: float,
     merge: float = DEFAULT_MERGE,
     quadrature: str = DEFAULT_QUADRATURE,
+    multirate: bool = True,
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
+    variant += "" if multirate else "_single"
     return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
 
 
@@ -73,6 +76,7 @@ def case_config(
     t_end: float,
     merge: float = DEFAULT_MERGE,
     quadrature: str = DEFAULT_QUADRATURE,
+    multirate: bool = True,
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
@@ -82,18 +86,21 @@ def case_config(
         "tolerance": float(tol),
         "merge": float(merge),
         "quadrature": quadrature,
+        "multirate": bool(multirate),
         "allow_underresolved": True,
     }
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    path = case_path(beta, n, tol, merge, quadrature)
+    path = case_path(beta, n, tol, merge, quadrature, multirate)
     data["output"] = {"path": str(path), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
 
-def run_case(beta: float, n: int, tol: float, t_end: float, merge: float, quadrature: str) -> None:
-    path = case_path(beta, n, tol, merge, quadrature)
+def run_case(
+    beta: float, n: int, tol: float, t_end: float, merge: float, quadrature: str, multirate: bool
+) -> None:
+    path = case_path(beta, n, tol, merge, quadrature, multirate)
     OUT.mkdir(exist_ok=True)
-    config = case_config(beta, n, tol, t_end, merge, quadrature)
+    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate)
     sd.run(config, output=path, resume=path.exists(), progress=True)
 
 
@@ -108,8 +115,9 @@ def summarize(path: Path) -> dict:
         s["wall_s"] = float(wall) if wall is not None else math.nan  # a partial run: so far
         s["status"] = str(ds.attrs.get("run_status"))
         s["particles_max"] = int(np.nanmax(ds["n_particles"].values))
-        # files from before the option took the sources as points
-        s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")))
+        # files from before the options took the sources as points, one step for all
+        steps = "multirate" if int(ds.attrs.get("multirate", 0)) else "single"
+        s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")), steps)
         s["case"] = (float(ds.attrs["beta"]), int(ds.attrs["n"]), float(ds.attrs["tolerance"]))
     return s
 
@@ -125,7 +133,7 @@ def table(betas) -> str:
     quadrature); the changes are from the next coarser n and the next looser tolerance of the
     same variant."""
     head = (
-        "| beta | n | tolerance | merge, sources | min W2 (t) | plateau from | departure | "
+        "| beta | n | tolerance | merge, sources, steps | min W2 (t) | plateau from | departure | "
         "change in n (min W2, departure) | change in tolerance (min W2, departure) | "
         "particles (max) | wall |"
     )
@@ -135,18 +143,19 @@ def table(betas) -> str:
         s = summarize(path)
         if s["case"][0] in betas:
             rows[s["case"] + s["variant"]] = s
-    for (beta, n, tol, merge, quad), s in sorted(
+    for (beta, n, tol, merge, quad, steps), s in sorted(
         rows.items(), key=lambda r: (r[0][0], r[0][3:], r[0][1], -r[0][2])
     ):
-        coarser = [k for k in rows if k[0] == beta and k[2:] == (tol, merge, quad) and k[1] < n]
-        looser = [k for k in rows if k[:2] == (beta, n) and k[3:] == (merge, quad) and k[2] > tol]
+        variant = (merge, quad, steps)
+        coarser = [k for k in rows if k[0] == beta and k[2:] == (tol, *variant) and k[1] < n]
+        looser = [k for k in rows if k[:2] == (beta, n) and k[3:] == variant and k[2] > tol]
         cn = rows[max(coarser)] if coarser else None
         ct = rows[min(looser, key=lambda k: k[2])] if looser else None
         falling = " still falling" if s["still_falling"] else ""
         dep = s["departure_time"]
         dep = format(dep, "g") if np.isfinite(dep) else f"not reached by {s['t_last']:g}"
         lines.append(
-            f"| {beta:g} | {n} | {tol:g} | {merge:g}, {quad} | "
+            f"| {beta:g} | {n} | {tol:g} | {merge:g}, {quad}, {steps} | "
             f"{s['min_w2']:.5f} ({s['t_min']:g}){falling} | "
             f"{s['plateau_time']:g} | {dep} | "
             f"{change(cn, s, 'min_w2')}, {change(cn, s, 'departure_time')} | "
@@ -162,12 +171,15 @@ def main() -> None:
     parser.add_argument("--t-end", type=float, default=None)
     parser.add_argument("--merge", type=float, default=DEFAULT_MERGE)
     parser.add_argument("--quadrature", choices=("cells", "points"), default=DEFAULT_QUADRATURE)
+    parser.add_argument(
+        "--single", action="store_true", help="one step for all particles (multirate = false)"
+    )
     parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
     args = parser.parse_args()
     if args.run:
         beta, n, tol = args.run
         t_end = args.t_end or CASES[beta][2]
-        run_case(beta, int(n), tol, t_end, args.merge, args.quadrature)
+        run_case(beta, int(n), tol, t_end, args.merge, args.quadrature, not args.single)
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
 
