@@ -51,6 +51,17 @@ def tangent_shapes(x: Array, shape: Array) -> Array:
     return shape - x[:, :, None] * np.einsum("ni,nik->nk", x, shape)[:, None, :]
 
 
+def orthogonal_shapes(shape: Array) -> Array:
+    """The shapes (n, 3, 2) with orthogonal edges: f V for f = U S V^T (that is, U S). The flow
+    moves a shape linearly (df/dt = D f), which commutes with turning its edges by V, and what
+    the scheme reads of a shape (its area, axes and lengths: singular values and vectors) is
+    the same; but edges kept orthogonal keep the short one's relative accuracy, which nearly
+    parallel edges lose (the flow stretches one direction and contracts the other: at an
+    aspect ratio of 1e8 half the digits of the area are gone, at 1e16 all)."""
+    u, s, _ = np.linalg.svd(shape, full_matrices=False)
+    return u * s[:, None, :]
+
+
 def log_area(shape: Array) -> Array:
     """log |f1 x f2| of every shape (n, 3, 2)."""
     return np.log(np.linalg.norm(np.cross(shape[:, :, 0], shape[:, :, 1]), axis=1))

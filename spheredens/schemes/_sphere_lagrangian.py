@@ -6,13 +6,14 @@ beta = 300 whatever its poles: docs/numerics.md); here the cells move with the f
 
 * **State.** Particles, each standing for a small cell of S^2: the logarithm l of its mass, its
   centroid x (a unit vector of R^3: no coordinate pole) and its shape, two tangent vectors
-  f = (f1, f2) spanning the parallelogram it covers; its mean log density is
-  l - log |f1 x f2|. It also carries the log density lambda at its centroid, as the constant
-  c = lambda + log |f1 x f2| (along a characteristic d lambda / dt = -div X, and the area of
-  the linearized shape grows as exp(int div X)): lambda is exact between remeshings, to the
-  tolerance of the shapes. The state is an array (n_xi, 11, n_particles): rows l, x (3),
-  f (6, row by row of the 3 x 2 matrix), c; the number of particles changes from step to
-  step.
+  f = (f1, f2) spanning the parallelogram it covers (made orthogonal after every step:
+  :func:`~._particle_remesh.orthogonal_shapes`, so that a needle keeps its area); its mean
+  log density is l - log |f1 x f2|. It also carries the log density lambda at its centroid,
+  as the constant c = lambda + log |f1 x f2| (along a characteristic d lambda / dt = -div X,
+  and the area of the linearized shape grows as exp(int div X)): lambda is exact between
+  remeshings, to the tolerance of the shapes. The state is an array (n_xi, 11, n_particles):
+  rows l, x (3), f (6, row by row of the 3 x 2 matrix), c; the number of particles changes
+  from step to step.
 * **Start.** One particle per cell of the n x n equiangular cubed sphere
   (:class:`~spheredens.grids.CubedSphereCells`: 6 n^2 cells of pi / (2 n)): log mass by a
   Gauss rule in the log domain, centroid, the cell's edges as shape. A von Mises-Fisher
@@ -60,7 +61,7 @@ from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
-from ._particle_remesh import log_area, merge, split, tangent_shapes
+from ._particle_remesh import log_area, merge, orthogonal_shapes, split, tangent_shapes
 from ._particle_steps import (
     COUPLING_ROUNDS,
     MAX_REFINED,
@@ -510,7 +511,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             self._refined = (0, 0)
             x, shape, error, size_by = self._step(s, k1, dt)
             refined.append(self._refined)
-            shape = tangent_shapes(x, shape)
+            shape = orthogonal_shapes(tangent_shapes(x, shape))
             worst, sizing = max(worst, error), max(sizing, size_by)
             log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], self.s_max)
             log_m, x, shape, log_point, merged = merge(log_m, x, shape, log_point, self.n_fine)

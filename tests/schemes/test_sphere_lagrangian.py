@@ -314,3 +314,29 @@ def test_the_growth_rate_around_the_uniform_density_at_second_order(beta, ns, bo
     errors = [abs(_growth_rate(n, beta, mean, quadrature) / want - 1.0) for n in ns]
     assert errors[-1] < bound, (want, errors)
     assert math.log2(errors[0] / errors[1]) > 1.8, errors
+
+
+def test_a_particle_stretched_at_a_saddle_keeps_its_area():
+    """sa_zero_temperature with B = I and a symmetric V of eigenvalues 2, 1, 0.2 along turned
+    axes: the middle eigenvector is a saddle of X_inf, stretching at rate 1 and contracting at
+    0.8. A narrow particle there (one particle, splits off) becomes a needle of aspect ratio
+    e^(1.8 T) = 3.5e19 by T = 25; its area must still grow as e^(div X T), div X = 0.2 (edges
+    kept orthogonal after each step; nearly parallel edges lose every digit of the area beyond
+    an aspect ratio of 1e16: the run at beta = 300, n = 32 ended in a non-finite rho at t = 80.7
+    from such needles)."""
+    turn = np.linalg.qr(np.array([[1.0, 0.4, 0.2], [0.3, 1.0, -0.5], [0.1, 0.6, 1.0]]))[0]
+    V = turn @ np.diag([2.0, 1.0, 0.2]) @ turn.T
+    saddle = turn[:, 1]
+    model = {"name": "sa_zero_temperature", "K": np.eye(3).tolist(), "V": V.tolist()}
+    T = 25.0
+    scheme, cfg = _scheme(model, _vmf(saddle, 1e12), 4, 1e-8, T)
+    scheme.s_max = 1e30  # never split
+    start = scheme.initial_state()
+    state = sd.simulate(scheme, cfg.time).state
+    assert state.shape[-1] == 1
+    shape = state[0, 4:10, :].T.reshape(1, 3, 2)
+    singular = np.linalg.svd(shape, compute_uv=False)[0]
+    assert singular[0] / singular[1] > 1e19
+    grown = log_area(shape)[0] - log_area(start[0, 4:10, :].T.reshape(1, 3, 2))[0]
+    assert abs(grown - 0.2 * T) < 1e-3, grown  # measured 3.4e-4
+    assert abs(scheme.masses(state)[0] - 1.0) < 1e-12
