@@ -247,8 +247,6 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
         #: the particles the error control follows: those a softmax can see
         self.window = 2.0 * beta_sigma + 50.0 if interacting else math.inf
-        self.beta_sigma = beta_sigma
-        self.v_norm = float(np.linalg.norm(np.asarray(model.V, dtype=float), 2))
         width = self.merge_option / beta_sigma if beta_sigma > 0.0 else 0.0
         self.n_fine = (
             min(FINEST_MERGE, 1 << max(0, math.ceil(math.log2(math.pi / 2 / width))))
@@ -399,9 +397,12 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self._cache = (state, flows)
         return flows
 
-    def _flow(self, x: Array, log_m: Array, shape: Array) -> tuple[Array, Array]:
-        """(dx/dt, d shape/dt) of one slice's particles, the sources as ``quadrature`` says."""
-        return self.interaction.flow(x, log_m, shape, cells=self.quadrature == "cells")
+    def _flow(
+        self, x: Array, log_m: Array, shape: Array, rows: Array | None = None
+    ) -> tuple[Array, Array]:
+        """(dx/dt, d shape/dt) of one slice's particles (of those ``rows`` only, all being
+        sources), the sources as ``quadrature`` says."""
+        return self.interaction.flow(x, log_m, shape, self.quadrature == "cells", rows)
 
     def rhs(self, state: Array, t: float) -> Tendency:
         flows = self._flows(state)
@@ -420,27 +421,26 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
 
     def _step(
         self, s: Array, k1: tuple[Array, Array], dt: float
-    ) -> tuple[Array, Array, float, float]:
+    ) -> tuple[Array, Array, float, float, tuple[int, int]]:
         """One step of one slice's particles from the rates ``k1`` at its start (BS3, and
         local sub-steps of those it fails for: :mod:`._particle_steps`): (positions, shapes,
         the largest error of a relevant particle's accepted move, the error that sizes the next
-        step)."""
+        step, (particles that took sub-steps, sub-steps))."""
         log_m, x, shape, _ = unpack(s)
-        cells = self.quadrature == "cells"
 
         def whole(xs: Array, fs: Array, t: float) -> tuple[Array, Array]:
-            return self.interaction.flow(xs, log_m, fs, cells)
+            return self._flow(xs, log_m, fs)
 
         step = bs3(whole, x, shape, k1, 0.0, dt, SHAPE_TOLERANCE_FACTOR)
         relevant = log_m >= log_m.max() - self.window
         worst = float(np.max(step.error, where=relevant, initial=0.0))
         if not self.multirate:
-            return step.x, step.shape, worst, worst
+            return step.x, step.shape, worst, worst, (0, 0)
         sizing = sizing_error(step.error, relevant)
         moving = relevant & (step.error > self.tolerance)
         for _ in range(COUPLING_ROUNDS):
             if not moving.any():
-                return step.x, step.shape, worst, sizing
+                return step.x, step.shape, worst, sizing, (0, 0)
             if moving.sum() > MAX_REFINED * len(moving):
                 break
             rows = np.flatnonzero(moving)
@@ -453,11 +453,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             )
             settled = relevant & ~moving
             if not np.any(late > self.tolerance, where=settled):
-                self._refined = (len(rows), count)
                 worst = max(worst_moved, float(np.max(late, where=settled, initial=0.0)))
-                return x_new, shape_new, worst, sizing
+                return x_new, shape_new, worst, sizing, (len(rows), count)
             moving |= settled & (late > self.tolerance)
-        return step.x, step.shape, worst, worst  # refused: the error of the single step
+        return step.x, step.shape, worst, worst, (0, 0)  # refused: the single step's error
 
     def _substeps(
         self,
@@ -474,14 +473,13 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         Hermite curves of their ``step`` (:mod:`._particle_steps`): (all positions, all shapes,
         the sub-steps' largest error (over the ``relevant`` of ``rows``), their number), or
         None when they are too many."""
-        cells = self.quadrature == "cells"
         (v_end, rate_end), (v0, rate0) = step.rate, k1
 
         def rate(xr: Array, fr: Array, t: float) -> tuple[Array, Array]:
             xs = hermite(x, v0, step.x, v_end, dt, t / dt)
             fs = hermite(shape, rate0, step.shape, rate_end, dt, t / dt)
             xs[rows], fs[rows] = xr, fr
-            return self.interaction.flow(xs, log_m, fs, cells, rows=rows)
+            return self._flow(xs, log_m, fs, rows)
 
         first = float(np.max(step.error[rows]))
         out = substeps(
@@ -508,9 +506,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         out, worst, sizing = [], 0.0, 0.0
         refined = []
         for s, k1 in zip(state, self._flows(state)):
-            self._refined = (0, 0)
-            x, shape, error, size_by = self._step(s, k1, dt)
-            refined.append(self._refined)
+            x, shape, error, size_by, moved = self._step(s, k1, dt)
+            refined.append(moved)
             shape = orthogonal_shapes(tangent_shapes(x, shape))
             worst, sizing = max(worst, error), max(sizing, size_by)
             log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], self.s_max)
