@@ -22,7 +22,9 @@ densities down to the smallest normal numbers; nothing small is floored.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,13 +35,38 @@ from ..models import Model
 from ._base import Layout, register_evaluator
 from ._quadrature import _MAX_CACHED, DirectQuadrature, clip_norm
 
+T = TypeVar("T")
+
 #: all skipped blocks of a row together weigh less than this fraction of the row's sum
 PRUNE_FRACTION = 2.0**-60
 #: sources per block, and targets per block of rows computed together
 SOURCE_BLOCK = 16
 TARGET_BLOCK = 256
-#: rows x blocks of the bounds of :func:`pruned_logsumexp_sums` held at once (8 bytes each)
-BOUND_ENTRIES = 1 << 24
+#: rows x blocks of the bounds of :func:`pruned_logsumexp_sums` in one chunk (8 bytes each)
+BOUND_ENTRIES = 1 << 22
+
+
+def _default_threads() -> int:
+    """``SPHEREDENS_THREADS`` if set, else the CPUs this process may use."""
+    if os.environ.get("SPHEREDENS_THREADS"):
+        return max(1, int(os.environ["SPHEREDENS_THREADS"]))
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+#: threads that sum chunks of rows at once (numpy's products and exponentials release the
+#: GIL); the chunks and the sums do not depend on it: any number gives the same numbers
+THREADS = _default_threads()
+
+
+def map_chunks(work: Callable[[int], T], starts: range) -> list[T]:
+    """``[work(s) for s in starts]``, on :data:`THREADS` threads where there is more than one
+    chunk (the order of the results is that of ``starts``)."""
+    if THREADS == 1 or len(starts) < 2:
+        return [work(s) for s in starts]
+    with ThreadPoolExecutor(min(THREADS, len(starts))) as pool:
+        return list(pool.map(work, starts))
 
 
 class SourceBlocks:
@@ -69,17 +96,16 @@ class SourceBlocks:
 
     def bounds(self, q: Array, q_norm: Array, sources: Array, log_a: Array) -> tuple[Array, Array]:
         """(upper (targets, blocks), lower (targets,)) of the module docstring for logits
-        <q_f, y_j> + log a_j."""
+        <q_f, y_j> + log a_j. Each is one product of (q, |q|, 1) with a table per block (so no
+        (targets, blocks) temporaries beyond the result)."""
         block_log_a = np.maximum.reduceat(log_a, self.starts)
         # one term per block exactly, the source of largest mass: a lower bound of the row's sum
         index = np.where(log_a == block_log_a[self.block], np.arange(len(log_a)), len(log_a))
         heaviest = np.minimum.reduceat(index, self.starts)
-        lower = np.max(q @ sources[heaviest].T + log_a[heaviest][None, :], axis=1)
-        upper = (
-            q @ self.centres.T
-            + q_norm[:, None] * self.radius[None, :]
-            + (block_log_a + self.log_size)[None, :]
-        )
+        rows = np.column_stack([q, q_norm, np.ones(len(q))])
+        zero = np.zeros(len(heaviest))
+        lower = np.max(rows @ np.column_stack([sources[heaviest], zero, log_a[heaviest]]).T, axis=1)
+        upper = rows @ np.column_stack([self.centres, self.radius, block_log_a + self.log_size]).T
         return upper, lower
 
     def kept_chunks(
@@ -104,17 +130,20 @@ class SourceBlocks:
         sources of the kept blocks only (for each block of targets, the union of its rows')."""
         n_t, d = len(q), vy.shape[1]
         z, n, m = np.empty(n_t), np.empty((n_t, d)), np.empty(n_t)
+        # (q, 1) . (y, log a) is the logit; (1, V y) gives Z and N in one product
+        q_one = np.column_stack([q, np.ones(n_t)])
+        y_log_a = np.column_stack([sources, log_a])
+        one_vy = np.column_stack([np.ones(len(vy)), vy])
         for rows_i, cols in self.kept_chunks(keep, target_block):
             if cols.size == 0:  # every block below 2^-60 of a larger sum (``log_lower``)
                 z[rows_i], n[rows_i], m[rows_i] = 0.0, 0.0, -np.inf
                 continue
-            g = q[rows_i] @ sources[cols].T
-            g += log_a[cols][None, :]
+            g = q_one[rows_i] @ y_log_a[cols].T
             m[rows_i] = g.max(axis=1)
             g -= m[rows_i, None]
             np.exp(g, out=g)
-            z[rows_i] = g.sum(axis=1)
-            n[rows_i] = g @ vy[cols]
+            zn = g @ one_vy[cols]
+            z[rows_i], n[rows_i] = zn[:, 0], zn[:, 1:]
         return z, n, m
 
 
@@ -139,7 +168,8 @@ def pruned_logsumexp_sums(
     call. Sources (and targets) ordered so that consecutive ones are close make it cheap; any
     order gives the same sums (to 2^-60 of each row's). Returns (Z e^-M, N e^-M, M, the
     fraction of pairs summed). The bounds are formed for :data:`BOUND_ENTRIES` rows x blocks
-    at a time (whole blocks of :data:`TARGET_BLOCK` rows: the same sums as all at once).
+    at a time (whole blocks of :data:`TARGET_BLOCK` rows: the same sums as all at once), the
+    chunks on :data:`THREADS` threads (:func:`map_chunks`).
 
     ``log_lower`` (per row) is a lower bound of the log of a larger sum these sources are part
     of (the rest summed elsewhere): blocks are then skipped below 2^-60 of that sum, and a row
@@ -162,15 +192,18 @@ def pruned_logsumexp_sums(
 
     step = TARGET_BLOCK * max(1, BOUND_ENTRIES // (len(blocks.starts) * TARGET_BLOCK))
     q_norm = np.linalg.norm(q, axis=1)
-    parts, summed = [], 0.0
-    for start in range(0, n_t, step):
+    sizes = np.exp(blocks.log_size)
+
+    def chunk(start: int) -> tuple[tuple[Array, Array, Array], float]:
         rows = slice(start, start + step)
         upper, lower = blocks.bounds(q[rows], q_norm[rows], sources, log_a)
         if log_lower is not None:
             lower = np.maximum(lower, log_lower[rows])
         keep = upper >= lower[:, None] + blocks.log_cut
-        summed += float((keep @ np.exp(blocks.log_size)).sum())
-        parts.append(kept(blocks, q[rows], keep))
+        return kept(blocks, q[rows], keep), float(keep.sum(axis=0) @ sizes)
+
+    done = map_chunks(chunk, range(0, n_t, step))
+    parts, summed = [d[0] for d in done], sum(d[1] for d in done)
     z, n, m = (np.concatenate(p) for p in zip(*parts))
     return z, n, m, summed / (n_t * len(log_a))
 

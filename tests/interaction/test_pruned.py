@@ -95,8 +95,9 @@ def test_equals_direct_quadrature_on_a_sphere_mesh():
 
 def test_pruned_sums_in_row_chunks_equal_the_sums_at_once(monkeypatch):
     """pruned_logsumexp_sums forms its bounds BOUND_ENTRIES rows x blocks at a time (memory for
-    many moving particles): with chunks of 256 and 768 rows the sums, maxima and the kept
-    fraction equal those computed at once, bit for bit, also with log_lower."""
+    many moving particles): with chunks of 256 and 768 rows, summed on 1, 2 or 3 threads, the
+    sums, maxima and the kept fraction equal those computed at once, bit for bit, also with
+    log_lower."""
     from spheredens.interaction import _pruned, sphere_order
 
     rng = np.random.default_rng(2)
@@ -112,8 +113,9 @@ def test_pruned_sums_in_row_chunks_equal_the_sums_at_once(monkeypatch):
         _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower),
     ]
     n_blocks = -(-len(x) // _pruned.SOURCE_BLOCK)
-    for rows in (256, 768):
+    for rows, threads in ((256, 1), (256, 2), (256, 3), (768, 2)):
         monkeypatch.setattr(_pruned, "BOUND_ENTRIES", rows * n_blocks)
+        monkeypatch.setattr(_pruned, "THREADS", threads)
         parts = [
             _pruned.pruned_logsumexp_sums(q, x, log_a, vy),
             _pruned.pruned_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower),
