@@ -62,6 +62,7 @@ def stamp() -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
         "threads": os.environ.get("OMP_NUM_THREADS", "default"),
+        "spheredens_threads": os.environ.get("SPHEREDENS_THREADS", "default"),
     }
 
 

@@ -39,17 +39,23 @@ T = TypeVar("T")
 
 #: all skipped blocks of a row together weigh less than this fraction of the row's sum
 PRUNE_FRACTION = 2.0**-60
-#: sources per block, and targets per block of rows computed together
+#: sources per block, and targets per block of rows computed together (each block of rows sums
+#: the union of its rows' kept blocks: 64 rows instead of 256 sum 0.30 s instead of 0.43 s at
+#: 22 465 particles of the two atoms at beta = 300, 4.2 ms instead of 7.4 ms on a circle mesh
+#: of 4096 cells at beta = 1e4)
 SOURCE_BLOCK = 16
-TARGET_BLOCK = 256
+TARGET_BLOCK = 64
 #: rows x blocks of the bounds of :func:`pruned_logsumexp_sums` in one chunk (8 bytes each)
 BOUND_ENTRIES = 1 << 22
 
 
 def _default_threads() -> int:
-    """``SPHEREDENS_THREADS`` if set, else the CPUs this process may use."""
-    if os.environ.get("SPHEREDENS_THREADS"):
-        return max(1, int(os.environ["SPHEREDENS_THREADS"]))
+    """``SPHEREDENS_THREADS`` if set, else ``OMP_NUM_THREADS`` if set (one thread where BLAS and
+    OpenMP were told one: sweep workers, benchmarks), else the CPUs this process may use."""
+    for name in ("SPHEREDENS_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return max(1, int(value))
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)

@@ -294,7 +294,8 @@ def _stop_request() -> Iterator[_Stop]:
 
 
 #: the environment of the local cluster's worker processes, set by their nannies before they
-#: start (Dask's ``distributed.nanny.pre-spawn-environ``, replaced): one BLAS/OpenMP thread per
+#: start (Dask's ``distributed.nanny.pre-spawn-environ``, replaced): one BLAS/OpenMP thread (and
+#: one for spheredens' own particle sums, ``SPHEREDENS_THREADS``) per
 #: worker (a worker runs one case on one core), and *not* Dask's default
 #: ``MALLOC_TRIM_THRESHOLD_ = 65536`` (None: unset). Setting that variable turns off glibc's
 #: dynamic mmap threshold, so every numpy array above 128 KiB is a fresh mmap whose pages
@@ -302,6 +303,7 @@ def _stop_request() -> Iterator[_Stop]:
 #: faults and 3.5 s of system time instead of 0.9 s per 5 s of computation
 #: (benchmarks/bench_sweep.py). A value the user's environment gives still applies.
 WORKER_ENVIRON = {
+    "SPHEREDENS_THREADS": 1,
     "OMP_NUM_THREADS": 1,
     "OPENBLAS_NUM_THREADS": 1,
     "MKL_NUM_THREADS": 1,
