@@ -2,7 +2,7 @@
 ``fv`` at nlat = 512 (issue 30, acceptance 5), measured in one run, one thread.
 
 * ``log_lagrangian``: the whole run, t = 0 to ``--t-end`` (past the departure + 10), at the
-  resolution and tolerance given (default n = 16, tolerance 1e-3), wall seconds of this
+  resolution and tolerance given (default n = 32, tolerance 3e-5, merge 3), wall seconds of this
   process; its min W2 and departure time (as ``runs/sphere_two_atoms/lagrangian/study.py``
   defines them).
 * ``fv`` at nlat = 512 (the study's finest mesh, ``lowrank_points`` face velocities, log-domain
@@ -13,8 +13,8 @@
   measured 283 s per unit time at t = 17): a lower bound of the fv cost, so the ratio printed
   is a lower bound too.
 
-Usage: python benchmarks/bench_sphere_low_temperature.py [--n 16] [--tolerance 1e-3]
-       [--merge 0.3] [--quadrature points|cells] [--single] [--fv-steps 10]
+Usage: python benchmarks/bench_sphere_low_temperature.py [--n 32] [--tolerance 3e-5]
+       [--merge 3] [--t-end 110] [--quadrature points|cells] [--single] [--fv-steps 10]
        (writes benchmarks/results/sphere_low_temperature.json)
 """
 
@@ -32,11 +32,11 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.problem import Problem
 from spheredens.schemes import make_scheme
-from spheredens.schemes._sphere_lagrangian import DEFAULT_MERGE, DEFAULT_QUADRATURE
+from spheredens.schemes._sphere_lagrangian import DEFAULT_QUADRATURE
 from spheredens.simulate import Stepper
 
 STUDY = Path(__file__).resolve().parents[1] / "runs" / "sphere_two_atoms"
-BETA, T_END, FV_NLAT = 300.0, 80.0, 512
+BETA, T_END, FV_NLAT = 300.0, 110.0, 512
 
 
 def config(discretization: dict, t_end: float, spacing: float = 0.5) -> sd.RunConfig:
@@ -110,11 +110,11 @@ def fv_rate(steps: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=16)
-    parser.add_argument("--tolerance", type=float, default=1e-3)
+    parser.add_argument("--n", type=int, default=32)
+    parser.add_argument("--tolerance", type=float, default=3e-5)
     parser.add_argument("--fv-steps", type=int, default=10)
     parser.add_argument("--t-end", type=float, default=T_END)
-    parser.add_argument("--merge", type=float, default=DEFAULT_MERGE)
+    parser.add_argument("--merge", type=float, default=3.0)
     parser.add_argument("--quadrature", choices=("points", "cells"), default=DEFAULT_QUADRATURE)
     parser.add_argument(
         "--single", action="store_true", help="one step for all particles (multirate = false)"
