@@ -11,6 +11,23 @@ characteristic from w runs into the repelling fixed point r of the field (the ei
 of the smallest eigenvalue), where div X = lambda_r, so D(t) ~ lambda_r t + c for large t. The
 law then predicts t_dep ~ beta Delta / lambda_r, and at finite beta the root of D(t) = beta Delta.
 
+At finite beta the tail's weight in the cluster's softmax carries two more factors: the mass of
+the kernel's width around w and the cluster's own mass. With kappa = beta |B^T c| for the
+cluster at c = +-u (mass m, the initial mass of its hemisphere) and rho(t, .) nearly constant
+over the kernel's width 1 / sqrt(kappa) around w,
+
+    Z_tail / Z_self = rho(t, w) (4 pi sinh(kappa) / kappa) / (m e^{beta <c, B c>}),
+    log (Z_tail / Z_self) = log rho_0(x_0(t)) - D(t) + beta Delta + log(2 pi / kappa) - log m,
+
+(sinh kappa ~ e^kappa / 2), and the cluster is released when this crosses 0: D(t) = beta Delta
++ log rho_0(x_0(t)) + log(2 pi / kappa) - log m. The extra terms are a few e-folds (at
+beta = 300: log(2 pi / kappa) = -4.6, log rho_0(+-r) = -2.6, -2.2, -log m = 0.8, 0.6), worth
+about 10 time units at 1 / lambda_r = 1.6 per e-fold; they grow like log beta only, so the
+law beta Delta / lambda_r holds as beta -> infinity. (log rho(t, .) changes by about 10 per
+radian around w, 0.4 over the kernel's width at beta = 300: the Laplace factor errs by
+|grad log rho|^2 / (2 kappa) ~ 0.1 e-fold.) The cluster at -u sees the tail at -w, fed
+from -r (the field is odd, rho_0 is not), so the two clusters are released at different times.
+
 Usage: .venv/bin/python runs/sphere_two_atoms/mechanism.py   (about a second)
 """
 
@@ -24,8 +41,12 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
+from spheredens.config import load_config
+
 HERE = Path(__file__).resolve().parent
-BETAS = (100.0, 300.0, 1000.0, 3000.0, 1e4)
+BETAS = (30.0, 100.0, 300.0, 1000.0, 3000.0, 1e4)
+#: points of the Monte Carlo estimate of the hemispheres' initial masses
+MASS_POINTS = 1_000_000
 
 
 def model() -> tuple[np.ndarray, np.ndarray]:
@@ -62,17 +83,17 @@ def main() -> None:
         X, div = field_and_divergence(x, B, V)
         return np.concatenate((-X, [div]))
 
-    T = 400.0
+    T = 4000.0
     sol = solve_ivp(backward, (0.0, T), np.concatenate((w, [0.0])), method="DOP853",
                     rtol=1e-11, atol=1e-12, dense_output=True)
-    foot = sol.y[:3, -1] / np.linalg.norm(sol.y[:3, -1])
+    foot = sol.sol(400.0)[:3] / np.linalg.norm(sol.sol(400.0)[:3])
     D = lambda t: float(sol.sol(t)[3])  # noqa: E731
     print(f"eigenvalues of A: {values[::-1].round(4).tolist()}")
     print(f"u = {u.round(4).tolist()}; B^T u / |B^T u| = {w.round(4).tolist()}, "
           f"{math.degrees(math.acos(min(1.0, float(w @ u)))):.2f} degrees from u; Delta = {delta:.5f}")
     print(f"repelling point r (smallest eigenvalue of A) = {r_point.round(4).tolist()}; "
           f"div X there: lambda_r = {lambda_r:.5f}")
-    print(f"the backward characteristic from w ends, after t = {T:g}, "
+    print("the backward characteristic from w ends, after t = 400, "
           f"{math.degrees(math.acos(min(1.0, abs(float(foot @ r_point))))):.2e} degrees from +-r")
     for t in (5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 400.0):
         print(f"  t = {t:5g}: D(t) = {D(t):9.3f}, D(t) / t = {D(t) / t:.5f}, "
@@ -89,6 +110,32 @@ def main() -> None:
             root = (target - offset) / lambda_r
         print(f"  beta = {beta:7g}: beta Delta / lambda_r = {target / lambda_r:8.2f}, "
               f"D(t) = beta Delta at t = {root:8.2f}")
+
+    rho_0 = load_config(HERE / "base.toml").initial.density
+    points = np.random.default_rng(0).standard_normal((MASS_POINTS, 3))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    m_u = float(np.mean(4.0 * np.pi * rho_0(points) * (points @ u > 0)))
+    print(f"with the tail's kernel mass and the cluster's own (hemisphere masses {m_u:.4f} at u, "
+          f"{1 - m_u:.4f} at -u), the release log(Z_tail / Z_self) = 0:")
+
+    def log_ratio(t: float, beta: float, sign: float, m: float) -> float:
+        y = sol.sol(t)
+        foot = sign * y[:3] / np.linalg.norm(y[:3])
+        kappa = beta * float(np.linalg.norm(bu))
+        return (math.log(float(rho_0(foot[None])[0])) - float(y[3]) + beta * delta
+                + math.log(2.0 * math.pi / kappa) - math.log(m))
+
+    for beta in BETAS:
+        times = []
+        for sign, m in ((1.0, m_u), (-1.0, 1.0 - m_u)):
+            if log_ratio(0.0, beta, sign, m) < 0:
+                times.append("none (the tail never outweighs the cluster)")
+            elif log_ratio(T, beta, sign, m) > 0:
+                times.append(f"after t = {T:g}")
+            else:
+                t = brentq(lambda t, b=beta, s=sign, m=m: log_ratio(t, b, s, m), 0.0, T)
+                times.append(f"{t:8.2f}")
+        print(f"  beta = {beta:7g}: released at t = {times[0]} (cluster at u), {times[1]} (at -u)")
 
 if __name__ == "__main__":
     main()

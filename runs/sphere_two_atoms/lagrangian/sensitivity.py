@@ -1,0 +1,148 @@
+"""How the beta = 300 departure of the two atoms answers a perturbation of known size (issue 30).
+
+Takes a study case's file (study.py) whose checkpoint lies at the start of the plateau, copies
+it, moves every particle of the checkpoint by ``EPS`` rad in a random tangent direction (seeded;
+``--kind mass`` instead multiplies every particle's mass by exp(EPS g), g standard normal, and
+normalizes), and continues the copy to ``--t-end`` with the same configuration. Mass stays 1
+(the masses are renormalized, positions do not carry mass). The copies' table (min W2, plateau,
+departure as in study.py) tells whether the departure moves with log(1/EPS), as the time of an
+instability seeded at EPS would, or stays put.
+
+Usage:
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --run FILE EPS SEED \
+        [--kind position|mass] [--t-end T]
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --table FILE
+Files: cases/<FILE's stem>_<kind><EPS>_seed<SEED>.nc; --table lists FILE and its copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from scipy.special import logsumexp
+
+import spheredens as sd
+from spheredens.recorder import checkpoint_digest
+
+HERE = Path(__file__).resolve().parent
+STUDY = HERE / "study.py"
+SNAP = (30.0, 50.0, 66.0, 78.0)
+
+
+def _study():
+    """study.py as a module (its CASES, case_config and summarize)."""
+    spec = importlib.util.spec_from_file_location("study", STUDY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def copy_name(source: Path, kind: str, eps: float, seed: int) -> Path:
+    return source.with_name(f"{source.stem}_{kind}{eps:g}_seed{seed}.nc")
+
+
+def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
+    """The state (n_xi, 11, n) with every particle moved by eps rad (kind "position": random
+    tangent direction, shapes projected back onto the new tangent plane) or every mass times
+    exp(eps g) (kind "mass", renormalized to the slice's old total)."""
+    rng = np.random.default_rng(seed)
+    out = state.copy()
+    for s in out:
+        if kind == "position":
+            x = s[1:4].T
+            d = rng.standard_normal(x.shape)
+            d -= x * np.sum(d * x, axis=1, keepdims=True)
+            d /= np.linalg.norm(d, axis=1, keepdims=True)
+            y = np.cos(eps) * x + np.sin(eps) * d
+            y /= np.linalg.norm(y, axis=1, keepdims=True)
+            s[1:4] = y.T
+            for rows in (slice(4, 7), slice(7, 10)):  # the two shape vectors, tangent at y
+                f = s[rows].T
+                s[rows] = (f - y * np.sum(f * y, axis=1, keepdims=True)).T
+        else:
+            g = eps * rng.standard_normal(s.shape[1])
+            total = logsumexp(s[0])
+            s[0] += g
+            s[10] += g
+            shift = logsumexp(s[0]) - total
+            s[0] -= shift
+            s[10] -= shift
+    return out
+
+
+def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
+    """The perturbed copy of ``source`` (written once; an existing copy is kept as it is)."""
+    target = copy_name(source, kind, eps, seed)
+    if target.exists():
+        return target
+    with xr.open_dataset(source) as ds:
+        ds = ds.load()
+    shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
+    raw = np.asarray(ds["checkpoint_state"].values)
+    state = perturb(raw[0].reshape(shape), kind, eps, seed)
+    ds["checkpoint_state"].values[0] = state.reshape(-1)
+    ds.attrs["perturbation"] = (
+        f"{kind} {eps:g} (seed {seed}) at t = {float(ds.attrs['checkpoint_time']):g}"
+    )
+    ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
+    tmp = target.with_suffix(".tmp")
+    ds.to_netcdf(tmp)
+    shutil.move(tmp, target)
+    return target
+
+
+def continue_copy(source: Path, kind: str, eps: float, seed: int, t_end: float) -> None:
+    study = _study()
+    with xr.open_dataset(source) as ds:
+        cfg = sd.config_from_dict(tomllib.loads(ds.attrs["config"]), base_dir=HERE.parent)
+    data = cfg.to_dict()
+    data["time"]["t_end"] = float(t_end)
+    data["time"]["snapshots"] = int(round(t_end / study.SPACING)) + 1
+    target = start_copy(source, kind, eps, seed)
+    config = sd.config_from_dict(data, base_dir=HERE.parent)
+    sd.run(config, output=target, resume=True, progress=True)
+
+
+def table(source: Path) -> str:
+    study = _study()
+    rows = [
+        "| file | perturbation | min W2 (t) | plateau from | departure | W2 at t = 30, 50, 66, 78 "
+        "| wall |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in [source, *sorted(source.parent.glob(f"{source.stem}_*_seed*.nc"))]:
+        s = study.summarize(path)
+        with xr.open_dataset(path) as ds:
+            what = ds.attrs.get("perturbation", "none")
+            w2 = ds["w2_projection"]
+            at = [w2.sel(time=t).item() if t <= float(ds["time"].max()) else np.nan for t in SNAP]
+        rows.append(
+            f"| {path.name} | {what} | {s['min_w2']:.5f} ({s['t_min']:g}) | "
+            f"{s['plateau_time']:g} | {s['departure_time']:g} | "
+            f"{', '.join(f'{v:.5f}' for v in at)} | {s['wall_s']:.0f} s ({s['status']}) |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", nargs=3, metavar=("FILE", "EPS", "SEED"))
+    parser.add_argument("--kind", choices=("position", "mass"), default="position")
+    parser.add_argument("--t-end", type=float, default=110.0)
+    parser.add_argument("--table", metavar="FILE")
+    args = parser.parse_args()
+    if args.run:
+        source, eps, seed = Path(args.run[0]), float(args.run[1]), int(args.run[2])
+        continue_copy(source, args.kind, eps, seed, args.t_end)
+    if args.table:
+        print(table(Path(args.table)))
+
+
+if __name__ == "__main__":
+    main()
