@@ -67,27 +67,53 @@ def field_and_divergence(x: np.ndarray, B: np.ndarray, V: np.ndarray) -> tuple[n
     return w - (w @ x) * x, div
 
 
+class Geometry:
+    """The case's fixed points and the backward characteristic from w with its drain D(t)."""
+
+    def __init__(self, t_max: float = 4000.0) -> None:
+        B, V = model()
+        self.B, self.V = B, V
+        A = V @ B.T
+        self.values, vectors = np.linalg.eigh(0.5 * (A + A.T))
+        self.u = vectors[:, -1] * np.sign(vectors[0, -1])
+        self.r = vectors[:, 0]
+        self.bu = B.T @ self.u
+        self.w = self.bu / np.linalg.norm(self.bu)
+        self.delta = float(np.linalg.norm(self.bu) - self.bu @ self.u)
+        self.lambda_r = field_and_divergence(self.r, B, V)[1]
+
+        def backward(_s, y):
+            x = y[:3] / np.linalg.norm(y[:3])
+            X, div = field_and_divergence(x, B, V)
+            return np.concatenate((-X, [div]))
+
+        self.t_max = t_max
+        self.sol = solve_ivp(backward, (0.0, t_max), np.concatenate((self.w, [0.0])),
+                             method="DOP853", rtol=1e-11, atol=1e-12, dense_output=True)
+        self.rho_0 = load_config(HERE / "base.toml").initial.density
+        points = np.random.default_rng(0).standard_normal((MASS_POINTS, 3))
+        points /= np.linalg.norm(points, axis=1, keepdims=True)
+        #: the initial mass of the hemisphere about u (the cluster at u's mass on the plateau)
+        self.m_u = float(np.mean(4.0 * np.pi * self.rho_0(points) * (points @ self.u > 0)))
+
+    def D(self, t: float) -> float:
+        return float(self.sol.sol(t)[3])
+
+    def log_ratio(self, t: float, beta: float, sign: float) -> float:
+        """log(Z_tail / Z_self) of the cluster at sign * u (module docstring)."""
+        y = self.sol.sol(t)
+        foot = sign * y[:3] / np.linalg.norm(y[:3])
+        kappa = beta * float(np.linalg.norm(self.bu))
+        m = self.m_u if sign > 0 else 1.0 - self.m_u
+        return (math.log(float(self.rho_0(foot[None])[0])) - float(y[3]) + beta * self.delta
+                + math.log(2.0 * math.pi / kappa) - math.log(m))
+
+
 def main() -> None:
-    B, V = model()
-    A = V @ B.T
-    values, vectors = np.linalg.eigh(0.5 * (A + A.T))
-    u = vectors[:, -1] * np.sign(vectors[0, -1])
-    r_point = vectors[:, 0]
-    bu = B.T @ u
-    w = bu / np.linalg.norm(bu)
-    delta = float(np.linalg.norm(bu) - bu @ u)
-    lambda_r = field_and_divergence(r_point, B, V)[1]
-
-    def backward(_s, y):
-        x = y[:3] / np.linalg.norm(y[:3])
-        X, div = field_and_divergence(x, B, V)
-        return np.concatenate((-X, [div]))
-
-    T = 4000.0
-    sol = solve_ivp(backward, (0.0, T), np.concatenate((w, [0.0])), method="DOP853",
-                    rtol=1e-11, atol=1e-12, dense_output=True)
+    g = Geometry()
+    values, u, r_point = g.values, g.u, g.r
+    w, delta, lambda_r, sol, D, T = g.w, g.delta, g.lambda_r, g.sol, g.D, g.t_max
     foot = sol.sol(400.0)[:3] / np.linalg.norm(sol.sol(400.0)[:3])
-    D = lambda t: float(sol.sol(t)[3])  # noqa: E731
     print(f"eigenvalues of A: {values[::-1].round(4).tolist()}")
     print(f"u = {u.round(4).tolist()}; B^T u / |B^T u| = {w.round(4).tolist()}, "
           f"{math.degrees(math.acos(min(1.0, float(w @ u)))):.2f} degrees from u; Delta = {delta:.5f}")
@@ -111,29 +137,20 @@ def main() -> None:
         print(f"  beta = {beta:7g}: beta Delta / lambda_r = {target / lambda_r:8.2f}, "
               f"D(t) = beta Delta at t = {root:8.2f}")
 
-    rho_0 = load_config(HERE / "base.toml").initial.density
-    points = np.random.default_rng(0).standard_normal((MASS_POINTS, 3))
-    points /= np.linalg.norm(points, axis=1, keepdims=True)
-    m_u = float(np.mean(4.0 * np.pi * rho_0(points) * (points @ u > 0)))
+    m_u = g.m_u
     print(f"with the tail's kernel mass and the cluster's own (hemisphere masses {m_u:.4f} at u, "
           f"{1 - m_u:.4f} at -u), the release log(Z_tail / Z_self) = 0:")
-
-    def log_ratio(t: float, beta: float, sign: float, m: float) -> float:
-        y = sol.sol(t)
-        foot = sign * y[:3] / np.linalg.norm(y[:3])
-        kappa = beta * float(np.linalg.norm(bu))
-        return (math.log(float(rho_0(foot[None])[0])) - float(y[3]) + beta * delta
-                + math.log(2.0 * math.pi / kappa) - math.log(m))
+    log_ratio = g.log_ratio
 
     for beta in BETAS:
         times = []
-        for sign, m in ((1.0, m_u), (-1.0, 1.0 - m_u)):
-            if log_ratio(0.0, beta, sign, m) < 0:
+        for sign in (1.0, -1.0):
+            if log_ratio(0.0, beta, sign) < 0:
                 times.append("none (the tail never outweighs the cluster)")
-            elif log_ratio(T, beta, sign, m) > 0:
+            elif log_ratio(T, beta, sign) > 0:
                 times.append(f"after t = {T:g}")
             else:
-                t = brentq(lambda t, b=beta, s=sign, m=m: log_ratio(t, b, s, m), 0.0, T)
+                t = brentq(lambda t, b=beta, s=sign: log_ratio(t, b, s), 0.0, T)
                 times.append(f"{t:8.2f}")
         print(f"  beta = {beta:7g}: released at t = {times[0]} (cluster at u), {times[1]} (at -u)")
 

@@ -4,15 +4,55 @@ For each snapshot from t = 20 to 88 (every 4): the mass-weighted mean direction 
 each hemisphere about u (the top eigenvector of the symmetric part of A = V B^T, B = Q^T K, as
 ../mechanism.py takes it), its angles from +-u and from +-w, w = B^T u / |B^T u| (where the
 softmax at u looks, 0.337 rad from u), and the mass-weighted RMS angle about it (the spread,
-from the recording mesh's centroids).
+from the recording mesh's centroids). Then, for each cluster c (the heaviest recording cell of
+its hemisphere), log(Z_tail / Z_self) as the run has it, the log of sum_cells m e^{beta <c, B y>}
+over the cells farther than 0.1 rad from c against the same sum over those within, beside the
+mechanism's prediction (../mechanism.py, Geometry.log_ratio): the cluster is released when it
+crosses 0.
 
-Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/clusters.py cases/FILE.nc
+Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/clusters.py cases/FILE.nc [EVERY]
+(EVERY: the spacing of the rows of the second table, default 4)
 """
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from scipy.special import logsumexp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mechanism import Geometry  # noqa: E402
+
+#: the radius about a cluster's heaviest cell that counts as the cluster itself
+NEAR = 0.1
+
+
+def release(path: str, every: float = 4.0) -> None:
+    """log(Z_tail / Z_self) of each cluster in the file against the mechanism's (docstring)."""
+    g = Geometry()
+    with xr.open_dataset(path) as d:
+        beta = float(d.attrs["beta"])
+        times = d["time"].values
+        mass = d["rho"].values * d["cell_area"].values
+        centroids = d["rho_centroid_xyz"].values
+    print(f"log(Z_tail / Z_self), the file's and (in brackets) the mechanism's, beta = {beta:g}:")
+    for i, t in enumerate(times):
+        if t < 16.0 or t % every:
+            continue
+        ok = mass[i] > 0
+        y = centroids[i][ok] / np.linalg.norm(centroids[i][ok], axis=1, keepdims=True)
+        log_m = np.log(mass[i][ok])
+        out = []
+        for sign, name in ((1.0, "+u"), (-1.0, "-u")):
+            c = y[np.argmax(np.where(sign * (y @ g.u) > 0, log_m, -np.inf))]
+            near = np.arccos(np.clip(y @ c, -1.0, 1.0)) < NEAR
+            logit = beta * (y @ (g.B.T @ c)) + log_m
+            measured = logsumexp(logit[~near]) - logsumexp(logit[near])
+            off = np.degrees(np.arccos(min(1.0, float(sign * c @ g.u))))
+            out.append(f"{name}: {measured:7.2f} ({g.log_ratio(float(t), beta, sign):7.2f}), "
+                       f"{off:5.2f} deg from {name}")
+        print(f"t = {t:6.1f}  " + " | ".join(out))
 
 
 def main(path: str) -> None:
@@ -50,3 +90,4 @@ def main(path: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    release(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 4.0)

@@ -119,7 +119,11 @@ def table(source: Path) -> str:
     for path in [source, *sorted(source.parent.glob(f"{source.stem}_*_seed*.nc"))]:
         s = study.summarize(path)
         with xr.open_dataset(path) as ds:
-            what = ds.attrs.get("perturbation", "none")
+            what = "none"  # the runner keeps its own attributes: the name says it
+            if "_seed" in path.stem:
+                kind_eps, seed = path.stem[len(source.stem) + 1 :].split("_seed")
+                kind = kind_eps.rstrip("0123456789.e-+")
+                what = f"{kind} {kind_eps[len(kind):]} (seed {seed})"
             w2 = ds["w2_projection"]
             at = [w2.sel(time=t).item() if t <= float(ds["time"].max()) else np.nan for t in SNAP]
         rows.append(
