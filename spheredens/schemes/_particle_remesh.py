@@ -12,6 +12,14 @@ log masses exactly) and keep every mass positive.
   squares over the 10 nearest): the halves get the shares 1 / (1 + e^{-+gamma/2}), each child
   sits at the centroid of its half (so the first moment along the axis is kept) and has the
   half shape; its lambda is the parent's plus the fitted slope of lambda times the move.
+* :func:`look_lengths`: where a cluster looks, particles must be shorter. A particle at x looks,
+  through its softmax, towards q = beta B^T x, with the kernel's width 1 / sqrt(|q|); once the
+  mass has gathered into clusters, what holds a cluster is the sum over the tail it looks at,
+  a quadrature of a kernel that narrow, and particles longer than about that width sample it
+  badly (its weight jumps as a particle passes the kernel's peak). Around the look directions
+  of the particles that carry at least :data:`LOOK_MASS` of the mass (clusters: merged
+  particles; at most :data:`LOOK_CAPS` caps of radius :data:`LOOK_RADIUS` widths plus the
+  split length) particles are split down to :data:`LOOK_LENGTH` widths.
 * :func:`merge`: the particles in the same cell of a fine cubed sphere become one: the log
   masses are summed exactly, the position is the mass-weighted mean (projected back onto
   S^2), the area is the sum of the areas (with the heaviest member's shape, scaled), the point
@@ -21,8 +29,11 @@ log masses exactly) and keep every mass positive.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.spatial import cKDTree
+from scipy.special import logsumexp
 
 from .._types import Array
 from ..grids._cubed_sphere import cube_index
@@ -35,6 +46,19 @@ SPLIT_ROUNDS = 6
 
 #: the profile's slope across a particle is clipped to this many e-folds
 MAX_TILT = 200.0
+
+#: the particles whose look directions are followed: those with this share of the mass at least
+#: (clusters; a particle of the initial n x n cubed sphere has 1 / (6 n^2), 6.5e-4 at n = 16)
+LOOK_MASS = 1e-3
+#: at most this many look directions (the heaviest particle's first, then the next heaviest
+#: not yet covered)
+LOOK_CAPS = 16
+#: the radius of a look cap, in kernel widths 1 / sqrt(|q|) (plus the split length, so that a
+#: particle is split before it enters the part of the cap that counts: e^{-|q| theta^2 / 2}
+#: is e^-12.5 at 5 widths)
+LOOK_RADIUS = 5.0
+#: the length a particle in a look cap is split to, in kernel widths
+LOOK_LENGTH = 0.5
 
 
 def tilt_mean(c: Array) -> Array:
@@ -79,13 +103,44 @@ def _slopes(x: Array, values: Array, long: Array) -> Array:
     )
 
 
+def look_lengths(log_m: Array, x: Array, query: Any, s_max: float) -> Array:
+    """The length each particle is split to (module docstring): ``s_max``, and
+    :data:`LOOK_LENGTH` kernel widths in the caps around the look directions of the heavy
+    particles. ``query`` maps positions (k, 3) to their q = beta B^T x (k, 3)."""
+    lengths = np.full(len(log_m), float(s_max))
+    if len(log_m) == 0:
+        return lengths
+    heavy = np.flatnonzero(log_m >= logsumexp(log_m) + np.log(LOOK_MASS))
+    heavy = heavy[np.argsort(-log_m[heavy], kind="stable")]
+    q = np.asarray(query(x[heavy]), dtype=float)
+    q_norm = np.linalg.norm(q, axis=1)
+    live = q_norm > 0.0
+    q, q_norm = q[live], q_norm[live]
+    if len(q) == 0:
+        return lengths
+    look = q / q_norm[:, None]
+    width = q_norm**-0.5
+    radius = LOOK_RADIUS * width + s_max
+    open_ = np.ones(len(q), dtype=bool)  # look directions not yet inside a chosen cap
+    for _ in range(LOOK_CAPS):
+        if not open_.any():
+            break
+        k = int(np.argmax(open_))  # the heaviest not yet covered
+        inside = np.arccos(np.clip(x @ look[k], -1.0, 1.0)) <= radius[k]
+        lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * width[k])
+        open_ &= np.arccos(np.clip(look @ look[k], -1.0, 1.0)) > LOOK_RADIUS * width[k]
+    return lengths
+
+
 def split(
-    log_m: Array, x: Array, shape: Array, log_point: Array, s_max: float
+    log_m: Array, x: Array, shape: Array, log_point: Array, s_max: float | Array
 ) -> tuple[Array, Array, Array, Array, Array]:
-    """Cut every particle longer than ``s_max`` in two (module docstring), repeatedly until none
-    is. Returns (log masses, positions, shapes, log point masses, the depths below the heaviest
-    of the particles cut, in e-folds)."""
+    """Cut every particle longer than ``s_max`` (one length, or one per particle: the
+    children keep their parent's) in two (module docstring), repeatedly until none is (at most
+    :data:`SPLIT_ROUNDS` times). Returns (log masses, positions, shapes, log point masses, the
+    depths below the heaviest of the particles cut, in e-folds)."""
     depths = []
+    s_max = np.broadcast_to(np.asarray(s_max, dtype=float), np.shape(log_m))
     for _ in range(SPLIT_ROUNDS):
         u, s, vt = np.linalg.svd(shape, full_matrices=False)  # shape = u diag(s) vt
         long = s[:, 0] > s_max
@@ -129,6 +184,7 @@ def split(
             ]
         )
         log_point = np.concatenate([log_point[keep], children[0][2], children[1][2]])
+        s_max = np.concatenate([s_max[keep], s_max[long], s_max[long]])
     return log_m, x, shape, log_point, np.concatenate(depths) if depths else np.zeros(0)
 
 

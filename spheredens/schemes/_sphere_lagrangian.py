@@ -61,7 +61,14 @@ from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
 from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
-from ._particle_remesh import log_area, merge, orthogonal_shapes, split, tangent_shapes
+from ._particle_remesh import (
+    log_area,
+    look_lengths,
+    merge,
+    orthogonal_shapes,
+    split,
+    tangent_shapes,
+)
 from ._particle_steps import (
     COUPLING_ROUNDS,
     MAX_REFINED,
@@ -88,6 +95,9 @@ DEFAULT_QUADRATURE = "points"
 
 #: default of ``merge``: particles closer than this / (beta sigma_max(B)) are merged
 DEFAULT_MERGE = 0.3
+
+#: default of ``refine_look``
+DEFAULT_REFINE_LOOK = False
 
 #: a particle longer than this factor times the longest initial cell is split
 SPLIT_LENGTH = 1.05
@@ -147,6 +157,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         mass at its centroid, or integrate the kernel over its parallelogram
     multirate : bool (default true): the particles a step fails for (and those they move) take
         sub-steps of their own over it (:mod:`._particle_steps`); false: one step for all
+    refine_look : bool (default false): split the particles where the heavy mass looks down to
+        half the kernel's width (:func:`._particle_remesh.look_lengths`)
     interaction : ``"auto"`` (``particle_sums``)
     """
 
@@ -158,6 +170,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "merge",
         "quadrature",
         "multirate",
+        "refine_look",
         "interaction",
         "allow_underresolved",
     )
@@ -213,6 +226,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 "quadrature of the sources",
             ),
             "multirate": as_bool(table.get("multirate", True), f"{prefix}.multirate"),
+            "refine_look": as_bool(
+                table.get("refine_look", DEFAULT_REFINE_LOOK), f"{prefix}.refine_look"
+            ),
         }
 
     @classmethod
@@ -234,6 +250,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         merge: float = DEFAULT_MERGE,
         quadrature: str = DEFAULT_QUADRATURE,
         multirate: bool = True,
+        refine_look: bool = False,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -242,6 +259,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.merge_option = float(merge)
         self.quadrature = quadrature
         self.multirate = bool(multirate)
+        self.refine_look = bool(refine_look)
         model = problem.model
         interacting = model.kind.interacting and model.beta > 0.0
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
@@ -510,7 +528,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             refined.append(moved)
             shape = orthogonal_shapes(tangent_shapes(x, shape))
             worst, sizing = max(worst, error), max(sizing, size_by)
-            log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], self.s_max)
+            lengths = self.s_max
+            if self.refine_look and self.problem.model.kind.interacting:
+                lengths = look_lengths(s[0], x, self.problem.model.kernel.query, self.s_max)
+            log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], lengths)
             log_m, x, shape, log_point, merged = merge(log_m, x, shape, log_point, self.n_fine)
             out.append((pack(log_m, x, shape, log_point), len(depths), merged))
         self.record_error(np.array([worst]), np.array([True]), dt, sizing=sizing)
@@ -536,6 +557,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "splits": self.splits,
             "merges": self.merges,
             "multirate": int(self.multirate),
+            "refine_look": int(self.refine_look),
             "refined_steps": self.refined_steps,
             "refined_particles": self.refined_particles,
             "substeps": self.substeps,

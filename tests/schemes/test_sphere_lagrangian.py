@@ -19,7 +19,15 @@ from spheredens.grids._cubed_sphere import cube_index, cube_point, morton
 from spheredens.initial import von_mises_fisher_log_density
 from spheredens.interaction._particle_flow import cell_moments
 from spheredens.references import linear_growth_tendency, mean_field_velocity, reference_quadrature
-from spheredens.schemes._particle_remesh import log_area, merge, split, tangent_shapes
+from spheredens.schemes._particle_remesh import (
+    LOOK_LENGTH,
+    LOOK_RADIUS,
+    log_area,
+    look_lengths,
+    merge,
+    split,
+    tangent_shapes,
+)
 from spheredens.simulate import Observer
 from spheredens.verify import GENERAL_B_3D, steady_uniform_model
 
@@ -103,6 +111,48 @@ def test_split_keeps_the_mass_and_follows_the_log_linear_profile() -> None:
     # linear in R^3 here, so the fit is exact up to the children's step off the sphere
     lam = new_point - log_area(new_shape)
     assert np.abs(lam - 30.0 * new_x[:, 0]).max() < 0.05
+
+
+def test_the_particles_where_a_cluster_looks_are_split_to_half_the_kernel_width() -> None:
+    """One particle at c (a cluster) and a tail on the n = 16 cubed sphere (none of its
+    particles 1e-3 of the mass): the
+    particles within LOOK_RADIUS widths + s_max of B^T c / |B^T c| get LOOK_LENGTH widths, the
+    others s_max; without a particle of 1e-3 of the mass, every one s_max. Split with those
+    lengths, none is longer than its own, the mass is kept to round-off, and the tail in the
+    cap is sampled 4 times finer than the kernel's width."""
+    beta = 300.0
+    B = np.array([[1.75, 0.866026, 0.4], [0.433013, 2.5, 0.2], [0.2, 0.2, 2.0]])
+    log_m, x, shape = CubedSphereCells(16).log_moments(lambda p: -5.0 * p[:, 2])
+    c = np.array([0.8483, 0.4867, 0.2084])
+    log_m -= logsumexp(log_m)
+    tail = 0.5e-3 / float(np.exp(log_m.max()))  # its heaviest particle 5e-4 of the mass
+    log_m = np.r_[log_m + math.log(tail), math.log(1.0 - tail)]
+    x = np.vstack([x, c])
+    shape = np.concatenate([shape, 1e-4 * shape[:1]])
+
+    def query(points):
+        return beta * points @ B
+
+    s_max = 1.05 * float(np.linalg.svd(shape[:-1], compute_uv=False)[:, 0].max())
+    lengths = look_lengths(log_m, x, query, s_max)
+    q = beta * B.T @ c
+    width = float(np.linalg.norm(q)) ** -0.5
+    angle = np.arccos(np.clip(x @ (q / np.linalg.norm(q)), -1.0, 1.0))
+    inside = angle <= LOOK_RADIUS * width + s_max
+    assert 20 < inside.sum() < 200
+    assert np.all(lengths[inside] == LOOK_LENGTH * width)
+    assert np.all(lengths[~inside] == s_max)
+    even = np.full(len(x) - 1, -math.log(len(x) - 1))  # each particle 6.5e-4 of the mass
+    assert np.all(look_lengths(even, x[:-1], query, s_max) == s_max)
+    point = log_m + 0.0
+    new_m, new_x, new_shape, _, _ = split(log_m, x, shape, point, lengths)
+    new_m, new_x, new_shape, _, _ = split(new_m, new_x, new_shape, new_m + 0.0, s_max)
+    assert abs(logsumexp(new_m) - logsumexp(log_m)) < 1e-13
+    longest = np.linalg.svd(new_shape, compute_uv=False)[:, 0]
+    near = np.arccos(np.clip(new_x @ (q / np.linalg.norm(q)), -1.0, 1.0)) < 2.0 * width
+    assert near.sum() >= 16
+    assert longest[near].max() <= LOOK_LENGTH * width * (1 + 1e-12)
+    assert longest.max() <= s_max * (1 + 1e-12)
 
 
 def test_merge_sums_the_masses_exactly_and_keeps_the_mean() -> None:

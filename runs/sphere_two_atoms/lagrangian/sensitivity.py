@@ -12,7 +12,8 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --run FILE EPS SEED \
         [--kind position|mass] [--t-end T]
   .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --table FILE
-Files: cases/<FILE's stem>_<kind><EPS>_seed<SEED>.nc; --table lists FILE and its copies.
+Files: cases/sensitivity/<FILE's stem>_<kind><EPS>_seed<SEED>.nc; --table lists FILE and its
+copies. FILE may be a copy of a running case's file (its checkpoint is where the copy starts).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from spheredens.recorder import checkpoint_digest
 HERE = Path(__file__).resolve().parent
 STUDY = HERE / "study.py"
 SNAP = (30.0, 50.0, 66.0, 78.0)
+COPIES = HERE / "cases" / "sensitivity"
 
 
 def _study():
@@ -44,7 +46,9 @@ def _study():
 
 
 def copy_name(source: Path, kind: str, eps: float, seed: int) -> Path:
-    return source.with_name(f"{source.stem}_{kind}{eps:g}_seed{seed}.nc")
+    """cases/sensitivity/<source's stem>_<kind><eps>_seed<seed>.nc (not among the study's own
+    cases, whose table takes one file per case)."""
+    return COPIES / f"{source.stem}_{kind}{eps:g}_seed{seed}.nc"
 
 
 def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
@@ -79,6 +83,7 @@ def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
 def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
     """The perturbed copy of ``source`` (written once; an existing copy is kept as it is)."""
     target = copy_name(source, kind, eps, seed)
+    target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         return target
     with xr.open_dataset(source) as ds:
@@ -116,7 +121,7 @@ def table(source: Path) -> str:
         "| wall |",
         "|---|---|---|---|---|---|---|",
     ]
-    for path in [source, *sorted(source.parent.glob(f"{source.stem}_*_seed*.nc"))]:
+    for path in [source, *sorted(COPIES.glob(f"{source.stem}_*_seed*.nc"))]:
         s = study.summarize(path)
         with xr.open_dataset(path) as ds:
             what = "none"  # the runner keeps its own attributes: the name says it

@@ -14,13 +14,13 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
-          [--merge M] [--quadrature cells|points] [--single]
+          [--merge M] [--quadrature cells|points] [--single] [--look]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
       and quadrature are the scheme's options (defaults 0.3, points), --single sets
-      multirate = false (one step for all particles)
+      multirate = false (one step for all particles), --look sets refine_look = true
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
-Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single].nc beside this script (a
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_look].nc beside this script (a
 file written before an option existed took its sources as points, one step for all).
 """
 
@@ -38,7 +38,11 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 
 # the scheme's defaults of the variant options (a file name names only the others)
-from spheredens.schemes._sphere_lagrangian import DEFAULT_MERGE, DEFAULT_QUADRATURE
+from spheredens.schemes._sphere_lagrangian import (
+    DEFAULT_MERGE,
+    DEFAULT_QUADRATURE,
+    DEFAULT_REFINE_LOOK,
+)
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cases"
@@ -64,10 +68,13 @@ def case_path(
     merge: float = DEFAULT_MERGE,
     quadrature: str = DEFAULT_QUADRATURE,
     multirate: bool = True,
+    look: bool = DEFAULT_REFINE_LOOK,
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
     variant += "" if multirate else "_single"
+    variant += "_look" if look != DEFAULT_REFINE_LOOK and look else ""
+    variant += "_nolook" if look != DEFAULT_REFINE_LOOK and not look else ""
     return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
 
 
@@ -79,6 +86,7 @@ def case_config(
     merge: float = DEFAULT_MERGE,
     quadrature: str = DEFAULT_QUADRATURE,
     multirate: bool = True,
+    look: bool = DEFAULT_REFINE_LOOK,
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
@@ -89,20 +97,28 @@ def case_config(
         "merge": float(merge),
         "quadrature": quadrature,
         "multirate": bool(multirate),
+        "refine_look": bool(look),
         "allow_underresolved": True,
     }
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    path = case_path(beta, n, tol, merge, quadrature, multirate)
+    path = case_path(beta, n, tol, merge, quadrature, multirate, look)
     data["output"] = {"path": str(path), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
 
 def run_case(
-    beta: float, n: int, tol: float, t_end: float, merge: float, quadrature: str, multirate: bool
+    beta: float,
+    n: int,
+    tol: float,
+    t_end: float,
+    merge: float,
+    quadrature: str,
+    multirate: bool,
+    look: bool = DEFAULT_REFINE_LOOK,
 ) -> None:
-    path = case_path(beta, n, tol, merge, quadrature, multirate)
+    path = case_path(beta, n, tol, merge, quadrature, multirate, look)
     OUT.mkdir(exist_ok=True)
-    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate)
+    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look)
     sd.run(config, output=path, resume=path.exists(), progress=True)
 
 
@@ -119,6 +135,7 @@ def summarize(path: Path) -> dict:
         s["particles_max"] = int(np.nanmax(ds["n_particles"].values))
         # files from before the options took the sources as points, one step for all
         steps = "multirate" if int(ds.attrs.get("multirate", 0)) else "single"
+        steps += ", look" if int(ds.attrs.get("refine_look", 0)) else ""
         s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")), steps)
         s["case"] = (float(ds.attrs["beta"]), int(ds.attrs["n"]), float(ds.attrs["tolerance"]))
     return s
@@ -176,12 +193,17 @@ def main() -> None:
     parser.add_argument(
         "--single", action="store_true", help="one step for all particles (multirate = false)"
     )
+    parser.add_argument(
+        "--look", action="store_true", help="refine where the heavy mass looks (refine_look)"
+    )
     parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
     args = parser.parse_args()
     if args.run:
         beta, n, tol = args.run
         t_end = args.t_end or CASES[beta][2]
-        run_case(beta, int(n), tol, t_end, args.merge, args.quadrature, not args.single)
+        run_case(
+            beta, int(n), tol, t_end, args.merge, args.quadrature, not args.single, args.look
+        )
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
 
