@@ -250,7 +250,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         merge: float = DEFAULT_MERGE,
         quadrature: str = DEFAULT_QUADRATURE,
         multirate: bool = True,
-        refine_look: bool = False,
+        refine_look: bool = DEFAULT_REFINE_LOOK,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)

@@ -35,6 +35,8 @@ HERE = Path(__file__).resolve().parent
 STUDY = HERE / "study.py"
 SNAP = (30.0, 50.0, 66.0, 78.0)
 COPIES = HERE / "cases" / "sensitivity"
+#: the perturbations (``--kind``)
+KINDS = ("position", "mass")
 
 
 def _study():
@@ -91,10 +93,7 @@ def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
     shape = tuple(int(v) for v in str(ds.attrs["checkpoint_shape"]).split(","))
     raw = np.asarray(ds["checkpoint_state"].values)
     state = perturb(raw[0].reshape(shape), kind, eps, seed)
-    ds["checkpoint_state"].values[0] = state.reshape(-1)
-    ds.attrs["perturbation"] = (
-        f"{kind} {eps:g} (seed {seed}) at t = {float(ds.attrs['checkpoint_time']):g}"
-    )
+    ds["checkpoint_state"].values[0] = state.reshape(-1)  # the file's name says how
     ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
     tmp = target.with_suffix(".tmp")
     ds.to_netcdf(tmp)
@@ -121,7 +120,8 @@ def table(source: Path) -> str:
         "| wall |",
         "|---|---|---|---|---|---|---|",
     ]
-    for path in [source, *sorted(COPIES.glob(f"{source.stem}_*_seed*.nc"))]:
+    copies = sorted(p for k in KINDS for p in COPIES.glob(f"{source.stem}_{k}*_seed*.nc"))
+    for path in [source, *copies]:
         s = study.summarize(path)
         with xr.open_dataset(path) as ds:
             what = "none"  # the runner keeps its own attributes: the name says it
@@ -131,10 +131,10 @@ def table(source: Path) -> str:
                 what = f"{kind} {kind_eps[len(kind):]} (seed {seed})"
             w2 = ds["w2_projection"]
             at = [w2.sel(time=t).item() if t <= float(ds["time"].max()) else np.nan for t in SNAP]
+        snapshots = ", ".join(f"{v:.5f}" for v in at)
         rows.append(
-            f"| {path.name} | {what} | {s['min_w2']:.5f} ({s['t_min']:g}) | "
-            f"{s['plateau_time']:g} | {s['departure_time']:g} | "
-            f"{', '.join(f'{v:.5f}' for v in at)} | {s['wall_s']:.0f} s ({s['status']}) |"
+            f"| {path.name} | {what} | {study.curve_cells(s)} | {snapshots} | "
+            f"{study.wall_cell(s)} |"
         )
     return "\n".join(rows)
 
@@ -142,7 +142,7 @@ def table(source: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", nargs=3, metavar=("FILE", "EPS", "SEED"))
-    parser.add_argument("--kind", choices=("position", "mass"), default="position")
+    parser.add_argument("--kind", choices=KINDS, default="position")
     parser.add_argument("--t-end", type=float, default=110.0)
     parser.add_argument("--table", metavar="FILE")
     args = parser.parse_args()

@@ -73,8 +73,7 @@ def case_path(
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
     variant += "" if multirate else "_single"
-    variant += "_look" if look != DEFAULT_REFINE_LOOK and look else ""
-    variant += "_nolook" if look != DEFAULT_REFINE_LOOK and not look else ""
+    variant += "" if look == DEFAULT_REFINE_LOOK else ("_look" if look else "_nolook")
     return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
 
 
@@ -170,18 +169,26 @@ def table(betas) -> str:
         looser = [k for k in rows if k[:2] == (beta, n) and k[3:] == variant and k[2] > tol]
         cn = rows[max(coarser)] if coarser else None
         ct = rows[min(looser, key=lambda k: k[2])] if looser else None
-        falling = " still falling" if s["still_falling"] else ""
-        dep = s["departure_time"]
-        dep = format(dep, "g") if np.isfinite(dep) else f"not reached by {s['t_last']:g}"
         lines.append(
-            f"| {beta:g} | {n} | {tol:g} | {merge:g}, {quad}, {steps} | "
-            f"{s['min_w2']:.5f} ({s['t_min']:g}){falling} | "
-            f"{s['plateau_time']:g} | {dep} | "
+            f"| {beta:g} | {n} | {tol:g} | {merge:g}, {quad}, {steps} | {curve_cells(s)} | "
             f"{change(cn, s, 'min_w2')}, {change(cn, s, 'departure_time')} | "
             f"{change(ct, s, 'min_w2')}, {change(ct, s, 'departure_time')} | "
-            f"{s['particles_max']} | {s['wall_s']:.0f} s ({s['status']}) |"
+            f"{s['particles_max']} | {wall_cell(s)} |"
         )
     return "\n".join(lines)
+
+
+def curve_cells(s: dict) -> str:
+    """The table cells "min W2 (t) | plateau from | departure" of a :func:`summarize` result."""
+    falling = " still falling" if s["still_falling"] else ""
+    dep = s["departure_time"]
+    dep = format(dep, "g") if np.isfinite(dep) else f"not reached by {s['t_last']:g}"
+    return f"{s['min_w2']:.5f} ({s['t_min']:g}){falling} | {s['plateau_time']:g} | {dep}"
+
+
+def wall_cell(s: dict) -> str:
+    """The wall time cell of a :func:`summarize` result (so far, for a partial run)."""
+    return f"{s['wall_s']:.0f} s ({s['status']})"
 
 
 def main() -> None:
