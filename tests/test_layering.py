@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("transport",),
     ("interaction._base",),
     ("interaction._quadrature", "interaction._zonal"),
-    ("interaction._pruned",),
+    ("interaction._pruned", "interaction._interpolant"),
     ("interaction._clusters",),
     ("interaction._particle_flow",),
     ("interaction._fourier", "interaction._funk_hecke"),

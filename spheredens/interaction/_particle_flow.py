@@ -35,6 +35,7 @@ from .._types import Array
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._clusters import _grid_groups, clustered_logsumexp_sums, group_width
+from ._interpolant import interpolant_sources
 from ._pruned import SourceBlocks, pruned_logsumexp_sums
 
 #: the blocks (and the pairs of the cell sums) that a row skips weigh together less than this
@@ -44,6 +45,12 @@ PARTICLE_FRACTION = 1e-12
 
 #: the expansions between groups are used when the groups hold this many particles on average
 CLUSTERED_FROM = 16
+
+#: the ``interpolant`` sources are spaced this many kernel widths (beta sigma_max(B))^(-1/2)
+INTERPOLANT_SPACING = 1.0
+
+#: how the sums see the sources (``quadrature`` of :meth:`LogParticleSums.flow`)
+SOURCE_QUADRATURES = ("points", "cells", "interpolant")
 
 
 def _shape_rate(x: Array, velocity: Array, along: Array, jac: Array, shape: Array) -> Array:
@@ -94,19 +101,29 @@ class LogParticleSums(Evaluator):
         x: Array,
         log_m: Array,
         shape: Array,
-        cells: bool = False,
+        quadrature: str = "points",
         rows: NDArray[np.int64] | None = None,
     ) -> tuple[Array, Array]:
         """(dx/dt, d shape/dt) at the particles x (n, 3) (normalized here) with log masses
         ``log_m`` (n,) and shapes (n, 3, k): X(x) and DX(x) shape - x <X, shape> (module
-        docstring). With ``cells`` (shapes (n, 3, 2)) each source is the parallelogram of its
-        shape, its mass spread evenly (:class:`CellSources`), not a point. With ``rows``
+        docstring). ``quadrature`` says what the sums take as sources: ``"points"`` each
+        particle's mass at its centroid; ``"cells"`` (shapes (n, 3, 2)) the parallelogram of its
+        shape, its mass spread evenly (:class:`CellSources`); ``"interpolant"`` the piecewise
+        log-linear interpolant of the particles' densities on their Delaunay triangulation,
+        sampled :data:`INTERPOLANT_SPACING` kernel widths apart
+        (:func:`~spheredens.interaction._interpolant.interpolant_sources`). With ``rows``
         (indices) only those particles are targets (all are sources)."""
+        if quadrature not in SOURCE_QUADRATURES:
+            raise ValueError(f"quadrature {quadrature!r}: expected one of {SOURCE_QUADRATURES}")
         self.evaluations += 1
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
         targets, target_shape = (x, shape) if rows is None else (x[rows], shape[rows])
-        if cells and self.beta_sigma > 0.0:
+        if quadrature == "cells" and self.beta_sigma > 0.0:
             mean = self._cell_averages(x, log_m, shape, targets)
+        elif quadrature == "interpolant" and self.beta_sigma > 0.0:
+            spacing = INTERPOLANT_SPACING / math.sqrt(self.beta_sigma)
+            points, log_a = interpolant_sources(x, log_m, spacing)
+            mean = self._averages(points, log_a, targets)
         else:
             mean = self._averages(x, log_m, None if rows is None else targets)
         ev, cov = self._moments(mean)

@@ -88,6 +88,10 @@ SHAPE_TOLERANCE_FACTOR = 100.0
 QUADRATURES = {
     "cells": "its mass spread evenly over its parallelogram (the kernel integrated over it)",
     "points": "its mass at its centroid",
+    "interpolant": (
+        "the piecewise log-linear interpolant of the particles' densities on their Delaunay "
+        "triangulation, sampled a kernel width apart (the tail's own sums at low temperature)"
+    ),
 }
 
 #: default of ``quadrature``
@@ -420,7 +424,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     ) -> tuple[Array, Array]:
         """(dx/dt, d shape/dt) of one slice's particles (of those ``rows`` only, all being
         sources), the sources as ``quadrature`` says."""
-        return self.interaction.flow(x, log_m, shape, self.quadrature == "cells", rows)
+        return self.interaction.flow(x, log_m, shape, self.quadrature, rows)
 
     def rhs(self, state: Array, t: float) -> Tendency:
         flows = self._flows(state)

@@ -224,8 +224,8 @@ def test_cell_sums_beat_point_sums_against_the_exact_tilted_von_mises_fisher(bet
         ey = ((1.0 / np.tanh(r) - 1.0 / r) * k / r) @ V.T
         exact = ey - np.sum(ey * x[heavy], axis=1, keepdims=True) * x[heavy]
         errors = [
-            np.abs(interaction.flow(x, log_m, shape, cells=cells)[0][heavy] - exact).max()
-            for cells in (True, False)
+            np.abs(interaction.flow(x, log_m, shape, quadrature)[0][heavy] - exact).max()
+            for quadrature in ("cells", "points")
         ]
         assert errors[0] < bound, errors
         assert errors[0] < errors[1] / (3.5 if n == 16 else 1.8), errors

@@ -1,0 +1,135 @@
+"""The piecewise log-linear interpolant of log-mass particles on S^2, sampled finer than the
+kernel: the sources of ``log_lagrangian``'s ``interpolant`` quadrature.
+
+Why. Once the mass has gathered, the softmax at a particle x of the tail averages the tail's
+own density over the kernel's width 1 / sqrt(beta |B^T x|) around its look direction (0.033 to
+0.05 rad at beta = 300), and the particles there are further apart than that (0.06 rad at
+n = 32). A sum over irregular points that sparse is a quadrature with O(1) errors: the average
+jumps from one particle to the next as x moves, and the velocity's divergence, which drains
+the tail that decides when a cluster is released, comes out near 0 where it is 0.6
+(docs/numerics.md, "The tail's own quadrature"). The density between the particles has to be
+reconstructed, and the kernel integrated against the reconstruction.
+
+The reconstruction, for particles x_j (unit vectors) with log masses l_j:
+
+1. the Delaunay triangulation of S^2 by the particles: the convex hull of the unit vectors
+   (qhull, :class:`scipy.spatial.ConvexHull`); each flat triangle T stands for its radial
+   projection;
+2. the log density at each vertex, lambda_j = l_j - log a_j, with a_j = sum_{T ni j} |T| / 3
+   the barycentric dual area;
+3. each triangle receives from each of its vertices the share m_j |T| / (3 a_j): the shares of a
+   particle add to its mass exactly, so the reconstruction's mass is the particles' to
+   round-off, and every share is positive (a logarithm, however small);
+4. a triangle whose vertex log densities differ by at most :data:`STEEP` and whose longest
+   edge exceeds ``spacing`` is cut into k^2 sub-triangles, k = ceil(edge / spacing) (at most
+   :data:`MAX_LEVEL`); its mass (the sum of its three shares) is spread over their centroids,
+   radially projected onto S^2, in proportion to exp(the barycentric interpolation of lambda)
+   times the radial projection's area element h_T / |p|^3 (h_T the plane's distance from the
+   origin): a midpoint rule of the log-linear interpolant, second order;
+5. every other triangle (finer than ``spacing``, where the points already sample the kernel,
+   or steep, at the edge of a cluster, where interpolating lambda across e-folds would move
+   mass away from the heavy vertex) gives its shares back to its vertices; a particle in no
+   triangle (qhull drops points that coincide to round-off) keeps its whole mass.
+
+The sources are then points again, at most N + sum_T k_T^2, and the sums over them keep their
+certificate (:func:`~spheredens.interaction._pruned.pruned_logsumexp_sums`). With ``spacing``
+one kernel width the velocity's divergence of a smooth density sampled by the irregular
+particles of a concentrated run errs by 0.5% where the point sums err by 100%
+(tests/schemes/test_sphere_lagrangian.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.spatial import ConvexHull, QhullError
+from scipy.special import logsumexp
+
+from .._types import Array
+
+#: a triangle whose vertex log densities differ by more than this keeps its mass at its vertices
+STEEP = 3.0
+
+#: at most this many sub-triangles along an edge
+MAX_LEVEL = 6
+
+
+def _centroids(k: int) -> Array:
+    """The barycentric coordinates (k^2, 3) of the centroids of the k^2 sub-triangles of the
+    regular subdivision of a triangle into k parts along each edge."""
+    up = [((i + 1 / 3) / k, (j + 1 / 3) / k) for i in range(k) for j in range(k - i)]
+    down = [((i + 2 / 3) / k, (j + 2 / 3) / k) for i in range(k) for j in range(k - 1 - i)]
+    st = np.array(up + down)
+    return np.stack([st[:, 0], st[:, 1], 1.0 - st[:, 0] - st[:, 1]], axis=1)
+
+
+_PATTERNS = {k: _centroids(k) for k in range(1, MAX_LEVEL + 1)}
+
+
+def log_bincount(index: Array, log_values: Array, n: int) -> Array:
+    """log sum_{i: index_i = j} exp(log_values_i) for j < n (-inf where nothing falls), with
+    each bin's largest value factored out (no overflow or underflow)."""
+    top = np.full(n, -np.inf)
+    np.maximum.at(top, index, log_values)
+    shift = np.where(np.isfinite(top), top, 0.0)
+    total = np.bincount(index, weights=np.exp(log_values - shift[index]), minlength=n)
+    with np.errstate(divide="ignore"):
+        return shift + np.log(total)
+
+
+def triangles(x: Array) -> Array | None:
+    """The Delaunay triangles (m, 3) of the unit vectors ``x`` on S^2 (their convex hull), each
+    row ordered by its smallest index, the rows sorted by it (neighbours close: what the
+    pruned sums need); None when qhull cannot build it (fewer than 4 points, all on a plane)."""
+    if len(x) < 4:
+        return None
+    try:
+        simplices = ConvexHull(x).simplices
+    except QhullError:
+        return None
+    return simplices[np.argsort(simplices.min(axis=1), kind="stable")]
+
+
+def interpolant_sources(x: Array, log_m: Array, spacing: float) -> tuple[Array, Array]:
+    """(points (k, 3) on S^2, their log masses (k,)): the reconstruction of the module
+    docstring for the particles ``x`` (n, 3), unit vectors, with log masses ``log_m``, sampled
+    at about ``spacing`` (radians) where it is smooth. The log masses add to the particles' to
+    round-off."""
+    simplex = triangles(x)
+    if simplex is None or not math.isfinite(spacing):
+        return x, log_m
+    n = len(x)
+    corners = x[simplex]  # (m, 3 vertices, 3)
+    normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    twice_area = np.linalg.norm(normal, axis=1)
+    height = np.abs(np.einsum("ij,ij->i", normal, corners[:, 0])) / twice_area
+    dual = np.bincount(simplex.ravel(), weights=np.repeat(twice_area / 6.0, 3), minlength=n)
+    vertex = dual > 0.0
+    lam = np.where(vertex, log_m - np.log(np.where(vertex, dual, 1.0)), -np.inf)
+    corner_lam = lam[simplex]
+    share = corner_lam + np.log(twice_area / 6.0)[:, None]  # (m, 3): m_j |T| / (3 a_j)
+    sides = corners - np.roll(corners, 1, axis=1)
+    edge = np.linalg.norm(sides, axis=2).max(axis=1)
+    level = np.minimum(np.ceil(edge / spacing), MAX_LEVEL).astype(int)
+    level[np.ptp(corner_lam, axis=1) > STEEP] = 1
+    points, logs = [], []
+    for k in range(2, MAX_LEVEL + 1):
+        rows = np.flatnonzero(level == k)
+        if len(rows) == 0:
+            continue
+        bary = _PATTERNS[k]
+        p = np.einsum("sk,tkd->tsd", bary, corners[rows])
+        radius = np.linalg.norm(p, axis=2)
+        log_w = corner_lam[rows] @ bary.T + np.log(height[rows])[:, None] - 3.0 * np.log(radius)
+        log_w += (logsumexp(share[rows], axis=1) - logsumexp(log_w, axis=1))[:, None]
+        points.append((p / radius[:, :, None]).reshape(-1, 3))
+        logs.append(log_w.ravel())
+    back = level == 1
+    at_vertex = log_bincount(simplex[back].ravel(), share[back].ravel(), n)
+    at_vertex = np.where(vertex, at_vertex, log_m)  # a particle in no triangle keeps its mass
+    kept = np.flatnonzero(np.isfinite(at_vertex))
+    return (
+        np.concatenate([x[kept], *points]),
+        np.concatenate([at_vertex[kept], *logs]),
+    )
