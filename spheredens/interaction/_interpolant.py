@@ -47,12 +47,17 @@ from scipy.spatial import ConvexHull, QhullError
 from scipy.special import logsumexp
 
 from .._types import Array
+from ..grids._cubed_sphere import cube_index
 
 #: a triangle whose vertex log densities differ by more than this keeps its mass at its vertices
 STEEP = 3.0
 
 #: at most this many sub-triangles along an edge
 MAX_LEVEL = 6
+
+#: the sub-triangles' centroids are ordered by the cells of this cubed sphere (Morton order in
+#: each face: consecutive points close, so that the pruned sums' blocks are small)
+ORDER_CELLS = 1 << 16
 
 
 def _centroids(k: int) -> Array:
@@ -91,14 +96,15 @@ def triangles(x: Array) -> Array | None:
     return simplices[np.argsort(simplices.min(axis=1), kind="stable")]
 
 
-def interpolant_sources(x: Array, log_m: Array, spacing: float) -> tuple[Array, Array]:
-    """(points (k, 3) on S^2, their log masses (k,)): the reconstruction of the module
-    docstring for the particles ``x`` (n, 3), unit vectors, with log masses ``log_m``, sampled
-    at about ``spacing`` (radians) where it is smooth. The log masses add to the particles' to
-    round-off."""
+def interpolant_parts(x: Array, log_m: Array, spacing: float) -> tuple[Array, Array, Array]:
+    """The reconstruction of the module docstring for the particles ``x`` (n, 3), unit vectors,
+    with log masses ``log_m``, sampled at about ``spacing`` (radians) where it is smooth, in two
+    parts: (the log mass left at each particle (n,), -inf where it gave all to sub-sampled
+    triangles; the sub-triangles' centroids (k, 3) on S^2; their log masses (k,)). The two
+    parts' masses add up to the particles' to round-off."""
     simplex = triangles(x)
     if simplex is None or not math.isfinite(spacing):
-        return x, log_m
+        return log_m, np.zeros((0, 3)), np.zeros(0)
     n = len(x)
     corners = x[simplex]  # (m, 3 vertices, 3)
     normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
@@ -113,7 +119,7 @@ def interpolant_sources(x: Array, log_m: Array, spacing: float) -> tuple[Array, 
     edge = np.linalg.norm(sides, axis=2).max(axis=1)
     level = np.minimum(np.ceil(edge / spacing), MAX_LEVEL).astype(int)
     level[np.ptp(corner_lam, axis=1) > STEEP] = 1
-    points, logs = [], []
+    points, logs = [np.zeros((0, 3))], [np.zeros(0)]
     for k in range(2, MAX_LEVEL + 1):
         rows = np.flatnonzero(level == k)
         if len(rows) == 0:
@@ -128,8 +134,15 @@ def interpolant_sources(x: Array, log_m: Array, spacing: float) -> tuple[Array, 
     back = level == 1
     at_vertex = log_bincount(simplex[back].ravel(), share[back].ravel(), n)
     at_vertex = np.where(vertex, at_vertex, log_m)  # a particle in no triangle keeps its mass
+    points, logs = np.concatenate(points), np.concatenate(logs)
+    order = np.argsort(cube_index(points, ORDER_CELLS), kind="stable")
+    return at_vertex, points[order], logs[order]
+
+
+def interpolant_sources(x: Array, log_m: Array, spacing: float) -> tuple[Array, Array]:
+    """(points (k, 3) on S^2, their log masses (k,)): both parts of :func:`interpolant_parts`
+    as one set of sources, the particles that kept mass first. The log masses add up to the
+    particles' to round-off."""
+    at_vertex, points, logs = interpolant_parts(x, log_m, spacing)
     kept = np.flatnonzero(np.isfinite(at_vertex))
-    return (
-        np.concatenate([x[kept], *points]),
-        np.concatenate([at_vertex[kept], *logs]),
-    )
+    return np.concatenate([x[kept], points]), np.concatenate([at_vertex[kept], logs])

@@ -35,7 +35,7 @@ from .._types import Array
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._clusters import _grid_groups, clustered_logsumexp_sums, group_width
-from ._interpolant import interpolant_sources
+from ._interpolant import interpolant_parts
 from ._pruned import SourceBlocks, pruned_logsumexp_sums
 
 #: the blocks (and the pairs of the cell sums) that a row skips weigh together less than this
@@ -48,6 +48,10 @@ CLUSTERED_FROM = 16
 
 #: the ``interpolant`` sources are spaced this many kernel widths (beta sigma_max(B))^(-1/2)
 INTERPOLANT_SPACING = 1.0
+
+#: the log mass the sums give a particle that left all of its mass to sub-sampled triangles
+#: (nothing, finite: the expansions between groups take it as any other)
+EMPTY_LOG_MASS = -1e300
 
 #: how the sums see the sources (``quadrature`` of :meth:`LogParticleSums.flow`)
 SOURCE_QUADRATURES = ("points", "cells", "interpolant")
@@ -121,9 +125,7 @@ class LogParticleSums(Evaluator):
         if quadrature == "cells" and self.beta_sigma > 0.0:
             mean = self._cell_averages(x, log_m, shape, targets)
         elif quadrature == "interpolant" and self.beta_sigma > 0.0:
-            spacing = INTERPOLANT_SPACING / math.sqrt(self.beta_sigma)
-            points, log_a = interpolant_sources(x, log_m, spacing)
-            mean = self._averages(points, log_a, targets)
+            mean = self._interpolant_averages(x, log_m, None if rows is None else targets)
         else:
             mean = self._averages(x, log_m, None if rows is None else targets)
         ev, cov = self._moments(mean)
@@ -132,25 +134,59 @@ class LogParticleSums(Evaluator):
         jac = np.einsum("nij,njk->nik", cov, target_shape)
         return velocity, _shape_rate(targets, velocity, along, jac, target_shape)
 
+    def _values(self, y: Array) -> Array:
+        """(V y, y, V y (B y)^T) at the sources ``y`` (n, 15)."""
+        vy, by = y @ self.V.T, y @ self.B.T
+        return np.concatenate([vy, y, (vy[:, :, None] * by[:, None, :]).reshape(-1, 9)], 1)
+
     def _averages(self, x: Array, log_m: Array, targets: Array | None) -> Array:
         """The averages of (V y, y, V y (B y)^T) at every particle (``targets`` None) or at
         ``targets``."""
-        vy, by = x @ self.V.T, x @ self.B.T
-        values = np.concatenate([vy, x, (vy[:, :, None] * by[:, None, :]).reshape(-1, 9)], 1)
-        n_t = len(x) if targets is None else len(targets)
         if self.beta_sigma == 0.0:  # beta = 0: the plain mass-weighted mean, the same at all x
+            n_t = len(x) if targets is None else len(targets)
             w = np.exp(log_m - log_m.max())
-            return np.broadcast_to(w @ values / w.sum(), (n_t, values.shape[1]))
+            return np.broadcast_to(w @ self._values(x) / w.sum(), (n_t, 15))
+        z, n, _ = self._sums(x, log_m, targets)
+        return n / z[:, None]
+
+    def _sums(self, x: Array, log_m: Array, targets: Array | None) -> tuple[Array, Array, Array]:
+        """(Z e^-M, N e^-M, M) of the values (V y, y, V y (B y)^T) over the sources x at every
+        particle (``targets`` None: the expansions between groups where the particles gather)
+        or at ``targets`` (beta > 0)."""
+        values = self._values(x)
         if targets is None:
             q = self.model.kernel.query(x)  # beta B^T x: the logit is <q, y>
             starts = _grid_groups(x, group_width(self.beta_sigma))
             if len(starts) * CLUSTERED_FROM <= len(x):
-                z, n, _, _ = clustered_logsumexp_sums(q, x, log_m, values, self.beta_sigma, starts)
-                return n / z[:, None]
+                z, n, m, _ = clustered_logsumexp_sums(q, x, log_m, values, self.beta_sigma, starts)
+                return z, n, m
         else:
             q = self.model.kernel.query(targets)
-        z, n, _, _ = pruned_logsumexp_sums(q, x, log_m, values, fraction=PARTICLE_FRACTION)
-        return n / z[:, None]
+        z, n, m, _ = pruned_logsumexp_sums(q, x, log_m, values, fraction=PARTICLE_FRACTION)
+        return z, n, m
+
+    def _interpolant_averages(self, x: Array, log_m: Array, targets: Array | None) -> Array:
+        """:meth:`_averages` with the sources of the ``interpolant`` quadrature
+        (:func:`~spheredens.interaction._interpolant.interpolant_parts`): the mass left at the
+        particles summed as the points are (with the expansions between groups), the
+        sub-triangles' centroids added with the pruning certified against that first sum."""
+        spacing = INTERPOLANT_SPACING / math.sqrt(self.beta_sigma)
+        at_vertex, points, log_a = interpolant_parts(x, log_m, spacing)
+        z, n, m = self._sums(x, np.maximum(at_vertex, EMPTY_LOG_MASS), targets)
+        if len(points) == 0:
+            return n / z[:, None]
+        q = self.model.kernel.query(x if targets is None else targets)
+        z_s, n_s, m_s, _ = pruned_logsumexp_sums(
+            q,
+            points,
+            log_a,
+            self._values(points),
+            log_lower=m + np.log(z),
+            fraction=PARTICLE_FRACTION,
+        )
+        top = np.maximum(m, m_s)
+        a, b = np.exp(m - top), np.exp(m_s - top)
+        return (n * a[:, None] + n_s * b[:, None]) / (z * a + z_s * b)[:, None]
 
     def _moments(self, mean: Array) -> tuple[Array, Array]:
         """(E_x[V y], beta Cov_x(V y, B y)) from the averages of (V y, y, V y (B y)^T)."""

@@ -14,6 +14,9 @@ from scipy.special import logsumexp
 
 import spheredens as sd
 from spheredens.grids import CubedSphereCells
+from spheredens.grids._cubed_sphere import cube_index
+from spheredens.interaction import _particle_flow as particle_flow
+from spheredens.interaction._clusters import clustered_logsumexp_sums
 from spheredens.interaction._interpolant import MAX_LEVEL, interpolant_sources, triangles
 from spheredens.interaction._particle_flow import LogParticleSums
 from spheredens.schemes._particle_remesh import tangent_shapes
@@ -134,3 +137,39 @@ def test_the_interpolant_sums_follow_a_smooth_density_that_point_sums_miss(n_par
     assert 0.3 < np.median(np.abs(div_ref)) < 0.7
     assert all(e < b for e, b in zip(errors["interpolant"], bounds)), errors
     assert all(p > 20.0 * i for p, i in zip(errors["points"], errors["interpolant"])), errors
+
+
+def test_the_split_sums_equal_the_sums_over_all_the_sources(monkeypatch):
+    """The ``interpolant`` sums take the mass left at the particles with the points' sums (and
+    their expansions between groups, used here: a tight cluster of 6000 particles beside a
+    tail of 400) and add the sub-triangles' centroids pruned against that sum: the velocity
+    is that of one pruned sum over all the sources (:func:`interpolant_sources`) to 1e-12."""
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "sa", "beta": 300.0, "K": GENERAL_B_3D.tolist()},
+            "domain": {"name": "sphere"},
+            "initial": {"name": "uniform"},
+        }
+    )
+    sums = LogParticleSums(sd.Problem.from_config(cfg).model)
+    rng = np.random.default_rng(5)
+    cluster = MU + 1e-3 * rng.normal(size=(6000, 3))
+    cluster /= np.linalg.norm(cluster, axis=1, keepdims=True)
+    x = np.concatenate([cluster, _random_points(400, 6)])
+    x = x[np.argsort(cube_index(x, 1 << 12), kind="stable")]
+    log_m = np.where(x @ MU > 0.999, 0.0, -40.0 + _log_rho(x))
+    shape = np.zeros((len(x), 3, 2))
+    expanded = []
+
+    def counting(*args, **kwargs):
+        expanded.append(1)
+        return clustered_logsumexp_sums(*args, **kwargs)
+
+    monkeypatch.setattr(particle_flow, "clustered_logsumexp_sums", counting)
+    velocity, _ = sums.flow(x, log_m, shape, "interpolant")
+    assert expanded
+    points, log_a = interpolant_sources(x, log_m, 1.0 / math.sqrt(sums.beta_sigma))
+    assert len(points) > len(x) + 1000
+    mean = sums._averages(points, log_a, x)[:, :3]
+    want = mean - np.sum(mean * x, axis=1, keepdims=True) * x
+    assert np.abs(velocity - want).max() < 1e-12

@@ -42,6 +42,7 @@ from spheredens.schemes._sphere_lagrangian import (
     DEFAULT_MERGE,
     DEFAULT_QUADRATURE,
     DEFAULT_REFINE_LOOK,
+    QUADRATURES,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -196,7 +197,7 @@ def main() -> None:
     parser.add_argument("--run", nargs=3, type=float, metavar=("BETA", "N", "TOL"))
     parser.add_argument("--t-end", type=float, default=None)
     parser.add_argument("--merge", type=float, default=DEFAULT_MERGE)
-    parser.add_argument("--quadrature", choices=("cells", "points"), default=DEFAULT_QUADRATURE)
+    parser.add_argument("--quadrature", choices=tuple(QUADRATURES), default=DEFAULT_QUADRATURE)
     parser.add_argument(
         "--single", action="store_true", help="one step for all particles (multirate = false)"
     )
