@@ -131,14 +131,24 @@ class ZeroTemperatureField(Evaluator):
         return np.broadcast_to(self._field, (n_xi,) + self._field.shape)
 
     def flow(
-        self, x: Array, log_m: Array, shape: Array, cells: bool = False, rows: Any = None
+        self,
+        x: Array,
+        log_m: Array,
+        shape: Array,
+        quadrature: str = "points",
+        rows: Any = None,
+        reconstruction: Any = None,
     ) -> tuple[Array, Array]:
         """The field and the rate of the shapes at moving particles (``log_lagrangian``; the
-        masses ``log_m`` and the sources' quadrature ``cells`` do not enter: no sums), at the
-        particles ``rows`` (default all): :func:`zero_temperature_flow`."""
+        masses ``log_m``, the sources' ``quadrature`` and ``reconstruction`` do not enter: no
+        sums), at the particles ``rows`` (default all): :func:`zero_temperature_flow`."""
         if rows is not None:
             x, shape = x[rows], shape[rows]
         return zero_temperature_flow(self.model, x, shape)
+
+    def reconstruction(self, x: Array, log_m: Array) -> None:
+        """No sums, so no sources to reconstruct (``log_lagrangian``'s ``interpolant``)."""
+        return None
 
     def velocity(self, state: Array) -> Array:
         """The fixed field (in the layout's frame), projected once and reused at every call."""

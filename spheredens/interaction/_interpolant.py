@@ -96,47 +96,84 @@ def triangles(x: Array) -> Array | None:
     return simplices[np.argsort(simplices.min(axis=1), kind="stable")]
 
 
+class Reconstruction:
+    """The reconstruction of the module docstring with its triangles and their sub-sampling
+    levels fixed, as found for the particles ``x`` (n, 3), unit vectors, with log masses
+    ``log_m`` and ``spacing`` (radians): :meth:`parts` forms the sources for these particles at
+    any positions near ``x``. A scheme fixes them for one time step, so that the sources move
+    smoothly with the particles within it (a Delaunay flip or a change of level would make the
+    velocity jump between the stages of a step), and the triangulation is built once per
+    step, not at every stage."""
+
+    def __init__(self, x: Array, log_m: Array, spacing: float) -> None:
+        self.n = len(x)
+        self.simplex = triangles(x) if math.isfinite(spacing) else None
+        if self.simplex is None:
+            return
+        geometry = self._geometry(x, log_m)
+        corners, corner_lam = geometry[0], geometry[4]
+        edge = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=2).max(axis=1)
+        level = np.minimum(np.ceil(edge / spacing), MAX_LEVEL).astype(int)
+        level[np.ptp(corner_lam, axis=1) > STEEP] = 1
+        self.back = level == 1
+        #: (k, the triangles of level k) for k >= 2
+        self.levels = [(k, np.flatnonzero(level == k)) for k in range(2, MAX_LEVEL + 1)]
+        self.levels = [(k, rows) for k, rows in self.levels if len(rows)]
+        points = self._points(corners)[0]
+        self.order = np.argsort(cube_index(points, ORDER_CELLS), kind="stable")
+
+    def _geometry(self, x: Array, log_m: Array) -> tuple[Array, Array, Array, Array, Array]:
+        """(corners (m, 3, 3), height (m,), vertex (n,) bool, share (m, 3), corner lambda
+        (m, 3)) of the triangles at the positions ``x``."""
+        simplex = self.simplex
+        corners = x[simplex]
+        normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+        twice_area = np.linalg.norm(normal, axis=1)
+        height = np.abs(np.einsum("ij,ij->i", normal, corners[:, 0])) / twice_area
+        weights = np.repeat(twice_area / 6.0, 3)
+        dual = np.bincount(simplex.ravel(), weights=weights, minlength=self.n)
+        vertex = dual > 0.0
+        lam = np.where(vertex, log_m - np.log(np.where(vertex, dual, 1.0)), -np.inf)
+        corner_lam = lam[simplex]
+        share = corner_lam + np.log(twice_area / 6.0)[:, None]  # (m, 3): m_j |T| / (3 a_j)
+        return corners, height, vertex, share, corner_lam
+
+    def _points(self, corners: Array) -> tuple[Array, list[Array]]:
+        """The sub-triangles' centroids on S^2 (k, 3), level by level, and the radii of the
+        flat centroids (one array per level)."""
+        points, radii = [np.zeros((0, 3))], []
+        for k, rows in self.levels:
+            p = np.einsum("sk,tkd->tsd", _PATTERNS[k], corners[rows])
+            radius = np.linalg.norm(p, axis=2)
+            points.append((p / radius[:, :, None]).reshape(-1, 3))
+            radii.append(radius)
+        return np.concatenate(points), radii
+
+    def parts(self, x: Array, log_m: Array) -> tuple[Array, Array, Array]:
+        """(the log mass left at each particle (n,), -inf where it gave all to sub-sampled
+        triangles; the sub-triangles' centroids (k, 3) on S^2; their log masses (k,)) for the
+        particles at ``x`` with log masses ``log_m``. The two parts' masses add up to the
+        particles' to round-off."""
+        if self.simplex is None:
+            return log_m, np.zeros((0, 3)), np.zeros(0)
+        corners, height, vertex, share, corner_lam = self._geometry(x, log_m)
+        points, radii = self._points(corners)
+        logs = [np.zeros(0)]
+        for (k, rows), radius in zip(self.levels, radii):
+            log_w = corner_lam[rows] @ _PATTERNS[k].T - 3.0 * np.log(radius)
+            log_w += np.log(height[rows])[:, None]
+            log_w += (logsumexp(share[rows], axis=1) - logsumexp(log_w, axis=1))[:, None]
+            logs.append(log_w.ravel())
+        at_vertex = log_bincount(self.simplex[self.back].ravel(), share[self.back].ravel(), self.n)
+        at_vertex = np.where(vertex, at_vertex, log_m)  # a particle in no triangle keeps its mass
+        return at_vertex, points[self.order], np.concatenate(logs)[self.order]
+
+
 def interpolant_parts(x: Array, log_m: Array, spacing: float) -> tuple[Array, Array, Array]:
-    """The reconstruction of the module docstring for the particles ``x`` (n, 3), unit vectors,
-    with log masses ``log_m``, sampled at about ``spacing`` (radians) where it is smooth, in two
-    parts: (the log mass left at each particle (n,), -inf where it gave all to sub-sampled
-    triangles; the sub-triangles' centroids (k, 3) on S^2; their log masses (k,)). The two
-    parts' masses add up to the particles' to round-off."""
-    simplex = triangles(x)
-    if simplex is None or not math.isfinite(spacing):
-        return log_m, np.zeros((0, 3)), np.zeros(0)
-    n = len(x)
-    corners = x[simplex]  # (m, 3 vertices, 3)
-    normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
-    twice_area = np.linalg.norm(normal, axis=1)
-    height = np.abs(np.einsum("ij,ij->i", normal, corners[:, 0])) / twice_area
-    dual = np.bincount(simplex.ravel(), weights=np.repeat(twice_area / 6.0, 3), minlength=n)
-    vertex = dual > 0.0
-    lam = np.where(vertex, log_m - np.log(np.where(vertex, dual, 1.0)), -np.inf)
-    corner_lam = lam[simplex]
-    share = corner_lam + np.log(twice_area / 6.0)[:, None]  # (m, 3): m_j |T| / (3 a_j)
-    sides = corners - np.roll(corners, 1, axis=1)
-    edge = np.linalg.norm(sides, axis=2).max(axis=1)
-    level = np.minimum(np.ceil(edge / spacing), MAX_LEVEL).astype(int)
-    level[np.ptp(corner_lam, axis=1) > STEEP] = 1
-    points, logs = [np.zeros((0, 3))], [np.zeros(0)]
-    for k in range(2, MAX_LEVEL + 1):
-        rows = np.flatnonzero(level == k)
-        if len(rows) == 0:
-            continue
-        bary = _PATTERNS[k]
-        p = np.einsum("sk,tkd->tsd", bary, corners[rows])
-        radius = np.linalg.norm(p, axis=2)
-        log_w = corner_lam[rows] @ bary.T + np.log(height[rows])[:, None] - 3.0 * np.log(radius)
-        log_w += (logsumexp(share[rows], axis=1) - logsumexp(log_w, axis=1))[:, None]
-        points.append((p / radius[:, :, None]).reshape(-1, 3))
-        logs.append(log_w.ravel())
-    back = level == 1
-    at_vertex = log_bincount(simplex[back].ravel(), share[back].ravel(), n)
-    at_vertex = np.where(vertex, at_vertex, log_m)  # a particle in no triangle keeps its mass
-    points, logs = np.concatenate(points), np.concatenate(logs)
-    order = np.argsort(cube_index(points, ORDER_CELLS), kind="stable")
-    return at_vertex, points[order], logs[order]
+    """:meth:`Reconstruction.parts` of the particles ``x`` with log masses ``log_m``, their
+    triangles and levels found for these positions: (the log mass left at each particle, the
+    sub-triangles' centroids, their log masses)."""
+    return Reconstruction(x, log_m, spacing).parts(x, log_m)
 
 
 def interpolant_sources(x: Array, log_m: Array, spacing: float) -> tuple[Array, Array]:

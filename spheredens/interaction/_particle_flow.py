@@ -35,7 +35,7 @@ from .._types import Array
 from ..models import Model
 from ._base import Evaluator, Layout, register_evaluator
 from ._clusters import _grid_groups, clustered_logsumexp_sums, group_width
-from ._interpolant import interpolant_parts
+from ._interpolant import Reconstruction
 from ._pruned import SourceBlocks, pruned_logsumexp_sums
 
 #: the blocks (and the pairs of the cell sums) that a row skips weigh together less than this
@@ -107,6 +107,7 @@ class LogParticleSums(Evaluator):
         shape: Array,
         quadrature: str = "points",
         rows: NDArray[np.int64] | None = None,
+        reconstruction: Reconstruction | None = None,
     ) -> tuple[Array, Array]:
         """(dx/dt, d shape/dt) at the particles x (n, 3) (normalized here) with log masses
         ``log_m`` (n,) and shapes (n, 3, k): X(x) and DX(x) shape - x <X, shape> (module
@@ -115,8 +116,9 @@ class LogParticleSums(Evaluator):
         shape, its mass spread evenly (:class:`CellSources`); ``"interpolant"`` the piecewise
         log-linear interpolant of the particles' densities on their Delaunay triangulation,
         sampled :data:`INTERPOLANT_SPACING` kernel widths apart
-        (:func:`~spheredens.interaction._interpolant.interpolant_sources`). With ``rows``
-        (indices) only those particles are targets (all are sources)."""
+        (:class:`~spheredens.interaction._interpolant.Reconstruction`: ``reconstruction``,
+        from :meth:`reconstruction`, fixes its triangles, else they are found here). With
+        ``rows`` (indices) only those particles are targets (all are sources)."""
         if quadrature not in SOURCE_QUADRATURES:
             raise ValueError(f"quadrature {quadrature!r}: expected one of {SOURCE_QUADRATURES}")
         self.evaluations += 1
@@ -125,7 +127,9 @@ class LogParticleSums(Evaluator):
         if quadrature == "cells" and self.beta_sigma > 0.0:
             mean = self._cell_averages(x, log_m, shape, targets)
         elif quadrature == "interpolant" and self.beta_sigma > 0.0:
-            mean = self._interpolant_averages(x, log_m, None if rows is None else targets)
+            mean = self._interpolant_averages(
+                x, log_m, None if rows is None else targets, reconstruction
+            )
         else:
             mean = self._averages(x, log_m, None if rows is None else targets)
         ev, cov = self._moments(mean)
@@ -165,13 +169,29 @@ class LogParticleSums(Evaluator):
         z, n, m, _ = pruned_logsumexp_sums(q, x, log_m, values, fraction=PARTICLE_FRACTION)
         return z, n, m
 
-    def _interpolant_averages(self, x: Array, log_m: Array, targets: Array | None) -> Array:
+    def reconstruction(self, x: Array, log_m: Array) -> Reconstruction:
+        """The triangles and sub-sampling levels of the ``interpolant`` quadrature for the
+        particles ``x`` (n, 3) with log masses ``log_m``, spaced :data:`INTERPOLANT_SPACING`
+        kernel widths (beta sigma_max(B))^(-1/2) (none at beta = 0)."""
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        width = 1.0 / math.sqrt(self.beta_sigma) if self.beta_sigma > 0.0 else math.inf
+        return Reconstruction(x, log_m, INTERPOLANT_SPACING * width)
+
+    def _interpolant_averages(
+        self,
+        x: Array,
+        log_m: Array,
+        targets: Array | None,
+        reconstruction: Reconstruction | None,
+    ) -> Array:
         """:meth:`_averages` with the sources of the ``interpolant`` quadrature
-        (:func:`~spheredens.interaction._interpolant.interpolant_parts`): the mass left at the
-        particles summed as the points are (with the expansions between groups), the
-        sub-triangles' centroids added with the pruning certified against that first sum."""
-        spacing = INTERPOLANT_SPACING / math.sqrt(self.beta_sigma)
-        at_vertex, points, log_a = interpolant_parts(x, log_m, spacing)
+        (:meth:`~spheredens.interaction._interpolant.Reconstruction.parts`, of
+        ``reconstruction`` if it is for as many particles): the mass left at the particles
+        summed as the points are (with the expansions between groups), the sub-triangles'
+        centroids added with the pruning certified against that first sum."""
+        if reconstruction is None or reconstruction.n != len(x):
+            reconstruction = self.reconstruction(x, log_m)
+        at_vertex, points, log_a = reconstruction.parts(x, log_m)
         z, n, m = self._sums(x, np.maximum(at_vertex, EMPTY_LOG_MASS), targets)
         if len(points) == 0:
             return n / z[:, None]

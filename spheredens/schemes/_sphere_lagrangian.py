@@ -280,6 +280,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.init_step_control()
         self._emptied = False
         self._cache: tuple[Array, list[tuple[Array, Array]]] | None = None
+        #: the interpolant's triangles of each slice of the state of ``_cache`` (or None each)
+        self._reconstructions: list[Any] = []
         self._binned_cache: tuple[Array, tuple[Array, Array]] | None = None
         #: splits and merges so far
         self.splits = self.merges = 0
@@ -412,19 +414,31 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         kept (the loop asks for the rate at the start of a step, and the step again)."""
         if self._cache is not None and self._cache[0] is state:
             return self._cache[1]
-        flows = []
+        flows, reconstructions = [], []
         for s in state:
             log_m, x, shape, _ = unpack(s)
-            flows.append(self._flow(x, log_m, shape))
+            reconstructions.append(
+                self.interaction.reconstruction(x, log_m)
+                if self.quadrature == "interpolant"
+                else None
+            )
+            flows.append(self._flow(x, log_m, shape, None, reconstructions[-1]))
         self._cache = (state, flows)
+        self._reconstructions = reconstructions
         return flows
 
     def _flow(
-        self, x: Array, log_m: Array, shape: Array, rows: Array | None = None
+        self,
+        x: Array,
+        log_m: Array,
+        shape: Array,
+        rows: Array | None = None,
+        reconstruction: Any = None,
     ) -> tuple[Array, Array]:
         """(dx/dt, d shape/dt) of one slice's particles (of those ``rows`` only, all being
-        sources), the sources as ``quadrature`` says."""
-        return self.interaction.flow(x, log_m, shape, self.quadrature, rows)
+        sources), the sources as ``quadrature`` says; with ``interpolant``, the triangles of
+        ``reconstruction``, fixed at the start of the step (:meth:`_flows`)."""
+        return self.interaction.flow(x, log_m, shape, self.quadrature, rows, reconstruction)
 
     def rhs(self, state: Array, t: float) -> Tendency:
         flows = self._flows(state)
@@ -442,7 +456,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         return dt
 
     def _step(
-        self, s: Array, k1: tuple[Array, Array], dt: float
+        self, s: Array, k1: tuple[Array, Array], dt: float, reconstruction: Any = None
     ) -> tuple[Array, Array, float, float, tuple[int, int]]:
         """One step of one slice's particles from the rates ``k1`` at its start (BS3, and
         local sub-steps of those it fails for: :mod:`._particle_steps`): (positions, shapes,
@@ -451,7 +465,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         log_m, x, shape, _ = unpack(s)
 
         def whole(xs: Array, fs: Array, t: float) -> tuple[Array, Array]:
-            return self._flow(xs, log_m, fs)
+            return self._flow(xs, log_m, fs, None, reconstruction)
 
         step = bs3(whole, x, shape, k1, 0.0, dt, SHAPE_TOLERANCE_FACTOR)
         relevant = log_m >= log_m.max() - self.window
@@ -466,7 +480,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             if moving.sum() > MAX_REFINED * len(moving):
                 break
             rows = np.flatnonzero(moving)
-            moved = self._substeps(log_m, x, shape, k1, step, rows, relevant[rows], dt)
+            moved = self._substeps(
+                log_m, x, shape, k1, step, rows, relevant[rows], dt, reconstruction
+            )
             if moved is None:
                 break
             x_new, shape_new, worst_moved, count = moved
@@ -490,6 +506,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         rows: Array,
         relevant: Array,
         dt: float,
+        reconstruction: Any = None,
     ) -> tuple[Array, Array, float, int] | None:
         """Move the particles ``rows`` again over [0, dt] in sub-steps, the others on the
         Hermite curves of their ``step`` (:mod:`._particle_steps`): (all positions, all shapes,
@@ -501,7 +518,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             xs = hermite(x, v0, step.x, v_end, dt, t / dt)
             fs = hermite(shape, rate0, step.shape, rate_end, dt, t / dt)
             xs[rows], fs[rows] = xr, fr
-            return self._flow(xs, log_m, fs, rows)
+            return self._flow(xs, log_m, fs, rows, reconstruction)
 
         first = float(np.max(step.error[rows]))
         out = substeps(
@@ -527,8 +544,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self._emptied = False
         out, worst, sizing = [], 0.0, 0.0
         refined = []
-        for s, k1 in zip(state, self._flows(state)):
-            x, shape, error, size_by, moved = self._step(s, k1, dt)
+        flows = self._flows(state)
+        for s, k1, rebuilt in zip(state, flows, self._reconstructions):
+            x, shape, error, size_by, moved = self._step(s, k1, dt, rebuilt)
             refined.append(moved)
             shape = orthogonal_shapes(tangent_shapes(x, shape))
             worst, sizing = max(worst, error), max(sizing, size_by)
