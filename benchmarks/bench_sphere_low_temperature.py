@@ -32,7 +32,7 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.problem import Problem
 from spheredens.schemes import make_scheme
-from spheredens.schemes._sphere_lagrangian import DEFAULT_QUADRATURE
+from spheredens.schemes._sphere_lagrangian import DEFAULT_QUADRATURE, QUADRATURES
 from spheredens.simulate import Stepper
 
 STUDY = Path(__file__).resolve().parents[1] / "runs" / "sphere_two_atoms"
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--fv-steps", type=int, default=10)
     parser.add_argument("--t-end", type=float, default=T_END)
     parser.add_argument("--merge", type=float, default=3.0)
-    parser.add_argument("--quadrature", choices=("points", "cells"), default=DEFAULT_QUADRATURE)
+    parser.add_argument("--quadrature", choices=tuple(QUADRATURES), default=DEFAULT_QUADRATURE)
     parser.add_argument(
         "--single", action="store_true", help="one step for all particles (multirate = false)"
     )
