@@ -76,3 +76,16 @@ class stop_after_steps:
 
     def __exit__(self, *exc):
         self._sim.Progress.step = self._original
+
+
+def assert_resumes_bit_for_bit(cfg, tmp_path, full, names, steps=2):
+    """A run of ``cfg`` stopped after ``steps`` steps and resumed completes, and its variables
+    ``names`` equal those of the uninterrupted run ``full`` bit for bit."""
+    import spheredens as sd
+
+    with stop_after_steps(steps), pytest.raises(KeyboardInterrupt):
+        sd.run(cfg, output=tmp_path / "cut.nc", progress=False)
+    resumed = sd.run(cfg, output=tmp_path / "cut.nc", progress=False, resume=True)
+    assert resumed.attrs["run_status"] == "complete"
+    for name in names:
+        assert np.array_equal(resumed[name].values, full[name].values, equal_nan=True), name

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import stop_after_steps
+from conftest import assert_resumes_bit_for_bit
 
 import spheredens as sd
 from spheredens.geometry import DOMAINS, get_domain
@@ -194,12 +194,7 @@ def test_mass_positivity_and_bit_exact_resume(domain, cls, evaluator, tmp_path):
     assert np.abs(full["mass"].values - 1.0).max() <= 1e-12
     if cls.positive:
         assert float(full["min_rho"].min()) >= 0.0
-    with stop_after_steps(2), pytest.raises(KeyboardInterrupt):
-        sd.run(cfg, output=tmp_path / "cut.nc", progress=False)
-    resumed = sd.run(cfg, output=tmp_path / "cut.nc", progress=False, resume=True)
-    assert resumed.attrs["run_status"] == "complete"
-    for name in ("rho", "mass", "min_rho", "w2_projection"):
-        assert np.array_equal(resumed[name].values, full[name].values, equal_nan=True), name
+    assert_resumes_bit_for_bit(cfg, tmp_path, full, ("rho", "mass", "min_rho", "w2_projection"))
 
 
 # -- the exact zero-temperature solution (spheredens.references, shared with `spheredens verify`) --

@@ -53,8 +53,16 @@ INTERPOLANT_SPACING = 1.0
 #: (nothing, finite: the expansions between groups take it as any other)
 EMPTY_LOG_MASS = -1e300
 
-#: how the sums see the sources (``quadrature`` of :meth:`LogParticleSums.flow`)
-SOURCE_QUADRATURES = ("points", "cells", "interpolant")
+#: how the sums see a source particle (``quadrature`` of :meth:`LogParticleSums.flow`, and the
+#: scheme option of ``log_lagrangian``)
+QUADRATURES = {
+    "cells": "its mass spread evenly over its parallelogram (the kernel integrated over it)",
+    "points": "its mass at its centroid",
+    "interpolant": (
+        "the piecewise log-linear interpolant of the particles' densities on their Delaunay "
+        "triangulation, sampled a kernel width apart (the tail's own sums at low temperature)"
+    ),
+}
 
 
 def _shape_rate(x: Array, velocity: Array, along: Array, jac: Array, shape: Array) -> Array:
@@ -119,8 +127,8 @@ class LogParticleSums(Evaluator):
         (:class:`~spheredens.interaction._interpolant.Reconstruction`: ``reconstruction``,
         from :meth:`reconstruction`, fixes its triangles, else they are found here). With
         ``rows`` (indices) only those particles are targets (all are sources)."""
-        if quadrature not in SOURCE_QUADRATURES:
-            raise ValueError(f"quadrature {quadrature!r}: expected one of {SOURCE_QUADRATURES}")
+        if quadrature not in QUADRATURES:
+            raise ValueError(f"quadrature {quadrature!r}: expected one of {tuple(QUADRATURES)}")
         self.evaluations += 1
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
         targets, target_shape = (x, shape) if rows is None else (x[rows], shape[rows])

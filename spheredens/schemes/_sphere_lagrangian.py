@@ -59,6 +59,7 @@ from .._types import Array
 from .._validate import as_bool, as_float
 from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
+from ..interaction._particle_flow import QUADRATURES  # how the sums see a source particle
 from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
 from ._particle_remesh import (
@@ -83,16 +84,6 @@ from ._resolution import Resolution
 
 #: the shapes' relative error per step may be this many times the positions' tolerance
 SHAPE_TOLERANCE_FACTOR = 100.0
-
-#: how the sums see a source particle (``quadrature``)
-QUADRATURES = {
-    "cells": "its mass spread evenly over its parallelogram (the kernel integrated over it)",
-    "points": "its mass at its centroid",
-    "interpolant": (
-        "the piecewise log-linear interpolant of the particles' densities on their Delaunay "
-        "triangulation, sampled a kernel width apart (the tail's own sums at low temperature)"
-    ),
-}
 
 #: default of ``quadrature``
 DEFAULT_QUADRATURE = "points"

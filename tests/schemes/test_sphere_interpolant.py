@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import stop_after_steps
+from conftest import assert_resumes_bit_for_bit
 from scipy.special import logsumexp
 
 import spheredens as sd
@@ -208,12 +208,7 @@ def test_a_run_with_the_interpolant_keeps_its_mass_and_resumes_bit_for_bit(tmp_p
     full = sd.run(cfg, output=tmp_path / "full.nc", progress=False)
     assert full.attrs["quadrature"] == "interpolant"
     assert np.abs(full["mass"].values - 1.0).max() <= 1e-12
-    with stop_after_steps(2), pytest.raises(KeyboardInterrupt):
-        sd.run(cfg, output=tmp_path / "cut.nc", progress=False)
-    resumed = sd.run(cfg, output=tmp_path / "cut.nc", progress=False, resume=True)
-    assert resumed.attrs["run_status"] == "complete"
-    for name in ("rho", "mass", "w2_projection", "n_particles"):
-        assert np.array_equal(resumed[name].values, full[name].values, equal_nan=True), name
+    assert_resumes_bit_for_bit(cfg, tmp_path, full, ("rho", "mass", "w2_projection", "n_particles"))
 
 
 def test_the_fixed_triangles_move_the_sources_smoothly_with_the_particles():
