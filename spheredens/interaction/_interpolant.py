@@ -138,6 +138,17 @@ class Reconstruction:
         share = corner_lam + np.log(twice_area / 6.0)[:, None]  # (m, 3): m_j |T| / (3 a_j)
         return corners, height, vertex, share, corner_lam
 
+    def log_densities(self, x: Array, log_m: Array) -> Array:
+        """lambda_j = l_j - log a_j of each particle at the positions ``x`` (a_j its barycentric
+        dual area; -inf for a particle in no triangle, and for every one when there are no
+        triangles)."""
+        if self.simplex is None:
+            return np.full(self.n, -np.inf)
+        corner_lam = self._geometry(x, log_m)[4]
+        lam = np.full(self.n, -np.inf)
+        lam[self.simplex.ravel()] = corner_lam.ravel()
+        return lam
+
     def _points(self, corners: Array) -> tuple[Array, list[Array]]:
         """The sub-triangles' centroids on S^2 (k, 3), level by level, and the radii of the
         flat centroids (one array per level)."""

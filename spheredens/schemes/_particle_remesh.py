@@ -21,6 +21,19 @@ log masses exactly) and keep every mass positive.
   of the particles that carry at least :data:`LOOK_MASS` of the mass (clusters: merged
   particles; at most :data:`LOOK_CAPS` caps of radius :data:`LOOK_RADIUS` widths plus the
   split length) particles are split down to :data:`LOOK_LENGTH` widths.
+* :func:`remesh_tail` (``remesh_tail``: every so many units of time): the particles of the
+  deep tail, those whose log density on the Delaunay triangulation lies more than
+  :data:`TAIL_DEPTH` below the densest's, are replaced by one particle per cell of the
+  initial n x n cubed sphere that their piecewise log-linear interpolant
+  (:class:`~spheredens.interaction._interpolant.Reconstruction`, sampled half a cell apart)
+  puts mass in: the cell's mass exactly (log masses binned in the log domain), at the
+  mass-weighted mean of what fell in it, with the cell's shape. A Lagrangian tail follows the
+  mass: where the flow carries it away from the directions the clusters look at (into the
+  clusters, or onto the ridges where it converges), the particles there thin out, the sums
+  lose the tail's gradient, and the clusters wander off the equilibrium it sets
+  (docs/concentration.md, "Where the clusters sit on the plateau"); the remeshed tail is
+  sampled a cell apart everywhere. The clusters and their flanks (within :data:`TAIL_DEPTH`)
+  stay Lagrangian.
 * :func:`merge`: the particles in the same cell of a fine cubed sphere become one: the log
   masses are summed exactly, the position is the mass-weighted mean (projected back onto
   S^2), the area is the sum of the areas (with the heaviest member's shape, scaled), the point
@@ -37,7 +50,9 @@ from scipy.spatial import cKDTree
 from scipy.special import logsumexp
 
 from .._types import Array
+from ..grids import CubedSphereCells
 from ..grids._cubed_sphere import cube_index
+from ..interaction._interpolant import Reconstruction, log_bincount
 
 #: neighbours of a long particle whose log densities set the slope of its profile
 SPLIT_NEIGHBOURS = 10
@@ -60,6 +75,10 @@ LOOK_CAPS = 16
 LOOK_RADIUS = 5.0
 #: the length a particle in a look cap is split to, in kernel widths
 LOOK_LENGTH = 0.5
+
+#: the tail that :func:`remesh_tail` puts on the cells: log densities more than this below the
+#: densest particle's
+TAIL_DEPTH = 20.0
 
 
 def tilt_mean(c: Array) -> Array:
@@ -104,9 +123,7 @@ def _slopes(x: Array, values: Array, long: Array, near: Array) -> Array:
     """The least-squares gradients in R^3 of each of ``values`` (k, n) at the ``long``
     particles, from their neighbours ``near``: (k, m, 3)."""
     inverse = np.linalg.pinv(x[near] - x[long][:, None, :])  # (m, 3, k - 1), all at once
-    return np.stack(
-        [np.einsum("mij,mj->mi", inverse, v[near] - v[long][:, None]) for v in values]
-    )
+    return np.stack([np.einsum("mij,mj->mi", inverse, v[near] - v[long][:, None]) for v in values])
 
 
 class _LocalQuadratic:
@@ -198,9 +215,9 @@ def split(
         mean = tilt_mean(gamma)
         half = tilt_mean(gamma / 2) / 2
         lm = log_m[long]
-        child_shape = shape[long] - 0.5 * length[:, None, None] * axis[:, :, None] * vt[long][
-            :, None, 0, :
-        ]
+        child_shape = (
+            shape[long] - 0.5 * length[:, None, None] * axis[:, :, None] * vt[long][:, None, 0, :]
+        )
         children = []  # lambda of each child from the tangent shape it gets
         for side in (1.0, -1.0):
             offset = side * 0.25 + half - mean  # the half's centroid, from the particle's
@@ -259,3 +276,60 @@ def merge(
     # the point masses add over the members' areas; the tangent shape's area holds them
     point += log_area(merged) - np.log(np.add.reduceat(area, start))
     return top + np.log(total), mean, merged, point, len(key) - len(start)
+
+
+class TailRemesh:
+    """:func:`remesh_tail`'s cells for the n x n cubed sphere ``cells``: each cell's shape by
+    its :func:`~spheredens.grids._cubed_sphere.cube_index`."""
+
+    def __init__(self, cells: CubedSphereCells) -> None:
+        self.n = cells.n
+        self.spacing = 0.5 * cells.h
+        _, centre, shape = cells.log_moments(lambda p: np.zeros(len(p)), order=1)
+        self.shape = np.empty((cells.n_cells, 3, 2))
+        self.shape[cube_index(centre, cells.n)] = shape
+
+    def cells_of(self, log_m: Array, x: Array) -> tuple[Array, Array, Array]:
+        """(log masses, positions, shapes) of the particles ``x`` with log masses ``log_m`` put
+        on the cells: the mass their interpolant puts in each cell (every log mass finite, the
+        total the same to round-off), at its mass-weighted mean, with the cell's shape."""
+        at_vertex, points, logs = Reconstruction(x, log_m, self.spacing).parts(x, log_m)
+        kept = np.isfinite(at_vertex)
+        sources = np.concatenate([x[kept], points])
+        source_log_m = np.concatenate([at_vertex[kept], logs])
+        cell = cube_index(sources, self.n)
+        used, slot = np.unique(cell, return_inverse=True)
+        new_log_m = log_bincount(slot, source_log_m, len(used))
+        weight = np.exp(source_log_m - new_log_m[slot])
+        mean = np.zeros((len(used), 3))
+        np.add.at(mean, slot, weight[:, None] * sources)
+        mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+        return new_log_m, mean, tangent_shapes(mean, self.shape[used])
+
+    def __call__(
+        self, log_m: Array, x: Array, shape: Array, log_point: Array
+    ) -> tuple[Array, Array, Array, Array, int]:
+        """(log masses, positions, shapes, log point masses, the tail particles replaced): the
+        particles more than :data:`TAIL_DEPTH` below the densest (module docstring) replaced
+        by the cells' particles, the others kept (first). The log masses add up to the
+        same total to round-off."""
+        lam = Reconstruction(x, log_m, self.spacing).log_densities(x, log_m)
+        tail = lam < np.max(lam) - TAIL_DEPTH
+        if tail.sum() < 4:
+            return log_m, x, shape, log_point, 0
+        new_log_m, mean, new_shape = self.cells_of(log_m[tail], x[tail])
+        keep = ~tail
+        return (
+            np.concatenate([log_m[keep], new_log_m]),
+            np.concatenate([x[keep], mean]),
+            np.concatenate([shape[keep], new_shape]),
+            np.concatenate([log_point[keep], new_log_m]),
+            int(tail.sum()),
+        )
+
+
+def remesh_tail(
+    log_m: Array, x: Array, shape: Array, log_point: Array, cells: CubedSphereCells
+) -> tuple[Array, Array, Array, Array, int]:
+    """:class:`TailRemesh` of ``cells`` applied once (module docstring)."""
+    return TailRemesh(cells)(log_m, x, shape, log_point)

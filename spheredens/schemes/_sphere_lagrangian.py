@@ -63,6 +63,7 @@ from ..interaction._particle_flow import QUADRATURES  # how the sums see a sourc
 from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
 from ._particle_remesh import (
+    TailRemesh,
     log_area,
     look_lengths,
     merge,
@@ -93,6 +94,9 @@ DEFAULT_MERGE = 0.3
 
 #: default of ``refine_look``
 DEFAULT_REFINE_LOOK = False
+
+#: default of ``remesh_tail`` (units of time between the tail's remeshings; 0: never)
+DEFAULT_REMESH_TAIL = 0.0
 
 #: a particle longer than this factor times the longest initial cell is split
 SPLIT_LENGTH = 1.05
@@ -154,6 +158,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         sub-steps of their own over it (:mod:`._particle_steps`); false: one step for all
     refine_look : bool (default false): split the particles where the heavy mass looks down to
         half the kernel's width (:func:`._particle_remesh.look_lengths`)
+    remesh_tail : float (default 0: never): every this many units of time, put the deep tail
+        (log densities more than 20 below the densest) back on the n x n cubed sphere's cells,
+        one particle per cell, mass exact (:func:`._particle_remesh.remesh_tail`)
     interaction : ``"auto"`` (``particle_sums``)
     """
 
@@ -166,6 +173,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "quadrature",
         "multirate",
         "refine_look",
+        "remesh_tail",
         "interaction",
         "allow_underresolved",
     )
@@ -224,6 +232,13 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "refine_look": as_bool(
                 table.get("refine_look", DEFAULT_REFINE_LOOK), f"{prefix}.refine_look"
             ),
+            "remesh_tail": as_float(
+                table.get("remesh_tail", DEFAULT_REMESH_TAIL),
+                f"{prefix}.remesh_tail",
+                minimum=0.0,
+                what=" (units of time between the deep tail's remeshings on the cubed sphere; "
+                "0: never)",
+            ),
         }
 
     @classmethod
@@ -246,6 +261,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         quadrature: str = DEFAULT_QUADRATURE,
         multirate: bool = True,
         refine_look: bool = DEFAULT_REFINE_LOOK,
+        remesh_tail: float = DEFAULT_REMESH_TAIL,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -255,6 +271,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.quadrature = quadrature
         self.multirate = bool(multirate)
         self.refine_look = bool(refine_look)
+        self.remesh_interval = float(remesh_tail)
+        self._tail_remesh = TailRemesh(self.cells) if self.remesh_interval > 0.0 else None
         model = problem.model
         interacting = model.kind.interacting and model.beta > 0.0
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
@@ -278,6 +296,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.splits = self.merges = 0
         #: steps with local sub-steps, the particles and the sub-steps they took
         self.refined_steps = self.refined_particles = self.substeps = 0
+        #: the tail's remeshings and the particles they replaced
+        self.tail_remeshes = self.tail_remeshed = 0
 
     def layout(self) -> Layout:
         return Layout("sphere", "log_particles", _Recording(self.grid), self.grid.points)
@@ -536,6 +556,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         out, worst, sizing = [], 0.0, 0.0
         refined = []
         flows = self._flows(state)
+        remesh = self._tail_remesh is not None and math.floor(
+            (t + dt) / self.remesh_interval + 1e-9
+        ) > math.floor(t / self.remesh_interval + 1e-9)
+        replaced = 0
         for s, k1, rebuilt in zip(state, flows, self._reconstructions):
             x, shape, error, size_by, moved = self._step(s, k1, dt, rebuilt)
             refined.append(moved)
@@ -545,6 +569,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             if self.refine_look and self.problem.model.kind.interacting:
                 lengths = look_lengths(s[0], x, self.problem.model.kernel.query, self.s_max)
             log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], lengths)
+            if remesh:
+                log_m, x, shape, log_point, count = self._tail_remesh(log_m, x, shape, log_point)
+                replaced += count
             log_m, x, shape, log_point, merged = merge(log_m, x, shape, log_point, self.n_fine)
             out.append((pack(log_m, x, shape, log_point), len(depths), merged))
         self.record_error(np.array([worst]), np.array([True]), dt, sizing=sizing)
@@ -554,6 +581,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             self.refined_steps += sum(1 for r in refined if r[0])
             self.refined_particles += sum(r[0] for r in refined)
             self.substeps += sum(r[1] for r in refined)
+            self.tail_remeshes += int(remesh)
+            self.tail_remeshed += replaced
         return np.stack([o[0] for o in out])
 
     def attributes(self) -> dict[str, Any]:
@@ -571,6 +600,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "merges": self.merges,
             "multirate": int(self.multirate),
             "refine_look": int(self.refine_look),
+            "remesh_tail": self.remesh_interval,
+            "tail_remeshes": self.tail_remeshes,
+            "tail_remeshed_particles": self.tail_remeshed,
             "refined_steps": self.refined_steps,
             "refined_particles": self.refined_particles,
             "substeps": self.substeps,

@@ -14,13 +14,16 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
-          [--merge M] [--quadrature cells|points] [--single] [--look]
+          [--merge M] [--quadrature cells|points|interpolant] [--single] [--look]
+          [--remesh-tail R]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
       and quadrature are the scheme's options (defaults 0.3, points), --single sets
-      multirate = false (one step for all particles), --look sets refine_look = true
+      multirate = false (one step for all particles), --look sets refine_look = true,
+      --remesh-tail R sets remesh_tail = R (the deep tail put back on the cells every R)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
-Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_look].nc beside this script (a
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_look][_remesh{R}].nc beside
+this script (a
 file written before an option existed took its sources as points, one step for all).
 """
 
@@ -42,6 +45,7 @@ from spheredens.schemes._sphere_lagrangian import (
     DEFAULT_MERGE,
     DEFAULT_QUADRATURE,
     DEFAULT_REFINE_LOOK,
+    DEFAULT_REMESH_TAIL,
     QUADRATURES,
 )
 
@@ -70,11 +74,13 @@ def case_path(
     quadrature: str = DEFAULT_QUADRATURE,
     multirate: bool = True,
     look: bool = DEFAULT_REFINE_LOOK,
+    remesh: float = DEFAULT_REMESH_TAIL,
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
     variant += "" if multirate else "_single"
     variant += "" if look == DEFAULT_REFINE_LOOK else ("_look" if look else "_nolook")
+    variant += "" if remesh == DEFAULT_REMESH_TAIL else f"_remesh{remesh:g}"
     return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
 
 
@@ -87,6 +93,7 @@ def case_config(
     quadrature: str = DEFAULT_QUADRATURE,
     multirate: bool = True,
     look: bool = DEFAULT_REFINE_LOOK,
+    remesh: float = DEFAULT_REMESH_TAIL,
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
@@ -100,8 +107,10 @@ def case_config(
         "refine_look": bool(look),
         "allow_underresolved": True,
     }
+    if remesh != DEFAULT_REMESH_TAIL:  # files from before the option resume with their config
+        data["discretization"]["remesh_tail"] = float(remesh)
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    path = case_path(beta, n, tol, merge, quadrature, multirate, look)
+    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh)
     data["output"] = {"path": str(path), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
@@ -115,10 +124,11 @@ def run_case(
     quadrature: str,
     multirate: bool,
     look: bool = DEFAULT_REFINE_LOOK,
+    remesh: float = DEFAULT_REMESH_TAIL,
 ) -> None:
-    path = case_path(beta, n, tol, merge, quadrature, multirate, look)
+    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh)
     OUT.mkdir(exist_ok=True)
-    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look)
+    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look, remesh)
     sd.run(config, output=path, resume=path.exists(), progress=True)
 
 
@@ -136,6 +146,8 @@ def summarize(path: Path) -> dict:
         # files from before the options took the sources as points, one step for all
         steps = "multirate" if int(ds.attrs.get("multirate", 0)) else "single"
         steps += ", look" if int(ds.attrs.get("refine_look", 0)) else ""
+        remesh = float(ds.attrs.get("remesh_tail", 0.0))
+        steps += f", tail remeshed every {remesh:g}" if remesh > 0.0 else ""
         s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")), steps)
         s["case"] = (float(ds.attrs["beta"]), int(ds.attrs["n"]), float(ds.attrs["tolerance"]))
     return s
@@ -204,13 +216,27 @@ def main() -> None:
     parser.add_argument(
         "--look", action="store_true", help="refine where the heavy mass looks (refine_look)"
     )
+    parser.add_argument(
+        "--remesh-tail",
+        type=float,
+        default=DEFAULT_REMESH_TAIL,
+        help="put the deep tail back on the cells every this many units of time (remesh_tail)",
+    )
     parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
     args = parser.parse_args()
     if args.run:
         beta, n, tol = args.run
         t_end = args.t_end or CASES[beta][2]
         run_case(
-            beta, int(n), tol, t_end, args.merge, args.quadrature, not args.single, args.look
+            beta,
+            int(n),
+            tol,
+            t_end,
+            args.merge,
+            args.quadrature,
+            not args.single,
+            args.look,
+            args.remesh_tail,
         )
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
