@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -393,6 +394,19 @@ SHOWN_VALUE_CHARS = 60
 _UNSET = object()
 
 
+def _as_read_now(stored: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:
+    """The configuration stored in a file as this version reads it: validated again, so that
+    an option added since the file was written counts with its default (the behaviour the
+    file's run had), as it does in ``cfg``; the stored table itself where it no longer
+    validates (its difference then names what changed)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return config_from_dict(stored, base_dir=cfg.base_dir).to_dict()
+    except (ConfigError, OSError, ValueError, TypeError):
+        return stored
+
+
 def _flat(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """A nested table as dotted keys, in its order ({} sections kept as values)."""
     out: dict[str, Any] = {}
@@ -425,7 +439,7 @@ def run_difference(config_text: str, cfg: RunConfig, ds: Any = None) -> str:
     a horizon change that is not allowed says why (it moves a snapshot already written, or
     ends before the checkpoint)."""
     try:
-        stored = _flat(tomllib.loads(config_text))
+        stored = _flat(_as_read_now(tomllib.loads(config_text), cfg))
     except tomllib.TOMLDecodeError:
         return "the configuration stored in the file (attribute config) is not valid TOML"
     current = _flat(cfg.to_dict())

@@ -158,6 +158,33 @@ def test_the_checkpoint_carries_a_checksum_and_a_file_without_one_still_resumes_
         np.testing.assert_array_equal(resumed[name].values, reference[name].values)
 
 
+def test_a_file_written_before_an_option_existed_resumes_bit_for_bit(tmp_path, reference):
+    """A file whose stored configuration lacks an option added since (here the limiter, as an
+    older version would have written it) resumes: the option counts with its default on both
+    sides, and the run completes as the uninterrupted one; a value that differs from the
+    default is still a difference."""
+    out = partial_run(tmp_path)
+
+    def older(ds):
+        text = str(ds.attrs["config"])
+        assert 'limiter = "mc"\n' in text
+        ds.attrs["config"] = text.replace('limiter = "mc"\n', "")
+
+    rewrite(out, older)
+    resumed = sd.run(sd.load_config(tmp_path / "c.toml"), progress=False, resume=True)
+    assert resumed.attrs["run_status"] == "complete"
+    for name in COMPARED:
+        np.testing.assert_array_equal(resumed[name].values, reference[name].values)
+    other = tmp_path / "other"
+    other.mkdir()
+    out = partial_run(other)
+    rewrite(out, older)
+    text = (other / "c.toml").read_text().replace("n = 64\n", 'n = 64\nlimiter = "minmod"\n')
+    write_config(other, text)
+    with pytest.raises(sd.SchemaError, match='discretization.limiter is "mc" in the file'):
+        sd.run(sd.load_config(other / "c.toml"), progress=False, resume=True)
+
+
 def _scale_checkpoint(ds):
     ds["checkpoint_state"] = ds["checkpoint_state"] * 2.0
 
