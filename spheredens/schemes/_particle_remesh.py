@@ -313,7 +313,8 @@ class TailRemesh:
         particles more than :data:`TAIL_DEPTH` below the densest (module docstring) replaced
         by the cells' particles, the others kept (first). The log masses add up to the
         same total to round-off."""
-        lam = Reconstruction(x, log_m, self.spacing).log_densities(x, log_m)
+        # the densities need the triangles only: a spacing no triangle exceeds samples none
+        lam = Reconstruction(x, log_m, 4.0).log_densities(x, log_m)
         tail = lam < np.max(lam) - TAIL_DEPTH
         if tail.sum() < 4:
             return log_m, x, shape, log_point, 0
