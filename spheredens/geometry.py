@@ -278,6 +278,16 @@ def tangent_project(x: Array, v: Array) -> Array:
     return v - np.sum(x * v, axis=-1, keepdims=True) * x
 
 
+def tangent_frames(x: Array) -> Array:
+    """An orthonormal basis (e1, e2) of the tangent plane at each unit vector of ``x`` (n, 3),
+    as (n, 3, 2): e1 = x cross the coordinate axis least aligned with x (normalized),
+    e2 = x cross e1."""
+    x = np.asarray(x, dtype=float)
+    e1 = np.cross(x, np.eye(3)[np.argmin(np.abs(x), axis=-1)])
+    e1 /= np.linalg.norm(e1, axis=-1, keepdims=True)
+    return np.stack([e1, np.cross(x, e1)], axis=-1)
+
+
 def geodesic_distance(x: Array, y: Array) -> Array:
     """Great-circle distance arccos(<x, y>) with the dot product clipped to [-1, 1]."""
     dot = np.clip(np.sum(np.asarray(x) * np.asarray(y), axis=-1), -1.0, 1.0)

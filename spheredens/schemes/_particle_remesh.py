@@ -50,6 +50,7 @@ from scipy.spatial import cKDTree
 from scipy.special import logsumexp
 
 from .._types import Array
+from ..geometry import tangent_frames
 from ..grids import CubedSphereCells
 from ..grids._cubed_sphere import cube_index
 from ..interaction._interpolant import Reconstruction, log_bincount
@@ -138,10 +139,7 @@ class _LocalQuadratic:
 
     def __init__(self, x: Array, v: Array, long: Array, near: Array) -> None:
         self.x0 = x0 = x[long]
-        pick = np.eye(3)[np.argmin(np.abs(x0), axis=1)]
-        e1 = np.cross(x0, pick)
-        e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-        self.frame = np.stack([e1, np.cross(x0, e1)], axis=2)  # (m, 3, 2)
+        self.frame = tangent_frames(x0)  # (m, 3, 2)
         d = np.einsum("mkj,mji->mki", x[near] - x0[:, None, :], self.frame)
         self.h = np.sqrt(np.mean(np.sum(d * d, axis=2), axis=1))
         self.h[self.h == 0.0] = 1.0

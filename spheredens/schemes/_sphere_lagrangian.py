@@ -57,6 +57,7 @@ from scipy.special import logsumexp
 
 from .._types import Array
 from .._validate import as_bool, as_float
+from ..geometry import tangent_frames
 from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
 from ..interaction._particle_flow import QUADRATURES  # how the sums see a source particle
@@ -333,10 +334,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             with np.errstate(divide="ignore"):
                 parts.append((log_m, x, shape, log_f(x) + log_area(shape)))
         for log_w, mean, width in narrow:
-            e1 = np.cross(mean, np.eye(3)[int(np.argmin(np.abs(mean)))])
-            e1 /= np.linalg.norm(e1)
             side = math.sqrt(2.0 * math.pi) * width  # area 2 pi / kappa
-            shape = side * np.stack([e1, np.cross(mean, e1)], axis=-1)
+            shape = side * tangent_frames(mean[None])[0]
             parts.append((np.array([log_w]), mean[None], shape[None], np.array([log_w])))
         log_m, x, shape, log_point = (np.concatenate(p) for p in zip(*parts))
         total = logsumexp(log_m)
