@@ -11,6 +11,10 @@ gradient g about w (about 10 per radian), which moves the kernel's mean by about
 (kappa = beta |B^T c|), and the cluster follows. This offset is O(1 / beta), and it is what
 W2(rho_t, Pi_# rho_0) measures on the plateau (the clusters' spread and the tail's mass are
 far smaller there): W2 ~ sqrt(m_+ d_+^2 + m_- d_-^2), d the clusters' angles from +-u.
+That is the positions' part of W2. A run's W2^2 adds pi^2 |dm|, dm the mass that the early,
+smooth phase of the dynamics sent to the other cluster than the hemisphere rule of Pi (about
+-7.5e-5 at beta = 300: 40-65% of W2^2 on the plateau; study.py's column "mass across"). It is
+settled by t ~ 12, before the plateau, and this script does not predict it.
 
 How: log rho(t, y) = log rho_0(x_0) - int_0^t div X along the backward characteristic from y
 (DOP853, rtol 1e-10, all points of the quadrature at once), on a polar grid of the cap of
@@ -31,8 +35,8 @@ plane, per radian) beside the zero-temperature tail's: what the prediction rests
 
 from __future__ import annotations
 
+import argparse
 import math
-import sys
 
 import numpy as np
 import xarray as xr
@@ -186,10 +190,18 @@ def compare(path: str) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--compare"]:
-        compare(sys.argv[2])
+    parser = argparse.ArgumentParser(
+        description="Where the two clusters sit on the plateau (their equilibria from the "
+        "zero-temperature tail) and the W2 of their positions, for each BETA; or, with "
+        "--compare, a beta = 300 study file's clusters and tail beside the prediction.",
+    )
+    parser.add_argument("beta", nargs="*", type=float, default=[300.0], metavar="BETA")
+    parser.add_argument("--compare", metavar="FILE.nc", help="a beta = 300 study file")
+    args = parser.parse_args()
+    if args.compare:
+        compare(args.compare)
         return
-    betas = [float(b) for b in sys.argv[1:]] or [300.0]
+    betas = args.beta
     g = Geometry(t_max=100.0)
     masses = {1.0: g.m_u, -1.0: 1.0 - g.m_u}
     for beta in betas:

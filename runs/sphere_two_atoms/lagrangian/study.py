@@ -48,6 +48,7 @@ from spheredens.schemes._sphere_lagrangian import (
     DEFAULT_REMESH_TAIL,
     QUADRATURES,
 )
+from spheredens.targets import projection_target
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cases"
@@ -132,10 +133,33 @@ def run_case(
     sd.run(config, output=path, resume=path.exists(), progress=True)
 
 
-def summarize(path: Path) -> dict:
+def first_minimum(w2: np.ndarray) -> int:
+    """The index of the first snapshot after which W2 rises (the end of the contraction; later
+    minima on the plateau are the swings of the clusters' positions)."""
+    rising = np.flatnonzero(np.diff(w2) > 0.0)
+    return int(rising[0]) if rising.size else len(w2) - 1
+
+
+def mass_across(ds: xr.Dataset, i: int, target) -> float:
+    """The mass on +u's side of the plane <x, u> = 0 at snapshot ``i`` minus the target's atom
+    at +u (the recorded cells' masses at their centroids: after the contraction no mass is
+    near the plane). W2^2 holds about pi^2 |this|: mass that an optimal plan carries from one
+    cluster to the other."""
+    x = ds["rho_centroid_xyz"].isel(time=i).values
+    m = (ds["rho"].isel(time=i).values * ds["cell_area"].values).ravel()
+    x = x.reshape(len(m), 3)
+    ok = np.isfinite(m) & (m > 0.0)
+    m, x = m[ok] / m[ok].sum(), x[ok]
+    return float(m[x @ target.points[0] > 0.0].sum() - target.masses[0])
+
+
+def summarize(path: Path, target=None) -> dict:
     with xr.open_dataset(path) as ds:
         t, w2 = ds["time"].values, ds["w2_projection"].values
         s = curve_summary(t, w2)
+        i = first_minimum(w2)
+        s["first_min"], s["t_first_min"] = float(w2[i]), float(t[i])
+        s["across"] = mass_across(ds, i, target) if target is not None else math.nan
         ok = np.flatnonzero(np.isfinite(w2) & (w2 <= (1.0 + PLATEAU) * s["min_w2"]))
         s["plateau_time"] = float(t[ok[0]]) if ok.size else math.nan
         s["still_falling"] = bool(s["t_min"] == s["t_last"])
@@ -166,12 +190,18 @@ def table(betas) -> str:
     head = (
         "| beta | n | tolerance | merge, sources, steps | min W2 (t) | plateau from | departure | "
         "change in n (min W2, departure) | change in tolerance (min W2, departure) | "
+        "first minimum (t), its changes (n, tolerance) | mass across x 1e5 | "
         "particles (max) | wall |"
     )
-    lines = [head, "|" + "---|" * 11]
-    rows = {}
+    lines = [head, "|" + "---|" * 13]
+    rows, targets = {}, {}
     for path in sorted(OUT.glob("beta*.nc")):
-        s = summarize(path)
+        beta = float(path.name[4:].split("_")[0])
+        if beta not in betas:
+            continue
+        if beta not in targets:
+            targets[beta] = projection_target(case_config(beta, 16, 1e-4, SPACING))
+        s = summarize(path, targets[beta])
         if s["case"][0] in betas:
             rows[s["case"] + s["variant"]] = s
     for (beta, n, tol, merge, quad, steps), s in sorted(
@@ -186,7 +216,9 @@ def table(betas) -> str:
             f"| {beta:g} | {n} | {tol:g} | {merge:g}, {quad}, {steps} | {curve_cells(s)} | "
             f"{change(cn, s, 'min_w2')}, {change(cn, s, 'departure_time')} | "
             f"{change(ct, s, 'min_w2')}, {change(ct, s, 'departure_time')} | "
-            f"{s['particles_max']} | {wall_cell(s)} |"
+            f"{s['first_min']:.5f} ({s['t_first_min']:g}), "
+            f"{change(cn, s, 'first_min')}, {change(ct, s, 'first_min')} | "
+            f"{s['across'] * 1e5:+.2f} | {s['particles_max']} | {wall_cell(s)} |"
         )
     return "\n".join(lines)
 
