@@ -14,7 +14,8 @@
   is a lower bound too.
 
 Usage: python benchmarks/bench_sphere_low_temperature.py [--n 32] [--tolerance 3e-5]
-       [--merge 3] [--t-end 110] [--quadrature points|cells] [--single] [--fv-steps 10]
+       [--merge 3] [--t-end 110] [--quadrature points|cells|interpolant] [--single] [--look]
+       [--fv-steps 10]
        (writes benchmarks/results/sphere_low_temperature.json)
 """
 
@@ -49,7 +50,13 @@ def config(discretization: dict, t_end: float, spacing: float = 0.5) -> sd.RunCo
 
 
 def lagrangian_run(
-    n: int, tolerance: float, t_end: float, merge: float, quadrature: str, multirate: bool
+    n: int,
+    tolerance: float,
+    t_end: float,
+    merge: float,
+    quadrature: str,
+    multirate: bool,
+    look: bool = False,
 ) -> dict:
     discretization = {
         "scheme": "log_lagrangian",
@@ -58,6 +65,7 @@ def lagrangian_run(
         "merge": merge,
         "quadrature": quadrature,
         "multirate": multirate,
+        "refine_look": look,
         "allow_underresolved": True,
     }
     cfg = config(discretization, t_end)
@@ -71,6 +79,7 @@ def lagrangian_run(
         "merge": merge,
         "quadrature": quadrature,
         "multirate": multirate,
+        "refine_look": look,
         "wall_s": wall,
         "t_end": float(ds["time"].values[-1]),
         "min_w2": s["min_w2"],
@@ -119,6 +128,9 @@ def main() -> None:
     parser.add_argument(
         "--single", action="store_true", help="one step for all particles (multirate = false)"
     )
+    parser.add_argument(
+        "--look", action="store_true", help="refine where the heavy mass looks (refine_look)"
+    )
     args = parser.parse_args()
     fv = fv_rate(args.fv_steps)
     print(
@@ -127,13 +139,20 @@ def main() -> None:
         flush=True,
     )
     lag = lagrangian_run(
-        args.n, args.tolerance, args.t_end, args.merge, args.quadrature, not args.single
+        args.n,
+        args.tolerance,
+        args.t_end,
+        args.merge,
+        args.quadrature,
+        not args.single,
+        args.look,
     )
     fv_total = fv["s_per_time_unit"] * lag["t_end"]
     ratio = fv_total / lag["wall_s"]
     print(
         f"log_lagrangian n = {args.n}, tolerance {args.tolerance:g}, merge {args.merge:g}, "
-        f"{args.quadrature}, {'single steps' if args.single else 'multirate'}: "
+        f"{args.quadrature}, {'single steps' if args.single else 'multirate'}"
+        f"{', refine_look' if args.look else ''}: "
         f"{lag['wall_s']:.0f} s to "
         f"t = {lag['t_end']:g} (min W2 {lag['min_w2']:.5f} at {lag['t_min']:g}, departure "
         f"{lag['departure']:g}); fv to the same time >= {fv_total:.0f} s: ratio >= {ratio:.1f}"

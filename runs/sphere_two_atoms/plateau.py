@@ -24,7 +24,8 @@ plane). Valid while the tail outweighs the cluster by many e-folds and the clust
 equilibrium (the zero-temperature field relaxes it at rate mu_1 - mu_2 ~ 1 per unit time,
 faster than the equilibrium moves).
 
-Usage: .venv/bin/python runs/sphere_two_atoms/plateau.py [BETA ...]   (default 300; seconds)
+Usage: .venv/bin/python runs/sphere_two_atoms/plateau.py [BETA ...] [--across DM]
+                                                       (default 300; seconds)
        .venv/bin/python runs/sphere_two_atoms/plateau.py --compare FILE.nc
 The second form reads a beta = 300 study file and prints, at the times above, each cluster's
 angle from +-u (the mass-weighted mean of the recording cells within 0.1 rad of its heaviest
@@ -197,6 +198,13 @@ def main() -> None:
     )
     parser.add_argument("beta", nargs="*", type=float, default=[300.0], metavar="BETA")
     parser.add_argument("--compare", metavar="FILE.nc", help="a beta = 300 study file")
+    parser.add_argument(
+        "--across",
+        type=float,
+        metavar="DM",
+        help="also print W2 with the term pi^2 DM of a run's mass across the plane <x, u> = 0 "
+        "(the size of study.py --table's column 'mass across', divided by 1e5; e.g. 7.55e-5)",
+    )
     args = parser.parse_args()
     if args.compare:
         compare(args.compare)
@@ -210,8 +218,12 @@ def main() -> None:
               "degrees) and the W2 they make with Pi_# rho_0")
         for i, t in enumerate(TIMES):
             w2 = math.sqrt(sum(masses[s] * angles[s][i] ** 2 for s in (1.0, -1.0)))
+            across = ""
+            if args.across is not None:
+                full = math.hypot(w2, math.pi * math.sqrt(abs(args.across)))
+                across = f", with the mass across {full:.5f}"
             print(f"  t = {t:5g}: +u {math.degrees(angles[1.0][i]):.3f}, "
-                  f"-u {math.degrees(angles[-1.0][i]):.3f}; W2 = {w2:.5f}")
+                  f"-u {math.degrees(angles[-1.0][i]):.3f}; W2 = {w2:.5f}{across}")
 
 
 if __name__ == "__main__":
