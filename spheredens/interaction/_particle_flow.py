@@ -49,6 +49,11 @@ CLUSTERED_FROM = 16
 #: the ``interpolant`` sources are spaced this many kernel widths (beta sigma_max(B))^(-1/2)
 INTERPOLANT_SPACING = 1.0
 
+#: the ``interpolant`` quadrature samples only triangles deeper than this many e-folds below
+#: the densest particle; above, the particles are summed as points
+#: (:mod:`~spheredens.interaction._interpolant`, the ``depth``)
+INTERPOLANT_DEPTH = 20.0
+
 #: the log mass the sums give a particle that left all of its mass to sub-sampled triangles
 #: (nothing, finite: the expansions between groups take it as any other)
 EMPTY_LOG_MASS = -1e300
@@ -123,7 +128,8 @@ class LogParticleSums(Evaluator):
         particle's mass at its centroid; ``"cells"`` (shapes (n, 3, 2)) the parallelogram of its
         shape, its mass spread evenly (:class:`CellSources`); ``"interpolant"`` the piecewise
         log-linear interpolant of the particles' densities on their Delaunay triangulation,
-        sampled :data:`INTERPOLANT_SPACING` kernel widths apart
+        sampled :data:`INTERPOLANT_SPACING` kernel widths apart where it is
+        :data:`INTERPOLANT_DEPTH` e-folds below the densest particle
         (:class:`~spheredens.interaction._interpolant.Reconstruction`: ``reconstruction``,
         from :meth:`reconstruction`, fixes its triangles, else they are found here). With
         ``rows`` (indices) only those particles are targets (all are sources)."""
@@ -180,10 +186,11 @@ class LogParticleSums(Evaluator):
     def reconstruction(self, x: Array, log_m: Array) -> Reconstruction:
         """The triangles and sub-sampling levels of the ``interpolant`` quadrature for the
         particles ``x`` (n, 3) with log masses ``log_m``, spaced :data:`INTERPOLANT_SPACING`
-        kernel widths (beta sigma_max(B))^(-1/2) (none at beta = 0)."""
+        kernel widths (beta sigma_max(B))^(-1/2) (none at beta = 0), only where the density is
+        :data:`INTERPOLANT_DEPTH` e-folds below the densest particle."""
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
         width = 1.0 / math.sqrt(self.beta_sigma) if self.beta_sigma > 0.0 else math.inf
-        return Reconstruction(x, log_m, INTERPOLANT_SPACING * width)
+        return Reconstruction(x, log_m, INTERPOLANT_SPACING * width, INTERPOLANT_DEPTH)
 
     def _interpolant_averages(
         self,
