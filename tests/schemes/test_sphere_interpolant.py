@@ -97,8 +97,9 @@ def test_the_interpolant_sums_follow_a_smooth_density_that_point_sums_miss(
     """beta = 300, a general B: particles at random positions (about 1.9 and 1.3 kernel widths
     apart, as the tail of a concentrated run), each with the mass of the smooth density over its
     dual cell, the interpolant sampled everywhere (as it is in a tail deeper than
-    ``INTERPOLANT_DEPTH`` below the densest particle; this density spans 9 e-folds). At 200 of them, the velocity and its divergence from the ``interpolant`` sums are
-    within ``bounds`` (median and largest divergence error, largest velocity error) of a cell
+    ``INTERPOLANT_DEPTH`` below the densest particle; this density spans 9 e-folds). At 200
+    of them, the velocity and its divergence from the ``interpolant`` sums are within
+    ``bounds`` (median and largest divergence error, largest velocity error) of a cell
     quadrature on the 128 x 128 cubed sphere (98 304 cells of 0.012 rad); the point sums err by
     more than 20 times as much. Measured: interpolant divergence 0.0020 / 0.026, velocity
     6.9e-4 (1536), 0.0021 / 0.012, 5.1e-4 (3456); points 0.21 / 3.7, 7.2e-2 and 0.092 / 0.85,
