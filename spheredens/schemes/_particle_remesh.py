@@ -146,7 +146,14 @@ class _LocalQuadratic:
         basis = self._basis(d / self.h[:, None, None])
         inverse = np.linalg.pinv(basis, rcond=1e-8)  # (m, 5, k)
         self.v0 = v[long]
-        self.coefficients = np.einsum("mik,mk->mi", inverse, v[near] - self.v0[:, None])
+        with np.errstate(invalid="ignore", over="ignore"):
+            self.coefficients = np.einsum("mik,mk->mi", inverse, v[near] - self.v0[:, None])
+        # the fit's values are kept within the neighbours' range widened by its own width: a
+        # smooth v overshoots it by far less, and an ill-conditioned neighbourhood (nearly
+        # collinear neighbours) cannot hand a child a value far outside its data
+        low = np.minimum(self.v0, v[near].min(axis=1))
+        high = np.maximum(self.v0, v[near].max(axis=1))
+        self.low, self.high = 2.0 * low - high, 2.0 * high - low
 
     @staticmethod
     def _basis(u: Array) -> Array:
@@ -156,7 +163,10 @@ class _LocalQuadratic:
     def __call__(self, point: Array) -> Array:
         """The fitted value at ``point`` (m, 3), one point near each x0."""
         u = np.einsum("mj,mji->mi", point - self.x0, self.frame) / self.h[:, None]
-        return self.v0 + np.einsum("mi,mi->m", self._basis(u), self.coefficients)
+        with np.errstate(invalid="ignore", over="ignore"):
+            fit = self.v0 + np.einsum("mi,mi->m", self._basis(u), self.coefficients)
+            fit = np.clip(fit, self.low, self.high)
+        return np.where(np.isfinite(fit), fit, self.v0)
 
 
 def look_lengths(log_m: Array, x: Array, query: Any, s_max: float) -> Array:

@@ -22,6 +22,7 @@ from spheredens.references import linear_growth_tendency, mean_field_velocity, r
 from spheredens.schemes._particle_remesh import (
     LOOK_LENGTH,
     LOOK_RADIUS,
+    _LocalQuadratic,
     log_area,
     look_lengths,
     merge,
@@ -269,6 +270,46 @@ def _split_errors(kappa, ns, tolerance):
         assert scheme.splits > 0.2 * 6 * n * n
         assert abs(scheme.masses(state)[0] - 1.0) < 1e-12
     return errors, float(exact.min())
+
+
+def test_the_split_fit_stays_within_its_neighbours_where_they_are_nearly_collinear():
+    """A run at beta = 300 (interpolant, n = 32) failed at t = 60 with log densities of 1e306:
+    children fitted through neighbours on a line, where the least-squares quadratic's cross
+    terms are noise over 1e-6, and their children through them. The fit is now held within its
+    neighbours' range widened by its own width, and a non-finite neighbour gives the parent's
+    value: at a quarter length off a line of 10 neighbours 1e-6 apart across it, the fit stays
+    within that range (the raw quadratic gives 17 times the range), and where it is smooth it is
+    unchanged (to 1e-12 of the exact quadratic)."""
+    rng = np.random.default_rng(11)
+    x0 = np.array([[0.0, 0.0, 1.0]])
+    along = np.linspace(-0.05, 0.05, 10)
+    near_x = np.stack([along, 1e-6 * rng.normal(size=10), np.ones(10)], axis=1)
+    near_x /= np.linalg.norm(near_x, axis=1, keepdims=True)
+    x = np.concatenate([x0, near_x])
+    near = np.arange(1, 11)[None, :]
+    v = np.concatenate([[0.0], along + 1e-3 * rng.normal(size=10)])
+    fit = _LocalQuadratic(x, v, np.array([0]), near)
+    off = np.array([[0.0, 0.0125, 1.0]]) / math.hypot(0.0125, 1.0)
+    span = v.max() - v.min()
+    raw = fit.v0 + np.einsum("mi,mi->m", fit._basis(
+        np.einsum("mj,mji->mi", off - fit.x0, fit.frame) / fit.h[:, None]), fit.coefficients)
+    assert abs(raw[0]) > 10.0 * span
+    assert v.min() - span <= fit(off)[0] <= v.max() + span
+    v_bad = v.copy()
+    v_bad[3] = -np.inf
+    assert fit.__class__(x, v_bad, np.array([0]), near)(off)[0] == 0.0
+    # a smooth quadratic on a ring of neighbours: the fit is exact, the bounds do not act
+    angle = np.linspace(0.0, 2.0 * np.pi, 10, endpoint=False)
+    ring = np.stack([0.05 * np.cos(angle), 0.05 * np.sin(angle), np.ones(10)], axis=1)
+    ring /= np.linalg.norm(ring, axis=1, keepdims=True)
+    xr = np.concatenate([x0, ring])
+    quad = lambda p: 3.0 * p[:, 0] - 40.0 * p[:, 0] ** 2 + 25.0 * p[:, 0] * p[:, 1]  # noqa: E731
+    exact_fit = _LocalQuadratic(xr, quad(xr), np.array([0]), near)
+    point = np.array([[0.0125, 0.004, 1.0]])
+    point /= np.linalg.norm(point)
+    frame_u = np.einsum("mj,mji->mi", point - x0, exact_fit.frame)
+    on_plane = x0 + np.einsum("mi,mji->mj", frame_u, exact_fit.frame)
+    assert abs(exact_fit(point)[0] - quad(on_plane)[0]) < 1e-12
 
 
 def test_the_log_density_through_the_splits_converges_at_third_order():
