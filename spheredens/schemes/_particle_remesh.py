@@ -160,12 +160,17 @@ class _LocalQuadratic:
         u1, u2 = u[..., 0], u[..., 1]
         return np.stack([u1, u2, u1 * u1, u1 * u2, u2 * u2], axis=-1)
 
-    def __call__(self, point: Array) -> Array:
-        """The fitted value at ``point`` (m, 3), one point near each x0."""
+    def unbounded(self, point: Array) -> Array:
+        """The quadratic's value at ``point`` (m, 3), one point near each x0."""
         u = np.einsum("mj,mji->mi", point - self.x0, self.frame) / self.h[:, None]
         with np.errstate(invalid="ignore", over="ignore"):
-            fit = self.v0 + np.einsum("mi,mi->m", self._basis(u), self.coefficients)
-            fit = np.clip(fit, self.low, self.high)
+            return self.v0 + np.einsum("mi,mi->m", self._basis(u), self.coefficients)
+
+    def __call__(self, point: Array) -> Array:
+        """The fitted value at ``point`` (m, 3), held within the bounds; the parent's value
+        where the fit is not finite."""
+        with np.errstate(invalid="ignore"):
+            fit = np.clip(self.unbounded(point), self.low, self.high)
         return np.where(np.isfinite(fit), fit, self.v0)
 
 

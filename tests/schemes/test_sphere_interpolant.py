@@ -201,14 +201,7 @@ def test_the_split_sums_equal_the_sums_over_all_the_sources(monkeypatch):
     their expansions between groups, used here: a tight cluster of 6000 particles beside a
     tail of 400) and add the sub-triangles' centroids pruned against that sum: the velocity
     is that of one pruned sum over all the sources (:func:`interpolant_sources`) to 1e-12."""
-    cfg = sd.config_from_dict(
-        {
-            "model": {"name": "sa", "beta": 300.0, "K": GENERAL_B_3D.tolist()},
-            "domain": {"name": "sphere"},
-            "initial": {"name": "uniform"},
-        }
-    )
-    sums = LogParticleSums(sd.Problem.from_config(cfg).model)
+    sums = _sums_at_beta_300()
     rng = np.random.default_rng(5)
     cluster = MU + 1e-3 * rng.normal(size=(6000, 3))
     cluster /= np.linalg.norm(cluster, axis=1, keepdims=True)

@@ -202,8 +202,7 @@ def table(betas) -> str:
         if beta not in targets:
             targets[beta] = projection_target(case_config(beta, 16, 1e-4, SPACING))
         s = summarize(path, targets[beta])
-        if s["case"][0] in betas:
-            rows[s["case"] + s["variant"]] = s
+        rows[s["case"] + s["variant"]] = s
     for (beta, n, tol, merge, quad, steps), s in sorted(
         rows.items(), key=lambda r: (r[0][0], r[0][3:], r[0][1], -r[0][2])
     ):
