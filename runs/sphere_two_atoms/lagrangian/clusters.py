@@ -28,30 +28,47 @@ from mechanism import Geometry  # noqa: E402
 NEAR = 0.1
 
 
-def release(path: str, every: float = 4.0) -> None:
-    """log(Z_tail / Z_self) of each cluster in the file against the mechanism's (docstring)."""
+def cluster_series(path: str) -> dict:
+    """Each cluster's log(Z_tail / Z_self) from the file's cells, the mechanism's, and its
+    offset from +-u in degrees, at every snapshot from t = 16 (docstring): arrays "ratio",
+    "mechanism", "offset" of shape (snapshots, 2), columns the clusters at +u and -u, with
+    "time" and "beta"."""
     g = Geometry()
     with xr.open_dataset(path) as d:
         beta = float(d.attrs["beta"])
         times = d["time"].values
         mass = d["rho"].values * d["cell_area"].values
         centroids = d["rho_centroid_xyz"].values
-    print(f"log(Z_tail / Z_self), the file's and (in brackets) the mechanism's, beta = {beta:g}:")
-    for i, t in enumerate(times):
-        if t < 16.0 or t % every:
-            continue
+    keep = np.flatnonzero(times >= 16.0)
+    ratio, mechanism, offset = (np.empty((len(keep), 2)) for _ in range(3))
+    for k, i in enumerate(keep):
         ok = mass[i] > 0
         y = centroids[i][ok] / np.linalg.norm(centroids[i][ok], axis=1, keepdims=True)
         log_m = np.log(mass[i][ok])
-        out = []
-        for sign, name in ((1.0, "+u"), (-1.0, "-u")):
+        for j, sign in enumerate((1.0, -1.0)):
             c = y[np.argmax(np.where(sign * (y @ g.u) > 0, log_m, -np.inf))]
             near = np.arccos(np.clip(y @ c, -1.0, 1.0)) < NEAR
             logit = beta * (y @ (g.B.T @ c)) + log_m
-            measured = logsumexp(logit[~near]) - logsumexp(logit[near])
-            off = np.degrees(np.arccos(min(1.0, float(sign * c @ g.u))))
-            out.append(f"{name}: {measured:7.2f} ({g.log_ratio(float(t), beta, sign):7.2f}), "
-                       f"{off:5.2f} deg from {name}")
+            ratio[k, j] = logsumexp(logit[~near]) - logsumexp(logit[near])
+            mechanism[k, j] = g.log_ratio(float(times[i]), beta, sign)
+            offset[k, j] = np.degrees(np.arccos(min(1.0, float(sign * c @ g.u))))
+    return {"time": times[keep], "beta": beta, "ratio": ratio, "mechanism": mechanism,
+            "offset": offset}
+
+
+def release(path: str, every: float = 4.0) -> None:
+    """log(Z_tail / Z_self) of each cluster in the file against the mechanism's (docstring)."""
+    s = cluster_series(path)
+    print(f"log(Z_tail / Z_self), the file's and (in brackets) the mechanism's, "
+          f"beta = {s['beta']:g}:")
+    for k, t in enumerate(s["time"]):
+        if t % every:
+            continue
+        out = [
+            f"{name}: {s['ratio'][k, j]:7.2f} ({s['mechanism'][k, j]:7.2f}), "
+            f"{s['offset'][k, j]:5.2f} deg from {name}"
+            for j, name in enumerate(("+u", "-u"))
+        ]
         print(f"t = {t:6.1f}  " + " | ".join(out))
 
 

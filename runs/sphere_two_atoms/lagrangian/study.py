@@ -22,6 +22,11 @@ Usage:
       --remesh-tail R sets remesh_tail = R (the deep tail put back on the cells every R)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --departures BETA
+      the complete runs with refine_look at BETA: the first minimum, the mass across, W2 on
+      the plateau and after, the departure, and which cluster leaves first, when (its offset
+      from +-u stays above LEFT_DEGREES from then on) and its log(Z_tail / Z_self) just
+      before, from the recording cells and the mechanism's (clusters.py)
 Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_look][_remesh{R}].nc beside
 this script (a
 file written before an option existed took its sources as points, one step for all).
@@ -50,11 +55,16 @@ from spheredens.schemes._sphere_lagrangian import (
 )
 from spheredens.targets import projection_target
 
+from clusters import cluster_series  # beside this script
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cases"
 BASE = HERE.parent / "base.toml"
 SPACING = 0.5
 PLATEAU = 0.1
+#: a cluster has left +-u from the snapshot on which its offset stays above this many degrees
+#: (1-3.6 degrees on the plateau at beta = 300)
+LEFT_DEGREES = 4.0
 #: beta -> (n ladder, tolerance ladder, t_end): the first n and tolerance are the base
 CASES = {
     100.0: ((16, 32), (1e-3, 3e-4), 45.0),  # against fv, converged there (docs/concentration.md)
@@ -222,6 +232,50 @@ def table(betas) -> str:
     return "\n".join(lines)
 
 
+def first_to_leave(path: Path) -> str:
+    """Which cluster leaves +-u first, when (:data:`LEFT_DEGREES`), and each one's log(Z_tail /
+    Z_self) at the snapshot before, the recording cells' and the mechanism's
+    (:func:`clusters.cluster_series`)."""
+    c = cluster_series(str(path))
+    gone = c["offset"] > LEFT_DEGREES
+    stays = np.flip(np.logical_and.accumulate(np.flip(gone, 0), 0), 0)  # gone from here on
+    first = [int(np.argmax(stays[:, j])) if stays[:, j].any() else len(gone) for j in (0, 1)]
+    k = min(first)
+    if k == len(gone) or k == 0:
+        return "none left +-u" if k == len(gone) else "off +-u from the start"
+    who = [name for j, name in enumerate(("+u", "-u")) if first[j] == k]
+    ratios = [f"{c['ratio'][k - 1, j]:+.1f}; {c['mechanism'][k - 1, j]:+.1f}"
+              for j, name in enumerate(("+u", "-u")) if first[j] == k]
+    return f"{' and '.join(who)} at {c['time'][k]:g} ({', '.join(ratios)})"
+
+
+def departures(beta: float) -> str:
+    """The table of the complete runs with ``refine_look`` at ``beta`` (the module docstring,
+    ``--departures``)."""
+    target = projection_target(case_config(beta, 16, 1e-4, SPACING))
+    head = ("| n, tolerance, sources | first minimum (t) | mass across x 1e5 | W2 at t = 20-68 | "
+            "departure | first to leave +-u, at t (log(Z_tail / Z_self) before: run; "
+            "mechanism) | W2 from t = 84 | wall |")
+    lines = [head, "|" + "---|" * 8]
+    for path in sorted(OUT.glob(f"beta{beta:g}_n*_look.nc")):
+        if path.with_name(path.name + ".lock").exists():  # partial (or being written)
+            continue
+        s = summarize(path, target)
+        if s["status"] != "complete":
+            continue
+        with xr.open_dataset(path) as ds:
+            t, w2 = ds["time"].values, ds["w2_projection"].values
+        plateau, after = w2[(t >= 20.0) & (t <= 68.0)], w2[t >= 84.0]
+        _, n, tol = s["case"]
+        lines.append(
+            f"| {n}, {tol:g}, {s['variant'][1]} | {s['first_min']:.5f} ({s['t_first_min']:g}) | "
+            f"{s['across'] * 1e5:+.2f} | {plateau.min():.4f}-{plateau.max():.4f} | "
+            f"{s['departure_time']:g} | {first_to_leave(path)} | "
+            f"{after.min():.3f}-{after.max():.3f} | {wall_cell(s)} |"
+        )
+    return "\n".join(lines)
+
+
 def curve_cells(s: dict) -> str:
     """The table cells "min W2 (t) | plateau from | departure" of a :func:`summarize` result."""
     falling = " still falling" if s["still_falling"] else ""
@@ -254,6 +308,7 @@ def main() -> None:
         help="put the deep tail back on the cells every this many units of time (remesh_tail)",
     )
     parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
+    parser.add_argument("--departures", type=float, metavar="BETA")
     args = parser.parse_args()
     if args.run:
         beta, n, tol = args.run
@@ -271,6 +326,8 @@ def main() -> None:
         )
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
+    if args.departures is not None:
+        print(departures(args.departures))
 
 
 if __name__ == "__main__":
