@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from clusters import cluster_series  # beside this script
 
 import spheredens as sd
 from spheredens.analysis import curve_summary
@@ -54,8 +55,6 @@ from spheredens.schemes._sphere_lagrangian import (
     QUADRATURES,
 )
 from spheredens.targets import projection_target
-
-from clusters import cluster_series  # beside this script
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cases"
@@ -307,8 +306,15 @@ def main() -> None:
         default=DEFAULT_REMESH_TAIL,
         help="put the deep tail back on the cells every this many units of time (remesh_tail)",
     )
-    parser.add_argument("--table", nargs="*", type=float, metavar="BETA")
-    parser.add_argument("--departures", type=float, metavar="BETA")
+    parser.add_argument(
+        "--table", nargs="*", type=float, metavar="BETA",
+        help="print the table of the case files present (all betas if none given)",
+    )
+    parser.add_argument(
+        "--departures", type=float, metavar="BETA",
+        help="print the complete runs with refine_look at BETA through their departure: "
+        "which cluster leaves +-u first, when, and its tail's weight just before",
+    )
     args = parser.parse_args()
     if args.run:
         beta, n, tol = args.run
