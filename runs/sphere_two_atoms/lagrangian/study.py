@@ -242,10 +242,11 @@ def first_to_leave(path: Path) -> str:
     k = min(first)
     if k == len(gone) or k == 0:
         return "none left +-u" if k == len(gone) else "off +-u from the start"
-    who = [name for j, name in enumerate(("+u", "-u")) if first[j] == k]
-    ratios = [f"{c['ratio'][k - 1, j]:+.1f}; {c['mechanism'][k - 1, j]:+.1f}"
-              for j, name in enumerate(("+u", "-u")) if first[j] == k]
-    return f"{' and '.join(who)} at {c['time'][k]:g} ({', '.join(ratios)})"
+    leavers = [j for j in (0, 1) if first[j] == k]
+    who = " and ".join(("+u", "-u")[j] for j in leavers)
+    before = [(c["ratio"][k - 1, j], c["mechanism"][k - 1, j]) for j in leavers]
+    ratios = ", ".join(f"{run:+.1f}; {mechanism:+.1f}" for run, mechanism in before)
+    return f"{who} at {c['time'][k]:g} ({ratios})"
 
 
 def departures(beta: float) -> str:
