@@ -6,7 +6,7 @@ import logging
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .config import RunConfig, config_from_dict, load_config
 from .exceptions import ConfigError, SchemaError, SimulationError
@@ -15,7 +15,7 @@ from .locking import output_lock
 from .problem import Problem
 from .recorder import Recorder, checkpoint_problem
 from .schemes import make_scheme
-from .simulate import Progress, simulate
+from .simulate import Observer, Progress, simulate
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ def run(
     checkpoint_seconds: float = 60.0,
     mkdir: bool = False,
     notify: Notify | None = None,
+    observers: Sequence[Observer] = (),
 ) -> Any:
     """Integrate a run configuration: the Python form of ``spheredens run CONFIG``.
 
@@ -87,6 +88,11 @@ def run(
         ``notify(kind, message)`` (:data:`Notify`) when ``resume`` finds nothing to continue:
         ``"missing"`` (no file) or ``"complete"`` (nothing was run); the command line prints
         the message as a ``spheredens: note:`` line.
+    observers : sequence of :class:`~spheredens.simulate.Observer`
+        More observers of the integration, told of its start, of every accepted step (time,
+        step and solver state), of every snapshot and of its end, after the recorder: e.g. a
+        diagnostic that needs the solver's own state. A resumed run tells them from the
+        checkpoint on (its snapshots before it are not shown again).
 
     Returns
     -------
@@ -136,6 +142,12 @@ def run(
     if path is not None:
         check_output_location(path, mkdir=mkdir, key="output.path")
         check_not_input(path, input_files(cfg), key="output.path")
+    for obs in observers:
+        if not isinstance(obs, Observer):
+            raise TypeError(
+                f"observers: {obs!r} is not a spheredens.simulate.Observer; subclass it and "
+                "override the methods you need (start, step, observe, finish)"
+            )
     if not checkpoint_seconds > 0:
         raise ConfigError(
             "checkpoint_seconds", f"must be a number of seconds > 0, got {checkpoint_seconds!r}"
@@ -159,10 +171,10 @@ def run(
         scheme = make_scheme(problem, cfg.discretization)
         recorder = Recorder(problem, scheme, cfg)
         start = resume_from(plan, recorder, path)
-        observers: list[Any] = [recorder, Progress(enabled=progress)]
+        told: list[Any] = [recorder, *observers, Progress(enabled=progress)]
         if path is not None:
-            observers.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
-        result = simulate(scheme, cfg.time, observers, **start)
+            told.append(FileWriter(recorder, path, checkpoint_seconds=checkpoint_seconds))
+        result = simulate(scheme, cfg.time, told, **start)
         ds = recorder.dataset()
         if result.stop_reason in ("interrupted", "terminated"):
             raise KeyboardInterrupt(result.message)

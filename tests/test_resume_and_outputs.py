@@ -11,7 +11,9 @@ probe, each failing on the code before the fix.
 * no command writes over one of its own inputs;
 * plot, animate and analyze-beta refuse an existing output without ``--overwrite``;
 * ``--quiet`` prints no "wrote" lines;
-* an output that cannot be replaced (read-only, immutable) is refused before any work.
+* an output that cannot be replaced (read-only, immutable) is refused before any work;
+* ``run(observers=...)`` tells more observers of every snapshot, from the checkpoint on when
+  resumed, and refuses what is not an observer before any work.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from conftest import stop_after_steps
 import spheredens as sd
 from spheredens.cli import main
 from spheredens.io import write_dataset
+from spheredens.simulate import Observer
 
 CONFIG = """\
 [model]
@@ -548,3 +551,46 @@ def test_an_output_that_cannot_be_replaced_is_refused_before_any_work(
     finally:
         _unprotect(out)
         _unprotect(png)
+
+
+# -- run(observers=...) ------------------------------------------------------------------------
+class _Snapshots(Observer):
+    """The times and masses of the states it is shown at snapshots, and how it was started."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.masses: list[float] = []
+        self.started: dict = {}
+
+    def start(self, info: dict) -> None:
+        self.started = info
+
+    def observe(self, t: float, state) -> None:
+        self.times.append(t)
+        self.masses.append(float(self.started["scheme"].masses(state)[0]))
+
+
+def test_more_observers_see_every_snapshot_and_a_resume_from_its_checkpoint_on(tmp_path, reference):
+    whole = _Snapshots()
+    data = sd.load_config(write_config(tmp_path)).to_dict()
+    data.pop("output")
+    ds = sd.run(sd.config_from_dict(data, base_dir=tmp_path), progress=False, observers=[whole])
+    assert whole.times == list(ds["time"].values) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    np.testing.assert_allclose(whole.masses, ds["mass"].values, rtol=1e-13)
+
+    out = partial_run(tmp_path)
+    t_checkpoint = float(sd.open_run(out).attrs["checkpoint_time"])
+    later = _Snapshots()
+    resumed = sd.run(sd.load_config(tmp_path / "c.toml"), resume=True, progress=False,
+                     observers=[later])
+    assert later.started["t_start"] == t_checkpoint > 0.0
+    assert later.times == [t for t in whole.times if t > t_checkpoint]
+    for name in COMPARED:
+        np.testing.assert_array_equal(resumed[name].values, reference[name].values)
+
+
+def test_run_refuses_an_observer_that_is_not_one_before_any_work(tmp_path, no_work):
+    no_work()
+    with pytest.raises(TypeError, match="not a spheredens.simulate.Observer"):
+        sd.run(sd.load_config(write_config(tmp_path)), progress=False, observers=[print])
+    assert not (tmp_path / "run.nc").exists()

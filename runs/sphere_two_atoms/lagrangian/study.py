@@ -15,11 +15,12 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
           [--merge M] [--quadrature cells|points|interpolant] [--single] [--look]
-          [--remesh-tail R]
+          [--remesh-tail R] [--clock]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
       and quadrature are the scheme's options (defaults 0.3, points), --single sets
       multirate = false (one step for all particles), --look sets refine_look = true,
-      --remesh-tail R sets remesh_tail = R (the deep tail put back on the cells every R)
+      --remesh-tail R sets remesh_tail = R (the deep tail put back on the cells every R),
+      --clock records each cluster's tail weight from the scheme's own sums (clock.py)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --departures BETA
@@ -41,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from clock import SchemeClock, clock_path  # beside this script
 from clusters import cluster_series  # beside this script
 
 import spheredens as sd
@@ -135,11 +137,13 @@ def run_case(
     multirate: bool,
     look: bool = DEFAULT_REFINE_LOOK,
     remesh: float = DEFAULT_REMESH_TAIL,
+    clock: bool = False,
 ) -> None:
     path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh)
     OUT.mkdir(exist_ok=True)
     config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look, remesh)
-    sd.run(config, output=path, resume=path.exists(), progress=True)
+    observers = [SchemeClock(clock_path(path))] if clock else []
+    sd.run(config, output=path, resume=path.exists(), progress=True, observers=observers)
 
 
 def first_minimum(w2: np.ndarray) -> int:
@@ -308,6 +312,11 @@ def main() -> None:
         help="put the deep tail back on the cells every this many units of time (remesh_tail)",
     )
     parser.add_argument(
+        "--clock", action="store_true",
+        help="record each cluster's tail weight from the scheme's own sums at every snapshot "
+        "(clock.py; beside the case file as FILE.clock.csv)",
+    )
+    parser.add_argument(
         "--table", nargs="*", type=float, metavar="BETA",
         help="print the table of the case files present (all betas if none given)",
     )
@@ -330,6 +339,7 @@ def main() -> None:
             not args.single,
             args.look,
             args.remesh_tail,
+            args.clock,
         )
     if args.table is not None:
         print(table(args.table or sorted(CASES)))

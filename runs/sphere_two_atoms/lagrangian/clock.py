@@ -1,0 +1,142 @@
+"""The release's clock as the scheme itself has it (docs/concentration.md).
+
+clusters.py takes log(Z_tail / Z_self) of each cluster from the file's recording cells, whose
+cells about +-w are 2-3 kernel widths across; that ratio does not order the departures. Here
+the same ratio is taken from the scheme's own sources at every snapshot of a run, as its
+right-hand side sums them: the particles (points) or, with the interpolant, the particles'
+remaining mass and the sub-triangles' centroids. For the cluster on each side of the plane
+<x, u> = 0: its centre c (the mass-weighted mean of the particles within NEAR of the side's
+heaviest particle), its offset from +-u, the log of sum_sources m e^{beta <c, B y>} over the
+sources within NEAR of c (self) and over the rest (tail), and over those within AT_W of +-w
+(the tail where the softmax at +-u looks), and the speed of c under the scheme's velocity
+P_c E_c[V y] (degrees per unit time).
+
+study.py --run ... --clock records it beside the case file (FILE.clock.csv, one row per
+snapshot, appended as the run goes; a resumed run appends from its checkpoint on, and a reader
+keeps the last row of each time). Usage: clock.py cases/FILE.nc [EVERY] prints it beside the
+mechanism's ratio (../mechanism.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from scipy.special import logsumexp
+
+from spheredens.schemes._sphere_lagrangian import unpack
+from spheredens.simulate import Observer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mechanism import Geometry  # noqa: E402
+
+#: the radius about a cluster's centre that counts as the cluster itself (as clusters.py)
+NEAR = 0.1
+#: the radius about +-w that counts as the tail the softmax at +-u looks at
+AT_W = 0.3
+SIDES = ("+u", "-u")
+COLUMNS = ["time"] + [
+    f"{name}_{side}"
+    for side in SIDES
+    for name in ("offset_deg", "log_z_self", "log_z_tail", "log_z_at_w", "speed_deg")
+]
+
+
+def clock_path(case: Path) -> Path:
+    return case.with_name(case.stem + ".clock.csv")
+
+
+def scheme_sources(scheme, x: np.ndarray, log_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points and log masses the scheme's sums take as sources for these particles."""
+    if scheme.quadrature != "interpolant":
+        return x, log_m
+    at_vertex, points, log_a = scheme.interaction.reconstruction(x, log_m).parts(x, log_m)
+    kept = np.isfinite(at_vertex)
+    return np.concatenate([x[kept], points]), np.concatenate([at_vertex[kept], log_a])
+
+
+def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray) -> list[float]:
+    """The row of :data:`COLUMNS` (without the time) for particles x (unit) and log masses."""
+    y, log_w = scheme_sources(scheme, x, log_m)
+    beta, B, V = scheme.interaction.beta, scheme.interaction.B, scheme.interaction.V
+    row = []
+    for sign in (1.0, -1.0):
+        side = sign * (x @ g.u) > 0.0
+        heaviest = x[np.argmax(np.where(side, log_m, -np.inf))]
+        near = side & (x @ heaviest > np.cos(NEAR))
+        c = np.exp(log_m[near] - log_m[near].max()) @ x[near]
+        c /= np.linalg.norm(c)
+        logit = beta * (y @ (B.T @ c)) + log_w
+        own = y @ c > np.cos(NEAR)
+        at_w = sign * (y @ g.w) > np.cos(AT_W)
+        p = np.exp(logit - logit.max())
+        mean = (p / p.sum()) @ (y @ V.T)
+        velocity = mean - (mean @ c) * c
+        row += [
+            float(np.degrees(np.arccos(min(1.0, sign * float(c @ g.u))))),
+            float(logsumexp(logit[own])),
+            float(logsumexp(logit[~own])) if (~own).any() else -np.inf,
+            float(logsumexp(logit[at_w])) if at_w.any() else -np.inf,
+            float(np.degrees(np.linalg.norm(velocity))),
+        ]
+    return row
+
+
+class SchemeClock(Observer):
+    """Appends a row of :data:`COLUMNS` to ``path`` at every snapshot (module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.geometry = Geometry()
+        self.scheme = None
+
+    def start(self, info: dict) -> None:
+        self.scheme = info["scheme"]
+        if not self.path.exists():
+            with self.path.open("w", newline="") as f:
+                csv.writer(f).writerow(COLUMNS)
+
+    def observe(self, t: float, state: np.ndarray) -> None:
+        log_m, x, _, _ = unpack(state[0])
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        row = [t] + cluster_row(self.scheme, self.geometry, x, log_m)
+        with self.path.open("a", newline="") as f:
+            csv.writer(f).writerow([repr(float(v)) for v in row])
+
+
+def read_clock(path: Path) -> dict[str, np.ndarray]:
+    """The columns of a clock file, one row per time (the last written of each)."""
+    with Path(path).open() as f:
+        rows = {float(r["time"]): r for r in csv.DictReader(f)}
+    times = sorted(rows)
+    return {k: np.array([float(rows[t][k]) for t in times]) for k in COLUMNS}
+
+
+def main(case: str, every: float = 4.0) -> None:
+    c = read_clock(clock_path(Path(case)))
+    g = Geometry()
+    with xr.open_dataset(case) as d:
+        beta = float(d.attrs["beta"])
+    print(f"the scheme's own sums at each cluster, beta = {beta:g} (mechanism in brackets):")
+    print("t | " + " | ".join(
+        f"{s}: offset deg, log Z_tail/Z_self (mech.), log Z_at_w/Z_self, speed deg/unit"
+        for s in SIDES))
+    for k, t in enumerate(c["time"]):
+        if t % every:
+            continue
+        cells = []
+        for sign, s in zip((1.0, -1.0), SIDES):
+            self_ = c[f"log_z_self_{s}"][k]
+            cells.append(
+                f"{c[f'offset_deg_{s}'][k]:5.2f}, {c[f'log_z_tail_{s}'][k] - self_:7.2f} "
+                f"({g.log_ratio(float(t), beta, sign):7.2f}), "
+                f"{c[f'log_z_at_w_{s}'][k] - self_:7.2f}, {c[f'speed_deg_{s}'][k]:.3g}"
+            )
+        print(f"{t:6.1f} | " + " | ".join(cells))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *(float(a) for a in sys.argv[2:3]))
