@@ -26,8 +26,9 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --departures BETA
       the complete runs with refine_look at BETA: the first minimum, the mass across, W2 on
       the plateau and after, the departure, and which cluster leaves first, when (its offset
-      from +-u stays above LEFT_DEGREES from then on) and its log(Z_tail / Z_self) just
-      before, from the recording cells and the mechanism's (clusters.py)
+      from +-u stays above LEFT_DEGREES from then on: it creeps; above JUMP_DEGREES: it has
+      jumped) and its log(Z_tail / Z_self) just before, from the recording cells, the
+      mechanism's (clusters.py) and the scheme's own sums where recorded (clock.py)
 Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_look][_remesh{R}].nc beside
 this script (a
 file written before an option existed took its sources as points, one step for all).
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
-from clock import SchemeClock, clock_path  # beside this script
+from clock import SchemeClock, clock_path, read_clock  # beside this script
 from clusters import cluster_series  # beside this script
 
 import spheredens as sd
@@ -66,6 +67,8 @@ PLATEAU = 0.1
 #: a cluster has left +-u from the snapshot on which its offset stays above this many degrees
 #: (1-3.6 degrees on the plateau at beta = 300)
 LEFT_DEGREES = 4.0
+#: the offset past which a cluster has jumped away (a creeping one stays within it)
+JUMP_DEGREES = 8.0
 #: beta -> (n ladder, tolerance ladder, t_end): the first n and tolerance are the base
 CASES = {
     100.0: ((16, 32), (1e-3, 3e-4), 45.0),  # against fv, converged there (docs/concentration.md)
@@ -235,12 +238,12 @@ def table(betas) -> str:
     return "\n".join(lines)
 
 
-def first_to_leave(path: Path) -> str:
-    """Which cluster leaves +-u first, when (:data:`LEFT_DEGREES`), and each one's log(Z_tail /
-    Z_self) at the snapshot before, the recording cells' and the mechanism's
-    (:func:`clusters.cluster_series`)."""
+def first_to_leave(path: Path, degrees: float = LEFT_DEGREES) -> str:
+    """Which cluster leaves +-u first, when (its offset stays above ``degrees`` from then on),
+    and each one's log(Z_tail / Z_self) at the snapshot before, the recording cells', the
+    mechanism's (:func:`clusters.cluster_series`) and, where recorded, the scheme's (clock.py)."""
     c = cluster_series(str(path))
-    gone = c["offset"] > LEFT_DEGREES
+    gone = c["offset"] > degrees
     stays = np.flip(np.logical_and.accumulate(np.flip(gone, 0), 0), 0)  # gone from here on
     first = [int(np.argmax(stays[:, j])) if stays[:, j].any() else len(gone) for j in (0, 1)]
     k = min(first)
@@ -249,8 +252,16 @@ def first_to_leave(path: Path) -> str:
     leavers = [j for j in (0, 1) if first[j] == k]
     who = " and ".join(("+u", "-u")[j] for j in leavers)
     before = [(c["ratio"][k - 1, j], c["mechanism"][k - 1, j]) for j in leavers]
-    ratios = ", ".join(f"{run:+.1f}; {mechanism:+.1f}" for run, mechanism in before)
-    return f"{who} at {c['time'][k]:g} ({ratios})"
+    ratios = [f"{run:+.1f}; {mechanism:+.1f}" for run, mechanism in before]
+    if clock_path(path).exists():  # the scheme's own sums (clock.py), where recorded
+        clock, t = read_clock(clock_path(path)), c["time"][k - 1]
+        for i, j in enumerate(leavers):
+            side = ("+u", "-u")[j]
+            row = np.flatnonzero(clock["time"] == t)
+            if row.size:
+                own = clock[f"log_z_tail_{side}"][row[0]] - clock[f"log_z_self_{side}"][row[0]]
+                ratios[i] += f"; scheme's {own:+.1f}"
+    return f"{who} at {c['time'][k]:g} ({', '.join(ratios)})"
 
 
 def departures(beta: float) -> str:
@@ -258,9 +269,10 @@ def departures(beta: float) -> str:
     ``--departures``)."""
     target = projection_target(case_config(beta, 16, 1e-4, SPACING))
     head = ("| n, tolerance, sources | first minimum (t) | mass across x 1e5 | W2 at t = 20-68 | "
-            "departure | first to leave +-u, at t (log(Z_tail / Z_self) before: run; "
-            "mechanism) | W2 from t = 84 | wall |")
-    lines = [head, "|" + "---|" * 8]
+            "departure | first off +-u by 4 degrees, at t (log(Z_tail / Z_self) before: run's "
+            "cells; mechanism; the scheme's sums where recorded) | first off by 8 degrees (the "
+            "same) | W2 from t = 84 | wall |")
+    lines = [head, "|" + "---|" * 9]
     for path in sorted(OUT.glob(f"beta{beta:g}_n*_look.nc")):
         if path.with_name(path.name + ".lock").exists():  # partial (or being written)
             continue
@@ -275,6 +287,7 @@ def departures(beta: float) -> str:
             f"| {n}, {tol:g}, {s['variant'][1]} | {s['first_min']:.5f} ({s['t_first_min']:g}) | "
             f"{s['across'] * 1e5:+.2f} | {plateau.min():.4f}-{plateau.max():.4f} | "
             f"{s['departure_time']:g} | {first_to_leave(path)} | "
+            f"{first_to_leave(path, JUMP_DEGREES)} | "
             f"{after.min():.3f}-{after.max():.3f} | {wall_cell(s)} |"
         )
     return "\n".join(lines)
