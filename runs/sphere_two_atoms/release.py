@@ -1,0 +1,170 @@
+"""The release of each cluster from the zero-temperature tail alone: the cluster creeps.
+
+mechanism.py releases a cluster when its tail's weight log(Z_tail / Z_self) at +-u crosses 0,
+the cluster held at +-u until then. plateau.py finds where the tail holds it (its equilibrium
+near +-u, O(1 / beta) off). Here the cluster moves: a point mass m at c(t) with
+
+    dc/dt = P_c V E_c[y],   E_c the average under m e^{beta <B^T c, c>} delta_c
+                            + e^{beta <B^T c, y>} rho(t, y) dy (the tail),
+
+rho(t, .) the zero-temperature tail (plateau.log_density: log rho_0 at the foot of the
+backward characteristic minus the integral of div X along it) on a polar grid of the cap of
+CAP rad about +-w, linear in t between samples DT_TAIL apart (wider at large beta); c(t) by
+RK4, STEPS steps per sample, from its equilibrium at the start (plateau.equilibrium). As the
+tail drains, the cluster's own logit pulls it off +-u, and it creeps: it moves to where its
+tail still outweighs it (log(Z_tail / Z_self) stays near +2 to +3 at its position) at a speed
+that falls like 1 / beta. Printed for each beta and cluster: the times its offset from +-u
+passes 4, 8, 16 and 30 degrees (4 and 8: study.py's LEFT_DEGREES and JUMP_DEGREES) and its
+log(Z_tail / Z_self) then, beside mechanism.py's release (the ratio's root at c = +-u). Beyond
+about 8 degrees the cluster's kernel reaches the cap's edge at beta >= 1000 (4 degrees at
+10^4): the later times are not to be trusted there. A reference for the runs' creep
+(docs/concentration.md) that owes nothing to a scheme; what it leaves out: the tail's response
+to finite beta (the tail here is the zero-temperature field's) and the cluster's width.
+
+Usage: .venv/bin/python runs/sphere_two_atoms/release.py [BETA ...] [--across DM] [--min-w2 W]
+(default 300; 25 seconds; 2 minutes at 3000). With --min-w2 W (the runs' min W2) it also
+gives when the two clusters' W2 as point masses (plus pi^2 |DM|, DM the runs' mass across:
+plateau.py --across) passes study.py's departure level 2 W + 0.02.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+import plateau
+from mechanism import Geometry
+from scipy.optimize import brentq
+from scipy.special import logsumexp
+
+#: the tail's cap about +-w (radians; up to beta = 1000, then :func:`cap`) and its polar grid:
+#: wider than plateau.py's, since the cluster's look direction B^T c moves with it
+CAP, RINGS, SECTORS = 0.7, 140, 160
+#: when the cluster starts (at its equilibrium: the later of T_START and 0.2 beta - 40, well
+#: before the creep), the tail's samples (DT_TAIL, times beta / 3000 above beta = 3000: the
+#: creep's time scale grows like beta) and the cluster's RK4 steps (STEPS per sample)
+T_START, DT_TAIL, STEPS = 20.0, 0.25, 5
+#: the offsets reported (study.py's creep and jump)
+DEGREES = (4.0, 8.0, 16.0, 30.0)
+
+
+def schedule(beta: float) -> tuple[float, float, float]:
+    """(t_start, t_end, dt_tail) for beta (the constants' comments)."""
+    return max(T_START, 0.2 * beta - 40.0), 0.3 * beta + 100.0, DT_TAIL * max(1.0, beta / 3000.0)
+
+
+def cap(beta: float) -> float:
+    """The cap's radius: CAP up to beta = 1000, then shrinking like the kernel's width
+    (beta |B^T u|)^(-1/2), so that RINGS and SECTORS resolve the kernel as well at every beta."""
+    return CAP * min(1.0, math.sqrt(1000.0 / beta))
+
+
+def tail(g: Geometry, sign: float, beta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(points (k, 3), times (n,), log of rho(t, y) times the area (n, k)) about sign * w."""
+    plateau.CAP, plateau.RINGS, plateau.SECTORS = cap(beta), RINGS, SECTORS
+    points, area = plateau.cap_grid(sign * g.w)
+    t_start, t_end, dt_tail = schedule(beta)
+    times = np.arange(t_start, t_end + dt_tail / 2, dt_tail)
+    return points, times, plateau.log_density(g, points, tuple(times)) + np.log(area)
+
+
+def velocity(g: Geometry, beta: float, c: np.ndarray, points: np.ndarray, log_w: np.ndarray,
+             mass: float) -> tuple[np.ndarray, float]:
+    """(P_c V E_c[y], log(Z_tail / Z_self)) for the cluster at c (module docstring)."""
+    q = beta * (g.B.T @ c)
+    logits = points @ q + log_w
+    own = math.log(mass) + float(q @ c)
+    z_tail = logsumexp(logits)
+    top = max(z_tail, own)
+    a, b = math.exp(z_tail - top), math.exp(own - top)
+    mean = (a * (np.exp(logits - z_tail) @ points) + b * c) / (a + b)
+    v = g.V @ mean
+    return v - (v @ c) * c, z_tail - own
+
+
+def follow(g: Geometry, beta: float, sign: float) -> list[tuple[float, float, float]]:
+    """(t, offset from sign * u in degrees, log(Z_tail / Z_self)) at every sample of the tail
+    (:func:`schedule`), until the offset passes the last of DEGREES or the end."""
+    points, times, logs = tail(g, sign, beta)
+    mass = g.m_u if sign > 0 else 1.0 - g.m_u
+    dt_tail = float(times[1] - times[0])
+    dt = dt_tail / STEPS
+
+    def log_w(t: float) -> np.ndarray:
+        i = min(int((t - times[0]) / dt_tail), len(times) - 2)
+        f = (t - times[i]) / dt_tail
+        return (1.0 - f) * logs[i] + f * logs[i + 1]
+
+    def rate(t: float, c: np.ndarray) -> np.ndarray:
+        c = c / np.linalg.norm(c)
+        return velocity(g, beta, c, points, log_w(t), mass)[0]
+
+    c = plateau.equilibrium(g, beta, sign, points, logs[0], mass)
+    t, out = float(times[0]), []
+    for k in range(len(times) - 1):
+        ratio = velocity(g, beta, c, points, logs[k], mass)[1]
+        offset = math.degrees(math.acos(min(1.0, float(c @ (sign * g.u)))))
+        out.append((float(times[k]), offset, ratio))
+        if offset > DEGREES[-1]:
+            break
+        for _ in range(STEPS):  # RK4
+            k1 = rate(t, c)
+            k2 = rate(t + dt / 2, c + dt / 2 * k1)
+            k3 = rate(t + dt / 2, c + dt / 2 * k2)
+            k4 = rate(t + dt, c + dt * k3)
+            c = c + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            c /= np.linalg.norm(c)
+            t += dt
+    return out
+
+
+def w2_positions(g: Geometry, paths: dict[float, list], across: float) -> tuple[list, list]:
+    """(times, W2) of the two clusters as point masses at their offsets from +-u, W2^2 =
+    m_+ d_+^2 + m_- d_-^2 + pi^2 |across| (d in radians; plateau.py's W2 with its mass across),
+    at the times both paths reach."""
+    n = min(len(paths[1.0]), len(paths[-1.0]))
+    w2 = [math.sqrt(g.m_u * math.radians(paths[1.0][k][1]) ** 2
+                    + (1.0 - g.m_u) * math.radians(paths[-1.0][k][1]) ** 2
+                    + math.pi**2 * abs(across)) for k in range(n)]
+    return [paths[1.0][k][0] for k in range(n)], w2
+
+
+def main(betas: list[float], across: float, min_w2: float) -> None:
+    g = Geometry()
+    for beta in betas:
+        paths = {}
+        for sign, name in ((1.0, "+u"), (-1.0, "-u")):
+            path = paths[sign] = follow(g, beta, sign)
+            released = brentq(lambda t, b=beta, s=sign: g.log_ratio(t, b, s), 0.0, g.t_max)
+            cells = []
+            for d in DEGREES:
+                hit = [(t, r) for t, off, r in path if off > d]
+                cells.append(f"off by {d:g} degrees at t = {hit[0][0]:g} (ratio {hit[0][1]:+.2f})"
+                             if hit else f"within {d:g} degrees to t = {path[-1][0]:g}")
+            print(f"beta = {beta:g}, cluster at {name}: " + "; ".join(cells)
+                  + f"; mechanism's release {released:.2f}; offset at t = {path[0][0]:g}: "
+                  f"{path[0][1]:.2f} degrees")
+            if beta == betas[0]:
+                print("   t: offset (deg), log(Z_tail / Z_self): " + "; ".join(
+                    f"{t:g}: {off:.2f}, {r:+.2f}" for t, off, r in path if t % 4 == 0))
+        if min_w2 > 0.0:
+            times, w2 = w2_positions(g, paths, across)
+            level = 2.0 * min_w2 + 0.02
+            past = [t for t, w in zip(times, w2) if w > level]
+            when = f"at t = {past[0]:g}" if past else f"not by t = {times[-1]:g}"
+            print(f"  W2 of the clusters (mass across {across:g}) passes 2 x {min_w2:g} + 0.02 = "
+                  f"{level:.4f} (study.py's departure) {when}; W2 at t = {times[0]:g}: "
+                  f"{w2[0]:.4f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("betas", nargs="*", type=float, default=[300.0], metavar="BETA")
+    parser.add_argument("--across", type=float, default=0.0, metavar="DM",
+                        help="the runs' mass across the hemispheres' border (study.py --table), "
+                        "added to W2^2 as pi^2 |DM|")
+    parser.add_argument("--min-w2", type=float, default=0.0, metavar="W",
+                        help="the runs' min W2: print when the clusters' W2 passes 2 W + 0.02")
+    args = parser.parse_args()
+    main(args.betas, args.across, args.min_w2)
