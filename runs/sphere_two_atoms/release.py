@@ -167,4 +167,7 @@ if __name__ == "__main__":
     parser.add_argument("--min-w2", type=float, default=0.0, metavar="W",
                         help="the runs' min W2: print when the clusters' W2 passes 2 W + 0.02")
     args = parser.parse_args()
+    if min(args.betas) < 300.0:
+        parser.error("BETA must be >= 300: the model starts at t = 20 from a formed cluster that "
+                     "its tail holds (below 300 the clusters are released before that)")
     main(args.betas, args.across, args.min_w2)
