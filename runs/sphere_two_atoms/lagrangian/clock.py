@@ -1,15 +1,18 @@
 """The release's clock as the scheme itself has it (docs/concentration.md).
 
 clusters.py takes log(Z_tail / Z_self) of each cluster from the file's recording cells, whose
-cells about +-w are 2-3 kernel widths across; that ratio does not order the departures. Here
-the same ratio is taken from the scheme's own sources at every snapshot of a run, as its
-right-hand side sums them: the particles (points) or, with the interpolant, the particles'
-remaining mass and the sub-triangles' centroids. For the cluster on each side of the plane
+cells about +-w are 2-3 kernel widths across. Here the same ratio is taken from the scheme's
+own sources at every snapshot of a run, as its right-hand side sums them (the two agree to
+0.05 e-folds but for a few snapshots, docs/concentration.md): the particles (points) or, with
+the interpolant, the particles' remaining mass and the sub-triangles' centroids. For the
+cluster on each side of the plane
 <x, u> = 0: its centre c (the mass-weighted mean of the particles within NEAR of the side's
 heaviest particle), its offset from +-u, the log of sum_sources m e^{beta <c, B y>} over the
 sources within NEAR of c (self) and over the rest (tail), and over those within AT_W of +-w
-(the tail where the softmax at +-u looks), and the speed of c under the scheme's velocity
-P_c E_c[V y] (degrees per unit time).
+(the tail where the softmax at +-u looks), the speed of c under the scheme's velocity
+P_c E_c[V y] (degrees per unit time), and how many particles lie within NEAR of c and within
+LOOK_REACH kernel widths of its look direction B^T c / |B^T c| (and how many of the scheme's
+sources: with the interpolant, the sub-triangles' centroids too).
 
 study.py --run ... --clock records it beside the case file (FILE.clock.csv, one row per
 snapshot, appended as the run goes; a resumed run appends from its checkpoint on, and a reader
@@ -38,10 +41,15 @@ NEAR = 0.1
 #: the radius about +-w that counts as the tail the softmax at +-u looks at
 AT_W = 0.3
 SIDES = ("+u", "-u")
-COLUMNS = ["time"] + [
-    f"{name}_{side}"
-    for side in SIDES
-    for name in ("offset_deg", "log_z_self", "log_z_tail", "log_z_at_w", "speed_deg")
+#: the reach about a cluster's look direction B^T c / |B^T c| whose particles are counted, in
+#: kernel widths (beta |B^T c|)^(-1/2)
+LOOK_REACH = 3.0
+#: the columns per cluster, in the order written (the counts were added in the seventh session:
+#: a file without them is rewritten with them blank, its rows kept)
+PER_SIDE = ("offset_deg", "log_z_self", "log_z_tail", "log_z_at_w", "speed_deg")
+COUNTS = ("particles_near", "particles_look", "sources_look")
+COLUMNS = ["time"] + [f"{name}_{side}" for side in SIDES for name in PER_SIDE] + [
+    f"{name}_{side}" for side in SIDES for name in COUNTS
 ]
 
 
@@ -62,7 +70,7 @@ def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray) -> list[f
     """The row of :data:`COLUMNS` (without the time) for particles x (unit) and log masses."""
     y, log_w = scheme_sources(scheme, x, log_m)
     beta, B, V = scheme.interaction.beta, scheme.interaction.B, scheme.interaction.V
-    row = []
+    row, counts = [], []
     for sign in (1.0, -1.0):
         side = sign * (x @ g.u) > 0.0
         heaviest = x[np.argmax(np.where(side, log_m, -np.inf))]
@@ -82,7 +90,11 @@ def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray) -> list[f
             float(logsumexp(logit[at_w])) if at_w.any() else -np.inf,
             float(np.degrees(np.linalg.norm(velocity))),
         ]
-    return row
+        q = B.T @ c
+        look = q / np.linalg.norm(q)
+        reach = np.cos(LOOK_REACH / np.sqrt(beta * np.linalg.norm(q)))
+        counts += [int(near.sum()), int((x @ look > reach).sum()), int((y @ look > reach).sum())]
+    return row + counts
 
 
 class SchemeClock(Observer):
@@ -95,9 +107,17 @@ class SchemeClock(Observer):
 
     def start(self, info: dict) -> None:
         self.scheme = info["scheme"]
-        if not self.path.exists():
-            with self.path.open("w", newline="") as f:
-                csv.writer(f).writerow(COLUMNS)
+        rows = []
+        if self.path.exists():
+            with self.path.open(newline="") as f:
+                rows = list(csv.reader(f))
+            if rows and rows[0] == COLUMNS:
+                return
+        with self.path.open("w", newline="") as f:  # new, or of an older version: padded
+            out = csv.writer(f)
+            out.writerow(COLUMNS)
+            for row in rows[1:]:
+                out.writerow(row + ["nan"] * (len(COLUMNS) - len(row)))
 
     def observe(self, t: float, state: np.ndarray) -> None:
         log_m, x, _, _ = unpack(state[0])
@@ -122,8 +142,8 @@ def main(case: str, every: float = 4.0) -> None:
         beta = float(d.attrs["beta"])
     print(f"the scheme's own sums at each cluster, beta = {beta:g} (mechanism in brackets):")
     print("t | " + " | ".join(
-        f"{s}: offset deg, log Z_tail/Z_self (mech.), log Z_at_w/Z_self, speed deg/unit"
-        for s in SIDES))
+        f"{s}: offset deg, log Z_tail/Z_self (mech.), log Z_at_w/Z_self, speed deg/unit, "
+        "particles near / at its look, sources at its look" for s in SIDES))
     for k, t in enumerate(c["time"]):
         if t % every:
             continue
@@ -133,7 +153,8 @@ def main(case: str, every: float = 4.0) -> None:
             cells.append(
                 f"{c[f'offset_deg_{s}'][k]:5.2f}, {c[f'log_z_tail_{s}'][k] - self_:7.2f} "
                 f"({g.log_ratio(float(t), beta, sign):7.2f}), "
-                f"{c[f'log_z_at_w_{s}'][k] - self_:7.2f}, {c[f'speed_deg_{s}'][k]:.3g}"
+                f"{c[f'log_z_at_w_{s}'][k] - self_:7.2f}, {c[f'speed_deg_{s}'][k]:.3g}, "
+                + " / ".join(f"{c[f'{n}_{s}'][k]:.0f}" for n in COUNTS)
             )
         print(f"{t:6.1f} | " + " | ".join(cells))
 
