@@ -89,9 +89,9 @@ def run(
         ``"missing"`` (no file) or ``"complete"`` (nothing was run); the command line prints
         the message as a ``spheredens: note:`` line.
     observers : sequence of :class:`~spheredens.simulate.Observer`
-        More observers of the integration, told of its start, of every accepted step (time,
-        step and solver state), of every snapshot and of its end, after the recorder: e.g. a
-        diagnostic that needs the solver's own state. A resumed run tells them from the
+        More observers of the integration, told of its start, of every accepted step (the new
+        time, the step size and the solver's state), of every snapshot and of its end, after
+        the recorder: e.g. a diagnostic that needs the solver's own state. A resumed run tells them from the
         checkpoint on (its snapshots before it are not shown again).
 
     Returns
