@@ -10,7 +10,7 @@ instability seeded at EPS would, or stays put.
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --run FILE EPS SEED \
-        [--kind position|mass] [--t-end T]
+        [--kind position|mass] [--t-end T] [--clock]
   .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --table FILE
 Files: cases/sensitivity/<FILE's stem>_<kind><EPS>_seed<SEED>.nc; --table lists FILE and its
 copies. FILE may be a copy of a running case's file (its checkpoint is where the copy starts).
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from clock import SchemeClock, clock_path  # beside this script
 from scipy.special import logsumexp
 
 import spheredens as sd
@@ -101,7 +102,9 @@ def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
     return target
 
 
-def continue_copy(source: Path, kind: str, eps: float, seed: int, t_end: float) -> None:
+def continue_copy(
+    source: Path, kind: str, eps: float, seed: int, t_end: float, clock: bool = False
+) -> None:
     study = _study()
     with xr.open_dataset(source) as ds:
         cfg = sd.config_from_dict(tomllib.loads(ds.attrs["config"]), base_dir=HERE.parent)
@@ -110,7 +113,8 @@ def continue_copy(source: Path, kind: str, eps: float, seed: int, t_end: float) 
     data["time"]["snapshots"] = int(round(t_end / study.SPACING)) + 1
     target = start_copy(source, kind, eps, seed)
     config = sd.config_from_dict(data, base_dir=HERE.parent)
-    sd.run(config, output=target, resume=True, progress=True)
+    observers = [SchemeClock(clock_path(target))] if clock else []
+    sd.run(config, output=target, resume=True, progress=True, observers=observers)
 
 
 def table(source: Path) -> str:
@@ -145,10 +149,13 @@ def main() -> None:
     parser.add_argument("--kind", choices=KINDS, default="position")
     parser.add_argument("--t-end", type=float, default=110.0)
     parser.add_argument("--table", metavar="FILE")
+    parser.add_argument("--clock", action="store_true",
+                        help="record the clusters' tail weights from the scheme's own sums "
+                        "(clock.py) beside the copy")
     args = parser.parse_args()
     if args.run:
         source, eps, seed = Path(args.run[0]), float(args.run[1]), int(args.run[2])
-        continue_copy(source, args.kind, eps, seed, args.t_end)
+        continue_copy(source, args.kind, eps, seed, args.t_end, args.clock)
     if args.table:
         print(table(Path(args.table)))
 
