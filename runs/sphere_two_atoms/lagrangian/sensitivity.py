@@ -3,16 +3,20 @@
 Takes a study case's file (study.py) whose checkpoint lies at the start of the plateau, copies
 it, moves every particle of the checkpoint by ``EPS`` rad in a random tangent direction (seeded;
 ``--kind mass`` instead multiplies every particle's mass by exp(EPS g), g standard normal, and
-normalizes), and continues the copy to ``--t-end`` with the same configuration. Mass stays 1
+normalizes; ``--kind none`` leaves it as it is), and continues the copy to ``--t-end`` with the
+same configuration, or with the changes of ``--set`` from the checkpoint on (e.g. a tighter
+tolerance from the plateau on: whether the departure answers the step error while the
+clusters creep, or what came before). Mass stays 1
 (the masses are renormalized, positions do not carry mass). The copies' table (min W2, plateau,
 departure as in study.py) tells whether the departure moves with log(1/EPS), as the time of an
 instability seeded at EPS would, or stays put.
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --run FILE EPS SEED \
-        [--kind position|mass] [--t-end T] [--clock]
+        [--kind position|mass|none] [--t-end T] [--set KEY=VALUE ...] [--clock]
   .venv/bin/python runs/sphere_two_atoms/lagrangian/sensitivity.py --table FILE
-Files: cases/sensitivity/<FILE's stem>_<kind><EPS>_seed<SEED>.nc; --table lists FILE and its
+Files: cases/sensitivity/<FILE's stem>_<kind><EPS>_seed<SEED>[_<key><value>].nc (key: the
+last part of each --set key); --table lists FILE and its
 copies. FILE may be a copy of a running case's file (its checkpoint is where the copy starts).
 """
 
@@ -36,8 +40,8 @@ HERE = Path(__file__).resolve().parent
 STUDY = HERE / "study.py"
 SNAP = (30.0, 50.0, 66.0, 78.0)
 COPIES = HERE / "cases" / "sensitivity"
-#: the perturbations (``--kind``)
-KINDS = ("position", "mass")
+#: the perturbations (``--kind``; "none" continues the copy unperturbed, e.g. with ``--set``)
+KINDS = ("position", "mass", "none")
 
 
 def _study():
@@ -48,10 +52,13 @@ def _study():
     return module
 
 
-def copy_name(source: Path, kind: str, eps: float, seed: int) -> Path:
-    """cases/sensitivity/<source's stem>_<kind><eps>_seed<seed>.nc (not among the study's own
-    cases, whose table takes one file per case)."""
-    return COPIES / f"{source.stem}_{kind}{eps:g}_seed{seed}.nc"
+def copy_name(source: Path, kind: str, eps: float, seed: int, changes: dict | None = None) -> Path:
+    """cases/sensitivity/<source's stem>_<kind><eps>_seed<seed>[_<key><value> ...].nc (not
+    among the study's own cases, whose table takes one file per case); the keys of ``changes``
+    by their last part (``discretization.tolerance`` -> ``tolerance``)."""
+    suffix = "".join(f"_{k.rsplit('.', 1)[-1]}{v:g}" if isinstance(v, float)
+                     else f"_{k.rsplit('.', 1)[-1]}{v}" for k, v in (changes or {}).items())
+    return COPIES / f"{source.stem}_{kind}{eps:g}_seed{seed}{suffix}.nc"
 
 
 def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
@@ -60,6 +67,8 @@ def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
     exp(eps g) (kind "mass", renormalized to the slice's old total)."""
     rng = np.random.default_rng(seed)
     out = state.copy()
+    if kind == "none":
+        return out
     for s in out:
         if kind == "position":
             x = s[1:4].T
@@ -83,9 +92,13 @@ def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
     return out
 
 
-def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
-    """The perturbed copy of ``source`` (written once; an existing copy is kept as it is)."""
-    target = copy_name(source, kind, eps, seed)
+def start_copy(
+    source: Path, kind: str, eps: float, seed: int, changes: dict | None = None
+) -> Path:
+    """The perturbed copy of ``source`` (written once; an existing copy is kept as it is), its
+    configuration changed by ``changes`` (dotted keys: the run from the checkpoint on is the
+    changed configuration's)."""
+    target = copy_name(source, kind, eps, seed, changes)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         return target
@@ -96,6 +109,9 @@ def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
     state = perturb(raw[0].reshape(shape), kind, eps, seed)
     ds["checkpoint_state"].values[0] = state.reshape(-1)  # the file's name says how
     ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
+    if changes:
+        cfg = sd.config_from_dict(tomllib.loads(ds.attrs["config"]), base_dir=HERE.parent)
+        ds.attrs["config"] = cfg.replace(**changes).to_toml()
     tmp = target.with_suffix(".tmp")
     ds.to_netcdf(tmp)
     shutil.move(tmp, target)
@@ -103,15 +119,23 @@ def start_copy(source: Path, kind: str, eps: float, seed: int) -> Path:
 
 
 def continue_copy(
-    source: Path, kind: str, eps: float, seed: int, t_end: float, clock: bool = False
+    source: Path,
+    kind: str,
+    eps: float,
+    seed: int,
+    t_end: float,
+    clock: bool = False,
+    changes: dict | None = None,
 ) -> None:
     study = _study()
     with xr.open_dataset(source) as ds:
         cfg = sd.config_from_dict(tomllib.loads(ds.attrs["config"]), base_dir=HERE.parent)
+    if changes:
+        cfg = cfg.replace(**changes)
     data = cfg.to_dict()
     data["time"]["t_end"] = float(t_end)
     data["time"]["snapshots"] = int(round(t_end / study.SPACING)) + 1
-    target = start_copy(source, kind, eps, seed)
+    target = start_copy(source, kind, eps, seed, changes)
     config = sd.config_from_dict(data, base_dir=HERE.parent)
     observers = [SchemeClock(clock_path(target))] if clock else []
     sd.run(config, output=target, resume=True, progress=True, observers=observers)
@@ -149,13 +173,20 @@ def main() -> None:
     parser.add_argument("--kind", choices=KINDS, default="position")
     parser.add_argument("--t-end", type=float, default=110.0)
     parser.add_argument("--table", metavar="FILE")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change the copy's configuration from its checkpoint on, e.g. "
+                        "discretization.tolerance=1e-6 (VALUE in TOML; repeatable)")
     parser.add_argument("--clock", action="store_true",
                         help="record the clusters' tail weights from the scheme's own sums "
                         "(clock.py) beside the copy")
     args = parser.parse_args()
     if args.run:
         source, eps, seed = Path(args.run[0]), float(args.run[1]), int(args.run[2])
-        continue_copy(source, args.kind, eps, seed, args.t_end, args.clock)
+        changes = {}
+        for item in args.set:
+            key, _, value = item.partition("=")
+            changes[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        continue_copy(source, args.kind, eps, seed, args.t_end, args.clock, changes)
     if args.table:
         print(table(Path(args.table)))
 
