@@ -128,11 +128,12 @@ class SchemeClock(Observer):
 
 
 def read_clock(path: Path) -> dict[str, np.ndarray]:
-    """The columns of a clock file, one row per time (the last written of each)."""
+    """The columns of a clock file, one row per time (the last written of each); columns that
+    a file of an older version lacks are nan."""
     with Path(path).open() as f:
         rows = {float(r["time"]): r for r in csv.DictReader(f)}
     times = sorted(rows)
-    return {k: np.array([float(rows[t][k]) for t in times]) for k in COLUMNS}
+    return {k: np.array([float(rows[t].get(k) or "nan") for t in times]) for k in COLUMNS}
 
 
 def main(case: str, every: float = 4.0) -> None:
