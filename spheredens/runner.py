@@ -91,8 +91,8 @@ def run(
     observers : sequence of :class:`~spheredens.simulate.Observer`
         More observers of the integration, told of its start, of every accepted step (the new
         time, the step size and the solver's state), of every snapshot and of its end, after
-        the recorder: e.g. a diagnostic that needs the solver's own state. A resumed run tells them from the
-        checkpoint on (its snapshots before it are not shown again).
+        the recorder: e.g. a diagnostic that needs the solver's own state. A resumed run
+        tells them from the checkpoint on (its snapshots before it are not shown again).
 
     Returns
     -------
