@@ -144,6 +144,14 @@ def predicted(g: Geometry, beta: float) -> dict[float, list[float]]:
     return out
 
 
+def clusters_w2(mass_u: float, angle_u: float, angle_minus_u: float, across: float = 0.0) -> float:
+    """W2 to Pi_# rho_0 of the two clusters as point masses mass_u and 1 - mass_u at the angles
+    (radians) from +u and -u, with pi^2 |across| added to W2^2 (a run's mass across the plane
+    <x, u> = 0, module docstring)."""
+    return math.sqrt(mass_u * angle_u**2 + (1.0 - mass_u) * angle_minus_u**2
+                     + math.pi**2 * abs(across))
+
+
 def _plane(points: np.ndarray, values: np.ndarray, centre: np.ndarray) -> np.ndarray:
     """(level at ``centre``, gradient along e1, e2) of the least-squares plane through values."""
     e1 = np.cross(centre, np.eye(3)[int(np.argmin(np.abs(centre)))])
@@ -211,16 +219,15 @@ def main() -> None:
         return
     betas = args.beta
     g = Geometry(t_max=100.0)
-    masses = {1.0: g.m_u, -1.0: 1.0 - g.m_u}
     for beta in betas:
         angles = predicted(g, beta)
         print(f"beta = {beta:g}: the clusters' equilibria on the plateau (angles from +-u, "
               "degrees) and the W2 they make with Pi_# rho_0")
         for i, t in enumerate(TIMES):
-            w2 = math.sqrt(sum(masses[s] * angles[s][i] ** 2 for s in (1.0, -1.0)))
+            w2 = clusters_w2(g.m_u, angles[1.0][i], angles[-1.0][i])
             across = ""
             if args.across is not None:
-                full = math.hypot(w2, math.pi * math.sqrt(abs(args.across)))
+                full = clusters_w2(g.m_u, angles[1.0][i], angles[-1.0][i], args.across)
                 across = f", with the mass across {full:.5f}"
             print(f"  t = {t:5g}: +u {math.degrees(angles[1.0][i]):.3f}, "
                   f"-u {math.degrees(angles[-1.0][i]):.3f}; W2 = {w2:.5f}{across}")

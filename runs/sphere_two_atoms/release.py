@@ -124,9 +124,8 @@ def w2_positions(g: Geometry, paths: dict[float, list], across: float) -> tuple[
     m_+ d_+^2 + m_- d_-^2 + pi^2 |across| (d in radians; plateau.py's W2 with its mass across),
     at the times both paths reach."""
     n = min(len(paths[1.0]), len(paths[-1.0]))
-    w2 = [math.sqrt(g.m_u * math.radians(paths[1.0][k][1]) ** 2
-                    + (1.0 - g.m_u) * math.radians(paths[-1.0][k][1]) ** 2
-                    + math.pi**2 * abs(across)) for k in range(n)]
+    w2 = [plateau.clusters_w2(g.m_u, math.radians(paths[1.0][k][1]),
+                              math.radians(paths[-1.0][k][1]), across) for k in range(n)]
     return [paths[1.0][k][0] for k in range(n)], w2
 
 
