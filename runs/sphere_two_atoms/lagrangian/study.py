@@ -238,11 +238,11 @@ def table(betas) -> str:
     return "\n".join(lines)
 
 
-def first_to_leave(path: Path, degrees: float = LEFT_DEGREES) -> str:
+def first_to_leave(c: dict, clock: dict | None, degrees: float = LEFT_DEGREES) -> str:
     """Which cluster leaves +-u first, when (its offset stays above ``degrees`` from then on),
     and each one's log(Z_tail / Z_self) at the snapshot before, the recording cells', the
-    mechanism's (:func:`clusters.cluster_series`) and, where recorded, the scheme's (clock.py)."""
-    c = cluster_series(str(path))
+    mechanism's (``c``: :func:`clusters.cluster_series` of the file) and, where recorded, the
+    scheme's (``clock``: clock.read_clock of the file's clock, or None)."""
     gone = c["offset"] > degrees
     stays = np.flip(np.logical_and.accumulate(np.flip(gone, 0), 0), 0)  # gone from here on
     first = [int(np.argmax(stays[:, j])) if stays[:, j].any() else len(gone) for j in (0, 1)]
@@ -253,8 +253,8 @@ def first_to_leave(path: Path, degrees: float = LEFT_DEGREES) -> str:
     who = " and ".join(("+u", "-u")[j] for j in leavers)
     before = [(c["ratio"][k - 1, j], c["mechanism"][k - 1, j]) for j in leavers]
     ratios = [f"{run:+.1f}; {mechanism:+.1f}" for run, mechanism in before]
-    if clock_path(path).exists():  # the scheme's own sums (clock.py), where recorded
-        clock, t = read_clock(clock_path(path)), c["time"][k - 1]
+    if clock is not None:  # the scheme's own sums (clock.py), where recorded
+        t = c["time"][k - 1]
         for i, j in enumerate(leavers):
             side = ("+u", "-u")[j]
             row = np.flatnonzero(clock["time"] == t)
@@ -283,11 +283,13 @@ def departures(beta: float) -> str:
             t, w2 = ds["time"].values, ds["w2_projection"].values
         plateau, after = w2[(t >= 20.0) & (t <= 68.0)], w2[t >= 84.0]
         _, n, tol = s["case"]
+        c = cluster_series(str(path))
+        clock = read_clock(clock_path(path)) if clock_path(path).exists() else None
         lines.append(
             f"| {n}, {tol:g}, {s['variant'][1]} | {s['first_min']:.5f} ({s['t_first_min']:g}) | "
             f"{s['across'] * 1e5:+.2f} | {plateau.min():.4f}-{plateau.max():.4f} | "
-            f"{s['departure_time']:g} | {first_to_leave(path)} | "
-            f"{first_to_leave(path, JUMP_DEGREES)} | "
+            f"{s['departure_time']:g} | {first_to_leave(c, clock)} | "
+            f"{first_to_leave(c, clock, JUMP_DEGREES)} | "
             f"{after.min():.3f}-{after.max():.3f} | {wall_cell(s)} |"
         )
     return "\n".join(lines)
