@@ -93,11 +93,12 @@ def perturb(state: np.ndarray, kind: str, eps: float, seed: int) -> np.ndarray:
 
 
 def start_copy(
-    source: Path, kind: str, eps: float, seed: int, changes: dict | None = None
+    source: Path, kind: str, eps: float, seed: int, changes: dict | None = None,
+    config_text: str | None = None,
 ) -> Path:
-    """The perturbed copy of ``source`` (written once; an existing copy is kept as it is), its
-    configuration changed by ``changes`` (dotted keys: the run from the checkpoint on is the
-    changed configuration's)."""
+    """The perturbed copy of ``source`` (written once; an existing copy is kept as it is); with
+    ``changes`` (dotted keys, named in the copy's name), its stored configuration is
+    ``config_text``, the changed one: the run from the checkpoint on is that configuration's."""
     target = copy_name(source, kind, eps, seed, changes)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
@@ -109,9 +110,8 @@ def start_copy(
     state = perturb(raw[0].reshape(shape), kind, eps, seed)
     ds["checkpoint_state"].values[0] = state.reshape(-1)  # the file's name says how
     ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
-    if changes:
-        cfg = sd.config_from_dict(tomllib.loads(ds.attrs["config"]), base_dir=HERE.parent)
-        ds.attrs["config"] = cfg.replace(**changes).to_toml()
+    if config_text is not None:
+        ds.attrs["config"] = config_text
     tmp = target.with_suffix(".tmp")
     ds.to_netcdf(tmp)
     shutil.move(tmp, target)
@@ -135,7 +135,7 @@ def continue_copy(
     data = cfg.to_dict()
     data["time"]["t_end"] = float(t_end)
     data["time"]["snapshots"] = int(round(t_end / study.SPACING)) + 1
-    target = start_copy(source, kind, eps, seed, changes)
+    target = start_copy(source, kind, eps, seed, changes, cfg.to_toml() if changes else None)
     config = sd.config_from_dict(data, base_dir=HERE.parent)
     observers = [SchemeClock(clock_path(target))] if clock else []
     sd.run(config, output=target, resume=True, progress=True, observers=observers)
