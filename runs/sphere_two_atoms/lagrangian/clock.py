@@ -23,6 +23,7 @@ mechanism's ratio (../mechanism.py).
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from pathlib import Path
 
@@ -48,9 +49,16 @@ LOOK_REACH = 3.0
 #: a file without them is rewritten with them blank, its rows kept)
 PER_SIDE = ("offset_deg", "log_z_self", "log_z_tail", "log_z_at_w", "speed_deg")
 COUNTS = ("particles_near", "particles_look", "sources_look")
+#: the cluster's core (added in the eighth session): the particles within CORE rad of the
+#: side's heaviest, how many, the log of their mass-weighted spread about their mean (rad),
+#: and the log of the heaviest particle's shape's long and short half-axes (its singular
+#: values): what the scheme keeps of the cluster's own extent, which contracts on the plateau
+#: and is torn from the release on (../release.py: the stretch)
+CORE = 0.01
+CORE_COLUMNS = ("core_particles", "log_core_spread", "log_length", "log_width")
 COLUMNS = ["time"] + [f"{name}_{side}" for side in SIDES for name in PER_SIDE] + [
     f"{name}_{side}" for side in SIDES for name in COUNTS
-]
+] + [f"{name}_{side}" for side in SIDES for name in CORE_COLUMNS]
 
 
 def clock_path(case: Path) -> Path:
@@ -66,14 +74,28 @@ def scheme_sources(scheme, x: np.ndarray, log_m: np.ndarray) -> tuple[np.ndarray
     return np.concatenate([x[kept], points]), np.concatenate([at_vertex[kept], log_a])
 
 
-def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray) -> list[float]:
-    """The row of :data:`COLUMNS` (without the time) for particles x (unit) and log masses."""
+def core_row(x: np.ndarray, log_m: np.ndarray, shape: np.ndarray, top: int) -> list[float]:
+    """:data:`CORE_COLUMNS` about the particle ``top`` (the side's heaviest)."""
+    core = x @ x[top] > np.cos(CORE)
+    p = np.exp(log_m[core] - log_m[core].max())
+    p /= p.sum()
+    mean = p @ x[core]
+    spread = math.sqrt(max(float(p @ np.sum((x[core] - mean) ** 2, axis=1)), 1e-300))
+    axes = np.linalg.svd(shape[top], compute_uv=False)
+    return [int(core.sum()), math.log(spread), math.log(axes[0]), math.log(axes[1])]
+
+
+def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray,
+                shape: np.ndarray) -> list[float]:
+    """The row of :data:`COLUMNS` (without the time) for particles x (unit), log masses and
+    shapes."""
     y, log_w = scheme_sources(scheme, x, log_m)
     beta, B, V = scheme.interaction.beta, scheme.interaction.B, scheme.interaction.V
-    row, counts = [], []
+    row, counts, cores = [], [], []
     for sign in (1.0, -1.0):
         side = sign * (x @ g.u) > 0.0
-        heaviest = x[np.argmax(np.where(side, log_m, -np.inf))]
+        top = int(np.argmax(np.where(side, log_m, -np.inf)))
+        heaviest = x[top]
         near = side & (x @ heaviest > np.cos(NEAR))
         c = np.exp(log_m[near] - log_m[near].max()) @ x[near]
         c /= np.linalg.norm(c)
@@ -94,7 +116,8 @@ def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray) -> list[f
         look = q / np.linalg.norm(q)
         reach = np.cos(LOOK_REACH / np.sqrt(beta * np.linalg.norm(q)))
         counts += [int(near.sum()), int((x @ look > reach).sum()), int((y @ look > reach).sum())]
-    return row + counts
+        cores += core_row(x, log_m, shape, top)
+    return row + counts + cores
 
 
 class SchemeClock(Observer):
@@ -120,9 +143,9 @@ class SchemeClock(Observer):
                 out.writerow(row + ["nan"] * (len(COLUMNS) - len(row)))
 
     def observe(self, t: float, state: np.ndarray) -> None:
-        log_m, x, _, _ = unpack(state[0])
+        log_m, x, shape, _ = unpack(state[0])
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
-        row = [t] + cluster_row(self.scheme, self.geometry, x, log_m)
+        row = [t] + cluster_row(self.scheme, self.geometry, x, log_m, shape)
         with self.path.open("a", newline="") as f:
             csv.writer(f).writerow([repr(float(v)) for v in row])
 
@@ -144,7 +167,8 @@ def main(case: str, every: float = 4.0) -> None:
     print(f"the scheme's own sums at each cluster, beta = {beta:g} (mechanism in brackets):")
     print("t | " + " | ".join(
         f"{s}: offset deg, log Z_tail/Z_self (mech.), log Z_at_w/Z_self, speed deg/unit, "
-        "particles near / at its look, sources at its look" for s in SIDES))
+        "particles near / at its look, sources at its look; core: particles, log spread, "
+        "log half-axes of the heaviest" for s in SIDES))
     for k, t in enumerate(c["time"]):
         if t % every:
             continue
@@ -156,6 +180,8 @@ def main(case: str, every: float = 4.0) -> None:
                 f"({g.log_ratio(float(t), beta, sign):7.2f}), "
                 f"{c[f'log_z_at_w_{s}'][k] - self_:7.2f}, {c[f'speed_deg_{s}'][k]:.3g}, "
                 + " / ".join(f"{c[f'{n}_{s}'][k]:.0f}" for n in COUNTS)
+                + f"; {c[f'core_particles_{s}'][k]:.0f}, {c[f'log_core_spread_{s}'][k]:.1f}, "
+                f"{c[f'log_length_{s}'][k]:.1f} / {c[f'log_width_{s}'][k]:.1f}"
             )
         print(f"{t:6.1f} | " + " | ".join(cells))
 
