@@ -37,7 +37,11 @@ log masses exactly) and keep every mass positive.
 * :func:`merge`: the particles in the same cell of a fine cubed sphere become one: the log
   masses are summed exactly, the position is the mass-weighted mean (projected back onto
   S^2), the area is the sum of the areas (with the heaviest member's shape, scaled), the point
-  masses add (lambda is the area-weighted mean of the members' densities). The
+  masses add (lambda is the area-weighted mean of the members' densities). With
+  ``merge_shape = "moments"`` the shape is instead that of the second moment of the members
+  that carry at least :data:`MOMENT_SHARE` of the merged mass (their parallelograms and their
+  spread about the mean): a cluster's particle then keeps the extent the flow gave it when
+  light particles join it, where the area's sum would give it theirs. The
   particles come back ordered by that cell (neighbours consecutive, which the sums need).
 """
 
@@ -57,6 +61,12 @@ from ..interaction._interpolant import Reconstruction, log_bincount
 
 #: neighbours of a long particle whose log densities set the slope of its profile
 SPLIT_NEIGHBOURS = 10
+
+#: a merge's member whose share of the merged mass is below this adds its mass but not its
+#: extent to the merged shape (``merge_shape = "moments"``): a light particle that the flow
+#: brings into a cluster's cell does not widen the cluster (whose own extent the flow may have
+#: contracted by many e-folds, and whose tearing apart waits until it is stretched back)
+MOMENT_SHARE = 1e-3
 
 #: a particle is split at most this many times in one call (each halves its length)
 SPLIT_ROUNDS = 6
@@ -259,12 +269,32 @@ def split(
     return log_m, x, shape, log_point, np.concatenate(depths) if depths else np.zeros(0)
 
 
+def moment_shapes(x: Array, shape: Array, weight: Array, mean: Array, group: Array,
+                  start: Array) -> Array:
+    """The shapes (g, 3, 2) of the groups ``group`` (sorted; ``start`` their first members),
+    each with the second moment about its mean ``mean`` (g, 3) of its members weighted by
+    ``weight`` (>= 0, positive for one member of each group at least): the members'
+    parallelograms (f f^T / 12 each) and their spread about the mean, projected on the tangent
+    plane at the mean; the shape is the parallelogram of that second moment (edges sqrt(12)
+    times its principal half-axes, orthogonal)."""
+    d = x - mean[group]
+    second = np.einsum("nik,njk->nij", shape, shape) / 12.0 + d[:, :, None] * d[:, None, :]
+    sigma = np.add.reduceat(second * weight[:, None, None], start)
+    sigma /= np.add.reduceat(weight, start)[:, None, None]
+    across = np.eye(3) - mean[:, :, None] * mean[:, None, :]
+    sigma = across @ sigma @ across
+    values, vectors = np.linalg.eigh(0.5 * (sigma + sigma.transpose(0, 2, 1)))
+    return vectors[:, :, 1:] * np.sqrt(12.0 * np.maximum(values[:, None, 1:], 0.0))
+
+
 def merge(
-    log_m: Array, x: Array, shape: Array, log_point: Array, n_fine: int
+    log_m: Array, x: Array, shape: Array, log_point: Array, n_fine: int, moments: bool = False
 ) -> tuple[Array, Array, Array, Array, int]:
     """Merge the particles that share a cell of the ``n_fine`` cubed sphere and order them by
-    cell (module docstring). Returns (log masses, positions, shapes, log point masses,
-    particles removed)."""
+    cell (module docstring). With ``moments`` a merged particle's shape is that of the second
+    moment of its heavy members (:func:`moment_shapes`) instead of the heaviest's scaled to the
+    members' total area; a particle alone in its cell keeps its shape either way. Returns (log
+    masses, positions, shapes, log point masses, particles removed)."""
     key = cube_index(x, n_fine)
     order = np.argsort(key, kind="stable")
     key, log_m, x, shape = key[order], log_m[order], x[order], shape[order]
@@ -284,8 +314,15 @@ def merge(
     area = np.exp(log_area(shape))
     tops = np.flatnonzero(w == 1.0)  # w = 1 exactly at each group's heaviest
     heaviest = tops[np.unique(group[tops], return_index=True)[1]]
-    scale = np.sqrt(np.add.reduceat(area, start) / area[heaviest])
-    merged = tangent_shapes(mean, shape[heaviest] * scale[:, None, None])
+    if moments:
+        alone = np.diff(np.r_[start, len(key)]) == 1
+        share = w / total[group]  # each group's heaviest (w = 1) counts whatever its share
+        weight = np.where((share >= MOMENT_SHARE) | (w == 1.0), share, 0.0)
+        merged = moment_shapes(x, shape, weight, mean, group, start)
+        merged[alone] = shape[start[alone]]
+    else:
+        scale = np.sqrt(np.add.reduceat(area, start) / area[heaviest])
+        merged = tangent_shapes(mean, shape[heaviest] * scale[:, None, None])
     # the point masses add over the members' areas; the tangent shape's area holds them
     point += log_area(merged) - np.log(np.add.reduceat(area, start))
     return top + np.log(total), mean, merged, point, len(key) - len(start)

@@ -96,6 +96,10 @@ DEFAULT_MERGE = 0.3
 #: default of ``refine_look``
 DEFAULT_REFINE_LOOK = False
 
+#: the shapes of a merged particle (``merge_shape``) and the default
+MERGE_SHAPES = ("area", "moments")
+DEFAULT_MERGE_SHAPE = "area"
+
 #: default of ``remesh_tail`` (units of time between the tail's remeshings; 0: never)
 DEFAULT_REMESH_TAIL = 0.0
 
@@ -159,6 +163,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         sub-steps of their own over it (:mod:`._particle_steps`); false: one step for all
     refine_look : bool (default false): split the particles where the heavy mass looks down to
         half the kernel's width (:func:`._particle_remesh.look_lengths`)
+    merge_shape : ``"area"`` (default) or ``"moments"``: a merged particle takes the heaviest
+        member's shape scaled to the members' total area, or the shape of the second moment of
+        its members that carry at least 1e-3 of its mass (a cluster keeps the extent the flow
+        gave it when light particles join it: :func:`._particle_remesh.merge`)
     remesh_tail : float (default 0: never): every this many units of time, put the deep tail
         (log densities more than 20 below the densest) back on the n x n cubed sphere's cells,
         one particle per cell, mass exact (:func:`._particle_remesh.remesh_tail`)
@@ -174,6 +182,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "quadrature",
         "multirate",
         "refine_look",
+        "merge_shape",
         "remesh_tail",
         "interaction",
         "allow_underresolved",
@@ -233,6 +242,14 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "refine_look": as_bool(
                 table.get("refine_look", DEFAULT_REFINE_LOOK), f"{prefix}.refine_look"
             ),
+            "merge_shape": validate_choice(
+                table,
+                "merge_shape",
+                prefix,
+                MERGE_SHAPES,
+                DEFAULT_MERGE_SHAPE,
+                "shape of a merged particle",
+            ),
             "remesh_tail": as_float(
                 table.get("remesh_tail", DEFAULT_REMESH_TAIL),
                 f"{prefix}.remesh_tail",
@@ -262,6 +279,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         quadrature: str = DEFAULT_QUADRATURE,
         multirate: bool = True,
         refine_look: bool = DEFAULT_REFINE_LOOK,
+        merge_shape: str = DEFAULT_MERGE_SHAPE,
         remesh_tail: float = DEFAULT_REMESH_TAIL,
         **common: Any,
     ) -> None:
@@ -272,6 +290,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.quadrature = quadrature
         self.multirate = bool(multirate)
         self.refine_look = bool(refine_look)
+        self.merge_moments = merge_shape == "moments"
         self.remesh_interval = float(remesh_tail)
         self._tail_remesh = TailRemesh(self.cells) if self.remesh_interval > 0.0 else None
         model = problem.model
@@ -347,7 +366,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         if self.s_max == math.inf:  # the longest cell of the cubed sphere
             _, _, cells = self.cells.log_moments(lambda p: np.zeros(len(p)), order=1)
             self.s_max = SPLIT_LENGTH * float(np.linalg.svd(cells, compute_uv=False)[:, 0].max())
-        return np.stack([pack(*merge(*p, self.n_fine)[:4]) for p in slices])
+        return np.stack([pack(*merge(*p, self.n_fine, self.merge_moments)[:4]) for p in slices])
 
     def checkpoint_shape_ok(self, shape: tuple[int, ...], expected: tuple[int, ...]) -> bool:
         """Any number of particles: (n_xi, 10, n)."""
@@ -571,7 +590,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             if remesh:
                 log_m, x, shape, log_point, count = self._tail_remesh(log_m, x, shape, log_point)
                 replaced += count
-            log_m, x, shape, log_point, merged = merge(log_m, x, shape, log_point, self.n_fine)
+            log_m, x, shape, log_point, merged = merge(
+                log_m, x, shape, log_point, self.n_fine, self.merge_moments
+            )
             out.append((pack(log_m, x, shape, log_point), len(depths), merged))
         self.record_error(np.array([worst]), np.array([True]), dt, sizing=sizing)
         if worst <= self.tolerance:
@@ -599,6 +620,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "merges": self.merges,
             "multirate": int(self.multirate),
             "refine_look": int(self.refine_look),
+            "merge_shape": "moments" if self.merge_moments else "area",
             "remesh_tail": self.remesh_interval,
             "tail_remeshes": self.tail_remeshes,
             "tail_remeshed_particles": self.tail_remeshed,

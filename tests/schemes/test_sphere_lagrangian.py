@@ -177,6 +177,61 @@ def test_merge_sums_the_masses_exactly_and_keeps_the_mean() -> None:
     assert np.linalg.norm(new_x[cluster] - w @ x[:40] / np.linalg.norm(w @ x[:40])) < 1e-15
 
 
+
+def _cell_of_particles(offsets, n_fine, log_m, side):
+    """Particles at ``offsets`` (k, 2) (radians, in the tangent plane) about the centre of one
+    cell of the n_fine cubed sphere, with log masses ``log_m`` and square shapes of ``side``."""
+    h = math.pi / 2 / n_fine
+    centre = cube_point(2, -math.pi / 4 + 1000.5 * h, -math.pi / 4 + 70000.5 * h)
+    e = np.cross(centre, [0.3, -0.4, 0.5])
+    e /= np.linalg.norm(e)
+    frame = np.stack([e, np.cross(centre, e)], axis=1)
+    x = centre + np.asarray(offsets) @ frame.T
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    shape = tangent_shapes(x, np.repeat(side * frame[None], len(x), axis=0))
+    return centre, frame, x, np.asarray(log_m, dtype=float), shape
+
+
+def test_merge_by_moments_keeps_a_heavy_particles_extent_when_light_ones_join() -> None:
+    # a cluster's particle 1e-9 rad wide, and 20 particles 1e-6 of its mass each, 1e-8 to 3e-8
+    # rad away, in the same cell of 1e-7 rad
+    n_fine = 2**24
+    rng = np.random.default_rng(2)
+    offsets = np.vstack([[0.0, 0.0], rng.uniform(-3e-8, 3e-8, size=(20, 2))])
+    log_m = np.r_[0.0, np.full(20, math.log(1e-6))]
+    centre, _, x, log_m, shape = _cell_of_particles(offsets, n_fine, log_m, 1e-9)
+    assert len(np.unique(cube_index(x, n_fine))) == 1
+    by_area = merge(log_m, x, shape, log_m.copy(), n_fine)
+    by_moments = merge(log_m, x, shape, log_m.copy(), n_fine, moments=True)
+    for new_m, new_x, *_ in (by_area, by_moments):
+        assert len(new_m) == 1 and abs(new_m[0] - logsumexp(log_m)) < 1e-15
+    # the area's sum takes the light particles' extent: 21 times the area
+    assert abs(log_area(by_area[2])[0] - log_area(shape[:1])[0] - math.log(21.0)) < 1e-9
+    # the moments keep the heavy particle's: its half-axes to 1e-6 (the light ones' spread, of
+    # weight 0, is left out; the heavy one sits within 1e-12 rad of the merged mean)
+    axes = np.linalg.svd(by_moments[2][0], compute_uv=False)
+    assert np.allclose(axes, 1e-9, rtol=1e-6)
+    # lambda (the log density at the centroid) is the same either way
+    lam = [point - log_area(f) for _, _, f, point, _ in (by_area, by_moments)]
+    assert abs(lam[0][0] - lam[1][0]) < 1e-12
+
+
+def test_merge_by_moments_gives_two_equal_particles_their_spread() -> None:
+    # two particles of equal mass 2a apart and 1e-10 rad wide: the merged second moment is a^2
+    # along their separation, so the merged parallelogram's long edge is sqrt(12) a
+    n_fine, a = 2**24, 2e-8
+    _, frame, x, log_m, shape = _cell_of_particles([[a, 0.0], [-a, 0.0]], n_fine, [-1.0, -1.0],
+                                                   1e-10)
+    new_m, new_x, merged, _, count = merge(log_m, x, shape, log_m.copy(), n_fine, moments=True)
+    assert count == 1 and abs(new_m[0] - (math.log(2.0) - 1.0)) < 1e-15
+    axes = np.linalg.svd(merged[0], compute_uv=False)
+    second = a * a + 1e-20 / 12.0  # the spread plus each square's own second moment
+    assert abs(axes[0] - math.sqrt(12.0 * second)) < 1e-6 * axes[0]
+    assert abs(axes[1] - 1e-10) < 1e-6 * 1e-10
+    long_edge = merged[0][:, np.argmax(np.linalg.norm(merged[0], axis=0))]
+    assert abs(abs(long_edge @ frame[:, 0]) / np.linalg.norm(long_edge) - 1.0) < 1e-6
+    assert abs(long_edge @ new_x[0]) < 1e-20  # tangent
+
 # -- zero temperature by characteristics ---------------------------------------------------------
 def _exact_log_density(points, T, mean, kappa):
     """log rho_T at ``points``: log rho_0(x_0) - int_0^T div X(x(s)) ds, backward (DOP853)."""

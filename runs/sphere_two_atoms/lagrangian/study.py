@@ -15,12 +15,14 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
           [--merge M] [--quadrature cells|points|interpolant] [--single] [--look]
-          [--remesh-tail R] [--clock]
+          [--remesh-tail R] [--clock] [--moments]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
       and quadrature are the scheme's options (defaults 0.3, points), --single sets
       multirate = false (one step for all particles), --look sets refine_look = true,
       --remesh-tail R sets remesh_tail = R (the deep tail put back on the cells every R),
-      --clock records each cluster's tail weight from the scheme's own sums (clock.py)
+      --clock records each cluster's tail weight from the scheme's own sums (clock.py),
+      --moments sets merge_shape = "moments" (a merged particle's shape from its heavy members'
+      second moment: a cluster keeps the extent the flow gave it)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --departures BETA
@@ -29,8 +31,8 @@ Usage:
       from +-u stays above LEFT_DEGREES from then on: it creeps; above JUMP_DEGREES: it has
       jumped) and its log(Z_tail / Z_self) just before, from the recording cells, the
       mechanism's (clusters.py) and the scheme's own sums where recorded (clock.py)
-Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_look][_remesh{R}].nc beside
-this script (a
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_moments][_look][_remesh{R}].nc
+beside this script (a
 file written before an option existed took its sources as points, one step for all).
 """
 
@@ -90,10 +92,12 @@ def case_path(
     multirate: bool = True,
     look: bool = DEFAULT_REFINE_LOOK,
     remesh: float = DEFAULT_REMESH_TAIL,
+    moments: bool = False,
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
     variant += "" if multirate else "_single"
+    variant += "_moments" if moments else ""
     variant += "" if look == DEFAULT_REFINE_LOOK else ("_look" if look else "_nolook")
     variant += "" if remesh == DEFAULT_REMESH_TAIL else f"_remesh{remesh:g}"
     return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
@@ -109,6 +113,7 @@ def case_config(
     multirate: bool = True,
     look: bool = DEFAULT_REFINE_LOOK,
     remesh: float = DEFAULT_REMESH_TAIL,
+    moments: bool = False,
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
@@ -124,8 +129,10 @@ def case_config(
     }
     if remesh != DEFAULT_REMESH_TAIL:  # files from before the option resume with their config
         data["discretization"]["remesh_tail"] = float(remesh)
+    if moments:
+        data["discretization"]["merge_shape"] = "moments"
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh)
+    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh, moments)
     data["output"] = {"path": str(path), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
@@ -141,10 +148,12 @@ def run_case(
     look: bool = DEFAULT_REFINE_LOOK,
     remesh: float = DEFAULT_REMESH_TAIL,
     clock: bool = False,
+    moments: bool = False,
 ) -> None:
-    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh)
+    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh, moments)
     OUT.mkdir(exist_ok=True)
-    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look, remesh)
+    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look, remesh,
+                         moments)
     observers = [SchemeClock(clock_path(path))] if clock else []
     sd.run(config, output=path, resume=path.exists(), progress=True, observers=observers)
 
@@ -186,6 +195,7 @@ def summarize(path: Path, target=None) -> dict:
         # files from before the options took the sources as points, one step for all
         steps = "multirate" if int(ds.attrs.get("multirate", 0)) else "single"
         steps += ", look" if int(ds.attrs.get("refine_look", 0)) else ""
+        steps += ", merged by moments" if ds.attrs.get("merge_shape") == "moments" else ""
         remesh = float(ds.attrs.get("remesh_tail", 0.0))
         steps += f", tail remeshed every {remesh:g}" if remesh > 0.0 else ""
         s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")), steps)
@@ -327,6 +337,11 @@ def main() -> None:
         help="put the deep tail back on the cells every this many units of time (remesh_tail)",
     )
     parser.add_argument(
+        "--moments", action="store_true",
+        help="merged particles take the second moment of their heavy members (merge_shape = "
+        "'moments'): a cluster keeps the extent the flow gave it",
+    )
+    parser.add_argument(
         "--clock", action="store_true",
         help="record each cluster's tail weight from the scheme's own sums at every snapshot "
         "(clock.py; beside the case file as FILE.clock.csv)",
@@ -355,6 +370,7 @@ def main() -> None:
             args.look,
             args.remesh_tail,
             args.clock,
+            args.moments,
         )
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
