@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_resumes_bit_for_bit
 from scipy.special import logsumexp
 
 import spheredens as sd
@@ -205,6 +206,7 @@ def test_merge_by_moments_keeps_a_heavy_particles_extent_when_light_ones_join() 
     by_moments = merge(log_m, x, shape, log_m.copy(), n_fine, moments=True)
     for new_m, new_x, *_ in (by_area, by_moments):
         assert len(new_m) == 1 and abs(new_m[0] - logsumexp(log_m)) < 1e-15
+        assert np.linalg.norm(new_x[0] - x[0]) < 1e-12  # the light ones move the mean little
     # the area's sum takes the light particles' extent: 21 times the area
     assert abs(log_area(by_area[2])[0] - log_area(shape[:1])[0] - math.log(21.0)) < 1e-9
     # the moments keep the heavy particle's: its half-axes to 1e-6 (the light ones' spread, of
@@ -238,6 +240,39 @@ def _exact_log_density(points, T, mean, kappa):
     x0, divergence_integral = backward_feet(points, T)
     return von_mises_fisher_log_density(x0, np.asarray(mean), kappa) - divergence_integral
 
+
+
+def test_a_run_merged_by_moments_keeps_the_mass_and_resumes_bit_for_bit(tmp_path) -> None:
+    """Two von Mises-Fisher bumps gathering at beta = 30 (general B) to T = 3, n = 8, merge cells of
+    3 / (beta sigma_max) rad, merged particles shaped by their moments: particles merge, the
+    mass stays 1 to 1e-12, every mass is finite, and a run stopped after two steps and resumed
+    ends bit for bit where the uninterrupted one does."""
+    cfg = sd.config_from_dict(
+        {
+            "model": {"name": "sa", "beta": 30.0, "K": GENERAL_B_3D.tolist()},
+            "domain": {"name": "sphere"},
+            "initial": {
+                "name": "von_mises_fisher",
+                "means": [[0.0, 0.6, 0.8], [0.0, -0.6, -0.8]],
+                "kappas": [4.0, 2.0],
+                "weights": [0.7, 0.3],
+            },
+            "discretization": {
+                "scheme": "log_lagrangian",
+                "n": 8,
+                "tolerance": 1e-3,
+                "merge": 3.0,
+                "merge_shape": "moments",
+                "allow_underresolved": True,
+            },
+            "time": {"t_end": 3.0, "snapshots": 3},
+        }
+    )
+    full = sd.run(cfg, output=tmp_path / "full.nc", progress=False)
+    assert full.attrs["merge_shape"] == "moments" and int(full.attrs["merges"]) > 0  # 106
+    assert np.abs(full["mass"].values - 1.0).max() <= 1e-12
+    assert float(full["min_rho"].min()) >= 0.0
+    assert_resumes_bit_for_bit(cfg, tmp_path, full, ("rho", "mass", "w2_projection"))
 
 def test_the_moments_of_a_tilted_cell_match_quadrature() -> None:
     """log of the normalizer, mean and second moment of e^{a s} on [-1/2, 1/2], against
