@@ -51,11 +51,14 @@ PER_SIDE = ("offset_deg", "log_z_self", "log_z_tail", "log_z_at_w", "speed_deg")
 COUNTS = ("particles_near", "particles_look", "sources_look")
 #: the cluster's core (added in the eighth session): the particles within CORE rad of the
 #: side's heaviest, how many, the log of their mass-weighted spread about their mean (rad),
-#: and the log of the heaviest particle's shape's long and short half-axes (its singular
+#: the log of the heaviest particle's shape's long and short half-axes (its singular
 #: values): what the scheme keeps of the cluster's own extent, which contracts on the plateau
-#: and is torn from the release on (../release.py: the stretch)
+#: and is torn from the release on (../release.py: the stretch); and the log of the heaviest's
+#: share of the mass within NEAR of it (0 while the cluster is one particle; a split that
+#: tears it shows as a drop)
 CORE = 0.01
-CORE_COLUMNS = ("core_particles", "log_core_spread", "log_length", "log_width")
+CORE_COLUMNS = ("core_particles", "log_core_spread", "log_length", "log_width",
+                "log_heaviest_share")
 COLUMNS = ["time"] + [f"{name}_{side}" for side in SIDES for name in PER_SIDE] + [
     f"{name}_{side}" for side in SIDES for name in COUNTS
 ] + [f"{name}_{side}" for side in SIDES for name in CORE_COLUMNS]
@@ -74,15 +77,18 @@ def scheme_sources(scheme, x: np.ndarray, log_m: np.ndarray) -> tuple[np.ndarray
     return np.concatenate([x[kept], points]), np.concatenate([at_vertex[kept], log_a])
 
 
-def core_row(x: np.ndarray, log_m: np.ndarray, shape: np.ndarray, top: int) -> list[float]:
-    """:data:`CORE_COLUMNS` about the particle ``top`` (the side's heaviest)."""
+def core_row(x: np.ndarray, log_m: np.ndarray, shape: np.ndarray, top: int,
+             near: np.ndarray) -> list[float]:
+    """:data:`CORE_COLUMNS` about the particle ``top`` (the side's heaviest; ``near``: the
+    particles within NEAR of it)."""
     core = x @ x[top] > np.cos(CORE)
     p = np.exp(log_m[core] - log_m[core].max())
     p /= p.sum()
     mean = p @ x[core]
     spread = math.sqrt(max(float(p @ np.sum((x[core] - mean) ** 2, axis=1)), 1e-300))
     axes = np.linalg.svd(shape[top], compute_uv=False)
-    return [int(core.sum()), math.log(spread), math.log(axes[0]), math.log(axes[1])]
+    share = float(log_m[top] - logsumexp(log_m[near]))
+    return [int(core.sum()), math.log(spread), math.log(axes[0]), math.log(axes[1]), share]
 
 
 def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray,
@@ -116,7 +122,7 @@ def cluster_row(scheme, g: Geometry, x: np.ndarray, log_m: np.ndarray,
         look = q / np.linalg.norm(q)
         reach = np.cos(LOOK_REACH / np.sqrt(beta * np.linalg.norm(q)))
         counts += [int(near.sum()), int((x @ look > reach).sum()), int((y @ look > reach).sum())]
-        cores += core_row(x, log_m, shape, top)
+        cores += core_row(x, log_m, shape, top, near)
     return row + counts + cores
 
 
@@ -168,7 +174,7 @@ def main(case: str, every: float = 4.0) -> None:
     print("t | " + " | ".join(
         f"{s}: offset deg, log Z_tail/Z_self (mech.), log Z_at_w/Z_self, speed deg/unit, "
         "particles near / at its look, sources at its look; core: particles, log spread, "
-        "log half-axes of the heaviest" for s in SIDES))
+        "log half-axes of the heaviest, log of its share" for s in SIDES))
     for k, t in enumerate(c["time"]):
         if t % every:
             continue
@@ -181,7 +187,8 @@ def main(case: str, every: float = 4.0) -> None:
                 f"{c[f'log_z_at_w_{s}'][k] - self_:7.2f}, {c[f'speed_deg_{s}'][k]:.3g}, "
                 + " / ".join(f"{c[f'{n}_{s}'][k]:.0f}" for n in COUNTS)
                 + f"; {c[f'core_particles_{s}'][k]:.0f}, {c[f'log_core_spread_{s}'][k]:.1f}, "
-                f"{c[f'log_length_{s}'][k]:.1f} / {c[f'log_width_{s}'][k]:.1f}"
+                f"{c[f'log_length_{s}'][k]:.1f} / {c[f'log_width_{s}'][k]:.1f}, "
+                f"{c[f'log_heaviest_share_{s}'][k]:.2g}"
             )
         print(f"{t:6.1f} | " + " | ".join(cells))
 
