@@ -276,15 +276,30 @@ def moment_shapes(x: Array, shape: Array, weight: Array, mean: Array, group: Arr
     ``weight`` (>= 0, positive for one member of each group at least): the members'
     parallelograms (f f^T / 12 each) and their spread about the mean, projected on the tangent
     plane at the mean; the shape is the parallelogram of that second moment (edges sqrt(12)
-    times its principal half-axes, orthogonal)."""
+    times its principal half-axes, orthogonal). The long axis is the top eigenvector of the
+    moment; the moment along each axis is then summed member by member (sums of squares), so
+    that a short axis 1e-20 times the long one keeps its relative accuracy (an eigenvalue of
+    the 3 x 3 moment would lose it: two needles 1e-12 rad wide and 3e-3 apart give a zero
+    width)."""
     d = x - mean[group]
     second = np.einsum("nik,njk->nij", shape, shape) / 12.0 + d[:, :, None] * d[:, None, :]
-    sigma = np.add.reduceat(second * weight[:, None, None], start)
-    sigma /= np.add.reduceat(weight, start)[:, None, None]
+    total = np.add.reduceat(weight, start)
+    sigma = np.add.reduceat(second * weight[:, None, None], start) / total[:, None, None]
     across = np.eye(3) - mean[:, :, None] * mean[:, None, :]
     sigma = across @ sigma @ across
-    values, vectors = np.linalg.eigh(0.5 * (sigma + sigma.transpose(0, 2, 1)))
-    return vectors[:, :, 1:] * np.sqrt(12.0 * np.maximum(values[:, None, 1:], 0.0))
+    long = np.linalg.eigh(0.5 * (sigma + sigma.transpose(0, 2, 1)))[1][:, :, 2]
+    long -= mean * np.sum(long * mean, axis=1, keepdims=True)
+    long /= np.linalg.norm(long, axis=1, keepdims=True)
+    short = np.cross(mean, long)
+    short /= np.linalg.norm(short, axis=1, keepdims=True)
+    edges = []
+    for axis in (long, short):
+        a = axis[group]
+        along = np.sum(np.einsum("ni,nik->nk", a, shape) ** 2, axis=1) / 12.0
+        along += np.sum(d * a, axis=1) ** 2
+        moment = np.add.reduceat(weight * along, start) / total
+        edges.append(axis * np.sqrt(12.0 * moment)[:, None])
+    return np.stack(edges, axis=-1)
 
 
 def merge(

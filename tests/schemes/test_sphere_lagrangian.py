@@ -179,17 +179,19 @@ def test_merge_sums_the_masses_exactly_and_keeps_the_mean() -> None:
 
 
 
-def _cell_of_particles(offsets, n_fine, log_m, side):
+def _cell_of_particles(offsets, n_fine, log_m, side, cell=(1000, 70000)):
     """Particles at ``offsets`` (k, 2) (radians, in the tangent plane) about the centre of one
-    cell of the n_fine cubed sphere, with log masses ``log_m`` and square shapes of ``side``."""
+    cell of the n_fine cubed sphere, with log masses ``log_m`` and square shapes of ``side``
+    (a pair (long, short): rectangles, long along the first tangent direction)."""
     h = math.pi / 2 / n_fine
-    centre = cube_point(2, -math.pi / 4 + 1000.5 * h, -math.pi / 4 + 70000.5 * h)
+    centre = cube_point(2, -math.pi / 4 + (cell[0] + 0.5) * h, -math.pi / 4 + (cell[1] + 0.5) * h)
     e = np.cross(centre, [0.3, -0.4, 0.5])
     e /= np.linalg.norm(e)
     frame = np.stack([e, np.cross(centre, e)], axis=1)
     x = centre + np.asarray(offsets) @ frame.T
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    shape = tangent_shapes(x, np.repeat(side * frame[None], len(x), axis=0))
+    sides = np.broadcast_to(np.asarray(side, dtype=float), (2,))
+    shape = tangent_shapes(x, np.repeat((frame * sides)[None], len(x), axis=0))
     return centre, frame, x, np.asarray(log_m, dtype=float), shape
 
 
@@ -233,6 +235,22 @@ def test_merge_by_moments_gives_two_equal_particles_their_spread() -> None:
     long_edge = merged[0][:, np.argmax(np.linalg.norm(merged[0], axis=0))]
     assert abs(abs(long_edge @ frame[:, 0]) / np.linalg.norm(long_edge) - 1.0) < 1e-6
     assert abs(long_edge @ new_x[0]) < 1e-20  # tangent
+
+
+def test_merge_by_moments_keeps_the_width_of_needles_far_apart_along_their_length() -> None:
+    # two needles 1e-12 rad wide and 1e-3 long, 3e-3 rad apart along their length, in one cell
+    # of 6e-3 rad: the merged width is theirs (the 3 x 3 moment's eigenvalues would give 0:
+    # 1e-24 against 1e-6 is below round-off), the length their spread
+    n_fine, a = 256, 1.5e-3
+    _, frame, x, log_m, shape = _cell_of_particles([[a, 0.0], [-a, 0.0]], n_fine, [-3.0, -3.0],
+                                                   (1e-3, 1e-12), cell=(100, 100))
+    assert len(np.unique(cube_index(x, n_fine))) == 1
+    _, _, merged, point, count = merge(log_m, x, shape, log_m.copy(), n_fine, moments=True)
+    assert count == 1 and np.isfinite(point).all()
+    long, short = np.linalg.svd(merged[0], compute_uv=False)
+    assert abs(short - 1e-12) < 1e-6 * 1e-12
+    # the spread a^2 / (1 + a^2) and the needles' own length (tangent where they sit: to a^2)
+    assert abs(long - math.sqrt(12.0 * (a * a / (1.0 + a * a) + 1e-6 / 12.0))) < 1e-6 * long
 
 # -- zero temperature by characteristics ---------------------------------------------------------
 def _exact_log_density(points, T, mean, kappa):
