@@ -296,7 +296,8 @@ def departures(beta: float) -> str:
         c = cluster_series(str(path))
         clock = read_clock(clock_path(path)) if clock_path(path).exists() else None
         lines.append(
-            f"| {n}, {tol:g}, {s['variant'][1]} | {s['first_min']:.5f} ({s['t_first_min']:g}) | "
+            f"| {n}, {tol:g}, {s['variant'][1]}{', moments' if '_moments' in path.name else ''} | "
+            f"{s['first_min']:.5f} ({s['t_first_min']:g}) | "
             f"{s['across'] * 1e5:+.2f} | {plateau.min():.4f}-{plateau.max():.4f} | "
             f"{s['departure_time']:g} | {first_to_leave(c, clock)} | "
             f"{first_to_leave(c, clock, JUMP_DEGREES)} | "
