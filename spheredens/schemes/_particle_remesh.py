@@ -12,7 +12,10 @@ log masses exactly) and keep every mass positive.
   squares over the 10 nearest): the halves get the shares 1 / (1 + e^{-+gamma/2}), each child
   sits at the centroid of its half (so the first moment along the axis is kept) and has the
   half shape; its lambda is read at its centroid from the least-squares quadratic through the
-  neighbours' lambda (:class:`_LocalQuadratic`: third order).
+  neighbours' lambda (:class:`_LocalQuadratic`: third order). ``limited``
+  (:func:`limited_tilt`): the slope is limited so that neither half leaves the neighbours'
+  range of mean log densities; a cluster's particle, far denser than its neighbours, is cut in
+  equal halves.
 * :func:`look_lengths`: where a cluster looks, particles must be shorter. A particle at x looks,
   through its softmax, towards q = beta B^T x, with the kernel's width 1 / sqrt(|q|); once the
   mass has gathered into clusters, what holds a cluster is the sum over the tail it looks at,
@@ -67,6 +70,8 @@ SPLIT_NEIGHBOURS = 10
 #: brings into a cluster's cell does not widen the cluster (whose own extent the flow may have
 #: contracted by many e-folds, and whose tearing apart waits until it is stretched back)
 MOMENT_SHARE = 1e-3
+
+LOG2 = float(np.log(2.0))
 
 #: a particle is split at most this many times in one call (each halves its length)
 SPLIT_ROUNDS = 6
@@ -213,12 +218,36 @@ def look_lengths(log_m: Array, x: Array, query: Any, s_max: float) -> Array:
     return lengths
 
 
+def limited_tilt(gamma: Array, mean_log: Array, neighbour_log: Array) -> Array:
+    """The profile slopes ``gamma`` (e-folds across the particle) limited so that neither half
+    of a particle with mean log density ``mean_log`` is denser than the densest of its
+    neighbours ``neighbour_log`` (m, k) nor lighter than the lightest (Barth-Jespersen, in the
+    log domain): the denser half's mean log density is log(2 / (1 + e^{-|gamma|/2})) above the
+    particle's, the lighter's log((1 + e^{|gamma|/2}) / 2) below. At a peak (a cluster's
+    particle, far denser than every neighbour) and between equal siblings the slope is 0: the
+    particle is cut by its own, symmetric profile."""
+    up = np.maximum(neighbour_log.max(axis=1) - mean_log, 0.0)
+    down = np.maximum(mean_log - neighbour_log.min(axis=1), 0.0)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        by_up = np.where(up >= LOG2, np.inf, -2.0 * np.log(2.0 * np.exp(-up) - 1.0))
+        by_down = 2.0 * np.log(2.0 * np.exp(np.minimum(down, 700.0)) - 1.0)
+        by_down = np.where(down > 700.0, 2.0 * (down + LOG2), by_down)
+    bound = np.minimum(by_up, by_down)
+    return np.clip(gamma, -bound, bound)
+
+
 def split(
-    log_m: Array, x: Array, shape: Array, log_point: Array, s_max: float | Array
+    log_m: Array,
+    x: Array,
+    shape: Array,
+    log_point: Array,
+    s_max: float | Array,
+    limited: bool = False,
 ) -> tuple[Array, Array, Array, Array, Array]:
     """Cut every particle longer than ``s_max`` (one length, or one per particle: the
     children keep their parent's) in two (module docstring), repeatedly until none is (at most
-    :data:`SPLIT_ROUNDS` times). Returns (log masses, positions, shapes, log point masses, the
+    :data:`SPLIT_ROUNDS` times); with ``limited`` the fitted slope is limited by
+    :func:`limited_tilt`. Returns (log masses, positions, shapes, log point masses, the
     depths below the heaviest of the particles cut, in e-folds)."""
     depths = []
     s_max = np.broadcast_to(np.asarray(s_max, dtype=float), np.shape(log_m))
@@ -235,6 +264,9 @@ def split(
         axis = u[long][:, :, 0]
         length = s[long][:, 0]
         gamma = np.clip(np.einsum("ij,ij->i", mean_slope, axis) * length, -MAX_TILT, MAX_TILT)
+        if limited:
+            mean_log = log_m - area
+            gamma = limited_tilt(gamma, mean_log[long], mean_log[near])
         mean = tilt_mean(gamma)
         half = tilt_mean(gamma / 2) / 2
         lm = log_m[long]

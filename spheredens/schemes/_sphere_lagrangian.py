@@ -100,6 +100,10 @@ DEFAULT_REFINE_LOOK = False
 MERGE_SHAPES = ("area", "moments")
 DEFAULT_MERGE_SHAPE = "area"
 
+#: the slopes of the profile a split divides a particle's mass by (``split_slope``), the default
+SPLIT_SLOPES = ("fitted", "limited")
+DEFAULT_SPLIT_SLOPE = "fitted"
+
 #: default of ``remesh_tail`` (units of time between the tail's remeshings; 0: never)
 DEFAULT_REMESH_TAIL = 0.0
 
@@ -167,6 +171,11 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         member's shape scaled to the members' total area, or the shape of the second moment of
         its members that carry at least 1e-3 of its mass (a cluster keeps the extent the flow
         gave it when light particles join it: :func:`._particle_remesh.merge`)
+    split_slope : ``"fitted"`` (default) or ``"limited"``: a split divides a particle's mass by
+        the log-linear profile fitted to its neighbours, or by that profile limited so that
+        neither half is denser than the densest neighbour nor lighter than the lightest (a
+        cluster's particle, far denser than its neighbours, is cut in equal halves:
+        :func:`._particle_remesh.limited_tilt`)
     remesh_tail : float (default 0: never): every this many units of time, put the deep tail
         (log densities more than 20 below the densest) back on the n x n cubed sphere's cells,
         one particle per cell, mass exact (:func:`._particle_remesh.remesh_tail`)
@@ -183,6 +192,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "multirate",
         "refine_look",
         "merge_shape",
+        "split_slope",
         "remesh_tail",
         "interaction",
         "allow_underresolved",
@@ -250,6 +260,14 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 DEFAULT_MERGE_SHAPE,
                 "shape of a merged particle",
             ),
+            "split_slope": validate_choice(
+                table,
+                "split_slope",
+                prefix,
+                SPLIT_SLOPES,
+                DEFAULT_SPLIT_SLOPE,
+                "slope of the profile a split divides the mass by",
+            ),
             "remesh_tail": as_float(
                 table.get("remesh_tail", DEFAULT_REMESH_TAIL),
                 f"{prefix}.remesh_tail",
@@ -280,6 +298,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         multirate: bool = True,
         refine_look: bool = DEFAULT_REFINE_LOOK,
         merge_shape: str = DEFAULT_MERGE_SHAPE,
+        split_slope: str = DEFAULT_SPLIT_SLOPE,
         remesh_tail: float = DEFAULT_REMESH_TAIL,
         **common: Any,
     ) -> None:
@@ -291,6 +310,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.multirate = bool(multirate)
         self.refine_look = bool(refine_look)
         self.merge_moments = merge_shape == "moments"
+        self.split_limited = split_slope == "limited"
         self.remesh_interval = float(remesh_tail)
         self._tail_remesh = TailRemesh(self.cells) if self.remesh_interval > 0.0 else None
         model = problem.model
@@ -586,7 +606,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             lengths = self.s_max
             if self.refine_look and self.problem.model.kind.interacting:
                 lengths = look_lengths(s[0], x, self.problem.model.kernel.query, self.s_max)
-            log_m, x, shape, log_point, depths = split(s[0], x, shape, s[10], lengths)
+            log_m, x, shape, log_point, depths = split(
+                s[0], x, shape, s[10], lengths, self.split_limited
+            )
             if remesh:
                 log_m, x, shape, log_point, count = self._tail_remesh(log_m, x, shape, log_point)
                 replaced += count
@@ -621,6 +643,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "multirate": int(self.multirate),
             "refine_look": int(self.refine_look),
             "merge_shape": "moments" if self.merge_moments else "area",
+            "split_slope": "limited" if self.split_limited else "fitted",
             "remesh_tail": self.remesh_interval,
             "tail_remeshes": self.tail_remeshes,
             "tail_remeshed_particles": self.tail_remeshed,

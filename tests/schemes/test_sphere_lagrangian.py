@@ -115,6 +115,45 @@ def test_split_keeps_the_mass_and_follows_the_log_linear_profile() -> None:
     assert np.abs(lam - 30.0 * new_x[:, 0]).max() < 0.05
 
 
+def test_a_limited_split_cuts_a_cluster_in_halves_and_keeps_a_smooth_profile() -> None:
+    """A cluster's particle (e^17 denser than the tail about it, stretched to 3 split lengths)
+    with split_slope = "limited": cut into 4 pieces of equal mass (the fitted slope, skewed by
+    the tail's own gradient, gives one end far more of it), mass to round-off, the first moment
+    kept. On the smooth log rho = 30 x_1 the limit acts only about the extrema +-e_1 (where
+    the density's gradient on S^2 vanishes; 0.3% of the children): elsewhere the same children
+    as the fitted slope's to round-off."""
+    log_m, x, shape = CubedSphereCells(8).log_moments(lambda p: 4.0 * p[:, 0])
+    c = np.array([0.0, 0.6, 0.8])
+    keep = np.arccos(np.clip(x @ c, -1.0, 1.0)) > 0.3  # the tail about the cluster
+    log_m, x, shape = log_m[keep], x[keep], shape[keep]
+    log_m -= logsumexp(log_m)
+    s_max = 0.05
+    axis = np.cross(c, [1.0, 0.0, 0.0])
+    cluster = np.stack([3.0 * s_max * axis, 1e-9 * np.cross(c, axis)], axis=-1)[None]
+    density = np.max(log_m - log_area(shape)) + 17.0
+    log_m = np.r_[log_m, density + log_area(cluster)]
+    x, shape = np.vstack([x, c]), np.concatenate([shape, cluster])
+    total = logsumexp(log_m)
+    for limited, even in ((True, True), (False, False)):
+        new_m, new_x, _, _, _ = split(log_m, x, shape, log_m + 0.0, s_max, limited)
+        assert abs(logsumexp(new_m) - total) < 1e-13
+        pieces = np.arccos(np.clip(new_x @ c, -1.0, 1.0)) < 0.2
+        assert pieces.sum() == 4
+        shares = np.exp(new_m[pieces] - logsumexp(new_m[pieces]))
+        assert (np.ptp(shares) < 1e-12) == even, shares
+        first = np.exp(new_m[pieces] - logsumexp(new_m[pieces])) @ new_x[pieces]
+        # on the great circle through c (the children projected onto S^2): its direction
+        assert np.linalg.norm(first / np.linalg.norm(first) - c) < (1e-12 if even else 0.1)
+    log_m, x, shape = CubedSphereCells(16).log_moments(lambda p: 30.0 * p[:, 0])
+    s_max = 0.5 * float(np.linalg.svd(shape, compute_uv=False)[:, 0].min())
+    fitted = split(log_m, x, shape, log_m + 0.0, s_max)
+    limited = split(log_m, x, shape, log_m + 0.0, s_max, True)
+    differ = np.abs(fitted[0] - limited[0]) > 1e-12
+    assert differ.sum() < 0.005 * len(differ)
+    assert np.all(np.abs(fitted[1][differ, 0]) > np.cos(0.2))  # only about the extrema +-e_1
+    np.testing.assert_allclose(fitted[1][~differ], limited[1][~differ], rtol=0.0, atol=1e-12)
+
+
 def test_the_particles_where_a_cluster_looks_are_split_to_half_the_kernel_width() -> None:
     """One particle at c (a cluster) and a tail on the n = 16 cubed sphere (none of its
     particles 1e-3 of the mass): the
@@ -260,11 +299,15 @@ def _exact_log_density(points, T, mean, kappa):
 
 
 
-def test_a_run_merged_by_moments_keeps_the_mass_and_resumes_bit_for_bit(tmp_path) -> None:
-    """Two von Mises-Fisher bumps gathering at beta = 30 (general B) to T = 3, n = 8, merge cells of
-    3 / (beta sigma_max) rad, merged particles shaped by their moments: particles merge, the
-    mass stays 1 to 1e-12, every mass is finite, and a run stopped after two steps and resumed
-    ends bit for bit where the uninterrupted one does."""
+@pytest.mark.parametrize("split_slope", ["fitted", "limited"])
+def test_a_run_merged_by_moments_keeps_the_mass_and_resumes_bit_for_bit(
+    tmp_path, split_slope
+) -> None:
+    """Two von Mises-Fisher bumps gathering at beta = 30 (general B) to T = 3, n = 8, merge
+    cells of 3 / (beta sigma_max) rad, merged particles shaped by their moments, splits by the
+    fitted or the limited slope: particles merge, the mass stays 1 to 1e-12, every mass is
+    finite, and a run stopped after two steps and resumed ends bit for bit where the
+    uninterrupted one does."""
     cfg = sd.config_from_dict(
         {
             "model": {"name": "sa", "beta": 30.0, "K": GENERAL_B_3D.tolist()},
@@ -281,6 +324,7 @@ def test_a_run_merged_by_moments_keeps_the_mass_and_resumes_bit_for_bit(tmp_path
                 "tolerance": 1e-3,
                 "merge": 3.0,
                 "merge_shape": "moments",
+                "split_slope": split_slope,
                 "allow_underresolved": True,
             },
             "time": {"t_end": 3.0, "snapshots": 3},
@@ -288,9 +332,27 @@ def test_a_run_merged_by_moments_keeps_the_mass_and_resumes_bit_for_bit(tmp_path
     )
     full = sd.run(cfg, output=tmp_path / "full.nc", progress=False)
     assert full.attrs["merge_shape"] == "moments" and int(full.attrs["merges"]) > 0  # 106
+    assert full.attrs["split_slope"] == split_slope
     assert np.abs(full["mass"].values - 1.0).max() <= 1e-12
     assert float(full["min_rho"].min()) >= 0.0
     assert_resumes_bit_for_bit(cfg, tmp_path, full, ("rho", "mass", "w2_projection"))
+
+
+def test_an_unknown_split_slope_is_refused_with_the_choices() -> None:
+    """split_slope = "steep": a ConfigError naming the key and both choices."""
+    with pytest.raises(sd.ConfigError) as caught:
+        sd.config_from_dict(
+            {
+                "model": {"name": "sa", "beta": 1.0},
+                "domain": {"name": "sphere"},
+                "initial": {"name": "uniform"},
+                "discretization": {"scheme": "log_lagrangian", "split_slope": "steep"},
+            }
+        )
+    message = str(caught.value)
+    assert "discretization.split_slope" in message and "'steep'" in message
+    assert "'fitted'" in message and "'limited'" in message
+
 
 def test_the_moments_of_a_tilted_cell_match_quadrature() -> None:
     """log of the normalizer, mean and second moment of e^{a s} on [-1/2, 1/2], against

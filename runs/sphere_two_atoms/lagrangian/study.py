@@ -15,14 +15,15 @@ particles) and tolerances (``CASES``), snapshots every 0.5 (``SPACING``). From e
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL [--t-end T]
           [--merge M] [--quadrature cells|points|interpolant] [--single] [--look]
-          [--remesh-tail R] [--clock] [--moments]
+          [--remesh-tail R] [--clock] [--moments] [--limited]
       run one case (resumed when its file is partial, extended with a larger --t-end); merge
       and quadrature are the scheme's options (defaults 0.3, points), --single sets
       multirate = false (one step for all particles), --look sets refine_look = true,
       --remesh-tail R sets remesh_tail = R (the deep tail put back on the cells every R),
       --clock records each cluster's tail weight from the scheme's own sums (clock.py),
       --moments sets merge_shape = "moments" (a merged particle's shape from its heavy members'
-      second moment: a cluster keeps the extent the flow gave it)
+      second moment: a cluster keeps the extent the flow gave it), --limited sets split_slope =
+      "limited" (a split's slope limited to the neighbours' range: a cluster cut in halves)
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --table [BETA ...]
       print the table of the runs present (docs/concentration.md), one block per variant
   .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --departures BETA
@@ -31,7 +32,8 @@ Usage:
       from +-u stays above LEFT_DEGREES from then on: it creeps; above JUMP_DEGREES: it has
       jumped) and its log(Z_tail / Z_self) just before, from the recording cells, the
       mechanism's (clusters.py) and the scheme's own sums where recorded (clock.py)
-Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_moments][_look][_remesh{R}].nc
+Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_moments][_limited][_look]
+[_remesh{R}].nc
 beside this script (a
 file written before an option existed took its sources as points, one step for all).
 """
@@ -93,11 +95,13 @@ def case_path(
     look: bool = DEFAULT_REFINE_LOOK,
     remesh: float = DEFAULT_REMESH_TAIL,
     moments: bool = False,
+    limited: bool = False,
 ) -> Path:
     variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
     variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
     variant += "" if multirate else "_single"
     variant += "_moments" if moments else ""
+    variant += "_limited" if limited else ""
     variant += "" if look == DEFAULT_REFINE_LOOK else ("_look" if look else "_nolook")
     variant += "" if remesh == DEFAULT_REMESH_TAIL else f"_remesh{remesh:g}"
     return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
@@ -114,6 +118,7 @@ def case_config(
     look: bool = DEFAULT_REFINE_LOOK,
     remesh: float = DEFAULT_REMESH_TAIL,
     moments: bool = False,
+    limited: bool = False,
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
@@ -131,8 +136,12 @@ def case_config(
         data["discretization"]["remesh_tail"] = float(remesh)
     if moments:
         data["discretization"]["merge_shape"] = "moments"
+    if limited:
+        data["discretization"]["split_slope"] = "limited"
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh, moments)
+    path = case_path(
+        beta, n, tol, merge, quadrature, multirate, look, remesh, moments, limited
+    )
     data["output"] = {"path": str(path), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
@@ -149,11 +158,15 @@ def run_case(
     remesh: float = DEFAULT_REMESH_TAIL,
     clock: bool = False,
     moments: bool = False,
+    limited: bool = False,
 ) -> None:
-    path = case_path(beta, n, tol, merge, quadrature, multirate, look, remesh, moments)
+    path = case_path(
+        beta, n, tol, merge, quadrature, multirate, look, remesh, moments, limited
+    )
     OUT.mkdir(exist_ok=True)
-    config = case_config(beta, n, tol, t_end, merge, quadrature, multirate, look, remesh,
-                         moments)
+    config = case_config(
+        beta, n, tol, t_end, merge, quadrature, multirate, look, remesh, moments, limited
+    )
     observers = [SchemeClock(clock_path(path))] if clock else []
     sd.run(config, output=path, resume=path.exists(), progress=True, observers=observers)
 
@@ -196,6 +209,7 @@ def summarize(path: Path, target=None) -> dict:
         steps = "multirate" if int(ds.attrs.get("multirate", 0)) else "single"
         steps += ", look" if int(ds.attrs.get("refine_look", 0)) else ""
         steps += ", merged by moments" if ds.attrs.get("merge_shape") == "moments" else ""
+        steps += ", split limited" if ds.attrs.get("split_slope") == "limited" else ""
         remesh = float(ds.attrs.get("remesh_tail", 0.0))
         steps += f", tail remeshed every {remesh:g}" if remesh > 0.0 else ""
         s["variant"] = (float(ds.attrs["merge"]), str(ds.attrs.get("quadrature", "points")), steps)
@@ -296,7 +310,7 @@ def departures(beta: float) -> str:
         c = cluster_series(str(path))
         clock = read_clock(clock_path(path)) if clock_path(path).exists() else None
         lines.append(
-            f"| {n}, {tol:g}, {s['variant'][1]}{', moments' if '_moments' in path.name else ''} | "
+            f"| {n}, {tol:g}, {s['variant'][1]}{variant_label(path)} | "
             f"{s['first_min']:.5f} ({s['t_first_min']:g}) | "
             f"{s['across'] * 1e5:+.2f} | {plateau.min():.4f}-{plateau.max():.4f} | "
             f"{s['departure_time']:g} | {first_to_leave(c, clock)} | "
@@ -304,6 +318,11 @@ def departures(beta: float) -> str:
             f"{after.min():.3f}-{after.max():.3f} | {wall_cell(s)} |"
         )
     return "\n".join(lines)
+
+
+def variant_label(path: Path) -> str:
+    """The labels (", moments", ", limited") of the options the case file ``path`` names."""
+    return "".join(f", {v}" for v in ("moments", "limited") if f"_{v}" in path.name)
 
 
 def curve_cells(s: dict) -> str:
@@ -343,6 +362,11 @@ def main() -> None:
         "'moments'): a cluster keeps the extent the flow gave it",
     )
     parser.add_argument(
+        "--limited", action="store_true",
+        help="a split divides the mass by the neighbours' slope limited so that neither half "
+        "leaves their range (split_slope = 'limited'): a cluster is cut in equal halves",
+    )
+    parser.add_argument(
         "--clock", action="store_true",
         help="record each cluster's tail weight from the scheme's own sums at every snapshot "
         "(clock.py; beside the case file as FILE.clock.csv)",
@@ -372,6 +396,7 @@ def main() -> None:
             args.remesh_tail,
             args.clock,
             args.moments,
+            args.limited,
         )
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
