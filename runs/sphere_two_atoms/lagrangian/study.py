@@ -305,6 +305,8 @@ def departures(beta: float) -> str:
             continue
         with xr.open_dataset(path) as ds:
             t, w2 = ds["time"].values, ds["w2_projection"].values
+        if t[-1] < 84.0:  # a run ended before the departure (e.g. to t = 13 for dm)
+            continue
         plateau, after = w2[(t >= 20.0) & (t <= 68.0)], w2[t >= 84.0]
         _, n, tol = s["case"]
         c = cluster_series(str(path))
