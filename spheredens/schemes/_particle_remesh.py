@@ -71,6 +71,7 @@ SPLIT_NEIGHBOURS = 10
 #: contracted by many e-folds, and whose tearing apart waits until it is stretched back)
 MOMENT_SHARE = 1e-3
 
+#: log 2 (the largest rise of a half's mean log density over its particle's)
 LOG2 = float(np.log(2.0))
 
 #: a particle is split at most this many times in one call (each halves its length)
@@ -258,14 +259,14 @@ def split(
             break
         depths.append(log_m.max() - log_m[long])
         area = log_area(shape)
+        mean_log = log_m - area
         near = _neighbours(x, long)
-        mean_slope = _slopes(x, (log_m - area)[None], long, near)[0]
+        mean_slope = _slopes(x, mean_log[None], long, near)[0]
         point_fit = _LocalQuadratic(x, log_point - area, long, near)
         axis = u[long][:, :, 0]
         length = s[long][:, 0]
         gamma = np.clip(np.einsum("ij,ij->i", mean_slope, axis) * length, -MAX_TILT, MAX_TILT)
         if limited:
-            mean_log = log_m - area
             gamma = limited_tilt(gamma, mean_log[long], mean_log[near])
         mean = tilt_mean(gamma)
         half = tilt_mean(gamma / 2) / 2

@@ -141,7 +141,7 @@ def test_a_limited_split_cuts_a_cluster_in_halves_and_keeps_a_smooth_profile() -
         assert pieces.sum() == 4
         shares = np.exp(new_m[pieces] - logsumexp(new_m[pieces]))
         assert (np.ptp(shares) < 1e-12) == even, shares
-        first = np.exp(new_m[pieces] - logsumexp(new_m[pieces])) @ new_x[pieces]
+        first = shares @ new_x[pieces]
         # on the great circle through c (the children projected onto S^2): its direction
         assert np.linalg.norm(first / np.linalg.norm(first) - c) < (1e-12 if even else 0.1)
     log_m, x, shape = CubedSphereCells(16).log_moments(lambda p: 30.0 * p[:, 0])
