@@ -32,17 +32,27 @@ Usage:
       from +-u stays above LEFT_DEGREES from then on: it creeps; above JUMP_DEGREES: it has
       jumped) and its log(Z_tail / Z_self) just before, from the recording cells, the
       mechanism's (clusters.py) and the scheme's own sums where recorded (clock.py)
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --run BETA N TOL --early T [...]
+      the same case run to t = T only, into cases/early/ (the mass across settles by t = 10 at
+      beta = 300: an early run measures it at a fraction of the cost)
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --fv-early BETA NLAT
+      finite volumes (``fv``, as ../study.py runs them) at NLAT to t = 12 into cases/early/: an
+      independent scheme's mass across while a mesh can still hold the density
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/study.py --across BETA
+      the mass across (1e-5) at t = 4, 6, 8, 10, 12 of every case file at BETA, early or not
 Files: cases/beta{BETA}_n{N}_tol{TOL}[_merge{M}][_cells][_single][_moments][_limited][_look]
 [_remesh{R}].nc
-beside this script (a
-file written before an option existed took its sources as points, one step for all).
+(cases/early/ for --early; cases/early/fv_nlat{NLAT}_beta{BETA}.nc for --fv-early) beside this
+script (a file written before an option existed took its sources as points, one step for all).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +62,7 @@ from clusters import cluster_series  # beside this script
 
 import spheredens as sd
 from spheredens.analysis import curve_summary
+from spheredens.geometry import dataset_sphere_points
 
 # the scheme's defaults of the variant options (a file name names only the others)
 from spheredens.schemes._sphere_lagrangian import (
@@ -65,6 +76,8 @@ from spheredens.targets import projection_target
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cases"
+#: runs stopped early (--early T), e.g. at t = 12 for the mass across (--across)
+EARLY = OUT / "early"
 BASE = HERE.parent / "base.toml"
 SPACING = 0.5
 PLATEAU = 0.1
@@ -73,6 +86,8 @@ PLATEAU = 0.1
 LEFT_DEGREES = 4.0
 #: the offset past which a cluster has jumped away (a creeping one stays within it)
 JUMP_DEGREES = 8.0
+#: the snapshots at which --across prints the mass across (it settles by t = 10 at beta = 300)
+ACROSS_TIMES = (4.0, 6.0, 8.0, 10.0, 12.0)
 #: beta -> (n ladder, tolerance ladder, t_end): the first n and tolerance are the base
 CASES = {
     100.0: ((16, 32), (1e-3, 3e-4), 45.0),  # against fv, converged there (docs/concentration.md)
@@ -85,64 +100,67 @@ CASES = {
 }
 
 
+@dataclass(frozen=True)
+class Variant:
+    """The scheme's options a case is run with beyond (beta, n, tolerance); a file name names
+    those that differ from the scheme's defaults (the module docstring)."""
+
+    merge: float = DEFAULT_MERGE
+    quadrature: str = DEFAULT_QUADRATURE
+    multirate: bool = True
+    look: bool = DEFAULT_REFINE_LOOK
+    remesh: float = DEFAULT_REMESH_TAIL
+    moments: bool = False
+    limited: bool = False
+
+    def suffix(self) -> str:
+        """The file name's variant part, e.g. "_merge3_moments_limited_look"."""
+        variant = "" if self.merge == DEFAULT_MERGE else f"_merge{self.merge:g}"
+        variant += "" if self.quadrature == DEFAULT_QUADRATURE else f"_{self.quadrature}"
+        variant += "" if self.multirate else "_single"
+        variant += "_moments" if self.moments else ""
+        variant += "_limited" if self.limited else ""
+        variant += "" if self.look == DEFAULT_REFINE_LOOK else ("_look" if self.look else "_nolook")
+        variant += "" if self.remesh == DEFAULT_REMESH_TAIL else f"_remesh{self.remesh:g}"
+        return variant
+
+    def discretization(self, n: int, tol: float) -> dict:
+        """The config's [discretization] table of this variant at (n, tol)."""
+        table = {
+            "scheme": "log_lagrangian",
+            "n": int(n),
+            "tolerance": float(tol),
+            "merge": float(self.merge),
+            "quadrature": self.quadrature,
+            "multirate": bool(self.multirate),
+            "refine_look": bool(self.look),
+            "allow_underresolved": True,
+        }
+        if self.remesh != DEFAULT_REMESH_TAIL:  # files from before the option resume as they were
+            table["remesh_tail"] = float(self.remesh)
+        if self.moments:
+            table["merge_shape"] = "moments"
+        if self.limited:
+            table["split_slope"] = "limited"
+        return table
+
+
 def case_path(
-    beta: float,
-    n: int,
-    tol: float,
-    merge: float = DEFAULT_MERGE,
-    quadrature: str = DEFAULT_QUADRATURE,
-    multirate: bool = True,
-    look: bool = DEFAULT_REFINE_LOOK,
-    remesh: float = DEFAULT_REMESH_TAIL,
-    moments: bool = False,
-    limited: bool = False,
+    beta: float, n: int, tol: float, variant: Variant = Variant(), out: Path = OUT
 ) -> Path:
-    variant = "" if merge == DEFAULT_MERGE else f"_merge{merge:g}"
-    variant += "" if quadrature == DEFAULT_QUADRATURE else f"_{quadrature}"
-    variant += "" if multirate else "_single"
-    variant += "_moments" if moments else ""
-    variant += "_limited" if limited else ""
-    variant += "" if look == DEFAULT_REFINE_LOOK else ("_look" if look else "_nolook")
-    variant += "" if remesh == DEFAULT_REMESH_TAIL else f"_remesh{remesh:g}"
-    return OUT / f"beta{beta:g}_n{n}_tol{tol:g}{variant}.nc"
+    """The case file of (beta, n, tol, variant) in the folder ``out`` (``EARLY`` for runs
+    stopped early)."""
+    return out / f"beta{beta:g}_n{n}_tol{tol:g}{variant.suffix()}.nc"
 
 
 def case_config(
-    beta: float,
-    n: int,
-    tol: float,
-    t_end: float,
-    merge: float = DEFAULT_MERGE,
-    quadrature: str = DEFAULT_QUADRATURE,
-    multirate: bool = True,
-    look: bool = DEFAULT_REFINE_LOOK,
-    remesh: float = DEFAULT_REMESH_TAIL,
-    moments: bool = False,
-    limited: bool = False,
+    beta: float, n: int, tol: float, t_end: float, variant: Variant = Variant(), out: Path = OUT
 ) -> sd.RunConfig:
     data = tomllib.loads(BASE.read_text())
     data["model"]["beta"] = float(beta)
-    data["discretization"] = {
-        "scheme": "log_lagrangian",
-        "n": int(n),
-        "tolerance": float(tol),
-        "merge": float(merge),
-        "quadrature": quadrature,
-        "multirate": bool(multirate),
-        "refine_look": bool(look),
-        "allow_underresolved": True,
-    }
-    if remesh != DEFAULT_REMESH_TAIL:  # files from before the option resume with their config
-        data["discretization"]["remesh_tail"] = float(remesh)
-    if moments:
-        data["discretization"]["merge_shape"] = "moments"
-    if limited:
-        data["discretization"]["split_slope"] = "limited"
+    data["discretization"] = variant.discretization(n, tol)
     data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
-    path = case_path(
-        beta, n, tol, merge, quadrature, multirate, look, remesh, moments, limited
-    )
-    data["output"] = {"path": str(path), "figure": False}
+    data["output"] = {"path": str(case_path(beta, n, tol, variant, out)), "figure": False}
     return sd.config_from_dict(data, base_dir=HERE.parent)
 
 
@@ -151,22 +169,13 @@ def run_case(
     n: int,
     tol: float,
     t_end: float,
-    merge: float,
-    quadrature: str,
-    multirate: bool,
-    look: bool = DEFAULT_REFINE_LOOK,
-    remesh: float = DEFAULT_REMESH_TAIL,
+    variant: Variant = Variant(),
     clock: bool = False,
-    moments: bool = False,
-    limited: bool = False,
+    out: Path = OUT,
 ) -> None:
-    path = case_path(
-        beta, n, tol, merge, quadrature, multirate, look, remesh, moments, limited
-    )
-    OUT.mkdir(exist_ok=True)
-    config = case_config(
-        beta, n, tol, t_end, merge, quadrature, multirate, look, remesh, moments, limited
-    )
+    path = case_path(beta, n, tol, variant, out)
+    out.mkdir(exist_ok=True)
+    config = case_config(beta, n, tol, t_end, variant, out)
     observers = [SchemeClock(clock_path(path))] if clock else []
     sd.run(config, output=path, resume=path.exists(), progress=True, observers=observers)
 
@@ -180,15 +189,35 @@ def first_minimum(w2: np.ndarray) -> int:
 
 def mass_across(ds: xr.Dataset, i: int, target) -> float:
     """The mass on +u's side of the plane <x, u> = 0 at snapshot ``i`` minus the target's atom
-    at +u (the recorded cells' masses at their centroids: after the contraction no mass is
-    near the plane). W2^2 holds about pi^2 |this|: mass that an optimal plan carries from one
-    cluster to the other."""
-    x = ds["rho_centroid_xyz"].isel(time=i).values
-    m = (ds["rho"].isel(time=i).values * ds["cell_area"].values).ravel()
+    at +u (a log_lagrangian file's recorded cells' masses at their centroids, a finite-volume
+    file's cells' at their centres: after the contraction no mass is near the plane). W2^2
+    holds about pi^2 |this|: mass that an optimal plan carries from one cluster to the other."""
+    if "rho_centroid_xyz" in ds:
+        x = ds["rho_centroid_xyz"].isel(time=i).values
+        m = (ds["rho"].isel(time=i).values * ds["cell_area"].values).ravel()
+    else:
+        x = dataset_sphere_points(ds)
+        m = (ds["rho"].isel(time=i).values * ds["weight"].values).ravel()
     x = x.reshape(len(m), 3)
     ok = np.isfinite(m) & (m > 0.0)
     m, x = m[ok] / m[ok].sum(), x[ok]
     return float(m[x @ target.points[0] > 0.0].sum() - target.masses[0])
+
+
+def run_fv_early(nlat: int, beta: float, t_end: float = max(ACROSS_TIMES)) -> None:
+    """Finite volumes (``fv``, as ../study.py runs them) at ``nlat`` to ``t_end`` into
+    ``EARLY``: an independent scheme's mass across, while the density is smooth enough for a
+    mesh to hold it."""
+    spec = importlib.util.spec_from_file_location("fv_study", HERE.parent / "study.py")
+    fv_study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fv_study)
+    data = fv_study.case_config("fv", nlat, beta, fv_study.LOG_DOMAIN_BELOW).to_dict()
+    path = EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
+    data["time"] = {"t_end": float(t_end), "snapshots": int(round(t_end / SPACING)) + 1}
+    data["output"] = {"path": str(path), "figure": False}
+    EARLY.mkdir(parents=True, exist_ok=True)
+    config = sd.config_from_dict(data, base_dir=HERE.parent)
+    sd.run(config, output=path, resume=path.exists(), progress=True)
 
 
 def summarize(path: Path, target=None) -> dict:
@@ -322,6 +351,47 @@ def departures(beta: float) -> str:
     return "\n".join(lines)
 
 
+def across(beta: float, times=ACROSS_TIMES) -> str:
+    """The table of the mass across (:func:`mass_across`) at ``times`` in every case file at
+    ``beta``, those run to the end and those stopped early (``--early``), one row per file,
+    by variant, then n, then tolerance."""
+    target = projection_target(case_config(beta, 16, 1e-4, SPACING))
+    head = "| n, tolerance, sources, options | " + " | ".join(f"t = {t:g}" for t in times)
+    lines = [head + " | wall to the last |", "|" + "---|" * (len(times) + 2)]
+    rows = []
+    for path in sorted(EARLY.glob(f"fv_nlat*_beta{beta:g}.nc")):
+        with xr.open_dataset(path) as ds:
+            cells = across_cells(ds, times, target)
+            wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
+            nlat, status = int(path.name.split("_")[1][4:]), ds.attrs.get("run_status")
+        rows.append(((("fv",), nlat), f"| fv, nlat = {nlat} (early) | " + " | ".join(cells)
+                     + f" | {float(wall or math.nan):.0f} s ({status}) |"))
+    for path in sorted(OUT.glob(f"beta{beta:g}_n*.nc")) + sorted(EARLY.glob(f"beta{beta:g}_n*.nc")):
+        with xr.open_dataset(path) as ds:
+            cells = across_cells(ds, times, target)
+            s = summarize(path)
+            _, n, tol = s["case"]
+            where = "early" if path.parent == EARLY else "to the end"
+            key = (("lagrangian", *s["variant"]), n, -tol, where)
+            options = f"{s['variant'][1]}, {s['variant'][2]}"
+            rows.append((key, f"| {n}, {tol:g}, {options} ({where}) | " + " | ".join(cells)
+                         + f" | {wall_cell(s)} |"))
+    lines += [row for _, row in sorted(rows, key=lambda r: r[0])]
+    return "\n".join(lines)
+
+
+def across_cells(ds: xr.Dataset, times, target) -> list[str]:
+    """The mass across (1e-5) at each of ``times`` written so far, as table cells."""
+    t = ds["time"].values
+    written = np.flatnonzero(np.isfinite(ds["rho"].values.reshape(len(t), -1)).any(axis=1))
+    cells = []
+    for when in times:
+        i = np.flatnonzero(np.isclose(t, when))
+        ok = i.size and written.size and i[0] <= written[-1]
+        cells.append(f"{mass_across(ds, int(i[0]), target) * 1e5:+.2f}" if ok else "")
+    return cells
+
+
 def variant_label(path: Path) -> str:
     """The labels (", moments", ", limited") of the options the case file ``path`` names."""
     return "".join(f", {v}" for v in ("moments", "limited") if f"_{v}" in path.name)
@@ -374,6 +444,20 @@ def main() -> None:
         "(clock.py; beside the case file as FILE.clock.csv)",
     )
     parser.add_argument(
+        "--early", type=float, metavar="T", default=None,
+        help="with --run: run to t = T only, into cases/early/ (e.g. T = 12 for the mass across)",
+    )
+    parser.add_argument(
+        "--fv-early", nargs=2, type=float, metavar=("BETA", "NLAT"),
+        help="run finite volumes (fv, as ../study.py) at NLAT to t = %g into cases/early/: an "
+        "independent scheme's mass across (--across)" % max(ACROSS_TIMES),
+    )
+    parser.add_argument(
+        "--across", type=float, metavar="BETA",
+        help="print the mass across (1e-5) at t = " + ", ".join(f"{t:g}" for t in ACROSS_TIMES)
+        + " of every case file at BETA, those stopped early (--early) included",
+    )
+    parser.add_argument(
         "--table", nargs="*", type=float, metavar="BETA",
         help="print the table of the case files present (all betas if none given)",
     )
@@ -386,24 +470,25 @@ def main() -> None:
     if args.run:
         beta, n, tol = args.run
         t_end = args.t_end or CASES[beta][2]
-        run_case(
-            beta,
-            int(n),
-            tol,
-            t_end,
+        variant = Variant(
             args.merge,
             args.quadrature,
             not args.single,
             args.look,
             args.remesh_tail,
-            args.clock,
             args.moments,
             args.limited,
         )
+        out = OUT if args.early is None else EARLY
+        run_case(beta, int(n), tol, args.early or t_end, variant, args.clock, out)
+    if args.fv_early:
+        run_fv_early(int(args.fv_early[1]), args.fv_early[0])
     if args.table is not None:
         print(table(args.table or sorted(CASES)))
     if args.departures is not None:
         print(departures(args.departures))
+    if args.across is not None:
+        print(across(args.across))
 
 
 if __name__ == "__main__":
