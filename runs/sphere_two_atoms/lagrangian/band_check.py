@@ -24,7 +24,6 @@ import argparse
 
 import numpy as np
 import study  # beside this script
-import xarray as xr
 
 import spheredens.schemes._sphere_lagrangian as lagrangian
 from spheredens.schemes._particle_remesh import LOOK_LENGTH, look_lengths
@@ -69,12 +68,7 @@ def main() -> None:
             out = OUT.with_name(f"band_test_{args.band:g}_{args.length:g}")
         study.run_case(BETA, args.run, args.tol, 12.0, VARIANT, False, out)
     if args.table:
-        print("| band run | " + " | ".join(f"t = {t:g}" for t in study.ACROSS_TIMES) + " |")
-        print("|" + "---|" * (len(study.ACROSS_TIMES) + 1))
-        for path in sorted(OUT.parent.glob("band_test*/*.nc")):
-            with xr.open_dataset(path) as ds:
-                cells = study.across_cells(ds, study.ACROSS_TIMES, target)
-            print(f"| {path.parent.name}/{path.name} | " + " | ".join(cells) + " |")
+        print(study.across_table("band run", sorted(OUT.parent.glob("band_test*/*.nc")), target))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import argparse
 
 import numpy as np
 import study  # beside this script
-import xarray as xr
 from scipy.special import logsumexp
 
 import spheredens.schemes._sphere_lagrangian as lagrangian
@@ -123,12 +122,8 @@ def main() -> None:
             f"max {max(patch.cut, default=0)}"
         )
     if args.table:
-        print("| separatrix run | " + " | ".join(f"t = {t:g}" for t in study.ACROSS_TIMES) + " |")
-        print("|" + "---|" * (len(study.ACROSS_TIMES) + 1))
-        for path in sorted(study.OUT.glob("separatrix_test*/*.nc")):
-            with xr.open_dataset(path) as ds:
-                cells = study.across_cells(ds, study.ACROSS_TIMES, target)
-            print(f"| {path.parent.name}/{path.name} | " + " | ".join(cells) + " |")
+        paths = sorted(study.OUT.glob("separatrix_test*/*.nc"))
+        print(study.across_table("separatrix run", paths, target))
 
 
 if __name__ == "__main__":

@@ -380,6 +380,18 @@ def across(beta: float, times=ACROSS_TIMES) -> str:
     return "\n".join(lines)
 
 
+def across_table(label: str, paths, target, times=ACROSS_TIMES) -> str:
+    """The table of the mass across (1e-5) at ``times`` of the files ``paths``, one row per file
+    (its folder and name), headed ``label`` (the diagnostics' ``--table``)."""
+    lines = [f"| {label} | " + " | ".join(f"t = {t:g}" for t in times) + " |"]
+    lines.append("|" + "---|" * (len(times) + 1))
+    for path in paths:
+        with xr.open_dataset(path) as ds:
+            cells = across_cells(ds, times, target)
+        lines.append(f"| {path.parent.name}/{path.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def across_cells(ds: xr.Dataset, times, target) -> list[str]:
     """The mass across (1e-5) at each of ``times`` written so far, as table cells."""
     t = ds["time"].values
