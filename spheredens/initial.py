@@ -10,15 +10,14 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 from scipy import special
-from scipy.interpolate import RegularGridInterpolator
 
-from ._lazy import xarray as xr
+from ._density_file import DENSITY_FILES, CellBoxes, DensityFile, read_density
 from ._random_field import MASS_REFINEMENTS, RANDOM_FIELDS
 from ._registry import Registry
 from ._types import Array
@@ -29,12 +28,10 @@ from ._validate import (
     as_str,
     as_unit_vectors,
     check_keys,
-    netcdf_read_problem,
 )
 from .exceptions import ConfigError, SpheredensWarning
 from .geometry import (
     NotProvided,
-    circle_angle,
     domain_entry,
     domain_of_dimension,
     log_sphere_area,
@@ -472,16 +469,21 @@ class FromFile:
     The density must integrate to 1 within 1e-6 with the file's own ``weight`` (or, without
     one, with uniform weights 2 pi / n on an evenly spaced circle grid; a sphere file needs its
     ``weight``). Undershoots down to -1e-2 x max (Gibbs oscillations of a spectral run) are
-    clipped to 0. Values are interpolated linearly (periodically in theta or longitude,
-    clamped beyond the extreme latitudes), which keeps them non-negative; the solver
-    renormalizes the discrete mass afterwards.
+    clipped to 0. Values at points are interpolated linearly (periodically in theta or
+    longitude, clamped beyond the extreme latitudes), which keeps them non-negative; the solver
+    renormalizes the discrete mass afterwards. A sphere file on a mesh of cells (``fv``'s
+    reduced mesh: dims ``("cell",)`` with ``lat_bounds``, ``lon_bounds``) is the
+    piecewise-constant density of its cell averages, and ``log_lagrangian`` takes each cell
+    as a particle with its mass exactly (:meth:`cells`): a run continues another run's
+    snapshot, its time counted from there.
     """
 
     path: str
     variable: str
     time: float | None
-    theta: Any  # circle: angles (n,); sphere: (lat, lon) in degrees
+    theta: Any  # circle: angles (n,); sphere: (lat, lon) in degrees, or the mesh's CellBoxes
     values: Array
+    layout: DensityFile = field(compare=False, repr=False)
     #: the required key and its refusal when missing
     required: ClassVar[dict[str, str]] = {
         "path": "is required for 'file' (a netCDF file with the density)"
@@ -498,182 +500,23 @@ class FromFile:
         if time is not None:
             time = as_float(time, f"{key}.time")
         full = (base_dir / path) if not Path(path).is_absolute() else Path(path)
-        layout = _domain_entry(DENSITY_FILES, d, "density_file", f"{key}.name", "file")
-        coords, values = _read_density(full, variable, time, key, layout)
-        return cls(path, variable, time, coords, values)
+        layouts = _domain_entry(DENSITY_FILES, d, "density_file", f"{key}.name", "file")
+        layout, coords, values = read_density(full, variable, time, key, layouts)
+        return cls(path, variable, time, coords, values, layout)
 
     def __call__(self, x: Array) -> Array:
-        layout = DENSITY_FILES[domain_of_dimension(x.shape[-1]).name]
-        return layout.interpolate(self.theta, self.values, x)
+        return self.layout.interpolate(self.theta, self.values, x)
+
+    def cells(self) -> tuple[Array, Array, Array] | None:
+        """A mesh file's cells as particles (masses, centres (n, 3), shapes (n, 3, 2):
+        :meth:`~spheredens._density_file.CellBoxes.particles`); ``None`` for a file of values
+        at points."""
+        if isinstance(self.theta, CellBoxes):
+            return self.theta.particles(self.values)
+        return None
 
     def to_params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "variable": self.variable}
         if self.time is not None:
             out["time"] = self.time
         return out
-
-
-@dataclass(frozen=True)
-class DensityFile:
-    """The layout of a density file on one domain (its entry of :data:`DENSITY_FILES`, used by
-    :class:`FromFile`).
-
-    Attributes
-    ----------
-    dims : tuple of str
-        The dims of the density (after choosing a time).
-    uniform_weight : bool
-        Whether a file without ``weight`` is read with uniform weights |S| / n (an evenly
-        spaced circle grid); else ``weight`` is required.
-    coords : callable
-        ``ds -> coordinates`` of the density.
-    sort : callable
-        ``(coords, values) -> (coords, values)`` in increasing, wrapped coordinates.
-    interpolate : callable
-        ``(coords, values, x) -> values at points x (n, d)``.
-    """
-
-    dims: tuple[str, ...]
-    uniform_weight: bool
-    coords: Callable[[Any], Any]
-    sort: Callable[[Any, Array], tuple[Any, Array]]
-    interpolate: Callable[[Any, Array, Array], Array]
-
-
-def _sort_angles(coords: Array, values: Array) -> tuple[Array, Array]:
-    order = np.argsort(np.mod(coords, 2.0 * np.pi))
-    return np.mod(coords, 2.0 * np.pi)[order], values[order]
-
-
-def _sort_lat_lon(coords: tuple[Array, Array], values: Array) -> tuple[Any, Array]:
-    lat, lon = coords
-    i, j = np.argsort(lat), np.argsort(np.mod(lon, 360.0))
-    return (lat[i], np.mod(lon, 360.0)[j]), values[np.ix_(i, j)]
-
-
-def _interp_lat_lon(coords: tuple[Array, Array], values: Array, x: Array) -> Array:
-    """Bilinear interpolation in (lat, lon), periodic in longitude, clamped beyond the extreme
-    latitudes (non-negative values stay non-negative)."""
-
-    lat, lon = coords
-    lon_ext = np.concatenate([lon[-1:] - 360.0, lon, lon[:1] + 360.0])
-    vals = np.concatenate([values[:, -1:], values, values[:, :1]], axis=1)
-    interp = RegularGridInterpolator((lat, lon_ext), vals, method="linear")
-    q_lat = np.clip(np.degrees(np.arcsin(np.clip(x[..., 2], -1.0, 1.0))), lat[0], lat[-1])
-    q_lon = np.mod(np.degrees(np.arctan2(x[..., 1], x[..., 0])) - lon_ext[0], 360.0) + lon_ext[0]
-    q_lon = np.clip(q_lon, lon_ext[0], lon_ext[-1])
-    return interp(np.stack([q_lat, q_lon], axis=-1))
-
-
-#: domain name -> the layout of a density file there (``initial.name = "file"``)
-DENSITY_FILES: dict[str, DensityFile] = {
-    "circle": DensityFile(
-        ("theta",),
-        True,
-        lambda ds: np.asarray(ds["theta"].values, dtype=float),
-        _sort_angles,
-        lambda theta, values, x: np.interp(circle_angle(x), theta, values, period=2.0 * np.pi),
-    ),
-    "sphere": DensityFile(
-        ("lat", "lon"),
-        False,
-        lambda ds: (
-            np.asarray(ds["lat"].values, dtype=float),
-            np.asarray(ds["lon"].values, dtype=float),
-        ),
-        _sort_lat_lon,
-        _interp_lat_lon,
-    ),
-}
-
-
-def _read_density(
-    path: Path, variable: str, time: float | None, key: str, layout: DensityFile
-) -> tuple[Any, Array]:
-
-    if not path.is_file():
-        raise ConfigError(f"{key}.path", f"file {str(path)!r} does not exist")
-    problem = netcdf_read_problem(path)
-    if problem:
-        raise ConfigError(f"{key}.path", f"cannot read {str(path)!r} as netCDF: {problem}")
-    try:
-        ds = xr.open_dataset(path)
-    except Exception as exc:  # any reader failure becomes a one-line refusal
-        raise ConfigError(
-            f"{key}.path", f"cannot read {str(path)!r} as netCDF: {netcdf_read_problem(path, exc)}"
-        ) from None
-    with ds:
-        if variable not in ds:
-            raise ConfigError(
-                f"{key}.variable",
-                f"{variable!r} is not in {str(path)!r}; "
-                f"variables there: {', '.join(map(str, ds.data_vars))}",
-            )
-        rho = ds[variable]
-        if "time" in rho.dims:
-            if time is None:
-                rho = rho.isel(time=-1)
-            else:
-                idx = int(np.argmin(np.abs(ds["time"].values - time)))
-                if abs(float(ds["time"].values[idx]) - time) > 1e-9 * max(1.0, abs(time)):
-                    raise ConfigError(
-                        f"{key}.time",
-                        f"= {time} is not a snapshot time of "
-                        f"{str(path)!r} (it has {ds.sizes['time']} times in "
-                        f"[{float(ds['time'].min())}, {float(ds['time'].max())}])",
-                    )
-                rho = rho.isel(time=idx)
-        dims = layout.dims
-        if rho.dims != dims:
-            raise ConfigError(
-                f"{key}.variable",
-                f"{variable!r} in {str(path)!r} has dims {rho.dims}; "
-                f"a density on this domain needs dims {dims} (after choosing a time)",
-            )
-        values = np.asarray(rho.values, dtype=float)
-        if values.size < 2:
-            raise ConfigError(
-                f"{key}.variable",
-                f"{variable!r} in {str(path)!r} has {values.size} "
-                "values; a density needs at least 2 points",
-            )
-        if "weight" in ds:
-            weight = np.asarray(ds["weight"].transpose(*dims).values, dtype=float)
-        elif layout.uniform_weight:
-            weight = np.full(values.shape, 2.0 * np.pi / values.size)
-        else:
-            raise ConfigError(
-                f"{key}.path",
-                f"{str(path)!r} has no 'weight' variable: the mass of a "
-                "sphere density cannot be checked without quadrature weights",
-            )
-        coords = layout.coords(ds)
-    if not np.all(np.isfinite(values)) or values.max() <= 0:
-        raise ConfigError(
-            f"{key}.variable",
-            f"{variable!r} in {str(path)!r} must be finite with "
-            "positive values on at least 2 points",
-        )
-    if values.min() < -NEGATIVE_TOLERANCE * values.max():
-        raise ConfigError(
-            f"{key}.variable",
-            f"{variable!r} in {str(path)!r} has values down to "
-            f"{values.min():.3g} (max {values.max():.3g}); a density must be non-negative "
-            f"(undershoots above -{NEGATIVE_TOLERANCE:g} x max are clipped)",
-        )
-    if weight.shape != values.shape or not np.all(np.isfinite(weight)) or np.any(weight <= 0):
-        raise ConfigError(
-            f"{key}.path",
-            f"the 'weight' of {str(path)!r} must be positive and finite, "
-            f"with the shape {values.shape} of the density",
-        )
-    with np.errstate(all="ignore"):  # huge values overflow to inf: refused just below
-        mass = float(np.sum(values * weight))
-    values = np.maximum(values, 0.0)
-    if not abs(mass - 1.0) <= 1e-6:
-        raise ConfigError(
-            f"{key}.path",
-            f"the density {variable!r} in {str(path)!r} has mass "
-            f"{mass:.10g}, not 1 (tolerance 1e-6); normalize it first",
-        )
-    return layout.sort(coords, values)

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("geometry",),
     ("models", "integrators"),
     ("_random_field",),
+    ("_density_file",),
     ("initial",),
     ("zonal",),
     ("auxiliary",),

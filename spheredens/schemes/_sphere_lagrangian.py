@@ -18,7 +18,9 @@ beta = 300 whatever its poles: docs/numerics.md); here the cells move with the f
   (:class:`~spheredens.grids.CubedSphereCells`: 6 n^2 cells of pi / (2 n)): log mass by a
   Gauss rule in the log domain, centroid, the cell's edges as shape. A von Mises-Fisher
   component narrower than an eighth of a cell is one particle at its mean (its centroid to
-  O(1 / kappa)), of area 2 pi / kappa (so that m / area is its peak density).
+  O(1 / kappa)), of area 2 pi / kappa (so that m / area is its peak density). A run that
+  continues another's snapshot on a mesh of cells (``fv``'s file as ``initial.name = "file"``)
+  takes each cell with positive mass as one particle: its mass exactly, its centre, its cell.
 * **Flow.** A particle's mass never changes; its centroid and shape follow
   dx/dt = X[rho](x), df/dt = DX f - x <X, f> (tangent vectors kept tangent): an ODE in R^3
   for all particles at once. X and DX are softmax averages over the particles, summed in the
@@ -348,7 +350,15 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     # -- state -------------------------------------------------------------------------------
     def _slice_particles(self, f: Any) -> tuple[Array, Array, Array, Array]:
         """(log masses, positions, shapes, log point masses) of the initial density ``f`` of one
-        slice, mass 1."""
+        slice, mass 1. A mesh file's cells (``initial.name = "file"``) are taken as they are,
+        each cell one particle with its mass exactly."""
+        cells = f.cells() if hasattr(f, "cells") else None
+        if cells is not None:
+            m, x, shape = cells
+            live = m > 0.0
+            log_m = np.log(m[live])
+            total = logsumexp(log_m)
+            return log_m - total, x[live], shape[live], log_m - total
         components = f.components() if hasattr(f, "components") and hasattr(f, "means") else None
         narrow, wide = [], []
         if components is None:

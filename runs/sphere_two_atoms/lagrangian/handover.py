@@ -1,0 +1,146 @@
+"""The two-atom case at beta = 300: the early phase by ``fv``, the rest by ``log_lagrangian``.
+
+The mass across the basins' border (dm, docs/concentration.md) is decided by t = 12, while the
+density is still smooth enough for a mesh: ``fv`` converges it (nlat = 128, 256, 512: -6.63,
+-6.73, -6.76e-5), the particle scheme does not (n = 32, 45, 46: -7.3, -6.0, -5.1). Here
+``log_lagrangian`` continues ``fv``'s snapshot at t = T0 (``initial.name = "file"`` on fv's
+reduced mesh: each cell one particle, its mass exactly), so the ladder has three refinements:
+fv's nlat, the handover time T0, and the particle scheme's n and tolerance.
+
+Each run writes its own file (time counted from T0) and, from an observer, a CSV of the
+absolute time, W2 of the particles (each mass at its position) to Pi_# rho_0 of the original
+rho_0 (not of the snapshot: the run's own ``w2_projection`` uses its initial density, the
+snapshot) and dm at every snapshot.
+
+Usage:
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --run NLAT T0 N TOL [--t-end T]
+      continue cases/early/fv_nlat{NLAT}_beta300.nc (``study.py --fv-early 300 NLAT``) at T0
+      with log_lagrangian (n = N, tolerance TOL, merge 3, moments, limited, refine_look) to
+      the absolute time T (default 20: past the first minimum at t = 17); resumed when its
+      file is partial, extended with a larger --t-end
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --table
+      dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t) and the departure of
+      every run present, with its wall time
+Files: cases/handover/fv{NLAT}_t{T0}_n{N}_tol{TOL}.nc and .w2.csv beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import study  # beside this script
+import xarray as xr
+
+import spheredens as sd
+from spheredens.analysis import curve_summary
+from spheredens.geometry import domain_of_dimension
+from spheredens.schemes._sphere_lagrangian import unpack
+from spheredens.simulate import Observer
+from spheredens.targets import projection_target
+
+BETA = 300.0
+HANDOVER = study.OUT / "handover"
+VARIANT = study.Variant(merge=3.0, look=True, moments=True, limited=True)
+COLUMNS = ["time", "w2", "mass_across"]
+TIMES = (8.0, 10.0, 12.0)
+
+
+def original_target():
+    """Pi_# rho_0 of the case's own rho_0 (as ``study.py --across`` has it)."""
+    return projection_target(study.case_config(BETA, 16, 1e-4, study.SPACING))
+
+
+class OriginalTarget(Observer):
+    """Appends (t0 + t, W2 to the original Pi_# rho_0, dm) to ``path`` at every snapshot."""
+
+    def __init__(self, path: Path, t0: float) -> None:
+        self.path, self.t0 = Path(path), float(t0)
+        self.target = original_target()
+        self.domain = domain_of_dimension(3)
+
+    def start(self, info: dict) -> None:
+        if not self.path.exists():
+            with self.path.open("w", newline="") as f:
+                csv.writer(f).writerow(COLUMNS)
+
+    def observe(self, t: float, state: np.ndarray) -> None:
+        log_m, x, _, _ = unpack(state[0])
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        m = np.exp(log_m - log_m.max())
+        m /= m.sum()
+        w2 = self.domain.w2(x, m, self.target.points, self.target.masses)
+        dm = float(m[x @ self.target.points[0] > 0.0].sum() - self.target.masses[0])
+        with self.path.open("a", newline="") as f:
+            csv.writer(f).writerow([repr(self.t0 + float(t)), repr(w2), repr(dm)])
+
+
+def case_path(nlat: int, t0: float, n: int, tol: float) -> Path:
+    return HANDOVER / f"fv{nlat}_t{t0:g}_n{n}_tol{tol:g}.nc"
+
+
+def run(nlat: int, t0: float, n: int, tol: float, t_end: float) -> None:
+    source = study.EARLY / f"fv_nlat{nlat}_beta{BETA:g}.nc"
+    path = case_path(nlat, t0, n, tol)
+    HANDOVER.mkdir(parents=True, exist_ok=True)
+    data = study.case_config(BETA, n, tol, t_end - t0, VARIANT, HANDOVER).to_dict()
+    data["initial"] = {"name": "file", "path": str(source), "time": float(t0)}
+    span = t_end - t0
+    data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
+    data["output"] = {"path": str(path), "figure": False}
+    config = sd.config_from_dict(data, base_dir=study.HERE)
+    observer = OriginalTarget(path.with_suffix(".w2.csv"), t0)
+    sd.run(config, output=path, resume=path.exists(), progress=True, observers=[observer])
+
+
+def read_curve(path: Path) -> dict[str, np.ndarray]:
+    """The observer's columns by absolute time (the last row written of each time)."""
+    with path.open() as f:
+        rows = {float(r["time"]): r for r in csv.DictReader(f)}
+    times = sorted(rows)
+    return {k: np.array([float(rows[t][k]) for t in times]) for k in COLUMNS}
+
+
+def table() -> str:
+    head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
+    lines = [head + " | first min W2 (t) | departure | wall |", "|" + "---|" * (len(TIMES) + 4)]
+    for path in sorted(HANDOVER.glob("fv*_t*_n*_tol*.nc")):
+        c = read_curve(path.with_suffix(".w2.csv"))
+        cells = []
+        for when in TIMES:
+            i = np.flatnonzero(np.isclose(c["time"], when))
+            cells.append(f"{c['mass_across'][i[0]] * 1e5:+.2f}" if i.size else "")
+        first = study.first_minimum(c["w2"])
+        s = curve_summary(c["time"], c["w2"])
+        rising = first < len(c["w2"]) - 1
+        minimum = f"{c['w2'][first]:.5f} ({c['time'][first]:g})" + ("" if rising else ", falling")
+        departure = s.get("departure_time", math.nan)
+        with xr.open_dataset(path) as ds:
+            wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
+            status = ds.attrs.get("run_status")
+        nlat, t0, n, tol = path.stem.split("_")
+        lines.append(
+            f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
+            + f" | {minimum} | {departure:g} | {float(wall or math.nan):.0f} s ({status}) |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", nargs=4, metavar=("NLAT", "T0", "N", "TOL"))
+    parser.add_argument("--t-end", type=float, default=20.0)
+    parser.add_argument("--table", action="store_true")
+    args = parser.parse_args()
+    if args.run:
+        nlat, t0, n, tol = args.run
+        run(int(nlat), float(t0), int(n), float(tol), args.t_end)
+    if args.table:
+        print(table())
+
+
+if __name__ == "__main__":
+    main()
