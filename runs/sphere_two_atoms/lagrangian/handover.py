@@ -21,7 +21,11 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --table
       dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t) and the departure of
       every run present, with its wall time
-Files: cases/handover/fv{NLAT}_t{T0}_n{N}_tol{TOL}.nc and .w2.csv beside it.
+  --on NLAT2 (with --run): hand over fv's state at NLAT remapped exactly (mass conserved cell by
+      cell: the rings nest) onto the mesh of NLAT2 rings, so that a finer fv run hands over as
+      many particles as a coarser one (nlat = 512 has 333 754 cells, 256 has 83 448)
+Files: cases/handover/fv{NLAT}[on{NLAT2}]_t{T0}_n{N}_tol{TOL}.nc and .w2.csv beside it (the
+remapped state: cases/handover/fv{NLAT}on{NLAT2}_t{T0}.state.nc).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import xarray as xr
 import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.geometry import domain_of_dimension
+from spheredens.grids import RingMesh
 from spheredens.schemes._sphere_lagrangian import unpack
 from spheredens.simulate import Observer
 from spheredens.targets import projection_target
@@ -78,16 +83,38 @@ class OriginalTarget(Observer):
             csv.writer(f).writerow([repr(self.t0 + float(t)), repr(w2), repr(dm)])
 
 
-def case_path(nlat: int, t0: float, n: int, tol: float) -> Path:
-    return HANDOVER / f"fv{nlat}_t{t0:g}_n{n}_tol{tol:g}.nc"
+def case_path(nlat: int, t0: float, n: int, tol: float, on: int | None = None) -> Path:
+    source = f"fv{nlat}" + (f"on{on}" if on else "")
+    return HANDOVER / f"{source}_t{t0:g}_n{n}_tol{tol:g}.nc"
 
 
-def run(nlat: int, t0: float, n: int, tol: float, t_end: float) -> None:
+def remapped(source: Path, t0: float, nlat: int, on: int) -> Path:
+    """fv's snapshot at ``t0`` on ``nlat`` rings remapped exactly onto the mesh of ``on`` rings,
+    written as a density file (rho, weight and the mesh's cells)."""
+    path = HANDOVER / f"fv{nlat}on{on}_t{t0:g}.state.nc"
+    if path.exists():
+        return path
+    fine, coarse = RingMesh(nlat), RingMesh(on)
+    with xr.open_dataset(source) as ds:
+        rho = ds["rho"].sel(time=t0).values
+    rho = coarse.remap_from(fine, rho)
+    variables = {name: xr.Variable(*spec) for name, spec in coarse.dataset_variables().items()}
+    coords = {name: xr.Variable(*spec) for name, spec in coarse.dataset_coords().items()}
+    variables["rho"] = xr.Variable("cell", rho / np.sum(rho * coarse.area))
+    variables["weight"] = xr.Variable("cell", coarse.area)
+    xr.Dataset(variables, coords=coords).to_netcdf(path)
+    return path
+
+
+def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{BETA:g}.nc"
-    path = case_path(nlat, t0, n, tol)
+    path = case_path(nlat, t0, n, tol, on)
     HANDOVER.mkdir(parents=True, exist_ok=True)
     data = study.case_config(BETA, n, tol, t_end - t0, VARIANT, HANDOVER).to_dict()
-    data["initial"] = {"name": "file", "path": str(source), "time": float(t0)}
+    if on:
+        data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on))}
+    else:
+        data["initial"] = {"name": "file", "path": str(source), "time": float(t0)}
     span = t_end - t0
     data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
     data["output"] = {"path": str(path), "figure": False}
@@ -121,7 +148,7 @@ def table() -> str:
         with xr.open_dataset(path) as ds:
             wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
             status = ds.attrs.get("run_status")
-        nlat, t0, n, tol = path.stem.split("_")
+        nlat, t0, n, tol = path.stem.split("_")  # nlat: fv256 or fv512on256
         lines.append(
             f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
             + f" | {minimum} | {departure:g} | {float(wall or math.nan):.0f} s ({status}) |"
@@ -133,11 +160,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", nargs=4, metavar=("NLAT", "T0", "N", "TOL"))
     parser.add_argument("--t-end", type=float, default=20.0)
+    parser.add_argument("--on", type=int, metavar="NLAT2")
     parser.add_argument("--table", action="store_true")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
-        run(int(nlat), float(t0), int(n), float(tol), args.t_end)
+        run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on)
     if args.table:
         print(table())
 
