@@ -167,6 +167,32 @@ def test_w2_to_antipodal_atoms_is_the_exact_emd(d):
     )
 
 
+def test_the_particles_w2_to_two_antipodal_atoms_is_the_emd():
+    """``w2_projection`` of a particle scheme (:meth:`ProjectionDistance.of_atoms`) takes the
+    sort when Pi_# rho_0 is two antipodal atoms (V = diag(1, .5, .5): +-e_1) and equals the
+    network simplex to 1e-12; on a great circle (two equal top eigenvalues) it is the EMD."""
+    from spheredens.diagnostics import ProjectionDistance
+    from spheredens.geometry import domain_of_dimension
+    from spheredens.initial import RandomSmooth
+    from spheredens.models import Model
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((900, 3))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    a = rng.exponential(size=900)
+    rho0 = RandomSmooth.from_params({"seed": 3, "bandwidth": 3}, 3, None)
+    sphere = domain_of_dimension(3)
+    for v, atoms in (((1.0, 0.5, 0.5), 2), ((1.0, 1.0, 0.5), None)):
+        model = Model("sa", 1.0, np.eye(3), np.eye(3), np.diag(v))
+        w2 = ProjectionDistance(model, rho0, None, particles=True)
+        target = w2.target
+        if atoms is not None:
+            assert len(target.points) == atoms
+            assert np.allclose(target.points[0], -target.points[1], rtol=0.0, atol=1e-14)
+        want = sphere.w2(x, a, target.points, target.masses)
+        assert abs(w2.of_atoms(x, a) - want) <= 1e-12
+
+
 @pytest.mark.parametrize("spread", [0.3, 0.95, 1.4])
 def test_w2_circle_on_a_half_circle_and_beyond_is_the_exact_emd(spread):
     """:func:`w2_circle` takes the 1-D quantile formula when one arc of at most pi holds every
