@@ -41,11 +41,11 @@ import xarray as xr
 
 import spheredens as sd
 from spheredens.analysis import curve_summary
-from spheredens.geometry import domain_of_dimension
 from spheredens.grids import RingMesh
 from spheredens.schemes._sphere_lagrangian import unpack
 from spheredens.simulate import Observer
 from spheredens.targets import projection_target
+from spheredens.transport import w2_to_antipodal_atoms
 
 BETA = 300.0
 HANDOVER = study.OUT / "handover"
@@ -65,7 +65,6 @@ class OriginalTarget(Observer):
     def __init__(self, path: Path, t0: float) -> None:
         self.path, self.t0 = Path(path), float(t0)
         self.target = original_target()
-        self.domain = domain_of_dimension(3)
 
     def start(self, info: dict) -> None:
         if not self.path.exists():
@@ -77,7 +76,7 @@ class OriginalTarget(Observer):
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
         m = np.exp(log_m - log_m.max())
         m /= m.sum()
-        w2 = self.domain.w2(x, m, self.target.points, self.target.masses)
+        w2 = w2_to_antipodal_atoms(x, m, self.target.points[0], float(self.target.masses[0]))
         dm = float(m[x @ self.target.points[0] > 0.0].sum() - self.target.masses[0])
         with self.path.open("a", newline="") as f:
             csv.writer(f).writerow([repr(self.t0 + float(t)), repr(w2), repr(dm)])
