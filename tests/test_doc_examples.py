@@ -266,9 +266,10 @@ def test_help_names_existing_documentation():
     assert not missing, f"the help text names documentation that does not exist: {missing}"
 
 
-def test_a_sphere_finite_volume_file_is_refused_as_the_docs_say(tmp_path):
-    """docs/config.md and docs/config_contract.md: a start-from-file density on the sphere must
-    be on a latitude-longitude grid; a sphere fv file (dim cell) is refused in one line."""
+def test_a_sphere_finite_volume_file_starts_a_run_as_the_docs_say(tmp_path):
+    """docs/config.md and docs/config_contract.md: a sphere fv file (dim cell) is a start-from-file
+    density (its cells' piecewise-constant density); a density on other dims is refused in one
+    line naming the dims a sphere file may have."""
     cfg = sd.config_from_dict(
         {
             "domain": {"name": "sphere"},
@@ -276,16 +277,30 @@ def test_a_sphere_finite_volume_file_is_refused_as_the_docs_say(tmp_path):
             "time": {"t_end": 0.05, "snapshots": 2},
         }
     )
-    sd.run(cfg, output=tmp_path / "fv.nc", progress=False)
+    first = sd.run(cfg, output=tmp_path / "fv.nc", progress=False)
     for page in ("config.md", "config_contract.md"):
-        assert re.search(r"\(dim `?cell`?\)", (ROOT / "docs" / page).read_text(encoding="utf-8"))
+        assert re.search(r"`\(cell\)`|dim cell", (ROOT / "docs" / page).read_text(encoding="utf-8"))
+    again = sd.config_from_dict(
+        {
+            "domain": {"name": "sphere"},
+            "initial": {"name": "file", "path": "fv.nc"},
+            "discretization": {"scheme": "fv", "nlat": 10},
+            "time": {"t_end": 0.05, "snapshots": 2},
+        },
+        base_dir=tmp_path,
+    )
+    ds = sd.run(again, output=tmp_path / "again.nc", progress=False)
+    np.testing.assert_allclose(ds["rho"].values[0], first["rho"].values[-1], rtol=1e-12, atol=0)
+    first[["rho", "weight"]].isel(cell=slice(0, 50)).rename(cell="node").to_netcdf(
+        tmp_path / "odd.nc"
+    )
     with pytest.raises(
         sd.ConfigError,
-        match=r"has dims \('cell',\); a density on this domain needs "
-        r"dims \('lat', 'lon'\)",
+        match=r"has dims \('node',\); a density on this domain needs "
+        r"dims \('lat', 'lon'\) or \('cell',\)",
     ) as refused:
         sd.config_from_dict(
-            {"domain": {"name": "sphere"}, "initial": {"name": "file", "path": "fv.nc"}},
+            {"domain": {"name": "sphere"}, "initial": {"name": "file", "path": "odd.nc"}},
             base_dir=tmp_path,
         )
     assert "\n" not in str(refused.value)
