@@ -171,10 +171,6 @@ class CellBoxes:
         return values * self.area, self.centres.copy(), shape
 
 
-def _cell_boxes(ds: Any) -> CellBoxes:
-    return CellBoxes.from_dataset(ds)
-
-
 def _keep(coords: Any, values: Array) -> tuple[Any, Array]:
     return coords, values
 
@@ -205,7 +201,7 @@ DENSITY_FILES: dict[str, tuple[DensityFile, ...]] = {
             _sort_lat_lon,
             _interp_lat_lon,
         ),
-        DensityFile(("cell",), False, _cell_boxes, _keep, _piecewise_constant),
+        DensityFile(("cell",), False, CellBoxes.from_dataset, _keep, _piecewise_constant),
     ),
 }
 

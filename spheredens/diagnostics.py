@@ -122,13 +122,8 @@ class ProjectionDistance:
         return self.domain.w2(atoms, masses, self.target.points, self.masses)
 
     def of_atoms(self, points: Array, masses: Array) -> float:
-        """W2 of the measure sum_i masses_i delta_{points_i} (a particle scheme's particles); to
-        two antipodal atoms (Pi_# rho_0 when E_1 is a line) by the exact sort of
-        :func:`~spheredens.transport.w2_to_antipodal_atoms`, O(n log n), else the EMD."""
-        y = self.target.points
-        if len(y) == 2 and np.allclose(y[0], -y[1], rtol=0.0, atol=1e-14):
-            return transport.w2_to_antipodal_atoms(points, masses, y[0], float(self.masses[0]))
-        return self.domain.w2(points, masses, y, self.masses)
+        """W2 of the measure sum_i masses_i delta_{points_i} (a particle scheme's particles)."""
+        return self.domain.w2(points, masses, self.target.points, self.masses)
 
     def comment(self) -> str:
         atoms = (

@@ -194,8 +194,11 @@ def _cell_atoms(
 @provides_by_default("w2")
 def w2_sphere(x: Array, a: Array, y: Array, b: Array) -> float:
     """Exact W2 (geodesic cost) between weighted point sets on S^{d-1} (S^2, and the default of
-    every domain without its own W2) by POT's network simplex."""
+    every domain without its own W2) by POT's network simplex; to two antipodal atoms (Pi_# rho_0
+    when E_1 is a line) by the exact sort of :func:`w2_to_antipodal_atoms`, O(n log n)."""
 
+    if len(y) == 2 and np.allclose(y[0], -y[1], rtol=0.0, atol=1e-14):
+        return w2_to_antipodal_atoms(x, a, y[0], float(b[0] / (b[0] + b[1])))
     cost = np.arccos(np.clip(x @ y.T, -1.0, 1.0)) ** 2
     value = ot.emd2(a / a.sum(), b / b.sum(), cost, numItermax=50_000_000)
     return float(np.sqrt(max(float(value), 0.0)))

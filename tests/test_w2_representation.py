@@ -158,8 +158,11 @@ def test_w2_to_antipodal_atoms_is_the_exact_emd(d):
     u = rng.standard_normal(d)
     u /= np.linalg.norm(u)
     for m_plus in (0.5, 0.3141, 0.9):
-        want = w2_sphere(x, a, np.stack([u, -u]), np.array([m_plus, 1.0 - m_plus]))
+        y, b = np.stack([u, -u]), np.array([m_plus, 1.0 - m_plus])
+        cost = np.arccos(np.clip(x @ y.T, -1.0, 1.0)) ** 2  # the EMD itself, not w2_sphere
+        want = np.sqrt(ot.emd2(a / a.sum(), b, cost, numItermax=50_000_000))
         assert abs(w2_to_antipodal_atoms(x, a, u, m_plus) - want) <= 1e-12
+        assert abs(w2_sphere(x, a, y, b) - want) <= 1e-12  # w2_sphere takes the sort here
     # every point on u: the distance is that of the mass sent to -u
     assert (
         abs(w2_to_antipodal_atoms(np.tile(u, (5, 1)), np.ones(5), u, 0.75) - np.sqrt(0.25) * np.pi)
@@ -168,11 +171,11 @@ def test_w2_to_antipodal_atoms_is_the_exact_emd(d):
 
 
 def test_the_particles_w2_to_two_antipodal_atoms_is_the_emd():
-    """``w2_projection`` of a particle scheme (:meth:`ProjectionDistance.of_atoms`) takes the
-    sort when Pi_# rho_0 is two antipodal atoms (V = diag(1, .5, .5): +-e_1) and equals the
-    network simplex to 1e-12; on a great circle (two equal top eigenvalues) it is the EMD."""
+    """``w2_projection`` of a particle scheme (:meth:`ProjectionDistance.of_atoms`, through
+    :func:`w2_sphere`) takes the sort when Pi_# rho_0 is two antipodal atoms (V = diag(1, .5,
+    .5): +-e_1) and equals the network simplex to 1e-12; on a great circle (two equal top
+    eigenvalues) it is the EMD."""
     from spheredens.diagnostics import ProjectionDistance
-    from spheredens.geometry import domain_of_dimension
     from spheredens.initial import RandomSmooth
     from spheredens.models import Model
 
@@ -181,7 +184,6 @@ def test_the_particles_w2_to_two_antipodal_atoms_is_the_emd():
     x /= np.linalg.norm(x, axis=1)[:, None]
     a = rng.exponential(size=900)
     rho0 = RandomSmooth.from_params({"seed": 3, "bandwidth": 3}, 3, None)
-    sphere = domain_of_dimension(3)
     for v, atoms in (((1.0, 0.5, 0.5), 2), ((1.0, 1.0, 0.5), None)):
         model = Model("sa", 1.0, np.eye(3), np.eye(3), np.diag(v))
         w2 = ProjectionDistance(model, rho0, None, particles=True)
@@ -189,7 +191,8 @@ def test_the_particles_w2_to_two_antipodal_atoms_is_the_emd():
         if atoms is not None:
             assert len(target.points) == atoms
             assert np.allclose(target.points[0], -target.points[1], rtol=0.0, atol=1e-14)
-        want = sphere.w2(x, a, target.points, target.masses)
+        cost = np.arccos(np.clip(x @ target.points.T, -1.0, 1.0)) ** 2
+        want = np.sqrt(ot.emd2(a / a.sum(), target.masses, cost, numItermax=50_000_000))
         assert abs(w2.of_atoms(x, a) - want) <= 1e-12
 
 
