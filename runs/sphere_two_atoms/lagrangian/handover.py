@@ -1,4 +1,4 @@
-"""The two-atom case at beta = 300: the early phase by ``fv``, the rest by ``log_lagrangian``.
+"""The two-atom case at low temperature: the early phase by ``fv``, the rest by ``log_lagrangian``.
 
 The mass across the basins' border (dm, docs/concentration.md) is decided by t = 12, while the
 density is still smooth enough for a mesh: ``fv`` converges it (nlat = 128, 256, 512: -6.63,
@@ -14,18 +14,20 @@ snapshot) and dm at every snapshot.
 
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --run NLAT T0 N TOL [--t-end T]
-      continue cases/early/fv_nlat{NLAT}_beta300.nc (``study.py --fv-early 300 NLAT``) at T0
+      continue cases/early/fv_nlat{NLAT}_beta{BETA}.nc (``study.py --fv-early BETA NLAT``) at T0
       with log_lagrangian (n = N, tolerance TOL, merge 3, moments, limited, refine_look) to
       the absolute time T (default 20: past the first minimum at t = 17); resumed when its
       file is partial, extended with a larger --t-end
   .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --table
       dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t) and the departure of
       every run present, with its wall time
+  --beta BETA (default 300) with --run or --table: the inverse temperature; beta = 300 keeps
+      its files in cases/handover/, any other in cases/handover/beta{BETA}/
   --on NLAT2 (with --run): hand over fv's state at NLAT remapped exactly (mass conserved cell by
       cell: the rings nest) onto the mesh of NLAT2 rings, so that a finer fv run hands over as
       many particles as a coarser one (nlat = 512 has 333 754 cells, 256 has 83 448)
-Files: cases/handover/fv{NLAT}[on{NLAT2}]_t{T0}_n{N}_tol{TOL}.nc and .w2.csv beside it (the
-remapped state: cases/handover/fv{NLAT}on{NLAT2}_t{T0}.state.nc).
+Files (beta = 300): cases/handover/fv{NLAT}[on{NLAT2}]_t{T0}_n{N}_tol{TOL}.nc and .w2.csv
+beside it (the remapped state: cases/handover/fv{NLAT}on{NLAT2}_t{T0}.state.nc).
 """
 
 from __future__ import annotations
@@ -47,24 +49,28 @@ from spheredens.simulate import Observer
 from spheredens.targets import projection_target
 from spheredens.transport import w2_to_antipodal_atoms
 
-BETA = 300.0
+BETA = 300.0  # the default
 HANDOVER = study.OUT / "handover"
 VARIANT = study.Variant(merge=3.0, look=True, moments=True, limited=True)
 COLUMNS = ["time", "w2", "mass_across"]
 TIMES = (8.0, 10.0, 12.0)
 
 
-def original_target():
+def handover_dir(beta: float) -> Path:
+    return HANDOVER if beta == BETA else HANDOVER / f"beta{beta:g}"
+
+
+def original_target(beta: float):
     """Pi_# rho_0 of the case's own rho_0 (as ``study.py --across`` has it)."""
-    return projection_target(study.case_config(BETA, 16, 1e-4, study.SPACING))
+    return projection_target(study.case_config(beta, 16, 1e-4, study.SPACING))
 
 
 class OriginalTarget(Observer):
     """Appends (t0 + t, W2 to the original Pi_# rho_0, dm) to ``path`` at every snapshot."""
 
-    def __init__(self, path: Path, t0: float) -> None:
+    def __init__(self, path: Path, t0: float, beta: float) -> None:
         self.path, self.t0 = Path(path), float(t0)
-        self.target = original_target()
+        self.target = original_target(beta)
 
     def start(self, info: dict) -> None:
         if not self.path.exists():
@@ -82,15 +88,15 @@ class OriginalTarget(Observer):
             csv.writer(f).writerow([repr(self.t0 + float(t)), repr(w2), repr(dm)])
 
 
-def case_path(nlat: int, t0: float, n: int, tol: float, on: int | None = None) -> Path:
+def case_path(nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "")
-    return HANDOVER / f"{source}_t{t0:g}_n{n}_tol{tol:g}.nc"
+    return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}.nc"
 
 
-def remapped(source: Path, t0: float, nlat: int, on: int) -> Path:
+def remapped(source: Path, t0: float, nlat: int, on: int, beta: float) -> Path:
     """fv's snapshot at ``t0`` on ``nlat`` rings remapped exactly onto the mesh of ``on`` rings,
     written as a density file (rho, weight and the mesh's cells)."""
-    path = HANDOVER / f"fv{nlat}on{on}_t{t0:g}.state.nc"
+    path = handover_dir(beta) / f"fv{nlat}on{on}_t{t0:g}.state.nc"
     if path.exists():
         return path
     fine, coarse = RingMesh(nlat), RingMesh(on)
@@ -105,20 +111,21 @@ def remapped(source: Path, t0: float, nlat: int, on: int) -> Path:
     return path
 
 
-def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None) -> None:
-    source = study.EARLY / f"fv_nlat{nlat}_beta{BETA:g}.nc"
-    path = case_path(nlat, t0, n, tol, on)
-    HANDOVER.mkdir(parents=True, exist_ok=True)
-    data = study.case_config(BETA, n, tol, t_end - t0, VARIANT, HANDOVER).to_dict()
+def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
+        beta: float = BETA) -> None:
+    source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
+    path = case_path(nlat, t0, n, tol, on, beta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if on:
-        data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on))}
+        data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta))}
     else:
         data["initial"] = {"name": "file", "path": str(source), "time": float(t0)}
     span = t_end - t0
     data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
     data["output"] = {"path": str(path), "figure": False}
     config = sd.config_from_dict(data, base_dir=study.HERE)
-    observer = OriginalTarget(path.with_suffix(".w2.csv"), t0)
+    observer = OriginalTarget(path.with_suffix(".w2.csv"), t0, beta)
     sd.run(config, output=path, resume=path.exists(), progress=True, observers=[observer])
 
 
@@ -130,10 +137,10 @@ def read_curve(path: Path) -> dict[str, np.ndarray]:
     return {k: np.array([float(rows[t][k]) for t in times]) for k in COLUMNS}
 
 
-def table() -> str:
+def table(beta: float = BETA) -> str:
     head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
     lines = [head + " | first min W2 (t) | departure | wall |", "|" + "---|" * (len(TIMES) + 4)]
-    for path in sorted(HANDOVER.glob("fv*_t*_n*_tol*.nc")):
+    for path in sorted(handover_dir(beta).glob("fv*_t*_n*_tol*.nc")):
         c = read_curve(path.with_suffix(".w2.csv"))
         cells = []
         for when in TIMES:
@@ -161,12 +168,13 @@ def main() -> None:
     parser.add_argument("--t-end", type=float, default=20.0)
     parser.add_argument("--on", type=int, metavar="NLAT2")
     parser.add_argument("--table", action="store_true")
+    parser.add_argument("--beta", type=float, default=BETA)
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
-        run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on)
+        run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta)
     if args.table:
-        print(table())
+        print(table(args.beta))
 
 
 if __name__ == "__main__":
