@@ -10,16 +10,19 @@ import xarray as xr
 
 import spheredens as sd
 from spheredens.exceptions import ConfigError
+from spheredens.grids import RingMesh
+from spheredens.grids._cubed_sphere import cube_index
 from spheredens.initial import FromFile
+from spheredens.schemes._particle_remesh import LOOK_LENGTH, LOOK_RADIUS
 
 MODEL = {"name": "sa", "beta": 2.0, "V": [[1, 0, 0], [0, 1, 0], [0, 0, 0.5]]}
 NLAT = 16
 
 
-def _config(tmp_path, initial, discretization, output, t_end=0.5):
+def _config(tmp_path, initial, discretization, output, t_end=0.5, model=MODEL):
     return sd.config_from_dict(
         {
-            "model": MODEL,
+            "model": model,
             "domain": {"name": "sphere"},
             "initial": initial,
             "discretization": {**discretization, "allow_underresolved": True},
@@ -101,6 +104,64 @@ def test_log_lagrangian_takes_each_cell_as_a_particle_with_its_mass(fv_file):
     ds = sd.run(cfg, progress=False)
     np.testing.assert_allclose(_ring_masses(ds, 0), ring_fv / ring_fv.sum(), rtol=1e-12)
     assert np.abs(ds["mass"].values - 1.0).max() <= 1e-13
+
+
+def _cluster_file(folder, nlat=48, kappa=3000.0):
+    """A mesh file of ``nlat`` rings: a von Mises-Fisher cluster (kappa) on 1e-3 of uniform."""
+    mesh = RingMesh(nlat)
+    u = np.array([np.cos(0.3) * np.cos(1.0), np.cos(0.3) * np.sin(1.0), np.sin(0.3)])
+    rho = mesh.cell_averages(lambda p: kappa / (2 * np.pi) * np.exp(kappa * (p @ u - 1)) + 1e-3)
+    variables = {k: xr.Variable(*v) for k, v in mesh.dataset_variables().items()}
+    coords = {k: xr.Variable(*v) for k, v in mesh.dataset_coords().items()}
+    variables["rho"] = xr.Variable("cell", rho / np.sum(rho * mesh.area))
+    variables["weight"] = xr.Variable("cell", mesh.area)
+    xr.Dataset(variables, coords=coords).to_netcdf(folder / "cluster.nc")
+    return u
+
+
+def test_coarsened_file_cells_merge_by_the_cubed_cells_outside_the_look_caps(tmp_path):
+    u = _cluster_file(tmp_path)
+    model = {**MODEL, "beta": 50.0}
+    disc = {"scheme": "log_lagrangian", "n": 8, "tolerance": 1e-4, "file_cells": "coarsened"}
+    cfg = _config(tmp_path, {"name": "file", "path": "cluster.nc"}, disc, "p.nc", 0.05, model)
+    scheme = sd.make_scheme(sd.Problem.from_config(cfg), cfg.discretization)
+    scheme.initial_state()
+    f = scheme.problem.slice_initials()[0]
+    log_m, x, _, log_point = scheme._slice_particles(f)
+    m0, x0, _ = f.cells()
+    m0 = m0 / m0.sum()
+    assert abs(np.exp(log_m).sum() - 1.0) <= 1e-13
+    # the cells kept as they are, and those merged: by an independent binning of the rest
+    kept = np.isin(x0.view("f8,f8,f8"), x.view("f8,f8,f8")).ravel()
+    merged = ~np.isin(x.view("f8,f8,f8"), x0.view("f8,f8,f8")).ravel()
+    assert kept.sum() + merged.sum() == len(log_m) and merged.sum() <= 6 * 8**2
+    key = cube_index(x0[~kept], 8)
+    cells, slot = np.unique(key, return_inverse=True)
+    mass = np.zeros(len(cells))
+    np.add.at(mass, slot, m0[~kept])
+    mean = np.zeros((len(cells), 3))
+    np.add.at(mean, slot, m0[~kept, None] * x0[~kept])
+    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+    order = np.argsort(cube_index(x[merged], 8))
+    assert np.array_equal(np.sort(cube_index(x[merged], 8)), cells)
+    np.testing.assert_allclose(np.exp(log_m[merged][order]), mass, rtol=1e-12)
+    np.testing.assert_allclose(x[merged][order], mean, atol=1e-12)
+    # the cap about the cluster's look direction keeps its cells (to LOOK_RADIUS widths)
+    q = scheme.problem.model.kernel.query(u[None])[0]
+    look, width = q / np.linalg.norm(q), np.linalg.norm(q) ** -0.5
+    inside = np.arccos(np.clip(x0 @ look, -1, 1)) <= LOOK_RADIUS * width
+    assert inside.sum() > 20 and kept[inside].all()
+    assert len(log_m) < len(m0) / 2  # the 48 rings' 2 920 cells: most merged
+    assert LOOK_LENGTH * width < scheme.s_max  # the cap's cells are finer than the n x n cells
+    ds = sd.run(cfg, progress=False)
+    assert ds.attrs["file_cells"] == "coarsened"
+    assert np.abs(ds["mass"].values - 1.0).max() <= 1e-13
+
+
+def test_an_unknown_file_cells_is_refused(fv_file):
+    disc = {"scheme": "log_lagrangian", "n": 8, "file_cells": "merged"}
+    with pytest.raises(ConfigError, match="'kept', 'coarsened'"):
+        _config(fv_file.parent, {"name": "file", "path": "fv.nc"}, disc, "bad.nc")
 
 
 @pytest.mark.parametrize(

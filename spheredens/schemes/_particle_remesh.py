@@ -376,6 +376,31 @@ def merge(
     return top + np.log(total), mean, merged, point, len(key) - len(start)
 
 
+def coarsen_outside(
+    log_m: Array,
+    x: Array,
+    shape: Array,
+    log_point: Array,
+    query: Any,
+    s_max: float,
+    n: int,
+    moments: bool,
+) -> tuple[Array, Array, Array, Array]:
+    """The particles outside the look caps (:func:`look_lengths` of ``query`` and ``s_max``;
+    ``query`` None: no caps, all of them) merged by the cells of the n x n cubed sphere
+    (:func:`merge`), the others kept as they are (first): a finer mesh's cells coarsened to
+    the scheme's own where nothing needs them finer. The log masses add up to the same total
+    to round-off."""
+    outside = np.ones(len(log_m), dtype=bool)
+    if query is not None:
+        outside = look_lengths(log_m, x, query, s_max) >= s_max
+    if not outside.any():
+        return log_m, x, shape, log_point
+    parts = (log_m, x, shape, log_point)
+    merged = merge(*(a[outside] for a in parts), n, moments)[:4]
+    return tuple(np.concatenate([a[~outside], b]) for a, b in zip(parts, merged))
+
+
 class TailRemesh:
     """:func:`remesh_tail`'s cells for the n x n cubed sphere ``cells``: each cell's shape by
     its :func:`~spheredens.grids._cubed_sphere.cube_index`."""

@@ -20,7 +20,8 @@ beta = 300 whatever its poles: docs/numerics.md); here the cells move with the f
   component narrower than an eighth of a cell is one particle at its mean (its centroid to
   O(1 / kappa)), of area 2 pi / kappa (so that m / area is its peak density). A run that
   continues another's snapshot on a mesh of cells (``fv``'s file as ``initial.name = "file"``)
-  takes each cell with positive mass as one particle: its mass exactly, its centre, its cell.
+  takes each cell with positive mass as one particle: its mass exactly, its centre, its cell
+  (``file_cells = "coarsened"``: those outside the look caps merged by the n x n cells).
 * **Flow.** A particle's mass never changes; its centroid and shape follow
   dx/dt = X[rho](x), df/dt = DX f - x <X, f> (tangent vectors kept tangent): an ODE in R^3
   for all particles at once. X and DX are softmax averages over the particles, summed in the
@@ -67,6 +68,7 @@ from ._base import Scheme, Tendency, register_scheme, validate_choice
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
 from ._particle_remesh import (
     TailRemesh,
+    coarsen_outside,
     log_area,
     look_lengths,
     merge,
@@ -108,6 +110,9 @@ DEFAULT_SPLIT_SLOPE = "fitted"
 
 #: default of ``remesh_tail`` (units of time between the tail's remeshings; 0: never)
 DEFAULT_REMESH_TAIL = 0.0
+#: what a mesh file's cells become (``file_cells``, :func:`._particle_remesh.coarsen_outside`)
+FILE_CELLS = ("kept", "coarsened")
+DEFAULT_FILE_CELLS = "kept"
 
 #: a particle longer than this factor times the longest initial cell is split
 SPLIT_LENGTH = 1.05
@@ -171,16 +176,16 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         half the kernel's width (:func:`._particle_remesh.look_lengths`)
     merge_shape : ``"area"`` (default) or ``"moments"``: a merged particle takes the heaviest
         member's shape scaled to the members' total area, or the shape of the second moment of
-        its members that carry at least 1e-3 of its mass (a cluster keeps the extent the flow
-        gave it when light particles join it: :func:`._particle_remesh.merge`)
+        its members with 1e-3 of its mass at least (:func:`._particle_remesh.merge`)
     split_slope : ``"fitted"`` (default) or ``"limited"``: a split divides a particle's mass by
-        the log-linear profile fitted to its neighbours, or by that profile limited so that
-        neither half is denser than the densest neighbour nor lighter than the lightest (a
-        cluster's particle, far denser than its neighbours, is cut in equal halves:
-        :func:`._particle_remesh.limited_tilt`)
+        the log-linear profile fitted to its neighbours, or by that profile limited to their
+        range (a cluster's particle is cut in equal halves: :func:`._particle_remesh.limited_tilt`)
     remesh_tail : float (default 0: never): every this many units of time, put the deep tail
         (log densities more than 20 below the densest) back on the n x n cubed sphere's cells,
         one particle per cell, mass exact (:func:`._particle_remesh.remesh_tail`)
+    file_cells : ``"kept"`` (default) or ``"coarsened"``: a mesh file's cells (``initial.name =
+        "file"``) each one particle, or those outside the look caps merged by the n x n cells
+        (:func:`._particle_remesh.coarsen_outside`)
     interaction : ``"auto"`` (``particle_sums``)
     """
 
@@ -196,6 +201,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "merge_shape",
         "split_slope",
         "remesh_tail",
+        "file_cells",
         "interaction",
         "allow_underresolved",
     )
@@ -277,6 +283,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
                 what=" (units of time between the deep tail's remeshings on the cubed sphere; "
                 "0: never)",
             ),
+            "file_cells": validate_choice(
+                table, "file_cells", prefix, FILE_CELLS, DEFAULT_FILE_CELLS, "file_cells value"
+            ),
         }
 
     @classmethod
@@ -302,6 +311,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         merge_shape: str = DEFAULT_MERGE_SHAPE,
         split_slope: str = DEFAULT_SPLIT_SLOPE,
         remesh_tail: float = DEFAULT_REMESH_TAIL,
+        file_cells: str = DEFAULT_FILE_CELLS,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -314,6 +324,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.merge_moments = merge_shape == "moments"
         self.split_limited = split_slope == "limited"
         self.remesh_interval = float(remesh_tail)
+        self.file_cells = file_cells
         self._tail_remesh = TailRemesh(self.cells) if self.remesh_interval > 0.0 else None
         model = problem.model
         interacting = model.kind.interacting and model.beta > 0.0
@@ -351,14 +362,21 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     def _slice_particles(self, f: Any) -> tuple[Array, Array, Array, Array]:
         """(log masses, positions, shapes, log point masses) of the initial density ``f`` of one
         slice, mass 1. A mesh file's cells (``initial.name = "file"``) are taken as they are,
-        each cell one particle with its mass exactly."""
+        each cell one particle with its mass exactly (``file_cells = "coarsened"``: outside
+        the look caps merged by the n x n cells)."""
         cells = f.cells() if hasattr(f, "cells") else None
         if cells is not None:
             m, x, shape = cells
             live = m > 0.0
-            log_m = np.log(m[live])
+            log_m, x, shape = np.log(m[live]), x[live], shape[live]
+            log_point = log_m
+            if self.file_cells == "coarsened":
+                query = self.problem.model.kernel.query if self.window < math.inf else None
+                log_m, x, shape, log_point = coarsen_outside(
+                    log_m, x, shape, log_m, query, self.s_max, self.cells.n, self.merge_moments
+                )
             total = logsumexp(log_m)
-            return log_m - total, x[live], shape[live], log_m - total
+            return log_m - total, x, shape, log_point - total
         components = f.components() if hasattr(f, "components") and hasattr(f, "means") else None
         narrow, wide = [], []
         if components is None:
@@ -392,10 +410,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
 
     def initial_state(self) -> Array:
         """The particles of each slice's initial density, mass 1, shape (n_xi, 10, n)."""
-        slices = [self._slice_particles(f) for f in self.problem.slice_initials()]
         if self.s_max == math.inf:  # the longest cell of the cubed sphere
             _, _, cells = self.cells.log_moments(lambda p: np.zeros(len(p)), order=1)
             self.s_max = SPLIT_LENGTH * float(np.linalg.svd(cells, compute_uv=False)[:, 0].max())
+        slices = [self._slice_particles(f) for f in self.problem.slice_initials()]
         return np.stack([pack(*merge(*p, self.n_fine, self.merge_moments)[:4]) for p in slices])
 
     def checkpoint_shape_ok(self, shape: tuple[int, ...], expected: tuple[int, ...]) -> bool:
@@ -655,6 +673,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "merge_shape": "moments" if self.merge_moments else "area",
             "split_slope": "limited" if self.split_limited else "fitted",
             "remesh_tail": self.remesh_interval,
+            "file_cells": self.file_cells,
             "tail_remeshes": self.tail_remeshes,
             "tail_remeshed_particles": self.tail_remeshed,
             "refined_steps": self.refined_steps,

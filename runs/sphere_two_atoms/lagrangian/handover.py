@@ -21,6 +21,8 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --table
       dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t) and the departure of
       every run present, with its wall time
+  --coarsened (with --run): ``file_cells = "coarsened"``: fv's cells outside the look caps merged
+      by the scheme's own n x n cells at the handover (files ..._coarsened.nc)
   --beta BETA (default 300) with --run or --table: the inverse temperature; beta = 300 keeps
       its files in cases/handover/, any other in cases/handover/beta{BETA}/
   --on NLAT2 (with --run): hand over fv's state at NLAT remapped exactly (mass conserved cell by
@@ -88,9 +90,12 @@ class OriginalTarget(Observer):
             csv.writer(f).writerow([repr(self.t0 + float(t)), repr(w2), repr(dm)])
 
 
-def case_path(nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float) -> Path:
+def case_path(
+    nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False
+) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "")
-    return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}.nc"
+    tail = "_coarsened" if coarsened else ""
+    return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
 def remapped(source: Path, t0: float, nlat: int, on: int, beta: float) -> Path:
@@ -112,11 +117,13 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float) -> Path:
 
 
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
-        beta: float = BETA) -> None:
+        beta: float = BETA, coarsened: bool = False) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
-    path = case_path(nlat, t0, n, tol, on, beta)
+    path = case_path(nlat, t0, n, tol, on, beta, coarsened)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
+    if coarsened:
+        data["discretization"]["file_cells"] = "coarsened"
     if on:
         data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta))}
     else:
@@ -154,7 +161,8 @@ def table(beta: float = BETA) -> str:
         with xr.open_dataset(path) as ds:
             wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
             status = ds.attrs.get("run_status")
-        nlat, t0, n, tol = path.stem.split("_")  # nlat: fv256 or fv512on256
+        nlat, t0, n, tol, *coarsened = path.stem.split("_")  # nlat: fv256 or fv512on256
+        tol += ", coarsened" if coarsened else ""
         lines.append(
             f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
             + f" | {minimum} | {departure:g} | {float(wall or math.nan):.0f} s ({status}) |"
@@ -169,10 +177,12 @@ def main() -> None:
     parser.add_argument("--on", type=int, metavar="NLAT2")
     parser.add_argument("--table", action="store_true")
     parser.add_argument("--beta", type=float, default=BETA)
+    parser.add_argument("--coarsened", action="store_true")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
-        run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta)
+        run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
+            args.coarsened)
     if args.table:
         print(table(args.beta))
 
