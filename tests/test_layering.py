@@ -56,7 +56,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("schemes._circle_log_sl",),
     ("schemes._line_remap",),
     ("schemes._sphere_fv", "schemes._sphere_log_sl", "schemes._zonal_fv"),
-    ("schemes._zonal_log_sl", "schemes._particle_remesh", "schemes._particle_steps"),
+    (
+        "schemes._zonal_log_sl",
+        "schemes._particle_remesh",
+        "schemes._particle_steps",
+        "schemes._lagrangian_options",
+    ),
     ("schemes._sphere_lagrangian",),
     ("schemes",),
     ("simulate",),

@@ -59,13 +59,22 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._types import Array
-from .._validate import as_bool, as_float
 from ..geometry import tangent_frames
 from ..grids import CubedSphereCells, LatLonCells
 from ..interaction import Layout
-from ..interaction._particle_flow import QUADRATURES  # how the sums see a source particle
-from ._base import Scheme, Tendency, register_scheme, validate_choice
-from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps, tolerance_option
+from ._base import Scheme, Tendency, register_scheme
+from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps
+from ._lagrangian_options import (
+    DEFAULT_FILE_CELLS,
+    DEFAULT_MERGE,
+    DEFAULT_MERGE_SHAPE,
+    DEFAULT_QUADRATURE,
+    DEFAULT_REFINE_LOOK,
+    DEFAULT_REMESH_TAIL,
+    DEFAULT_SPLIT_SLOPE,
+    QUADRATURES,  # noqa: F401 (the choices of ``quadrature``, as study scripts import them)
+    validate_lagrangian_options,
+)
 from ._particle_remesh import (
     TailRemesh,
     coarsen_outside,
@@ -90,29 +99,6 @@ from ._resolution import Resolution
 
 #: the shapes' relative error per step may be this many times the positions' tolerance
 SHAPE_TOLERANCE_FACTOR = 100.0
-
-#: default of ``quadrature``
-DEFAULT_QUADRATURE = "points"
-
-#: default of ``merge``: particles closer than this / (beta sigma_max(B)) are merged
-DEFAULT_MERGE = 0.3
-
-#: default of ``refine_look``
-DEFAULT_REFINE_LOOK = False
-
-#: the shapes of a merged particle (``merge_shape``) and the default
-MERGE_SHAPES = ("area", "moments")
-DEFAULT_MERGE_SHAPE = "area"
-
-#: the slopes of the profile a split divides a particle's mass by (``split_slope``), the default
-SPLIT_SLOPES = ("fitted", "limited")
-DEFAULT_SPLIT_SLOPE = "fitted"
-
-#: default of ``remesh_tail`` (units of time between the tail's remeshings; 0: never)
-DEFAULT_REMESH_TAIL = 0.0
-#: what a mesh file's cells become (``file_cells``, :func:`._particle_remesh.coarsen_outside`)
-FILE_CELLS = ("kept", "coarsened")
-DEFAULT_FILE_CELLS = "kept"
 
 #: a particle longer than this factor times the longest initial cell is split
 SPLIT_LENGTH = 1.05
@@ -239,54 +225,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
 
     @classmethod
     def validate_own_options(cls, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-        return {
-            "tolerance": tolerance_option(table, prefix),
-            "merge": as_float(
-                table.get("merge", DEFAULT_MERGE),
-                f"{prefix}.merge",
-                minimum=0.0,
-                maximum=3.0,
-                what=" (particles closer than merge / (beta sigma_max(B)) are merged)",
-            ),
-            "quadrature": validate_choice(
-                table,
-                "quadrature",
-                prefix,
-                QUADRATURES,
-                DEFAULT_QUADRATURE,
-                "quadrature of the sources",
-            ),
-            "multirate": as_bool(table.get("multirate", True), f"{prefix}.multirate"),
-            "refine_look": as_bool(
-                table.get("refine_look", DEFAULT_REFINE_LOOK), f"{prefix}.refine_look"
-            ),
-            "merge_shape": validate_choice(
-                table,
-                "merge_shape",
-                prefix,
-                MERGE_SHAPES,
-                DEFAULT_MERGE_SHAPE,
-                "shape of a merged particle",
-            ),
-            "split_slope": validate_choice(
-                table,
-                "split_slope",
-                prefix,
-                SPLIT_SLOPES,
-                DEFAULT_SPLIT_SLOPE,
-                "slope of the profile a split divides the mass by",
-            ),
-            "remesh_tail": as_float(
-                table.get("remesh_tail", DEFAULT_REMESH_TAIL),
-                f"{prefix}.remesh_tail",
-                minimum=0.0,
-                what=" (units of time between the deep tail's remeshings on the cubed sphere; "
-                "0: never)",
-            ),
-            "file_cells": validate_choice(
-                table, "file_cells", prefix, FILE_CELLS, DEFAULT_FILE_CELLS, "file_cells value"
-            ),
-        }
+        return validate_lagrangian_options(table, prefix)
 
     @classmethod
     def grid_spacing(cls, options: Mapping[str, Any]) -> float:
