@@ -19,8 +19,10 @@ Usage:
       the absolute time T (default 20: past the first minimum at t = 17); resumed when its
       file is partial, extended with a larger --t-end
   .venv/bin/python runs/sphere_two_atoms/lagrangian/handover.py --table
-      dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t) and the departure of
-      every run present, with its wall time
+      dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t), the departure (W2 >
+      2 min + 0.02) and the rise (W2 > min + RISE: on the jump when the cluster leaves, where
+      the departure's level may fall on the slow climb before it) of every run present, with
+      its wall time
   --coarsened (with --run): ``file_cells = "coarsened"``: fv's cells outside the look caps merged
       by the scheme's own n x n cells at the handover (files ..._coarsened.nc)
   --beta BETA (default 300) with --run or --table: the inverse temperature; beta = 300 keeps
@@ -56,6 +58,8 @@ HANDOVER = study.OUT / "handover"
 VARIANT = study.Variant(merge=3.0, look=True, moments=True, limited=True)
 COLUMNS = ["time", "w2", "mass_across"]
 TIMES = (8.0, 10.0, 12.0)
+#: the rise: the first snapshot after the minimum with W2 > min W2 + RISE
+RISE = 0.1
 
 
 def handover_dir(beta: float) -> Path:
@@ -146,7 +150,8 @@ def read_curve(path: Path) -> dict[str, np.ndarray]:
 
 def table(beta: float = BETA) -> str:
     head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
-    lines = [head + " | first min W2 (t) | departure | wall |", "|" + "---|" * (len(TIMES) + 4)]
+    lines = [head + " | first min W2 (t) | departure | rise | wall |"]
+    lines.append("|" + "---|" * (len(TIMES) + 5))
     for path in sorted(handover_dir(beta).glob("fv*_t*_n*_tol*.nc")):
         c = read_curve(path.with_suffix(".w2.csv"))
         cells = []
@@ -158,6 +163,8 @@ def table(beta: float = BETA) -> str:
         rising = first < len(c["w2"]) - 1
         minimum = f"{c['w2'][first]:.5f} ({c['time'][first]:g})" + ("" if rising else ", falling")
         departure = s.get("departure_time", math.nan)
+        risen = np.flatnonzero((c["time"] > s["t_min"]) & (c["w2"] > s["min_w2"] + RISE))
+        rise = c["time"][risen[0]] if risen.size else math.nan
         with xr.open_dataset(path) as ds:
             wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
             status = ds.attrs.get("run_status")
@@ -165,7 +172,8 @@ def table(beta: float = BETA) -> str:
         tol += ", coarsened" if coarsened else ""
         lines.append(
             f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
-            + f" | {minimum} | {departure:g} | {float(wall or math.nan):.0f} s ({status}) |"
+            + f" | {minimum} | {departure:g} | {rise:g} | {float(wall or math.nan):.0f} s"
+            + f" ({status}) |"
         )
     return "\n".join(lines)
 
