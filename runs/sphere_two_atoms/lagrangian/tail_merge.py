@@ -1,0 +1,90 @@
+"""An experiment (a negative result): the handover case with the deep tail merged by the cells.
+
+The flow that carries the tail into the clusters packs it into particles far smaller than the
+n x n cells, so ``log_lagrangian`` carries 35 000 particles through t = 20-40 at beta = 300.
+Here, every R units of time, the particles whose mean log density lies more than DEPTH below the
+densest particle's, outside the look caps, are merged by the n x n cubed-sphere cells as
+``merge`` merges them (log masses added exactly, the mass-weighted centroid, the second-moment
+shape): the hook of ``remesh_tail`` is given this merge instead of its interpolant (a
+monkeypatch of the scheme module's ``TailRemesh``, for this experiment only). The count falls
+to 1 700-1 900 by t = 44 and the run to t = 44 costs a third, but the plateau changes
+(docs/concentration.md, "The tail merged by the cells"), so it is not part of the scheme.
+
+Usage:
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/tail_merge.py T_END R DEPTH
+      continue cases/handover/fv512on128_t12.state.nc (``handover.py --run 512 12 32 3e-6
+      --on 128``) at n = 32, tolerance 3e-6 to the absolute time T_END, into
+      cases/handover/tail_merge_experiment/fv512on128_t12_tm_R{R}_D{DEPTH}_n32_tol3e-06.nc and
+      its .w2.csv (W2 to the original Pi_# rho_0, as handover.py writes it)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import handover  # beside this script
+import numpy as np
+import study
+
+import spheredens as sd
+from spheredens.schemes import _sphere_lagrangian as scheme_module
+from spheredens.schemes._particle_remesh import log_area, look_lengths, merge
+
+T0, N, TOLERANCE = 12.0, 32, 3e-6
+OUT = handover.HANDOVER / "tail_merge_experiment"
+
+
+class TailMerge:
+    """The deep tail outside the look caps merged by the n x n cells (module docstring), in
+    the place of ``remesh_tail``'s :class:`~spheredens.schemes._particle_remesh.TailRemesh`."""
+
+    depth = 20.0
+    query = None
+
+    def __init__(self, cells) -> None:
+        self.n = cells.n
+        _, _, shapes = cells.log_moments(lambda p: np.zeros(len(p)), order=1)
+        longest = float(np.linalg.svd(shapes, compute_uv=False)[:, 0].max())
+        self.s_max = scheme_module.SPLIT_LENGTH * longest
+
+    def __call__(self, log_m, x, shape, log_point):
+        density = log_m - log_area(shape)
+        deep = density < density.max() - self.depth
+        deep &= look_lengths(log_m, x, self.query, self.s_max) >= self.s_max
+        if deep.sum() < 2:
+            return log_m, x, shape, log_point, 0
+        parts = (log_m, x, shape, log_point)
+        merged = merge(*(a[deep] for a in parts), self.n, True)
+        out = tuple(np.concatenate([a[~deep], b]) for a, b in zip(parts, merged[:4]))
+        return (*out, merged[4])
+
+
+def run(t_end: float, every: float, depth: float) -> None:
+    path = OUT / f"fv512on128_t12_tm_R{every:g}_D{depth:g}_n{N}_tol{TOLERANCE:g}.nc"
+    OUT.mkdir(parents=True, exist_ok=True)
+    data = study.case_config(handover.BETA, N, TOLERANCE, t_end - T0, handover.VARIANT, OUT)
+    data = data.to_dict()
+    data["initial"] = {"name": "file", "path": str(handover.HANDOVER / "fv512on128_t12.state.nc")}
+    data["discretization"]["remesh_tail"] = every
+    span = t_end - T0
+    data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
+    data["output"] = {"path": str(path), "figure": False}
+    config = sd.config_from_dict(data, base_dir=study.HERE)
+    TailMerge.depth = depth
+    TailMerge.query = sd.Problem.from_config(config).model.kernel.query
+    scheme_module.TailRemesh = TailMerge
+    observer = handover.OriginalTarget(path.with_suffix(".w2.csv"), T0, handover.BETA)
+    sd.run(config, output=path, resume=path.exists(), progress=True, observers=[observer])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("t_end", type=float)
+    parser.add_argument("every", type=float, metavar="R")
+    parser.add_argument("depth", type=float, metavar="DEPTH")
+    args = parser.parse_args()
+    run(args.t_end, args.every, args.depth)
+
+
+if __name__ == "__main__":
+    main()
