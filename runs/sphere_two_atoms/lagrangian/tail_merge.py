@@ -11,11 +11,13 @@ to 1 700-1 900 by t = 44 and the run to t = 44 costs a third, but the plateau ch
 (docs/concentration.md, "The tail merged by the cells"), so it is not part of the scheme.
 
 Usage:
-  .venv/bin/python runs/sphere_two_atoms/lagrangian/tail_merge.py T_END R DEPTH
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/tail_merge.py T_END R DEPTH [--cells C]
       continue cases/handover/fv512on128_t12.state.nc (``handover.py --run 512 12 32 3e-6
       --on 128``) at n = 32, tolerance 3e-6 to the absolute time T_END, into
-      cases/handover/tail_merge_experiment/fv512on128_t12_tm_R{R}_D{DEPTH}_n32_tol3e-06.nc and
-      its .w2.csv (W2 to the original Pi_# rho_0, as handover.py writes it)
+      cases/handover/tail_merge_experiment/fv512on128_t12_tm_R{R}_D{DEPTH}[_c{C}]_n32_tol3e-06.nc
+      and its .w2.csv (W2 to the original Pi_# rho_0, as handover.py writes it); --cells C
+      merges by the C x C cubed sphere (a power of 2; default the scheme's n = 32: cells of
+      0.049 rad, 1.4 kernel widths at beta = 300; C = 64, 128: 0.7, 0.35 widths)
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ class TailMerge:
 
     depth = 20.0
     query = None
+    cells_per_edge = None
 
     def __init__(self, cells) -> None:
-        self.n = cells.n
+        self.n = self.cells_per_edge or cells.n
         _, _, shapes = cells.log_moments(lambda p: np.zeros(len(p)), order=1)
         longest = float(np.linalg.svd(shapes, compute_uv=False)[:, 0].max())
         self.s_max = scheme_module.SPLIT_LENGTH * longest
@@ -59,8 +62,9 @@ class TailMerge:
         return (*out, merged[4])
 
 
-def run(t_end: float, every: float, depth: float) -> None:
-    path = OUT / f"fv512on128_t12_tm_R{every:g}_D{depth:g}_n{N}_tol{TOLERANCE:g}.nc"
+def run(t_end: float, every: float, depth: float, cells: int | None = None) -> None:
+    tag = f"_c{cells}" if cells else ""
+    path = OUT / f"fv512on128_t12_tm_R{every:g}_D{depth:g}{tag}_n{N}_tol{TOLERANCE:g}.nc"
     OUT.mkdir(parents=True, exist_ok=True)
     data = study.case_config(handover.BETA, N, TOLERANCE, t_end - T0, handover.VARIANT, OUT)
     data = data.to_dict()
@@ -70,7 +74,7 @@ def run(t_end: float, every: float, depth: float) -> None:
     data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
     data["output"] = {"path": str(path), "figure": False}
     config = sd.config_from_dict(data, base_dir=study.HERE)
-    TailMerge.depth = depth
+    TailMerge.depth, TailMerge.cells_per_edge = depth, cells
     TailMerge.query = sd.Problem.from_config(config).model.kernel.query
     scheme_module.TailRemesh = TailMerge
     observer = handover.OriginalTarget(path.with_suffix(".w2.csv"), T0, handover.BETA)
@@ -82,8 +86,9 @@ def main() -> None:
     parser.add_argument("t_end", type=float)
     parser.add_argument("every", type=float, metavar="R")
     parser.add_argument("depth", type=float, metavar="DEPTH")
+    parser.add_argument("--cells", type=int, metavar="C")
     args = parser.parse_args()
-    run(args.t_end, args.every, args.depth)
+    run(args.t_end, args.every, args.depth, args.cells)
 
 
 if __name__ == "__main__":
