@@ -385,15 +385,16 @@ def coarsen_outside(
     s_max: float,
     n: int,
     moments: bool,
+    among: Array | None = None,
 ) -> tuple[Array, Array, Array, Array]:
     """The particles outside the look caps (:func:`look_lengths` of ``query`` and ``s_max``;
-    ``query`` None: no caps, all of them) merged by the cells of the n x n cubed sphere
-    (:func:`merge`), the others kept as they are (first): a finer mesh's cells coarsened to
-    the scheme's own where nothing needs them finer. The log masses add up to the same total
-    to round-off."""
-    outside = np.ones(len(log_m), dtype=bool)
+    ``query`` None: no caps, all of them; of the mask ``among`` only, if given) merged by the
+    cells of the n x n cubed sphere (:func:`merge`), the others kept as they are (first): a
+    finer mesh's cells coarsened to the scheme's own where nothing needs them finer. The log
+    masses add up to the same total to round-off."""
+    outside = np.ones(len(log_m), dtype=bool) if among is None else np.array(among, dtype=bool)
     if query is not None:
-        outside = look_lengths(log_m, x, query, s_max) >= s_max
+        outside &= look_lengths(log_m, x, query, s_max) >= s_max
     if not outside.any():
         return log_m, x, shape, log_point
     parts = (log_m, x, shape, log_point)

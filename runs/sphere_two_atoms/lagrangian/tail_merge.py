@@ -32,7 +32,7 @@ import study
 
 import spheredens as sd
 from spheredens.schemes import _sphere_lagrangian as scheme_module
-from spheredens.schemes._particle_remesh import log_area, look_lengths, merge
+from spheredens.schemes._particle_remesh import coarsen_outside, log_area
 
 T0, N, TOLERANCE = 12.0, 32, 3e-6
 OUT = handover.HANDOVER / "tail_merge_experiment"
@@ -55,13 +55,9 @@ class TailMerge:
     def __call__(self, log_m, x, shape, log_point):
         density = log_m - log_area(shape)
         deep = density < density.max() - self.depth
-        deep &= look_lengths(log_m, x, self.query, self.s_max) >= self.s_max
-        if deep.sum() < 2:
-            return log_m, x, shape, log_point, 0
         parts = (log_m, x, shape, log_point)
-        merged = merge(*(a[deep] for a in parts), self.n, True)
-        out = tuple(np.concatenate([a[~deep], b]) for a, b in zip(parts, merged[:4]))
-        return (*out, merged[4])
+        out = coarsen_outside(*parts, self.query, self.s_max, self.n, True, deep)
+        return (*out, len(log_m) - len(out[0]))
 
 
 def run(t_end: float, every: float, depth: float, cells: int | None = None) -> None:
