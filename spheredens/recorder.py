@@ -488,9 +488,7 @@ class Recorder(Observer):
             )
             d["w2_terminal"].append(self._terminal.of_atoms(points, weights))
         else:
-            d["w2_projection"].append(
-                np.nan if self._w2 is None else self._w2(marginal, centroid)
-            )
+            d["w2_projection"].append(np.nan if self._w2 is None else self._w2(marginal, centroid))
             d["w2_terminal"].append(self._terminal(marginal, centroid))
 
     def _observe_slices(self, rho: Array, marginal: Array) -> None:

@@ -29,6 +29,11 @@ DEFAULT_SPLIT_SLOPE = "fitted"
 
 #: default of ``remesh_tail`` (units of time between the tail's remeshings; 0: never)
 DEFAULT_REMESH_TAIL = 0.0
+#: default of ``merge_tail`` (units of time between the deep tail's merges; 0: never)
+DEFAULT_MERGE_TAIL = 0.0
+#: default of ``merge_tail_width``: the cells that ``merge_tail`` merges by are at most this
+#: fraction of the attention kernel's width (beta sigma_max(B))^(-1/2) wide
+DEFAULT_MERGE_TAIL_WIDTH = 0.4
 #: what a mesh file's cells become (``file_cells``, :func:`._particle_remesh.coarsen_outside`)
 FILE_CELLS = ("kept", "coarsened")
 DEFAULT_FILE_CELLS = "kept"
@@ -80,6 +85,21 @@ def validate_lagrangian_options(table: Mapping[str, Any], prefix: str) -> dict[s
             minimum=0.0,
             what=" (units of time between the deep tail's remeshings on the cubed sphere; "
             "0: never)",
+        ),
+        "merge_tail": as_float(
+            table.get("merge_tail", DEFAULT_MERGE_TAIL),
+            f"{prefix}.merge_tail",
+            minimum=0.0,
+            what=" (units of time between the deep tail's merges by cells of about a kernel "
+            "width; 0: never)",
+        ),
+        "merge_tail_width": as_float(
+            table.get("merge_tail_width", DEFAULT_MERGE_TAIL_WIDTH),
+            f"{prefix}.merge_tail_width",
+            minimum=0.01,
+            maximum=10.0,
+            what=" (the width of the cells merge_tail merges by, in kernel widths "
+            "(beta sigma_max(B))^(-1/2))",
         ),
         "file_cells": validate_choice(
             table, "file_cells", prefix, FILE_CELLS, DEFAULT_FILE_CELLS, "file_cells value"

@@ -68,6 +68,8 @@ from ._lagrangian_options import (
     DEFAULT_FILE_CELLS,
     DEFAULT_MERGE,
     DEFAULT_MERGE_SHAPE,
+    DEFAULT_MERGE_TAIL,
+    DEFAULT_MERGE_TAIL_WIDTH,
     DEFAULT_QUADRATURE,
     DEFAULT_REFINE_LOOK,
     DEFAULT_REMESH_TAIL,
@@ -78,11 +80,14 @@ from ._lagrangian_options import (
 from ._particle_remesh import (
     TailRemesh,
     coarsen_outside,
+    crosses,
     log_area,
     look_lengths,
     merge,
+    merge_tail,
     orthogonal_shapes,
     split,
+    tail_cells,
     tangent_shapes,
 )
 from ._particle_steps import (
@@ -169,6 +174,12 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
     remesh_tail : float (default 0: never): every this many units of time, put the deep tail
         (log densities more than 20 below the densest) back on the n x n cubed sphere's cells,
         one particle per cell, mass exact (:func:`._particle_remesh.remesh_tail`)
+    merge_tail : float (default 0: never): every this many units of time, merge the deep tail
+        (mean log densities more than 20 below the densest) outside the look caps by the cells
+        of a cubed sphere at most ``merge_tail_width`` kernel widths wide, masses and first
+        moments exact (:func:`._particle_remesh.merge_tail`)
+    merge_tail_width : float (default 0.4): the width of those cells in kernel widths
+        (beta sigma_max(B))^(-1/2) (a power of 2 per cube edge, at least n)
     file_cells : ``"kept"`` (default) or ``"coarsened"``: a mesh file's cells (``initial.name =
         "file"``) each one particle, or those outside the look caps merged by the n x n cells
         (:func:`._particle_remesh.coarsen_outside`)
@@ -187,6 +198,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "merge_shape",
         "split_slope",
         "remesh_tail",
+        "merge_tail",
+        "merge_tail_width",
         "file_cells",
         "interaction",
         "allow_underresolved",
@@ -251,6 +264,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         split_slope: str = DEFAULT_SPLIT_SLOPE,
         remesh_tail: float = DEFAULT_REMESH_TAIL,
         file_cells: str = DEFAULT_FILE_CELLS,
+        merge_tail: float = DEFAULT_MERGE_TAIL,
+        merge_tail_width: float = DEFAULT_MERGE_TAIL_WIDTH,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -277,6 +292,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             else FINEST_MERGE
         )
         self.n_fine = max(self.n_fine, 4 * self.cells.n)
+        self.merge_tail_interval = float(merge_tail)
+        self.merge_tail_width = float(merge_tail_width)
+        #: the cells per cube edge ``merge_tail`` merges by
+        self.n_tail = tail_cells(self.cells.n, beta_sigma, self.merge_tail_width)
         self.s_max = math.inf
         self.init_step_control()
         self._emptied = False
@@ -288,8 +307,10 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.splits = self.merges = 0
         #: steps with local sub-steps, the particles and the sub-steps they took
         self.refined_steps = self.refined_particles = self.substeps = 0
-        #: the tail's remeshings and the particles they replaced
+        #: the tail's remeshings and the particles they replaced; its merges, the particles
+        #: they removed
         self.tail_remeshes = self.tail_remeshed = 0
+        self.tail_merges = self.tail_merged = 0
 
     def layout(self) -> Layout:
         return Layout("sphere", "log_particles", _Recording(self.grid), self.grid.points)
@@ -310,9 +331,15 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             log_m, x, shape = np.log(m[live]), x[live], shape[live]
             log_point = log_m
             if self.file_cells == "coarsened":
-                query = self.problem.model.kernel.query if self.window < math.inf else None
                 log_m, x, shape, log_point = coarsen_outside(
-                    log_m, x, shape, log_m, query, self.s_max, self.cells.n, self.merge_moments
+                    log_m,
+                    x,
+                    shape,
+                    log_m,
+                    self._query(),
+                    self.s_max,
+                    self.cells.n,
+                    self.merge_moments,
                 )
             total = logsumexp(log_m)
             return log_m - total, x, shape, log_point - total
@@ -354,6 +381,11 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             self.s_max = SPLIT_LENGTH * float(np.linalg.svd(cells, compute_uv=False)[:, 0].max())
         slices = [self._slice_particles(f) for f in self.problem.slice_initials()]
         return np.stack([pack(*merge(*p, self.n_fine, self.merge_moments)[:4]) for p in slices])
+
+    def _query(self) -> Any:
+        """q = beta B^T x of positions x (the look caps' directions), None without
+        interaction."""
+        return self.problem.model.kernel.query if self.window < math.inf else None
 
     def checkpoint_shape_ok(self, shape: tuple[int, ...], expected: tuple[int, ...]) -> bool:
         """Any number of particles: (n_xi, 10, n)."""
@@ -561,10 +593,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         out, worst, sizing = [], 0.0, 0.0
         refined = []
         flows = self._flows(state)
-        remesh = self._tail_remesh is not None and math.floor(
-            (t + dt) / self.remesh_interval + 1e-9
-        ) > math.floor(t / self.remesh_interval + 1e-9)
-        replaced = 0
+        remesh = self._tail_remesh is not None and crosses(t, dt, self.remesh_interval)
+        merge_deep = self.merge_tail_interval > 0.0 and crosses(t, dt, self.merge_tail_interval)
+        replaced = removed = 0
         for s, k1, rebuilt in zip(state, flows, self._reconstructions):
             x, shape, error, size_by, moved = self._step(s, k1, dt, rebuilt)
             refined.append(moved)
@@ -579,6 +610,18 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             if remesh:
                 log_m, x, shape, log_point, count = self._tail_remesh(log_m, x, shape, log_point)
                 replaced += count
+            if merge_deep:
+                log_m, x, shape, log_point, count = merge_tail(
+                    log_m,
+                    x,
+                    shape,
+                    log_point,
+                    self._query(),
+                    self.s_max,
+                    self.n_tail,
+                    self.merge_moments,
+                )
+                removed += count
             log_m, x, shape, log_point, merged = merge(
                 log_m, x, shape, log_point, self.n_fine, self.merge_moments
             )
@@ -592,6 +635,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             self.substeps += sum(r[1] for r in refined)
             self.tail_remeshes += int(remesh)
             self.tail_remeshed += replaced
+            self.tail_merges += int(merge_deep)
+            self.tail_merged += removed
         return np.stack([o[0] for o in out])
 
     def attributes(self) -> dict[str, Any]:
@@ -615,6 +660,11 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "file_cells": self.file_cells,
             "tail_remeshes": self.tail_remeshes,
             "tail_remeshed_particles": self.tail_remeshed,
+            "merge_tail": self.merge_tail_interval,
+            "merge_tail_width": self.merge_tail_width,
+            "merge_tail_cells_per_face_edge": self.n_tail,
+            "tail_merges": self.tail_merges,
+            "tail_merged_particles": self.tail_merged,
             "refined_steps": self.refined_steps,
             "refined_particles": self.refined_particles,
             "substeps": self.substeps,

@@ -25,6 +25,11 @@ Usage:
       its wall time
   --coarsened (with --run): ``file_cells = "coarsened"``: fv's cells outside the look caps merged
       by the scheme's own n x n cells at the handover (files ..._coarsened.nc)
+  --merge-tail WIDTH (with --run): ``merge_tail = 1``, ``merge_tail_width = WIDTH``: every unit
+      of time the deep tail outside the look caps merged by cells of at most WIDTH kernel
+      widths (0.4, the default width: the 128 x 128 cubed sphere at beta = 300, 256 at 1000;
+      files ..._mt{WIDTH}.nc; the same particles bit for bit as ``tail_merge.py T 1 20 --cells
+      128``, and 0.75 as ``--cells 64``)
   --beta BETA (default 300) with --run or --table: the inverse temperature; beta = 300 keeps
       its files in cases/handover/, any other in cases/handover/beta{BETA}/
   --on NLAT2 (with --run): hand over fv's state at NLAT remapped exactly (mass conserved cell by
@@ -95,10 +100,11 @@ class OriginalTarget(Observer):
 
 
 def case_path(
-    nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False
+    nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
+    merge_tail: float | None = None,
 ) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "")
-    tail = "_coarsened" if coarsened else ""
+    tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
@@ -121,13 +127,15 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float) -> Path:
 
 
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
-        beta: float = BETA, coarsened: bool = False) -> None:
+        beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
-    path = case_path(nlat, t0, n, tol, on, beta, coarsened)
+    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
         data["discretization"]["file_cells"] = "coarsened"
+    if merge_tail:
+        data["discretization"].update(merge_tail=1.0, merge_tail_width=merge_tail)
     if on:
         data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta))}
     else:
@@ -168,8 +176,11 @@ def table(beta: float = BETA) -> str:
         with xr.open_dataset(path) as ds:
             wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
             status = ds.attrs.get("run_status")
-        nlat, t0, n, tol, *coarsened = path.stem.split("_")  # nlat: fv256 or fv512on256
-        tol += ", coarsened" if coarsened else ""
+        nlat, t0, n, tol, *options = path.stem.split("_")  # nlat: fv256 or fv512on256
+        tol += "".join(
+            ", coarsened" if o == "coarsened" else f", tail merged by {o[2:]} widths"
+            for o in options
+        )
         lines.append(
             f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
             + f" | {minimum} | {departure:g} | {rise:g} | {float(wall or math.nan):.0f} s"
@@ -186,11 +197,12 @@ def main() -> None:
     parser.add_argument("--table", action="store_true")
     parser.add_argument("--beta", type=float, default=BETA)
     parser.add_argument("--coarsened", action="store_true")
+    parser.add_argument("--merge-tail", type=float, metavar="WIDTH")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
         run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
-            args.coarsened)
+            args.coarsened, args.merge_tail)
     if args.table:
         print(table(args.beta))
 
