@@ -423,14 +423,15 @@ def merge_tail(
     s_max: float,
     n: int,
     moments: bool,
+    depth: float = TAIL_DEPTH,
 ) -> tuple[Array, Array, Array, Array, int]:
     """(log masses, positions, shapes, log point masses, how many fewer particles): the
-    particles whose mean log density lies more than :data:`TAIL_DEPTH` below the densest
+    particles whose mean log density lies more than ``depth`` (:data:`TAIL_DEPTH`) below the densest
     particle's, outside the look caps of ``query`` (None: no caps), merged by the cells of the
     n x n cubed sphere (:func:`coarsen_outside`); the others kept as they are (first). The log
     masses add up to the same total to round-off."""
     density = log_m - log_area(shape)
-    deep = density < np.max(density, initial=-np.inf) - TAIL_DEPTH
+    deep = density < np.max(density, initial=-np.inf) - depth
     merged = coarsen_outside(log_m, x, shape, log_point, query, s_max, n, moments, deep)
     return (*merged, len(log_m) - len(merged[0]))
 

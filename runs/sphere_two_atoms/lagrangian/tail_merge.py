@@ -6,7 +6,10 @@ Here, every R units of time, the particles whose mean log density lies more than
 densest particle's, outside the look caps, are merged by the n x n cubed-sphere cells as
 ``merge`` merges them (log masses added exactly, the mass-weighted centroid, the second-moment
 shape): the hook of ``remesh_tail`` is given this merge instead of its interpolant (a
-monkeypatch of the scheme module's ``TailRemesh``, for this experiment only). The count falls
+monkeypatch of the scheme module's ``TailRemesh``). Since the fourteenth session this is the
+scheme's option ``merge_tail`` (``handover.py --merge-tail W``, the same particles bit for bit:
+``--cells 64`` and ``--cells 128`` are W = 0.75 and 0.4 at beta = 300); the script stays for
+DEPTH and the files it wrote. The count falls
 to 1 700-1 900 by t = 44 and the run to t = 44 costs a third, but the plateau changes
 (docs/concentration.md, "The tail merged by the cells"); by cells of 0.7 kernel widths
 (``--cells 64``) the run to t = 110 costs 2.6 times less and the departure moves by 1.9%. Not
@@ -32,7 +35,7 @@ import study
 
 import spheredens as sd
 from spheredens.schemes import _sphere_lagrangian as scheme_module
-from spheredens.schemes._particle_remesh import coarsen_outside, log_area
+from spheredens.schemes._particle_remesh import merge_tail
 
 T0, N, TOLERANCE = 12.0, 32, 3e-6
 OUT = handover.HANDOVER / "tail_merge_experiment"
@@ -53,11 +56,8 @@ class TailMerge:
         self.s_max = scheme_module.SPLIT_LENGTH * longest
 
     def __call__(self, log_m, x, shape, log_point):
-        density = log_m - log_area(shape)
-        deep = density < density.max() - self.depth
         parts = (log_m, x, shape, log_point)
-        out = coarsen_outside(*parts, self.query, self.s_max, self.n, True, deep)
-        return (*out, len(log_m) - len(out[0]))
+        return merge_tail(*parts, self.query, self.s_max, self.n, True, self.depth)
 
 
 def run(t_end: float, every: float, depth: float, cells: int | None = None) -> None:
