@@ -156,26 +156,39 @@ def read_curve(path: Path) -> dict[str, np.ndarray]:
     return {k: np.array([float(rows[t][k]) for t in times]) for k in COLUMNS}
 
 
+def summary(path: Path) -> dict:
+    """The first minimum of W2 (text), the departure (W2 > 2 min + 0.02), the rise (W2 > min +
+    RISE), the wall time and the status of the run ``path`` (its .w2.csv and file), and its
+    curve."""
+    c = read_curve(path.with_suffix(".w2.csv"))
+    first = study.first_minimum(c["w2"])
+    s = curve_summary(c["time"], c["w2"])
+    rising = first < len(c["w2"]) - 1
+    minimum = f"{c['w2'][first]:.5f} ({c['time'][first]:g})" + ("" if rising else ", falling")
+    risen = np.flatnonzero((c["time"] > s["t_min"]) & (c["w2"] > s["min_w2"] + RISE))
+    with xr.open_dataset(path) as ds:
+        wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
+        status = ds.attrs.get("run_status")
+    return {
+        "curve": c,
+        "minimum": minimum,
+        "departure": s.get("departure_time", math.nan),
+        "rise": c["time"][risen[0]] if risen.size else math.nan,
+        "wall": f"{float(wall or math.nan):.0f} s ({status})",
+    }
+
+
 def table(beta: float = BETA) -> str:
     head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
     lines = [head + " | first min W2 (t) | departure | rise | wall |"]
     lines.append("|" + "---|" * (len(TIMES) + 5))
     for path in sorted(handover_dir(beta).glob("fv*_t*_n*_tol*.nc")):
-        c = read_curve(path.with_suffix(".w2.csv"))
+        r = summary(path)
+        c = r["curve"]
         cells = []
         for when in TIMES:
             i = np.flatnonzero(np.isclose(c["time"], when))
             cells.append(f"{c['mass_across'][i[0]] * 1e5:+.2f}" if i.size else "")
-        first = study.first_minimum(c["w2"])
-        s = curve_summary(c["time"], c["w2"])
-        rising = first < len(c["w2"]) - 1
-        minimum = f"{c['w2'][first]:.5f} ({c['time'][first]:g})" + ("" if rising else ", falling")
-        departure = s.get("departure_time", math.nan)
-        risen = np.flatnonzero((c["time"] > s["t_min"]) & (c["w2"] > s["min_w2"] + RISE))
-        rise = c["time"][risen[0]] if risen.size else math.nan
-        with xr.open_dataset(path) as ds:
-            wall = ds.attrs.get("wall_time_total_seconds", ds.attrs.get("checkpoint_wall_seconds"))
-            status = ds.attrs.get("run_status")
         nlat, t0, n, tol, *options = path.stem.split("_")  # nlat: fv256 or fv512on256
         tol += "".join(
             ", coarsened" if o == "coarsened" else f", tail merged by {o[2:]} widths"
@@ -183,8 +196,7 @@ def table(beta: float = BETA) -> str:
         )
         lines.append(
             f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
-            + f" | {minimum} | {departure:g} | {rise:g} | {float(wall or math.nan):.0f} s"
-            + f" ({status}) |"
+            + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | {r['wall']} |"
         )
     return "\n".join(lines)
 

@@ -23,6 +23,10 @@ Usage:
       and its .w2.csv (W2 to the original Pi_# rho_0, as handover.py writes it); --cells C
       merges by the C x C cubed sphere (a power of 2; default the scheme's n = 32: cells of
       0.049 rad, 1.4 kernel widths at beta = 300; C = 64, 128: 0.7, 0.35 widths)
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/tail_merge.py --table
+      the table of docs/concentration.md ("The deep tail merged by the scheme"): for each run
+      present and the kept run (``handover.py --run 512 12 32 3e-6 --on 128 --t-end 110``),
+      the first minimum of W2, the departure, the rise, W2 at t = 40, 50, 60 and the wall time
 """
 
 from __future__ import annotations
@@ -79,13 +83,37 @@ def run(t_end: float, every: float, depth: float, cells: int | None = None) -> N
     sd.run(config, output=path, resume=path.exists(), progress=True, observers=[observer])
 
 
+def table() -> str:
+    lines = ["| tail | first min W2 (t) | departure | rise | W2 at t = 40, 50, 60 | wall |"]
+    lines.append("|---|---|---:|---:|---|---|")
+    runs = [(p.stem.split("_")[4], p) for p in sorted(OUT.glob("*_tm_*.nc"))]
+    runs.append(("kept", handover.case_path(512, T0, N, TOLERANCE, 128, handover.BETA)))
+    for tag, path in runs:
+        r = handover.summary(path)
+        c = r["curve"]
+        at = [c["w2"][np.flatnonzero(np.isclose(c["time"], t))] for t in (40.0, 50.0, 60.0)]
+        w2 = ", ".join(f"{a[0]:.4f}" if a.size else "" for a in at)
+        name = path.stem.split("_tm_")[-1].rsplit("_n", 1)[0] if tag != "kept" else tag
+        lines.append(
+            f"| {name} | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | {w2} | "
+            f"{r['wall']} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("t_end", type=float)
-    parser.add_argument("every", type=float, metavar="R")
-    parser.add_argument("depth", type=float, metavar="DEPTH")
+    parser.add_argument("t_end", type=float, nargs="?")
+    parser.add_argument("every", type=float, metavar="R", nargs="?")
+    parser.add_argument("depth", type=float, metavar="DEPTH", nargs="?")
     parser.add_argument("--cells", type=int, metavar="C")
+    parser.add_argument("--table", action="store_true")
     args = parser.parse_args()
+    if args.table:
+        print(table())
+        return
+    if args.depth is None:
+        parser.error("T_END, R and DEPTH are needed to run (or --table)")
     run(args.t_end, args.every, args.depth, args.cells)
 
 
