@@ -441,14 +441,21 @@ def crosses(t: float, dt: float, interval: float) -> bool:
     return math.floor((t + dt) / interval + 1e-9) > math.floor(t / interval + 1e-9)
 
 
+def cells_within(length: float, most: int) -> int:
+    """The fewest cells per cube edge C, a power of 2 and at most ``most``, whose edge
+    pi / (2 C) is at most ``length`` (``most`` for a length of 0)."""
+    if length <= 0.0:
+        return most
+    return min(most, 1 << max(0, math.ceil(math.log2(math.pi / 2.0 / length))))
+
+
 def tail_cells(n: int, beta_sigma: float, width: float) -> int:
     """The cells per cube edge ``merge_tail`` merges by: the fewest, a power of 2 and at
     least ``n``, whose edge pi / (2 C) is at most ``width`` kernel widths
-    (beta sigma_max)^(-1/2); ``n`` without interaction."""
+    (beta sigma_max)^(-1/2) (:func:`cells_within`); ``n`` without interaction."""
     if beta_sigma <= 0.0:
         return n
-    need = math.pi / 2.0 * math.sqrt(beta_sigma) / width
-    return max(n, min(MOST_TAIL_CELLS, 1 << max(0, math.ceil(math.log2(need)))))
+    return max(n, cells_within(width / math.sqrt(beta_sigma), MOST_TAIL_CELLS))
 
 
 class TailRemesh:

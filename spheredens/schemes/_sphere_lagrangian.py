@@ -79,6 +79,7 @@ from ._lagrangian_options import (
 )
 from ._particle_remesh import (
     TailRemesh,
+    cells_within,
     coarsen_outside,
     crosses,
     log_area,
@@ -286,12 +287,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         #: the particles the error control follows: those a softmax can see
         self.window = 2.0 * beta_sigma + 50.0 if interacting else math.inf
         width = self.merge_option / beta_sigma if beta_sigma > 0.0 else 0.0
-        self.n_fine = (
-            min(FINEST_MERGE, 1 << max(0, math.ceil(math.log2(math.pi / 2 / width))))
-            if width > 0.0
-            else FINEST_MERGE
-        )
-        self.n_fine = max(self.n_fine, 4 * self.cells.n)
+        self.n_fine = max(cells_within(width, FINEST_MERGE), 4 * self.cells.n)
         self.merge_tail_interval = float(merge_tail)
         self.merge_tail_width = float(merge_tail_width)
         #: the cells per cube edge ``merge_tail`` merges by
