@@ -11,7 +11,7 @@ piecewise-constant density they are, so every cell keeps its mass exactly, and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -101,6 +101,9 @@ class CellBoxes:
     ring_edges: Array  # sorted lower latitude edges of the rings
     keys: Array  # sorted ring * 8 + lon0 of the cells (lon0 < 2 pi < 8)
     order: Array  # the cell of each key
+    #: (n, 3) unit vectors: the centroid of each cell's mass at the snapshot read (the file's
+    #: ``rho_centroid_xyz``), or None: the cells' masses sit at their centres
+    centroids: Array | None = None
 
     @classmethod
     def from_dataset(cls, ds: Any) -> "CellBoxes":
@@ -151,13 +154,27 @@ class CellBoxes:
         i = np.searchsorted(self.keys, ring * 8.0 + lon, side="right") - 1
         return self.order[np.clip(i, 0, len(self.order) - 1)]
 
+    def with_centroids(self, centroids: Array) -> "CellBoxes":
+        """These boxes with the centroids (n, 3) of their masses; :class:`ValueError` unless
+        they are finite vectors of that shape (normalized here)."""
+        c = np.asarray(centroids, dtype=float)
+        norm = np.linalg.norm(c, axis=-1, keepdims=True) if c.ndim == 2 else None
+        if c.shape != self.centres.shape or not np.all(np.isfinite(c)) or np.any(norm == 0.0):
+            raise ValueError(
+                f"its 'rho_centroid_xyz' must hold a non-zero finite vector (3) per cell at the "
+                f"snapshot read, shape {self.centres.shape}; it has shape {c.shape}"
+            )
+        return replace(self, centroids=c / norm)
+
     def particles(self, values: Array) -> tuple[Array, Array, Array]:
-        """Each cell as a particle: (masses rho_c |c|, centres (n, 3), shapes (n, 3, 2)), the
-        shape two tangent vectors at the centre spanning a parallelogram of the cell's area
-        (east by |c| / (lat1 - lat0), north by lat1 - lat0; a cap: a square)."""
+        """Each cell as a particle: (masses rho_c |c|, positions (n, 3), shapes (n, 3, 2)): at
+        the centroid of its mass where the file has them (``rho_centroid_xyz``), else at its
+        centre; the shape two tangent vectors at the position spanning a parallelogram of the
+        cell's area (east by |c| / (lat1 - lat0), north by lat1 - lat0; a cap: a square)."""
+        at = self.centres if self.centroids is None else self.centroids
         lat, lon = (
-            np.arcsin(np.clip(self.centres[:, 2], -1.0, 1.0)),
-            np.arctan2(self.centres[:, 1], self.centres[:, 0]),
+            np.arcsin(np.clip(at[:, 2], -1.0, 1.0)),
+            np.arctan2(at[:, 1], at[:, 0]),
         )
         east = np.stack([-np.sin(lon), np.cos(lon), np.zeros_like(lon)], axis=-1)
         north = np.stack(
@@ -167,8 +184,8 @@ class CellBoxes:
         shape = np.stack([east * (self.area / dlat)[:, None], north * dlat[:, None]], axis=-1)
         cap = self.lon1 - self.lon0 >= 2.0 * math.pi * (1.0 - TILING_TOLERANCE)
         if cap.any():
-            shape[cap] = tangent_frames(self.centres[cap]) * np.sqrt(self.area[cap])[:, None, None]
-        return values * self.area, self.centres.copy(), shape
+            shape[cap] = tangent_frames(at[cap]) * np.sqrt(self.area[cap])[:, None, None]
+        return values * self.area, at.copy(), shape
 
 
 def _keep(coords: Any, values: Array) -> tuple[Any, Array]:
@@ -206,6 +223,11 @@ DENSITY_FILES: dict[str, tuple[DensityFile, ...]] = {
 }
 
 
+#: the variable of a mesh file holding the centroid of each cell's mass (unit vectors, as
+#: ``log_sl`` and ``log_lagrangian`` write it; docs/dataset.md)
+CENTROIDS = "rho_centroid_xyz"
+
+
 def read_density(
     path: Path, variable: str, time: float | None, key: str, layouts: tuple[DensityFile, ...]
 ) -> tuple[DensityFile, Any, Array]:
@@ -233,9 +255,10 @@ def read_density(
                 f"variables there: {', '.join(map(str, ds.data_vars))}",
             )
         rho = ds[variable]
+        snapshot: dict[str, int] = {}
         if "time" in rho.dims:
             if time is None:
-                rho = rho.isel(time=-1)
+                snapshot = {"time": -1}
             else:
                 idx = int(np.argmin(np.abs(ds["time"].values - time)))
                 if abs(float(ds["time"].values[idx]) - time) > 1e-9 * max(1.0, abs(time)):
@@ -245,7 +268,8 @@ def read_density(
                         f"{str(path)!r} (it has {ds.sizes['time']} times in "
                         f"[{float(ds['time'].min())}, {float(ds['time'].max())}])",
                     )
-                rho = rho.isel(time=idx)
+                snapshot = {"time": idx}
+            rho = rho.isel(snapshot)
         matching = [layout for layout in layouts if rho.dims == layout.dims]
         if not matching:
             raise ConfigError(
@@ -275,6 +299,11 @@ def read_density(
             )
         try:
             coords = layout.coords(ds)
+            if isinstance(coords, CellBoxes) and CENTROIDS in ds:
+                centroids = ds[CENTROIDS]
+                if "time" in centroids.dims:
+                    centroids = centroids.isel(time=snapshot.get("time", -1))
+                coords = coords.with_centroids(centroids.values)
         except ValueError as exc:
             raise ConfigError(f"{key}.path", f"{str(path)!r}: {exc}") from None
     if not np.all(np.isfinite(values)) or values.max() <= 0:

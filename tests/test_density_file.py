@@ -106,6 +106,54 @@ def test_log_lagrangian_takes_each_cell_as_a_particle_with_its_mass(fv_file):
     assert np.abs(ds["mass"].values - 1.0).max() <= 1e-13
 
 
+def _tilted(centres, angle):
+    """Each centre moved by ``angle`` towards (0, 0, 1) or its antipode, a unit vector."""
+    t = np.cross(np.cross(centres, [0.0, 0.0, 1.0]), centres)
+    t /= np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-300)
+    return np.cos(angle) * centres + np.sin(angle) * t
+
+
+def test_a_mesh_files_centroids_place_its_particles(fv_file, tmp_path):
+    """A mesh file with ``rho_centroid_xyz`` (time, cell, xyz) hands each cell's mass over at
+    the centroid of the snapshot read, its shape tangent there with the cell's area."""
+    with xr.open_dataset(fv_file) as ds:
+        ds = ds.load()
+    centres = np.stack(
+        [np.cos(np.radians(ds["lat"])) * np.cos(np.radians(ds["lon"])),
+         np.cos(np.radians(ds["lat"])) * np.sin(np.radians(ds["lon"])),
+         np.sin(np.radians(ds["lat"]))], axis=-1,
+    )
+    at = {0.0: _tilted(centres, 0.01), 0.5: 3.0 * _tilted(centres, -0.02)}  # not yet unit
+    ds["rho_centroid_xyz"] = (("time", "cell", "xyz"), np.stack([at[0.0], at[0.5]]))
+    ds.to_netcdf(tmp_path / "with_centroids.nc")
+    area = ds["cell_area"].values
+    for time, expected in at.items():
+        f = FromFile.from_params(
+            {"path": "with_centroids.nc", "time": time}, 3, tmp_path
+        )
+        masses, x, shapes = f.cells()
+        np.testing.assert_array_equal(masses, ds["rho"].sel(time=time).values * area)
+        expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
+        np.testing.assert_allclose(x, expected, rtol=0.0, atol=1e-15)
+        assert np.abs(np.linalg.norm(x - centres, axis=1)).min() >= 0.009  # not the centres
+        spanned = np.linalg.norm(np.cross(shapes[:, :, 0], shapes[:, :, 1]), axis=1)
+        np.testing.assert_allclose(spanned, area, rtol=1e-13)
+        assert np.abs(np.einsum("ni,nia->na", x, shapes)).max() <= 1e-15  # tangent at x
+    # the file's values and the piecewise-constant density are unchanged by the centroids
+    plain = FromFile.from_params({"path": str(fv_file), "time": 0.5}, 3, fv_file.parent)
+    np.testing.assert_array_equal(f(centres), plain(centres))
+
+
+def test_a_mesh_files_bad_centroids_are_refused(fv_file, tmp_path):
+    with xr.open_dataset(fv_file) as ds:
+        ds = ds.load()
+    zeros = np.zeros((ds.sizes["time"], ds.sizes["cell"], 3))
+    ds["rho_centroid_xyz"] = (("time", "cell", "xyz"), zeros)
+    ds.to_netcdf(tmp_path / "bad_centroids.nc")
+    with pytest.raises(ConfigError, match="rho_centroid_xyz.*non-zero finite vector"):
+        FromFile.from_params({"path": "bad_centroids.nc"}, 3, tmp_path)
+
+
 def _cluster_file(folder, nlat=48, kappa=3000.0):
     """A mesh file of ``nlat`` rings: a von Mises-Fisher cluster (kappa) on 1e-3 of uniform."""
     mesh = RingMesh(nlat)

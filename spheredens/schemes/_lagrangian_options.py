@@ -34,6 +34,9 @@ DEFAULT_MERGE_TAIL = 0.0
 #: default of ``merge_tail_width``: the cells that ``merge_tail`` merges by are at most this
 #: fraction of the attention kernel's width (beta sigma_max(B))^(-1/2) wide
 DEFAULT_MERGE_TAIL_WIDTH = 0.4
+#: default of ``follow_depth`` (0: the error control follows every particle within
+#: 2 beta sigma_max(B) + 50 e-folds of the heaviest log mass, all a softmax can see)
+DEFAULT_FOLLOW_DEPTH = 0.0
 #: what a mesh file's cells become (``file_cells``, :func:`._particle_remesh.coarsen_outside`)
 FILE_CELLS = ("kept", "coarsened")
 DEFAULT_FILE_CELLS = "kept"
@@ -100,6 +103,13 @@ def validate_lagrangian_options(table: Mapping[str, Any], prefix: str) -> dict[s
             maximum=10.0,
             what=" (the width of the cells merge_tail merges by, in kernel widths "
             "(beta sigma_max(B))^(-1/2))",
+        ),
+        "follow_depth": as_float(
+            table.get("follow_depth", DEFAULT_FOLLOW_DEPTH),
+            f"{prefix}.follow_depth",
+            minimum=0.0,
+            what=" (e-folds below the heaviest particle's log mass within which the error "
+            "control follows particles; 0: 2 beta sigma_max(B) + 50)",
         ),
         "file_cells": validate_choice(
             table, "file_cells", prefix, FILE_CELLS, DEFAULT_FILE_CELLS, "file_cells value"

@@ -66,6 +66,7 @@ from ._base import Scheme, Tendency, register_scheme
 from ._circle_log_sl import LOG_FLOOR, ErrorControlledSteps
 from ._lagrangian_options import (
     DEFAULT_FILE_CELLS,
+    DEFAULT_FOLLOW_DEPTH,
     DEFAULT_MERGE,
     DEFAULT_MERGE_SHAPE,
     DEFAULT_MERGE_TAIL,
@@ -181,6 +182,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         moments exact (:func:`._particle_remesh.merge_tail`)
     merge_tail_width : float (default 0.4): the width of those cells in kernel widths
         (beta sigma_max(B))^(-1/2) (a power of 2 per cube edge, at least n)
+    follow_depth : float (default 0: 2 beta sigma_max(B) + 50): the error control follows the
+        particles whose log mass lies within this many e-folds of the heaviest's; the others
+        move by the step their neighbours set
     file_cells : ``"kept"`` (default) or ``"coarsened"``: a mesh file's cells (``initial.name =
         "file"``) each one particle, or those outside the look caps merged by the n x n cells
         (:func:`._particle_remesh.coarsen_outside`)
@@ -201,6 +205,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "remesh_tail",
         "merge_tail",
         "merge_tail_width",
+        "follow_depth",
         "file_cells",
         "interaction",
         "allow_underresolved",
@@ -267,6 +272,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         file_cells: str = DEFAULT_FILE_CELLS,
         merge_tail: float = DEFAULT_MERGE_TAIL,
         merge_tail_width: float = DEFAULT_MERGE_TAIL_WIDTH,
+        follow_depth: float = DEFAULT_FOLLOW_DEPTH,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -286,6 +292,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
         #: the particles the error control follows: those a softmax can see
         self.window = 2.0 * beta_sigma + 50.0 if interacting else math.inf
+        self.window = float(follow_depth) if follow_depth > 0.0 else self.window
         width = self.merge_option / beta_sigma if beta_sigma > 0.0 else 0.0
         self.n_fine = max(cells_within(width, FINEST_MERGE), 4 * self.cells.n)
         self.merge_tail_interval = float(merge_tail)
@@ -659,6 +666,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "merge_tail": self.merge_tail_interval,
             "merge_tail_width": self.merge_tail_width,
             "merge_tail_cells_per_face_edge": self.n_tail,
+            "follow_depth": self.window,
             "tail_merges": self.tail_merges,
             "tail_merged_particles": self.tail_merged,
             "refined_steps": self.refined_steps,

@@ -35,8 +35,12 @@ Usage:
   --on NLAT2 (with --run): hand over fv's state at NLAT remapped exactly (mass conserved cell by
       cell: the rings nest) onto the mesh of NLAT2 rings, so that a finer fv run hands over as
       many particles as a coarser one (nlat = 512 has 333 754 cells, 256 has 83 448)
-Files (beta = 300): cases/handover/fv{NLAT}[on{NLAT2}]_t{T0}_n{N}_tol{TOL}.nc and .w2.csv
-beside it (the remapped state: cases/handover/fv{NLAT}on{NLAT2}_t{T0}.state.nc).
+  --centroids (with --on): the remapped file also holds the centroid of fv's mass in each
+      coarse cell (its exact first moment over fv's piecewise-constant cells,
+      ``rho_centroid_xyz``), where each cell's particle is put instead of at the cell's centre
+      (files fv{NLAT}on{NLAT2}c_...)
+Files (beta = 300): cases/handover/fv{NLAT}[on{NLAT2}[c]]_t{T0}_n{N}_tol{TOL}.nc and .w2.csv
+beside it (the remapped state: cases/handover/fv{NLAT}on{NLAT2}_t{T0}[_centroids].state.nc).
 """
 
 from __future__ import annotations
@@ -101,25 +105,60 @@ class OriginalTarget(Observer):
 
 def case_path(
     nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
-    merge_tail: float | None = None,
+    merge_tail: float | None = None, centroids: bool = False,
 ) -> Path:
-    source = f"fv{nlat}" + (f"on{on}" if on else "")
+    source = f"fv{nlat}" + (f"on{on}" if on else "") + ("c" if centroids else "")
     tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
-def remapped(source: Path, t0: float, nlat: int, on: int, beta: float) -> Path:
+def first_moments(fine: RingMesh, coarse: RingMesh, rho: np.ndarray) -> np.ndarray:
+    """The exact first moment (n_cells, 3) over each cell of ``coarse`` of the piecewise-constant
+    density ``rho`` on the finer nested ring mesh ``fine`` (the pieces of remap_from, each
+    fine cell's part in a coarse cell integrated exactly: int x dA over a latitude-longitude
+    box)."""
+    factor = fine.nlat // coarse.nlat
+    moment = np.zeros((coarse.n_cells, 3))
+    for jf in range(fine.nlat):
+        jc = jf // factor
+        nf, nc = fine.ring_count[jf], coarse.ring_count[jc]
+        breaks = np.unique(np.concatenate([2.0 * math.pi * np.arange(nf) / nf,
+                                           2.0 * math.pi * np.arange(nc) / nc]))
+        ends = np.append(breaks[1:], 2.0 * math.pi)
+        centre = 0.5 * (breaks + ends)
+        cf = fine.ring_start[jf] + np.floor(centre * nf / (2.0 * math.pi)).astype(int)
+        cc = coarse.ring_start[jc] + np.floor(centre * nc / (2.0 * math.pi)).astype(int)
+        a, b = fine.lat_edges[jf], fine.lat_edges[jf + 1]
+        cos2 = 0.5 * (b - a) + 0.25 * (math.sin(2.0 * b) - math.sin(2.0 * a))  # int cos^2
+        sincos = 0.5 * (math.sin(b) ** 2 - math.sin(a) ** 2)  # int sin cos
+        box = np.stack([cos2 * (np.sin(ends) - np.sin(breaks)),
+                        cos2 * (np.cos(breaks) - np.cos(ends)),
+                        sincos * (ends - breaks)], axis=-1)
+        np.add.at(moment, cc, rho[cf, None] * box)
+    return moment
+
+
+def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
+             centroids: bool = False) -> Path:
     """fv's snapshot at ``t0`` on ``nlat`` rings remapped exactly onto the mesh of ``on`` rings,
-    written as a density file (rho, weight and the mesh's cells)."""
-    path = handover_dir(beta) / f"fv{nlat}on{on}_t{t0:g}.state.nc"
+    written as a density file (rho, weight and the mesh's cells). With ``centroids`` the file
+    has each coarse cell's centroid of fv's mass in it (``rho_centroid_xyz``: its exact first
+    moment), where ``log_lagrangian`` puts the cell's particle instead of at its centre."""
+    name = f"fv{nlat}on{on}_t{t0:g}" + ("_centroids" if centroids else "")
+    path = handover_dir(beta) / f"{name}.state.nc"
     if path.exists():
         return path
     fine, coarse = RingMesh(nlat), RingMesh(on)
     with xr.open_dataset(source) as ds:
-        rho = ds["rho"].sel(time=t0).values
-    rho = coarse.remap_from(fine, rho)
+        rho_fine = ds["rho"].sel(time=t0).values
+    rho = coarse.remap_from(fine, rho_fine)
     variables = {name: xr.Variable(*spec) for name, spec in coarse.dataset_variables().items()}
     coords = {name: xr.Variable(*spec) for name, spec in coarse.dataset_coords().items()}
+    if centroids:
+        moment = first_moments(fine, coarse, rho_fine)
+        empty = np.linalg.norm(moment, axis=1) == 0.0
+        moment[empty] = coarse.points[empty]
+        variables["rho_centroid_xyz"] = xr.Variable(("cell", "xyz"), moment)  # normalized on read
     variables["rho"] = xr.Variable("cell", rho / np.sum(rho * coarse.area))
     variables["weight"] = xr.Variable("cell", coarse.area)
     xr.Dataset(variables, coords=coords).to_netcdf(path)
@@ -127,9 +166,10 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float) -> Path:
 
 
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
-        beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None) -> None:
+        beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
+        centroids: bool = False) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
-    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail)
+    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
@@ -137,7 +177,8 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
     if merge_tail:
         data["discretization"].update(merge_tail=1.0, merge_tail_width=merge_tail)
     if on:
-        data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta))}
+        data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta,
+                                                                  centroids))}
     else:
         data["initial"] = {"name": "file", "path": str(source), "time": float(t0)}
     span = t_end - t0
@@ -210,11 +251,12 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=BETA)
     parser.add_argument("--coarsened", action="store_true")
     parser.add_argument("--merge-tail", type=float, metavar="WIDTH")
+    parser.add_argument("--centroids", action="store_true")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
         run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
-            args.coarsened, args.merge_tail)
+            args.coarsened, args.merge_tail, args.centroids)
     if args.table:
         print(table(args.beta))
 
