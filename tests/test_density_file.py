@@ -154,6 +154,47 @@ def test_a_mesh_files_bad_centroids_are_refused(fv_file, tmp_path):
         FromFile.from_params({"path": "bad_centroids.nc"}, 3, tmp_path)
 
 
+def test_the_first_moments_of_a_finer_meshs_cells_are_exact():
+    """``RingMesh.first_moments_from``: the first moment int x rho dA over each cell of 8
+    rings of a random piecewise-constant density on 32 rings, against a Gauss-Legendre
+    quadrature (6 x 6 nodes) of every piece where a fine cell meets a coarse one (each a
+    latitude-longitude box, found here from the fine ring edges and both meshes' longitude
+    edges, cut to at most 2 pi / 64), to 1e-14; its norm is at most the cell's mass (remap_from);
+    for a constant density each centroid lies at its box's middle longitude (caps: on the
+    axis)."""
+    fine, coarse = RingMesh(32), RingMesh(8)
+    rho = np.random.default_rng(2).random(fine.n_cells)
+    moment = coarse.first_moments_from(fine, rho)
+    nodes, weights = np.polynomial.legendre.leggauss(6)
+    expected = np.zeros_like(moment)
+    for jf in range(fine.nlat):
+        a, b = fine.lat_edges[jf], fine.lat_edges[jf + 1]
+        lat = 0.5 * (a + b) + 0.5 * (b - a) * nodes
+        edges = np.unique(np.concatenate([
+            2 * np.pi * np.arange(fine.ring_count[jf]) / fine.ring_count[jf],
+            2 * np.pi * np.arange(coarse.ring_count[jf // 4]) / coarse.ring_count[jf // 4],
+            2 * np.pi * np.arange(65) / 64,  # no piece wider than 2 pi / 64 (the caps)
+        ]))
+        for w0, w1 in zip(edges[:-1], edges[1:]):
+            lon = 0.5 * (w0 + w1) + 0.5 * (w1 - w0) * nodes
+            la, lo = np.meshgrid(lat, lon, indexing="ij")
+            x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+            w = np.outer(weights, weights) * np.cos(la) * 0.25 * (b - a) * (w1 - w0)
+            mid = (0.5 * (a + b), 0.5 * (w0 + w1))
+            f, c = fine.locate(*mid), coarse.locate(*mid)
+            expected[c] += rho[f] * np.einsum("ij,ijk->k", w, x)
+    np.testing.assert_allclose(moment, expected, rtol=0.0, atol=1e-14 * np.abs(expected).max())
+    mass = coarse.remap_from(fine, rho) * coarse.area
+    assert np.all(np.linalg.norm(moment, axis=1) <= mass * (1.0 + 1e-14))
+    uniform = coarse.first_moments_from(fine, np.ones(fine.n_cells))
+    lon = np.arctan2(uniform[:, 1], uniform[:, 0])
+    ring = coarse.ring_count[np.searchsorted(coarse.ring_start, np.arange(coarse.n_cells),
+                                             side="right") - 1]
+    offset = np.angle(np.exp(1j * (lon - coarse.lon_c)))  # the box's middle longitude
+    assert np.abs(offset[ring > 1]).max() < 1e-13
+    assert np.abs(uniform[ring == 1][:, :2]).max() < 1e-15  # the caps: on the axis
+
+
 def _cluster_file(folder, nlat=48, kappa=3000.0):
     """A mesh file of ``nlat`` rings: a von Mises-Fisher cluster (kappa) on 1e-3 of uniform."""
     mesh = RingMesh(nlat)

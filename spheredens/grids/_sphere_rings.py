@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -298,15 +298,13 @@ class RingMesh:
             out[c] = np.einsum("ij,i,j->", vals, wts, wts2) / 4.0
         return out
 
-    def remap_from(self, fine: "RingMesh", rho: Array) -> Array:
-        """Exact conservative averages over this mesh's cells of a piecewise-constant density on
-        a finer ring mesh whose ``nlat`` is a multiple of this one's (the rings nest; in
-        longitude each fine cell is split where coarse cell edges cross it)."""
+    def _pieces(self, fine: "RingMesh") -> Iterator[tuple[int, Array, Array, Array, Array]]:
+        """The pieces where the cells of a finer nested ring mesh meet this mesh's cells, fine
+        ring by fine ring: (fine ring, fine cell, coarse cell, west and east longitude of each
+        piece); in longitude each fine cell is split where coarse cell edges cross it."""
         if fine.nlat % self.nlat:
             raise ValueError(f"fine.nlat = {fine.nlat} is not a multiple of nlat = {self.nlat}")
         factor = fine.nlat // self.nlat
-        rho = np.asarray(rho, dtype=float)
-        mass = np.zeros(rho.shape[:-1] + (self.n_cells,))
         for jf in range(fine.nlat):
             jc = jf // factor
             nf, nc = fine.ring_count[jf], self.ring_count[jc]
@@ -316,13 +314,43 @@ class RingMesh:
                 )
             )
             ends = np.append(breaks[1:], 2.0 * math.pi)
-            width = ends - breaks
             centre = 0.5 * (breaks + ends)
             cf = fine.ring_start[jf] + np.floor(centre * nf / (2.0 * math.pi)).astype(int)
             cc = self.ring_start[jc] + np.floor(centre * nc / (2.0 * math.pi)).astype(int)
+            yield jf, cf, cc, breaks, ends
+
+    def remap_from(self, fine: "RingMesh", rho: Array) -> Array:
+        """Exact conservative averages over this mesh's cells of a piecewise-constant density on
+        a finer ring mesh whose ``nlat`` is a multiple of this one's (the rings nest; in
+        longitude each fine cell is split where coarse cell edges cross it)."""
+        rho = np.asarray(rho, dtype=float)
+        mass = np.zeros(rho.shape[:-1] + (self.n_cells,))
+        for jf, cf, cc, west, east in self._pieces(fine):
             band = math.sin(fine.lat_edges[jf + 1]) - math.sin(fine.lat_edges[jf])
-            np.add.at(mass, (..., cc), rho[..., cf] * width * band)
+            np.add.at(mass, (..., cc), rho[..., cf] * (east - west) * band)
         return mass / self.area
+
+    def first_moments_from(self, fine: "RingMesh", rho: Array) -> Array:
+        """The exact first moment int x rho dA (n_cells, 3) over each of this mesh's cells of a
+        piecewise-constant density ``rho`` on a finer nested ring mesh (the pieces of
+        :meth:`remap_from`, each integrated exactly over its latitude-longitude box); its
+        direction is the centroid of the cell's mass."""
+        rho = np.asarray(rho, dtype=float)
+        moment = np.zeros((self.n_cells, 3))
+        for jf, cf, cc, west, east in self._pieces(fine):
+            a, b = fine.lat_edges[jf], fine.lat_edges[jf + 1]
+            cos2 = 0.5 * (b - a) + 0.25 * (math.sin(2.0 * b) - math.sin(2.0 * a))  # int cos^2
+            sin_cos = 0.5 * (math.sin(b) ** 2 - math.sin(a) ** 2)  # int sin cos
+            box = np.stack(
+                [
+                    cos2 * (np.sin(east) - np.sin(west)),
+                    cos2 * (np.cos(west) - np.cos(east)),
+                    sin_cos * (east - west),
+                ],
+                axis=-1,
+            )
+            np.add.at(moment, cc, rho[cf, None] * box)
+        return moment
 
     def point_values(self, f: Callable[[Array], Array]) -> Array:
         return np.asarray(f(self.points), dtype=float)

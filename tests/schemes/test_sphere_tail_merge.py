@@ -132,8 +132,8 @@ def test_follow_depth_leaves_the_deep_tail_to_its_neighbours_steps(tmp_path):
     """beta = 30, n = 8, log rho spanning 60 e-folds: the error control following only the
     particles within 10 e-folds of the heaviest (``follow_depth = 10``, recorded) takes fewer
     sub-steps than the default window (2 beta sigma_max + 50: every particle here), and the
-    recorded density stays within the tolerance's reach of the default run's (rho within 1e-5 of its maximum; measured
-    1.6e-6, with 4 sub-steps against 16)."""
+    recorded density stays within the tolerance's reach of the default run's (rho within 1e-5
+    of its maximum; measured 1.6e-6, with 4 sub-steps against 16)."""
     _, full = smooth.small_run(tmp_path, (30.0, 20.0), 1e-4)
     (tmp_path / "narrow").mkdir()
     _, narrow = smooth.small_run(tmp_path / "narrow", (30.0, 20.0), 1e-4, follow_depth=10.0)

@@ -112,32 +112,6 @@ def case_path(
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
-def first_moments(fine: RingMesh, coarse: RingMesh, rho: np.ndarray) -> np.ndarray:
-    """The exact first moment (n_cells, 3) over each cell of ``coarse`` of the piecewise-constant
-    density ``rho`` on the finer nested ring mesh ``fine`` (the pieces of remap_from, each
-    fine cell's part in a coarse cell integrated exactly: int x dA over a latitude-longitude
-    box)."""
-    factor = fine.nlat // coarse.nlat
-    moment = np.zeros((coarse.n_cells, 3))
-    for jf in range(fine.nlat):
-        jc = jf // factor
-        nf, nc = fine.ring_count[jf], coarse.ring_count[jc]
-        breaks = np.unique(np.concatenate([2.0 * math.pi * np.arange(nf) / nf,
-                                           2.0 * math.pi * np.arange(nc) / nc]))
-        ends = np.append(breaks[1:], 2.0 * math.pi)
-        centre = 0.5 * (breaks + ends)
-        cf = fine.ring_start[jf] + np.floor(centre * nf / (2.0 * math.pi)).astype(int)
-        cc = coarse.ring_start[jc] + np.floor(centre * nc / (2.0 * math.pi)).astype(int)
-        a, b = fine.lat_edges[jf], fine.lat_edges[jf + 1]
-        cos2 = 0.5 * (b - a) + 0.25 * (math.sin(2.0 * b) - math.sin(2.0 * a))  # int cos^2
-        sincos = 0.5 * (math.sin(b) ** 2 - math.sin(a) ** 2)  # int sin cos
-        box = np.stack([cos2 * (np.sin(ends) - np.sin(breaks)),
-                        cos2 * (np.cos(breaks) - np.cos(ends)),
-                        sincos * (ends - breaks)], axis=-1)
-        np.add.at(moment, cc, rho[cf, None] * box)
-    return moment
-
-
 def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
              centroids: bool = False) -> Path:
     """fv's snapshot at ``t0`` on ``nlat`` rings remapped exactly onto the mesh of ``on`` rings,
@@ -155,7 +129,7 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
     variables = {name: xr.Variable(*spec) for name, spec in coarse.dataset_variables().items()}
     coords = {name: xr.Variable(*spec) for name, spec in coarse.dataset_coords().items()}
     if centroids:
-        moment = first_moments(fine, coarse, rho_fine)
+        moment = coarse.first_moments_from(fine, rho_fine)
         empty = np.linalg.norm(moment, axis=1) == 0.0
         moment[empty] = coarse.points[empty]
         variables["rho_centroid_xyz"] = xr.Variable(("cell", "xyz"), moment)  # normalized on read
