@@ -35,6 +35,8 @@ Usage:
   --on NLAT2 (with --run): hand over fv's state at NLAT remapped exactly (mass conserved cell by
       cell: the rings nest) onto the mesh of NLAT2 rings, so that a finer fv run hands over as
       many particles as a coarser one (nlat = 512 has 333 754 cells, 256 has 83 448)
+  --follow-depth DEPTH (with --run): ``follow_depth = DEPTH``: the error control follows the
+      particles within DEPTH e-folds of the heaviest mass (files ..._fd{DEPTH}.nc)
   --centroids (with --on): the remapped file also holds the centroid of fv's mass in each
       coarse cell (its exact first moment over fv's piecewise-constant cells,
       ``rho_centroid_xyz``), where each cell's particle is put instead of at the cell's centre
@@ -105,10 +107,11 @@ class OriginalTarget(Observer):
 
 def case_path(
     nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
-    merge_tail: float | None = None, centroids: bool = False,
+    merge_tail: float | None = None, centroids: bool = False, follow_depth: float | None = None,
 ) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "") + ("c" if centroids else "")
     tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
+    tail += f"_fd{follow_depth:g}" if follow_depth else ""
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
@@ -141,15 +144,17 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
 
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
         beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
-        centroids: bool = False) -> None:
+        centroids: bool = False, follow_depth: float | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
-    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids)
+    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
         data["discretization"]["file_cells"] = "coarsened"
     if merge_tail:
         data["discretization"].update(merge_tail=1.0, merge_tail_width=merge_tail)
+    if follow_depth:
+        data["discretization"]["follow_depth"] = follow_depth
     if on:
         data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta,
                                                                   centroids))}
@@ -193,6 +198,14 @@ def summary(path: Path) -> dict:
     }
 
 
+#: the table's words for a file name's options (by their first two letters)
+OPTION_WORDS = {
+    "co": lambda o: ", coarsened",
+    "mt": lambda o: f", tail merged by {o[2:]} widths",
+    "fd": lambda o: f", followed within {o[2:]} e-folds",
+}
+
+
 def table(beta: float = BETA) -> str:
     head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
     lines = [head + " | first min W2 (t) | departure | rise | wall |"]
@@ -205,10 +218,7 @@ def table(beta: float = BETA) -> str:
             i = np.flatnonzero(np.isclose(c["time"], when))
             cells.append(f"{c['mass_across'][i[0]] * 1e5:+.2f}" if i.size else "")
         nlat, t0, n, tol, *options = path.stem.split("_")  # nlat: fv256 or fv512on256
-        tol += "".join(
-            ", coarsened" if o == "coarsened" else f", tail merged by {o[2:]} widths"
-            for o in options
-        )
+        tol += "".join(OPTION_WORDS[o[:2]](o) for o in options)
         lines.append(
             f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
             + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | {r['wall']} |"
@@ -226,11 +236,12 @@ def main() -> None:
     parser.add_argument("--coarsened", action="store_true")
     parser.add_argument("--merge-tail", type=float, metavar="WIDTH")
     parser.add_argument("--centroids", action="store_true")
+    parser.add_argument("--follow-depth", type=float, metavar="DEPTH")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
         run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
-            args.coarsened, args.merge_tail, args.centroids)
+            args.coarsened, args.merge_tail, args.centroids, args.follow_depth)
     if args.table:
         print(table(args.beta))
 

@@ -12,9 +12,9 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/step_cost.py [--span S] [--n N]
       [--file F] [--window W] [--shape-factor K] [OPTION=VALUE ...]
       --window W: follow (error-control) only the particles within W e-folds of the heaviest
-      log mass (the scheme's is 2 beta sigma_max + 50); --shape-factor K: the shapes'
-      tolerance K times the scheme's; OPTION=VALUE: a [discretization] option, e.g.
-      quadrature=cells, tolerance=1e-5
+      log mass (the option follow_depth = W; by default 2 beta sigma_max + 50);
+      --shape-factor K: the shapes' tolerance K times the scheme's; OPTION=VALUE: a
+      [discretization] option, e.g. quadrature=cells, tolerance=1e-5
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def main() -> None:
     parser.add_argument("options", nargs="*", metavar="OPTION=VALUE")
     args = parser.parse_args()
     options = dict(_option(o) for o in args.options)
+    if args.window is not None:
+        options["follow_depth"] = args.window
     data = study.case_config(handover.BETA, args.n, 3e-6, 1.0, handover.VARIANT, handover.HANDOVER)
     data = data.to_dict()
     data["initial"] = {"name": "file", "path": str(handover.HANDOVER / "fv512on128_t12.state.nc")}
@@ -68,8 +70,6 @@ def main() -> None:
     scheme_module.SHAPE_TOLERANCE_FACTOR *= args.shape_factor
     scheme = make_scheme(sd.Problem.from_config(config), config.discretization)
     scheme.initial_state()  # the split length
-    if args.window is not None:
-        scheme.window = args.window
     with xr.open_dataset(args.file) as ds:
         state = ds["checkpoint_state"].values.reshape(1, 11, -1)
         t0 = float(ds.attrs["checkpoint_time"])

@@ -1,5 +1,6 @@
-"""Experiments on the handover case with the tail merged: the deep tail split less, or only the
-particles near the heaviest followed by the step control. Neither is part of the scheme.
+"""Experiments on the handover case with the tail merged: the deep tail split less (not part of
+the scheme), or only the particles near the heaviest followed by the step control (now the
+option ``follow_depth``).
 
 Both continue fv's state remapped onto NLAT2 rings at t = 12 (``handover.py --run 512 12 32
 3e-6 --on NLAT2``) at n = 32, tolerance 3e-6, ``merge_tail = 1`` at width 0.4, to the absolute
@@ -16,7 +17,8 @@ time T_END, and write a file and its .w2.csv as handover.py does; the run to com
 * ``--window WINDOW``: the step control follows every particle whose log mass lies within
   2 beta sigma_max(B) + 50 e-folds of the heaviest's (1 838 at beta = 300: all), and on the
   plateau most evaluations are the sub-steps of tail particles 25-95 e-folds down. Here the
-  window is WINDOW e-folds (set on the scheme after it is built). Files
+  window is WINDOW e-folds (the scheme's option ``follow_depth``, which this experiment led to;
+  ``handover.py --follow-depth`` runs it in the handover ladder). Files
   cases/handover/window_experiment/fv512on{NLAT2}_t12_mt0.4_w{WINDOW}_n32_tol3e-06.nc
 
 Usage:
@@ -56,23 +58,12 @@ class DeepLengths:
         return np.where(deep, self.factor * s_max, lengths)
 
 
-def narrow_window(window: float) -> None:
-    """Every scheme built from now on follows the particles within ``window`` e-folds."""
-    built = scheme_module.SphereLagrangianScheme.__init__
-
-    def narrowed(self, *a, **k):
-        built(self, *a, **k)
-        self.window = window
-
-    scheme_module.SphereLagrangianScheme.__init__ = narrowed
-
-
-def run(t_end: float, path: Path, on: int) -> None:
+def run(t_end: float, path: Path, on: int, options: dict | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(handover.BETA, N, TOLERANCE, t_end - T0, handover.VARIANT, path.parent)
     data = data.to_dict()
     data["initial"] = {"name": "file", "path": str(handover.HANDOVER / f"fv512on{on}_t12.state.nc")}
-    data["discretization"].update(merge_tail=1.0, merge_tail_width=WIDTH)
+    data["discretization"].update(merge_tail=1.0, merge_tail_width=WIDTH, **(options or {}))
     span = t_end - T0
     data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
     data["output"] = {"path": str(path), "figure": False}
@@ -98,10 +89,9 @@ def main() -> None:
         path = handover.HANDOVER / "tail_split_experiment" / name
     else:
         on = args.on or 64
-        narrow_window(args.window)
         name = f"fv512on{on}_t12_mt{WIDTH:g}_w{args.window:g}" + tail
         path = handover.HANDOVER / "window_experiment" / name
-    run(args.t_end, path, on)
+    run(args.t_end, path, on, {"follow_depth": args.window} if args.window else None)
 
 
 if __name__ == "__main__":
