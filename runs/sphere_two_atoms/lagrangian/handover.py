@@ -206,6 +206,14 @@ OPTION_WORDS = {
 }
 
 
+def source_words(stem: str) -> str:
+    """fv256 -> 256; fv512on128 -> 512 (onto 128); fv256on64c -> 256 (onto 64, centroids)."""
+    nlat, _, on = stem[2:].partition("on")
+    if not on:
+        return nlat
+    return f"{nlat} (onto {on.rstrip('c')}" + (", centroids)" if on.endswith("c") else ")")
+
+
 def table(beta: float = BETA) -> str:
     head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
     lines = [head + " | first min W2 (t) | departure | rise | wall |"]
@@ -220,7 +228,7 @@ def table(beta: float = BETA) -> str:
         nlat, t0, n, tol, *options = path.stem.split("_")  # nlat: fv256 or fv512on256
         tol += "".join(OPTION_WORDS[o[:2]](o) for o in options)
         lines.append(
-            f"| {nlat[2:]}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
+            f"| {source_words(nlat)}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
             + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | {r['wall']} |"
         )
     return "\n".join(lines)
