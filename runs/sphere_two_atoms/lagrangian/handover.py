@@ -181,7 +181,9 @@ def summary(path: Path) -> dict:
     RISE), the wall time and the status of the run ``path`` (its .w2.csv and file), and its
     curve."""
     c = read_curve(path.with_suffix(".w2.csv"))
-    first = study.first_minimum(c["w2"])
+    # the first minimum after the handover's first snapshot (a coarse handover's W2 may rise
+    # for half a unit while its cells' masses gather: 32 rings, t = 12 to 12.5)
+    first = 1 + study.first_minimum(c["w2"][1:])
     s = curve_summary(c["time"], c["w2"])
     rising = first < len(c["w2"]) - 1
     minimum = f"{c['w2'][first]:.5f} ({c['time'][first]:g})" + ("" if rising else ", falling")
