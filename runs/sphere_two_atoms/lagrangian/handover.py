@@ -22,7 +22,8 @@ Usage:
       dm (1e-5) at t = 8, 10, 12 (absolute), the first minimum of W2 (t), the departure (W2 >
       2 min + 0.02) and the rise (W2 > min + RISE: on the jump when the cluster leaves, where
       the departure's level may fall on the slow climb before it) of every run present, with
-      its wall time
+      its wall time, and the release of each cluster (its heaviest recording cell more than
+      RELEASE_DEGREES = 8 degrees from +-u, clusters.py)
   --coarsened (with --run): ``file_cells = "coarsened"``: fv's cells outside the look caps merged
       by the scheme's own n x n cells at the handover (files ..._coarsened.nc)
   --merge-tail WIDTH (with --run): ``merge_tail = 1``, ``merge_tail_width = WIDTH``: every unit
@@ -71,6 +72,9 @@ COLUMNS = ["time", "w2", "mass_across"]
 TIMES = (8.0, 10.0, 12.0)
 #: the rise: the first snapshot after the minimum with W2 > min W2 + RISE
 RISE = 0.1
+#: a cluster is released at the first snapshot where its heaviest recording cell lies more
+#: than this many degrees from +-u (``clusters.py``: it jumps from 1-7 to 11-16 degrees)
+RELEASE_DEGREES = 8.0
 
 
 def handover_dir(beta: float) -> Path:
@@ -196,6 +200,7 @@ def summary(path: Path) -> dict:
         "minimum": minimum,
         "departure": s.get("departure_time", math.nan),
         "rise": c["time"][risen[0]] if risen.size else math.nan,
+        "released": released(path),
         "wall": f"{float(wall or math.nan):.0f} s ({status})",
     }
 
@@ -216,10 +221,23 @@ def source_words(stem: str) -> str:
     return f"{nlat} (onto {on.rstrip('c')}" + (", centroids)" if on.endswith("c") else ")")
 
 
+def released(path: Path) -> tuple[float, float]:
+    """The release of the clusters about +u and -u: the first snapshot where the heaviest
+    recording cell of each hemisphere lies more than RELEASE_DEGREES from +-u (nan: never)."""
+    import clusters  # beside this script; here, as it puts ../ first on sys.path (../study.py)
+
+    series = clusters.cluster_series(str(path))
+    out = []
+    for j in range(2):
+        far = np.flatnonzero(series["offset"][:, j] > RELEASE_DEGREES)
+        out.append(float(series["time"][far[0]]) if far.size else math.nan)
+    return out[0], out[1]
+
+
 def table(beta: float = BETA) -> str:
     head = "| fv nlat, handover t0, n, tolerance | " + " | ".join(f"dm t = {t:g}" for t in TIMES)
-    lines = [head + " | first min W2 (t) | departure | rise | wall |"]
-    lines.append("|" + "---|" * (len(TIMES) + 5))
+    lines = [head + " | first min W2 (t) | departure | rise | +u, -u released | wall |"]
+    lines.append("|" + "---|" * (len(TIMES) + 6))
     for path in sorted(handover_dir(beta).glob("fv*_t*_n*_tol*.nc")):
         r = summary(path)
         c = r["curve"]
@@ -231,7 +249,8 @@ def table(beta: float = BETA) -> str:
         tol += "".join(OPTION_WORDS[o[:2]](o) for o in options)
         lines.append(
             f"| {source_words(nlat)}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
-            + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | {r['wall']} |"
+            + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | "
+            + "{:g}, {:g}".format(*r["released"]) + f" | {r['wall']} |"
         )
     return "\n".join(lines)
 
