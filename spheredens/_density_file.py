@@ -158,8 +158,9 @@ class CellBoxes:
         """These boxes with the centroids (n, 3) of their masses; :class:`ValueError` unless
         they are finite vectors of that shape (normalized here)."""
         c = np.asarray(centroids, dtype=float)
-        norm = np.linalg.norm(c, axis=-1, keepdims=True) if c.ndim == 2 else None
-        if c.shape != self.centres.shape or not np.all(np.isfinite(c)) or np.any(norm == 0.0):
+        ok = c.shape == self.centres.shape and np.all(np.isfinite(c))
+        norm = np.linalg.norm(c, axis=-1, keepdims=True) if ok else None
+        if not ok or np.any(norm == 0.0):
             raise ValueError(
                 f"its 'rho_centroid_xyz' must hold a non-zero finite vector (3) per cell at the "
                 f"snapshot read, shape {self.centres.shape}; it has shape {c.shape}"

@@ -290,9 +290,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         model = problem.model
         interacting = model.kind.interacting and model.beta > 0.0
         beta_sigma = model.beta * model.kernel.sigma_max if interacting else 0.0
-        #: the particles the error control follows: those a softmax can see
-        self.window = 2.0 * beta_sigma + 50.0 if interacting else math.inf
-        self.window = float(follow_depth) if follow_depth > 0.0 else self.window
+        #: the particles the error control follows: those a softmax can see (or follow_depth)
+        self.window = (follow_depth or 2.0 * beta_sigma + 50.0) if interacting else math.inf
         width = self.merge_option / beta_sigma if beta_sigma > 0.0 else 0.0
         self.n_fine = max(cells_within(width, FINEST_MERGE), 4 * self.cells.n)
         self.merge_tail_interval = float(merge_tail)

@@ -200,7 +200,6 @@ def summary(path: Path) -> dict:
         "minimum": minimum,
         "departure": s.get("departure_time", math.nan),
         "rise": c["time"][risen[0]] if risen.size else math.nan,
-        "released": released(path),
         "wall": f"{float(wall or math.nan):.0f} s ({status})",
     }
 
@@ -250,7 +249,7 @@ def table(beta: float = BETA) -> str:
         lines.append(
             f"| {source_words(nlat)}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
             + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | "
-            + "{:g}, {:g}".format(*r["released"]) + f" | {r['wall']} |"
+            + "{:g}, {:g}".format(*released(path)) + f" | {r['wall']} |"
         )
     return "\n".join(lines)
 
