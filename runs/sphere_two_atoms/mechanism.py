@@ -34,6 +34,7 @@ Usage: .venv/bin/python runs/sphere_two_atoms/mechanism.py   (about a second)
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -47,6 +48,15 @@ HERE = Path(__file__).resolve().parent
 BETAS = (30.0, 100.0, 300.0, 1000.0, 3000.0, 1e4)
 #: points of the Monte Carlo estimate of the hemispheres' initial masses
 MASS_POINTS = 1_000_000
+
+
+def start_time(path: str | Path) -> float:
+    """The absolute time of a run file's t = 0: T0 for a run that continues a snapshot at T0
+    (lagrangian/handover.py names its files ..._t{T0}_n{N}_...; their own clock starts at 0
+    there), 0 for a run from rho_0. Every comparison with the mechanism (whose clock is the
+    absolute time) adds it to the file's times."""
+    match = re.search(r"_t(\d+(?:\.\d+)?)_n\d", Path(path).stem)
+    return float(match.group(1)) if match else 0.0
 
 
 def model() -> tuple[np.ndarray, np.ndarray]:

@@ -27,10 +27,11 @@ faster than the equilibrium moves).
 Usage: .venv/bin/python runs/sphere_two_atoms/plateau.py [BETA ...] [--across DM]
                                                        (default 300; seconds)
        .venv/bin/python runs/sphere_two_atoms/plateau.py --compare FILE.nc
-The second form reads a beta = 300 study file and prints, at the times above, each cluster's
-angle from +-u (the mass-weighted mean of the recording cells within 0.1 rad of its heaviest
-cell) beside its predicted equilibrium, and the least-squares plane of log rho over the
-populated recording cells within 0.25 rad of +-w (level at w and gradient in the tangent
+The second form reads a beta = 300 study file (or a handover file: its times are read as
+absolute, its own clock plus its T0, mechanism.start_time) and prints, at the times above, each
+cluster's angle from +-u (the mass-weighted mean of the recording cells within 0.1 rad of its
+heaviest cell) beside its predicted equilibrium, and the least-squares plane of log rho over
+the populated recording cells within 0.25 rad of +-w (level at w and gradient in the tangent
 plane, per radian) beside the zero-temperature tail's: what the prediction rests on.
 """
 
@@ -41,11 +42,10 @@ import math
 
 import numpy as np
 import xarray as xr
+from mechanism import Geometry, start_time
 from scipy.integrate import solve_ivp
 from scipy.optimize import root
 from scipy.special import logsumexp
-
-from mechanism import Geometry
 
 TIMES = (16.0, 20.0, 24.0, 28.0, 32.0, 36.0, 40.0, 48.0, 56.0, 64.0)
 #: the recording cells about +-w whose log rho is compared with the zero-temperature tail's, and
@@ -165,7 +165,7 @@ def compare(path: str) -> None:
     g = Geometry(t_max=100.0)
     with xr.open_dataset(path) as d:
         beta = float(d.attrs["beta"])
-        times = d["time"].values
+        times = d["time"].values + start_time(path)
         log_rho = d["log_rho"].values.reshape(len(times), -1)
         mass = (d["rho"].values * d["cell_area"].values).reshape(len(times), -1)
         centroids = d["rho_centroid_xyz"].values.reshape(len(times), -1, 3)

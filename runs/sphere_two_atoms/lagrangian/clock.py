@@ -35,7 +35,7 @@ from spheredens.schemes._sphere_lagrangian import unpack
 from spheredens.simulate import Observer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mechanism import Geometry  # noqa: E402
+from mechanism import Geometry, start_time  # noqa: E402
 
 #: the radius about a cluster's centre that counts as the cluster itself (as clusters.py)
 NEAR = 0.1
@@ -167,6 +167,7 @@ def read_clock(path: Path) -> dict[str, np.ndarray]:
 
 def main(case: str, every: float = 4.0) -> None:
     c = read_clock(clock_path(Path(case)))
+    c["time"] = c["time"] + start_time(case)  # absolute (a handover run's clock starts at T0)
     g = Geometry()
     with xr.open_dataset(case) as d:
         beta = float(d.attrs["beta"])

@@ -1,6 +1,7 @@
 """Where the two clusters of a study file sit over time (docs/concentration.md).
 
-For each snapshot from t = 20 to 88 (every 4): the mass-weighted mean direction of the mass in
+For each snapshot from t = 20 on (every 4; absolute times: a handover file's clock plus its T0,
+../mechanism.start_time): the mass-weighted mean direction of the mass in
 each hemisphere about u (the top eigenvector of the symmetric part of A = V B^T, B = Q^T K, as
 ../mechanism.py takes it), its angles from +-u and from +-w, w = B^T u / |B^T u| (where the
 softmax at u looks, 0.337 rad from u), and the mass-weighted RMS angle about it (the spread,
@@ -22,7 +23,7 @@ import xarray as xr
 from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mechanism import Geometry  # noqa: E402
+from mechanism import Geometry, start_time  # noqa: E402
 
 #: the radius about a cluster's heaviest cell that counts as the cluster itself
 NEAR = 0.1
@@ -32,11 +33,12 @@ def cluster_series(path: str) -> dict:
     """Each cluster's log(Z_tail / Z_self) from the file's cells, the mechanism's, and its
     offset from +-u in degrees, at every snapshot from t = 16 (docstring): arrays "ratio",
     "mechanism", "offset" of shape (snapshots, 2), columns the clusters at +u and -u, with
-    "time" and "beta"."""
+    "time" (absolute: a handover file's own clock plus its T0, mechanism.start_time) and
+    "beta"."""
     g = Geometry()
     with xr.open_dataset(path) as d:
         beta = float(d.attrs["beta"])
-        times = d["time"].values
+        times = d["time"].values + start_time(path)
         mass = d["rho"].values * d["cell_area"].values
         centroids = d["rho_centroid_xyz"].values
     keep = np.flatnonzero(times >= 16.0)
@@ -76,14 +78,14 @@ def main(path: str) -> None:
     with xr.open_dataset(path) as d:
         c = d["rho_centroid_xyz"].values
         m = d["rho"].values * d["cell_area"].values
-        t = list(d["time"].values)
+        t = list(d["time"].values + start_time(path))
         w2 = d["w2_projection"].values
         B = d["Q"].values.T @ d["K"].values
         A = d["V"].values @ B.T
     _, vectors = np.linalg.eigh(0.5 * (A + A.T))
     u = vectors[:, -1] * np.sign(vectors[0, -1])
     w = B.T @ u / np.linalg.norm(B.T @ u)
-    for tt in np.arange(20.0, 92.0, 4.0):
+    for tt in np.arange(20.0, t[-1] + 1e-9, 4.0):
         if tt not in t:
             continue
         i = t.index(tt)
