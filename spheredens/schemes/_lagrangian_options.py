@@ -37,6 +37,8 @@ DEFAULT_MERGE_TAIL_WIDTH = 0.4
 #: default of ``follow_depth`` (0: the error control follows every particle within
 #: 2 beta sigma_max(B) + 50 e-folds of the heaviest log mass, all a softmax can see)
 DEFAULT_FOLLOW_DEPTH = 0.0
+#: default of ``voronoi_shapes`` (units of time between the deep tail's tessellations; 0: never)
+DEFAULT_VORONOI_SHAPES = 0.0
 #: what a mesh file's cells become (``file_cells``, :func:`._particle_remesh.coarsen_outside`)
 FILE_CELLS = ("kept", "coarsened")
 DEFAULT_FILE_CELLS = "kept"
@@ -103,6 +105,13 @@ def validate_lagrangian_options(table: Mapping[str, Any], prefix: str) -> dict[s
             maximum=10.0,
             what=" (the width of the cells merge_tail merges by, in kernel widths "
             "(beta sigma_max(B))^(-1/2))",
+        ),
+        "voronoi_shapes": as_float(
+            table.get("voronoi_shapes", DEFAULT_VORONOI_SHAPES),
+            f"{prefix}.voronoi_shapes",
+            minimum=0.0,
+            what=" (units of time between the deep tail's tessellations, whose Voronoi cells "
+            "become its particles' shapes; 0: never)",
         ),
         "follow_depth": as_float(
             table.get("follow_depth", DEFAULT_FOLLOW_DEPTH),

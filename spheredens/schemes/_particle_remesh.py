@@ -61,7 +61,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.spatial import cKDTree
+from scipy.spatial import SphericalVoronoi, cKDTree
 from scipy.special import logsumexp
 
 from .._types import Array
@@ -100,6 +100,15 @@ LOOK_CAPS = 16
 LOOK_RADIUS = 5.0
 #: the length a particle in a look cap is split to, in kernel widths
 LOOK_LENGTH = 0.5
+
+#: a shape from a Voronoi cell (:func:`voronoi_shapes`) is at most this many split lengths
+#: long along each axis (an isolated particle's cell can cover a hemisphere; a split cuts it
+#: at most :data:`SPLIT_ROUNDS` times a step, and its children get cells of their own at the
+#: next tessellation)
+VORONOI_REACH = 8.0
+#: deep particles closer than this (radians) to one already taken keep their shapes (the
+#: tessellation needs distinct generators)
+VORONOI_DISTINCT = 1e-5
 
 #: the most cells per cube edge :func:`tail_cells` gives
 MOST_TAIL_CELLS = 1 << 16
@@ -434,6 +443,66 @@ def merge_tail(
     deep = density < np.max(density, initial=-np.inf) - depth
     merged = coarsen_outside(log_m, x, shape, log_point, query, s_max, n, moments, deep)
     return (*merged, len(log_m) - len(merged[0]))
+
+
+def voronoi_shapes(
+    log_m: Array, x: Array, shape: Array, s_max: float, depth: float = TAIL_DEPTH
+) -> tuple[Array, int]:
+    """(shapes, how many were replaced): the shape of every particle of the deep tail (mean
+    log density more than ``depth`` below the densest particle's) replaced by the
+    parallelogram of its spherical Voronoi cell among the deep particles: the area the cell's
+    exactly, the axes and the aspect those of the cell's second moment about the particle (fan
+    triangles from the particle to the cell's edges, in its tangent plane), each edge at most
+    :data:`VORONOI_REACH` split lengths ``s_max``. The others (the clusters and their flanks,
+    and deep particles within :data:`VORONOI_DISTINCT` of another) keep theirs. Masses and
+    positions are untouched: only what each mass stands for changes, which the splits then
+    read (a particle whose cell is longer than the split length is cut, its children filling
+    the cell)."""
+    density = log_m - log_area(shape)
+    deep = np.flatnonzero(density < np.max(density, initial=-np.inf) - depth)
+    if len(deep) < 4:
+        return shape, 0
+    p = x[deep] / np.linalg.norm(x[deep], axis=1, keepdims=True)
+    close = np.array(sorted(cKDTree(p).query_pairs(VORONOI_DISTINCT)), dtype=int).reshape(-1, 2)
+    distinct = np.ones(len(deep), dtype=bool)
+    distinct[close[:, 1]] = False
+    deep, p = deep[distinct], p[distinct]
+    if len(deep) < 4:
+        return shape, 0
+    cells = SphericalVoronoi(p, threshold=0.1 * VORONOI_DISTINCT)
+    cells.sort_vertices_of_regions()
+    sizes = np.fromiter(map(len, cells.regions), dtype=int, count=len(p))
+    corner = np.concatenate(cells.regions)
+    owner = np.repeat(np.arange(len(p)), sizes)
+    first = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    position = np.arange(len(corner))
+    following = np.where(position + 1 == first + sizes[owner], first, position + 1)
+    c = p[owner]
+    a = cells.vertices[corner]
+    b = cells.vertices[corner[following]]
+    a = a - c * np.sum(a * c, axis=1, keepdims=True)  # in the tangent plane at the particle
+    b = b - c * np.sum(b * c, axis=1, keepdims=True)
+    signed = 0.5 * np.sum(np.cross(a, b) * c, axis=1)
+    second = (
+        a[:, :, None] * a[:, None, :]
+        + b[:, :, None] * b[:, None, :]
+        + 0.5 * (a[:, :, None] * b[:, None, :] + b[:, :, None] * a[:, None, :])
+    ) * (signed / 6.0)[:, None, None]
+    moment = np.zeros((len(p), 3, 3))
+    np.add.at(moment, owner, second)
+    moment /= np.bincount(owner, weights=signed, minlength=len(p))[:, None, None]
+    long = np.linalg.eigh(moment)[1][:, :, 2]
+    long -= p * np.sum(long * p, axis=1, keepdims=True)
+    long /= np.linalg.norm(long, axis=1, keepdims=True)
+    short = np.cross(p, long)
+    lengths = np.stack(
+        [np.sqrt(12.0 * np.einsum("ni,nij,nj->n", e, moment, e)) for e in (long, short)], axis=1
+    )
+    lengths *= np.sqrt(cells.calculate_areas() / np.prod(lengths, axis=1))[:, None]
+    lengths = np.minimum(lengths, VORONOI_REACH * s_max)
+    out = shape.copy()
+    out[deep] = np.stack([long * lengths[:, :1], short * lengths[:, 1:]], axis=-1)
+    return out, len(deep)
 
 
 def crosses(t: float, dt: float, interval: float) -> bool:

@@ -27,7 +27,7 @@ Everything is deterministic: the same state and dt give the same step (bit-exact
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -154,3 +154,20 @@ def sizing_error(error: Array, relevant: Array) -> float:
     relevant particles' errors (the others take sub-steps)."""
     errors = error[relevant]
     return float(np.quantile(errors, 1.0 - TARGET_REFINED)) if errors.size else 0.0
+
+
+class ParticleStep:
+    """The time integrator of ``log_lagrangian`` in the loop's interface: one step is the
+    scheme's ``advance`` (transport with error control, then split and merge)."""
+
+    name = "bs3_particles"
+    description = (
+        "Bogacki-Shampine 3(2) transport of the particles' positions and shapes with error "
+        "control, then split and merge"
+    )
+
+    def __init__(self, scheme: Any) -> None:
+        self.scheme = scheme
+
+    def step(self, rate: Any, y: Array, t: float, dt: float, k1: Any = None) -> Array:
+        return self.scheme.advance(y, t, dt)

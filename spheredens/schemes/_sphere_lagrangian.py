@@ -75,6 +75,7 @@ from ._lagrangian_options import (
     DEFAULT_REFINE_LOOK,
     DEFAULT_REMESH_TAIL,
     DEFAULT_SPLIT_SLOPE,
+    DEFAULT_VORONOI_SHAPES,
     QUADRATURES,  # noqa: F401 (the choices of ``quadrature``, as study scripts import them)
     validate_lagrangian_options,
 )
@@ -91,10 +92,12 @@ from ._particle_remesh import (
     split,
     tail_cells,
     tangent_shapes,
+    voronoi_shapes,
 )
 from ._particle_steps import (
     COUPLING_ROUNDS,
     MAX_REFINED,
+    ParticleStep,
     Step,
     bs3,
     coupling_error,
@@ -182,6 +185,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         moments exact (:func:`._particle_remesh.merge_tail`)
     merge_tail_width : float (default 0.4): the width of those cells in kernel widths
         (beta sigma_max(B))^(-1/2) (a power of 2 per cube edge, at least n)
+    voronoi_shapes : float (default 0: never): every this many units of time, the deep tail's
+        shapes become those of its particles' spherical Voronoi cells, which the splits then
+        fill (:func:`._particle_remesh.voronoi_shapes`)
     follow_depth : float (default 0: 2 beta sigma_max(B) + 50): the error control follows the
         particles whose log mass lies within this many e-folds of the heaviest's; the others
         move by the step their neighbours set
@@ -205,6 +211,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         "remesh_tail",
         "merge_tail",
         "merge_tail_width",
+        "voronoi_shapes",
         "follow_depth",
         "file_cells",
         "interaction",
@@ -273,6 +280,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         merge_tail: float = DEFAULT_MERGE_TAIL,
         merge_tail_width: float = DEFAULT_MERGE_TAIL_WIDTH,
         follow_depth: float = DEFAULT_FOLLOW_DEPTH,
+        voronoi_shapes: float = DEFAULT_VORONOI_SHAPES,
         **common: Any,
     ) -> None:
         self.cells = CubedSphereCells(n)
@@ -296,6 +304,7 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         self.n_fine = max(cells_within(width, FINEST_MERGE), 4 * self.cells.n)
         self.merge_tail_interval = float(merge_tail)
         self.merge_tail_width = float(merge_tail_width)
+        self.voronoi_interval = float(voronoi_shapes)
         #: the cells per cube edge ``merge_tail`` merges by
         self.n_tail = tail_cells(self.cells.n, beta_sigma, self.merge_tail_width)
         self.s_max = math.inf
@@ -313,6 +322,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         #: they removed
         self.tail_remeshes = self.tail_remeshed = 0
         self.tail_merges = self.tail_merged = 0
+        #: the tessellations of the deep tail (``voronoi_shapes``) and the shapes they replaced
+        self.tessellations = self.tessellated = 0
 
     def layout(self) -> Layout:
         return Layout("sphere", "log_particles", _Recording(self.grid), self.grid.points)
@@ -597,11 +608,15 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
         flows = self._flows(state)
         remesh = self._tail_remesh is not None and crosses(t, dt, self.remesh_interval)
         merge_deep = self.merge_tail_interval > 0.0 and crosses(t, dt, self.merge_tail_interval)
-        replaced = removed = 0
+        voronoi = self.voronoi_interval > 0.0 and crosses(t, dt, self.voronoi_interval)
+        replaced = removed = reshaped = 0
         for s, k1, rebuilt in zip(state, flows, self._reconstructions):
             x, shape, error, size_by, moved = self._step(s, k1, dt, rebuilt)
             refined.append(moved)
             shape = orthogonal_shapes(tangent_shapes(x, shape))
+            if voronoi:
+                shape, count = voronoi_shapes(s[0], x, shape, self.s_max)
+                reshaped += count
             worst, sizing = max(worst, error), max(sizing, size_by)
             lengths = self.s_max
             if self.refine_look and self.problem.model.kind.interacting:
@@ -639,6 +654,8 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             self.tail_remeshed += replaced
             self.tail_merges += int(merge_deep)
             self.tail_merged += removed
+            self.tessellations += int(voronoi)
+            self.tessellated += reshaped
         return np.stack([o[0] for o in out])
 
     def attributes(self) -> dict[str, Any]:
@@ -666,6 +683,9 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "merge_tail_width": self.merge_tail_width,
             "merge_tail_cells_per_face_edge": self.n_tail,
             "follow_depth": self.window,
+            "voronoi_shapes": self.voronoi_interval,
+            "tail_tessellations": self.tessellations,
+            "tail_tessellated_particles": self.tessellated,
             "tail_merges": self.tail_merges,
             "tail_merged_particles": self.tail_merged,
             "refined_steps": self.refined_steps,
@@ -674,19 +694,3 @@ class SphereLagrangianScheme(ErrorControlledSteps, Scheme):
             "interaction": self.interaction.name,
             "integrator": "bs3_particles",
         }
-
-
-class ParticleStep:
-    """The time integrator of :class:`SphereLagrangianScheme` in the loop's interface."""
-
-    name = "bs3_particles"
-    description = (
-        "Bogacki-Shampine 3(2) transport of the particles' positions and shapes with error "
-        "control, then split and merge"
-    )
-
-    def __init__(self, scheme: SphereLagrangianScheme) -> None:
-        self.scheme = scheme
-
-    def step(self, rate: Any, y: Array, t: float, dt: float, k1: Any = None) -> Array:
-        return self.scheme.advance(y, t, dt)

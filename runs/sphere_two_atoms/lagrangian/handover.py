@@ -42,6 +42,12 @@ Usage:
       coarse cell (its exact first moment over fv's piecewise-constant cells,
       ``rho_centroid_xyz``), where each cell's particle is put instead of at the cell's centre
       (files fv{NLAT}on{NLAT2}c_...)
+  --voronoi R (with --run): ``voronoi_shapes = R``: every R units of time the deep tail's
+      shapes become its particles' spherical Voronoi cells, which the splits then fill (files
+      ..._vo{R}.nc)
+  --clock (with --run): each cluster's tail weight, speed and core from the scheme's own sums
+      at every snapshot (clock.py; FILE.clock.csv beside the file, on the run's own clock:
+      ``clock.py FILE`` prints it on the absolute one)
 Files (beta = 300): cases/handover/fv{NLAT}[on{NLAT2}[c]]_t{T0}_n{N}_tol{TOL}.nc and .w2.csv
 beside it (the remapped state: cases/handover/fv{NLAT}on{NLAT2}_t{T0}[_centroids].state.nc).
 """
@@ -56,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import study  # beside this script
 import xarray as xr
+from clock import SchemeClock, clock_path  # beside this script (study.py imports it first)
 
 import spheredens as sd
 from spheredens.analysis import curve_summary
@@ -112,10 +119,12 @@ class OriginalTarget(Observer):
 def case_path(
     nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
     merge_tail: float | None = None, centroids: bool = False, follow_depth: float | None = None,
+    voronoi: float | None = None,
 ) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "") + ("c" if centroids else "")
     tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
     tail += f"_fd{follow_depth:g}" if follow_depth else ""
+    tail += f"_vo{voronoi:g}" if voronoi else ""
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
@@ -148,9 +157,11 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
 
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
         beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
-        centroids: bool = False, follow_depth: float | None = None) -> None:
+        centroids: bool = False, follow_depth: float | None = None, clock: bool = False,
+        voronoi: float | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
-    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth)
+    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth,
+                     voronoi)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
@@ -159,6 +170,8 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
         data["discretization"].update(merge_tail=1.0, merge_tail_width=merge_tail)
     if follow_depth:
         data["discretization"]["follow_depth"] = follow_depth
+    if voronoi:
+        data["discretization"]["voronoi_shapes"] = voronoi
     if on:
         data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta,
                                                                   centroids))}
@@ -168,8 +181,10 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
     data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
     data["output"] = {"path": str(path), "figure": False}
     config = sd.config_from_dict(data, base_dir=study.HERE)
-    observer = OriginalTarget(path.with_suffix(".w2.csv"), t0, beta)
-    sd.run(config, output=path, resume=path.exists(), progress=True, observers=[observer])
+    observers = [OriginalTarget(path.with_suffix(".w2.csv"), t0, beta)]
+    if clock:
+        observers.append(SchemeClock(clock_path(path)))
+    sd.run(config, output=path, resume=path.exists(), progress=True, observers=observers)
 
 
 def read_curve(path: Path) -> dict[str, np.ndarray]:
@@ -209,6 +224,7 @@ OPTION_WORDS = {
     "co": lambda o: ", coarsened",
     "mt": lambda o: f", tail merged by {o[2:]} widths",
     "fd": lambda o: f", followed within {o[2:]} e-folds",
+    "vo": lambda o: f", Voronoi shapes every {o[2:]}",
 }
 
 
@@ -265,11 +281,14 @@ def main() -> None:
     parser.add_argument("--merge-tail", type=float, metavar="WIDTH")
     parser.add_argument("--centroids", action="store_true")
     parser.add_argument("--follow-depth", type=float, metavar="DEPTH")
+    parser.add_argument("--clock", action="store_true")
+    parser.add_argument("--voronoi", type=float, metavar="R")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
         run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
-            args.coarsened, args.merge_tail, args.centroids, args.follow_depth)
+            args.coarsened, args.merge_tail, args.centroids, args.follow_depth, args.clock,
+            args.voronoi)
     if args.table:
         print(table(args.beta))
 
