@@ -158,7 +158,7 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
         beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
         centroids: bool = False, follow_depth: float | None = None, clock: bool = False,
-        voronoi: float | None = None) -> None:
+        voronoi: float | None = None, observers: list | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
     path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth,
                      voronoi)
@@ -181,7 +181,7 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
     data["time"] = {"t_end": span, "snapshots": int(round(span / study.SPACING)) + 1}
     data["output"] = {"path": str(path), "figure": False}
     config = sd.config_from_dict(data, base_dir=study.HERE)
-    observers = [OriginalTarget(path.with_suffix(".w2.csv"), t0, beta)]
+    observers = [OriginalTarget(path.with_suffix(".w2.csv"), t0, beta)] + list(observers or [])
     if clock:
         observers.append(SchemeClock(clock_path(path)))
     sd.run(config, output=path, resume=path.exists(), progress=True, observers=observers)

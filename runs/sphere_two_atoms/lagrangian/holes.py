@@ -1,0 +1,68 @@
+"""The particles about +-w, kept every snapshot of a handover run: what opens the hole at the
+look point (docs/concentration.md, "The handovers' clock, where the clusters drift").
+
+Runs ``handover.py --run NLAT T0 N TOL --on NLAT2 --t-end T --merge-tail WIDTH --centroids``
+into cases/handover/holes/ (its own copy: the same run as handover.py's, bit for bit) and
+writes, at every snapshot, the particles within CAP rad of +w and of -w (log masses,
+positions, shapes, and their velocities and shape rates from the scheme's own sums) to
+FILE.holes.npz beside the run's file (arrays named by the snapshot's absolute time).
+
+Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/holes.py NLAT T0 N TOL NLAT2 T
+"""
+
+import sys
+from pathlib import Path
+
+import handover  # beside this script
+import numpy as np
+
+from spheredens.schemes._sphere_lagrangian import unpack
+from spheredens.simulate import Observer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mechanism import Geometry  # noqa: E402
+
+#: the radius about +-w whose particles are kept (radians)
+CAP = 0.3
+WIDTH = 0.4
+
+
+class KeepAboutW(Observer):
+    """Keeps the particles within CAP of +-w at every snapshot (module docstring)."""
+
+    def __init__(self, path: Path, t0: float) -> None:
+        self.path, self.t0, self.arrays = Path(path), float(t0), {}
+        self.w = Geometry().w
+        self.scheme = None
+
+    def start(self, info: dict) -> None:
+        self.scheme = info["scheme"]
+        if self.path.exists():
+            with np.load(self.path) as kept:
+                self.arrays = dict(kept)
+
+    def observe(self, t: float, state: np.ndarray) -> None:
+        log_m, x, shape, _ = unpack(state[0])
+        velocity, shape_rate = self.scheme._flows(state)[0]
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        near = (x @ self.w > np.cos(CAP)) | (-x @ self.w > np.cos(CAP))
+        key = f"{self.t0 + t:.2f}"
+        for name, a in (("log_m", log_m), ("x", x), ("shape", shape), ("velocity", velocity),
+                        ("shape_rate", shape_rate)):
+            self.arrays[f"{key}_{name}"] = a[near]
+        np.savez(self.path, **self.arrays)
+
+
+def main(nlat: int, t0: float, n: int, tol: float, on: int, t_end: float) -> None:
+    out = handover.HANDOVER / "holes"
+    out.mkdir(parents=True, exist_ok=True)
+    handover.handover_dir = lambda beta: out
+    path = handover.case_path(nlat, t0, n, tol, on, handover.BETA, merge_tail=WIDTH,
+                              centroids=True)
+    keep = KeepAboutW(path.with_suffix(".holes.npz"), t0)
+    handover.run(nlat, t0, n, tol, t_end, on, merge_tail=WIDTH, centroids=True, observers=[keep])
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    main(int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), float(a[5]))
