@@ -14,6 +14,7 @@ against the zero-temperature field's, and the median and mean of v - X (X the
 zero-temperature field; |the mean of v - X|: a drift of the whole disc).
 
 Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/lookchain.py FILE.nc [FILE.holes.npz]
+       [--minus]   (--minus: the chain of -w, where the cluster about -u looks)
 """
 
 import math
@@ -32,30 +33,30 @@ TIMES = (16.0, 20.0, 24.0, 28.0, 30.0, 32.0, 34.0, 36.0)
 LINK, SCATTER, DISC = 0.08, 0.1, 0.07
 
 
-def chain(g: Geometry, links: int = 5) -> list[np.ndarray]:
-    points = [g.w]
+def chain(g: Geometry, sign: float = 1.0, links: int = 5) -> list[np.ndarray]:
+    points = [sign * g.w]
     for _ in range(links - 1):
         q = g.B.T @ points[-1]
         points.append(q / np.linalg.norm(q))
     return points
 
 
-def top_eigenvector(g: Geometry) -> np.ndarray:
+def top_eigenvector(g: Geometry, sign: float = 1.0) -> np.ndarray:
     values, vectors = np.linalg.eig(g.B.T)
     e = np.real(vectors[:, int(np.argmax(np.real(values)))])
-    return e * np.sign(e @ g.w)
+    return e * np.sign(e @ (sign * g.w))
 
 
-def tail_table(g: Geometry, path: str) -> None:
+def tail_table(g: Geometry, path: str, sign: float = 1.0) -> None:
     with xr.open_dataset(path) as d:
         times = d["time"].values + start_time(path)
         log_rho = d["log_rho"].values.reshape(len(times), -1)
         centroids = d["rho_centroid_xyz"].values.reshape(len(times), -1, 3)
-    links, e = chain(g), top_eigenvector(g)
+    links, e = chain(g, sign), top_eigenvector(g, sign)
     steps = ", ".join(f"{math.degrees(math.acos(min(1.0, a @ b))):.2f}"
                       for a, b in zip(links, links[1:]))
-    print(f"look chain of +w: steps of {steps} degrees; e* "
-          f"{math.degrees(math.acos(e @ g.w)):.1f} degrees from w")
+    print(f"look chain of {'+' if sign > 0 else '-'}w: steps of {steps} degrees; e* "
+          f"{math.degrees(math.acos(e @ links[0])):.1f} degrees from it")
     for t in TIMES:
         k = int(np.argmin(np.abs(times - t)))
         if abs(times[k] - t) > 1e-9:
@@ -69,7 +70,7 @@ def tail_table(g: Geometry, path: str) -> None:
                 continue
             diff = log_rho[k][sel] - plateau.log_density(g, y[sel], (t,))[0]
             row.append(f"L{i} {int(sel.sum())} {np.median(diff):+.2f}")
-        for name, p in (("e*", e), ("w", g.w)):
+        for name, p in (("e*", e), ("w", links[0])):
             sel = (np.arccos(np.clip(y @ p, -1.0, 1.0)) < SCATTER) & (log_rho[k] > plateau.EMPTY)
             if sel.sum() >= 3:
                 diff = log_rho[k][sel] - plateau.log_density(g, y[sel], (t,))[0]
@@ -109,12 +110,13 @@ def disc_table(g: Geometry, path: str) -> None:
               f"{np.linalg.norm(gap.mean(axis=0)):.4f}")
 
 
-def main(path: str, holes: str | None = None) -> None:
+def main(path: str, holes: str | None = None, sign: float = 1.0) -> None:
     g = Geometry(t_max=100.0)
-    tail_table(g, path)
+    tail_table(g, path, sign)
     if holes:
         disc_table(g, holes)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    args = [a for a in sys.argv[1:] if a != "--minus"]
+    main(*args[:2], sign=-1.0 if "--minus" in sys.argv else 1.0)
