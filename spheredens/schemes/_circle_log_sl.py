@@ -545,7 +545,22 @@ class LogSemiLagrangianScheme(ErrorControlledSteps, CircleScheme):
     own_option = "tolerance"
 
 
-class SemiLagrangianStep:
+class AdvanceStep:
+    """A scheme that steps itself (its ``advance(state, t, dt)``, which records its own error
+    for :class:`ErrorControlledSteps`) as a time integrator in the loop's interface; a subclass
+    names it (``name``, ``description``)."""
+
+    name = ""
+    description = ""
+
+    def __init__(self, scheme: Any) -> None:
+        self.scheme = scheme
+
+    def step(self, rate: Any, y: Array, t: float, dt: float, k1: Any = None) -> Array:
+        return self.scheme.advance(y, t, dt)
+
+
+class SemiLagrangianStep(AdvanceStep):
     """The time integrator of :class:`LogSemiLagrangianScheme` in the loop's interface."""
 
     name = "semi_lagrangian"
@@ -553,9 +568,3 @@ class SemiLagrangianStep:
         "predictor-corrector semi-Lagrangian remap of log rho, exact feet of the "
         "piecewise-linear face velocity, error controlled"
     )
-
-    def __init__(self, scheme: LogSemiLagrangianScheme) -> None:
-        self.scheme = scheme
-
-    def step(self, rate: Any, y: Array, t: float, dt: float, k1: Any = None) -> Array:
-        return self.scheme.advance(y, t, dt)

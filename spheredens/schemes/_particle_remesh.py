@@ -322,6 +322,18 @@ def split(
     return log_m, x, shape, log_point, np.concatenate(depths) if depths else np.zeros(0)
 
 
+def principal_axes(sigma: Array, x: Array) -> tuple[Array, Array]:
+    """(long, short) unit tangent axes at the points ``x`` (n, 3) of the second moments
+    ``sigma`` (n, 3, 3) in their tangent planes: the top eigenvector, made tangent, and x
+    cross it."""
+    long = np.linalg.eigh(0.5 * (sigma + sigma.transpose(0, 2, 1)))[1][:, :, 2]
+    long -= x * np.sum(long * x, axis=1, keepdims=True)
+    long /= np.linalg.norm(long, axis=1, keepdims=True)
+    short = np.cross(x, long)
+    short /= np.linalg.norm(short, axis=1, keepdims=True)
+    return long, short
+
+
 def moment_shapes(
     x: Array, shape: Array, weight: Array, mean: Array, group: Array, start: Array
 ) -> Array:
@@ -340,12 +352,7 @@ def moment_shapes(
     total = np.add.reduceat(weight, start)
     sigma = np.add.reduceat(second * weight[:, None, None], start) / total[:, None, None]
     across = np.eye(3) - mean[:, :, None] * mean[:, None, :]
-    sigma = across @ sigma @ across
-    long = np.linalg.eigh(0.5 * (sigma + sigma.transpose(0, 2, 1)))[1][:, :, 2]
-    long -= mean * np.sum(long * mean, axis=1, keepdims=True)
-    long /= np.linalg.norm(long, axis=1, keepdims=True)
-    short = np.cross(mean, long)
-    short /= np.linalg.norm(short, axis=1, keepdims=True)
+    long, short = principal_axes(across @ sigma @ across, mean)
     edges = []
     for axis in (long, short):
         a = axis[group]
@@ -491,10 +498,7 @@ def voronoi_shapes(
     moment = np.zeros((len(p), 3, 3))
     np.add.at(moment, owner, second)
     moment /= np.bincount(owner, weights=signed, minlength=len(p))[:, None, None]
-    long = np.linalg.eigh(moment)[1][:, :, 2]
-    long -= p * np.sum(long * p, axis=1, keepdims=True)
-    long /= np.linalg.norm(long, axis=1, keepdims=True)
-    short = np.cross(p, long)
+    long, short = principal_axes(moment, p)
     lengths = np.stack(
         [np.sqrt(12.0 * np.einsum("ni,nij,nj->n", e, moment, e)) for e in (long, short)], axis=1
     )

@@ -27,11 +27,12 @@ Everything is deterministic: the same state and dt give the same step (bit-exact
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from .._types import Array
+from ._circle_log_sl import AdvanceStep
 
 #: Bogacki-Shampine 3(2): stage nodes, weights of the third-order solution, and the weights of
 #: the error estimate (third minus second order) of the four stages (the last at the new point)
@@ -156,7 +157,7 @@ def sizing_error(error: Array, relevant: Array) -> float:
     return float(np.quantile(errors, 1.0 - TARGET_REFINED)) if errors.size else 0.0
 
 
-class ParticleStep:
+class ParticleStep(AdvanceStep):
     """The time integrator of ``log_lagrangian`` in the loop's interface: one step is the
     scheme's ``advance`` (transport with error control, then split and merge)."""
 
@@ -165,9 +166,3 @@ class ParticleStep:
         "Bogacki-Shampine 3(2) transport of the particles' positions and shapes with error "
         "control, then split and merge"
     )
-
-    def __init__(self, scheme: Any) -> None:
-        self.scheme = scheme
-
-    def step(self, rate: Any, y: Array, t: float, dt: float, k1: Any = None) -> Array:
-        return self.scheme.advance(y, t, dt)
