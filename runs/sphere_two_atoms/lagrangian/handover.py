@@ -45,6 +45,9 @@ Usage:
   --voronoi R (with --run): ``voronoi_shapes = R``: every R units of time the deep tail's
       shapes become its particles' spherical Voronoi cells, which the splits then fill (files
       ..._vo{R}.nc)
+  --quadrature Q (with --run): ``quadrature = Q`` (points, the default; cells: each source
+      particle's mass spread over its parallelogram; interpolant: the deep tail's sources from
+      the particles' piecewise log-linear interpolant; files ..._q{Q}.nc)
   --clock (with --run): each cluster's tail weight, speed and core from the scheme's own sums
       at every snapshot (clock.py; FILE.clock.csv beside the file, on the run's own clock:
       ``clock.py FILE`` prints it on the absolute one)
@@ -67,7 +70,7 @@ from clock import SchemeClock, clock_path  # beside this script (study.py import
 import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.grids import RingMesh
-from spheredens.schemes._sphere_lagrangian import unpack
+from spheredens.schemes._sphere_lagrangian import QUADRATURES, unpack
 from spheredens.simulate import Observer
 from spheredens.targets import projection_target
 from spheredens.transport import w2_to_antipodal_atoms
@@ -119,12 +122,13 @@ class OriginalTarget(Observer):
 def case_path(
     nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
     merge_tail: float | None = None, centroids: bool = False, follow_depth: float | None = None,
-    voronoi: float | None = None,
+    voronoi: float | None = None, quadrature: str | None = None,
 ) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "") + ("c" if centroids else "")
     tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
     tail += f"_fd{follow_depth:g}" if follow_depth else ""
     tail += f"_vo{voronoi:g}" if voronoi else ""
+    tail += f"_q{quadrature}" if quadrature else ""
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
@@ -158,10 +162,11 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
 def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
         beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
         centroids: bool = False, follow_depth: float | None = None, clock: bool = False,
-        voronoi: float | None = None, observers: list | None = None) -> None:
+        voronoi: float | None = None, observers: list | None = None,
+        quadrature: str | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
     path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth,
-                     voronoi)
+                     voronoi, quadrature)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
@@ -172,6 +177,8 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
         data["discretization"]["follow_depth"] = follow_depth
     if voronoi:
         data["discretization"]["voronoi_shapes"] = voronoi
+    if quadrature:
+        data["discretization"]["quadrature"] = quadrature
     if on:
         data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta,
                                                                   centroids))}
@@ -283,12 +290,13 @@ def main() -> None:
     parser.add_argument("--follow-depth", type=float, metavar="DEPTH")
     parser.add_argument("--clock", action="store_true")
     parser.add_argument("--voronoi", type=float, metavar="R")
+    parser.add_argument("--quadrature", choices=QUADRATURES)
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
         run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
             args.coarsened, args.merge_tail, args.centroids, args.follow_depth, args.clock,
-            args.voronoi)
+            args.voronoi, quadrature=args.quadrature)
     if args.table:
         print(table(args.beta))
 

@@ -1,0 +1,166 @@
+"""Is the tail where the look chain ends unstable at the kernel's scale? (issue 30; ``fv``, the
+PDE itself, not the particle scheme; docs/concentration.md, "Is the tail at e* unstable").
+
+The top eigenvector e* of B^T looks at itself: a point near it moves with the softmax mean over
+the tail about its own neighbourhood, and a bump of the tail there pulls its neighbours in (the
+attention's own clustering, inside the tail, where the tail outweighs the clusters in the
+softmax). Linearized with the Laplace approximation (the kernel a Gaussian of width
+sigma = 1 / sqrt(kappa), kappa = beta |B^T e*|), a perturbation exp(i k.x) of log rho moves
+the softmax mean by sigma^2 grad(G * delta log rho) and grows at up to
+|V| (sigma k)^2 exp(-(sigma k)^2 / 2) per unit time, while the flow X carries it away from
+e* (|X(e*)| = 0.17) and down the look chain toward w.
+
+This script continues ``fv``'s early run (``study.py --fv-early 300 NLAT``, the state at
+t = 12) twice with the same configuration: as it is (EPS = 0), and with log rho perturbed by
+EPS phi, phi(x) = exp(-theta^2 / (2 s^2)) cos(k xi) (theta the angle from e*, xi the tangent
+coordinate at e* toward w, s = ENVELOPE rad, k = 1 / sigma), the mass renormalized. ``fv`` is
+deterministic and smooth, so the difference of the two runs, delta = log rho_EPS - log rho_0
+cell by cell, is the PDE's answer to the perturbation (for small EPS its linear answer, plus
+the scheme's numerical diffusion, which only damps it).
+
+Usage:
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --run NLAT EPS [--t-end T]
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --table NLAT EPS
+Files: cases/instability/fv_nlat{NLAT}_beta300_eps{EPS}.nc. The table: at each snapshot, the
+largest |delta| over all cells with where it sits (degrees from e* and from w), the largest
+within 0.15 rad of e*, 0.08 rad of the look chain's links look(w), look(look(w)) and of w,
+and the clusters' shift (the mass centroid within 0.1 rad of +-u, degrees), with |delta|'s
+growth rate between snapshots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import study  # beside this script
+import xarray as xr
+from lookchain import chain, top_eigenvector  # beside this script
+
+import spheredens as sd
+from spheredens.recorder import checkpoint_digest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mechanism import Geometry  # noqa: E402
+
+BETA = 300.0
+OUT = study.OUT / "instability"
+#: the perturbation's envelope about e* (rad)
+ENVELOPE = 0.1
+NEAR_E, LINK, CLUSTER = 0.15, 0.08, 0.1
+
+
+def copy_path(nlat: int, eps: float) -> Path:
+    return OUT / f"fv_nlat{nlat}_beta{BETA:g}_eps{eps:g}.nc"
+
+
+def cell_points(ds: xr.Dataset) -> np.ndarray:
+    lat, lon = np.radians(ds["lat"].values), np.radians(ds["lon"].values)
+    return np.stack((np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), axis=1)
+
+
+def perturbation(g: Geometry, x: np.ndarray) -> np.ndarray:
+    """phi at the points x (module docstring)."""
+    e = top_eigenvector(g)
+    kappa = BETA * float(np.linalg.norm(g.B.T @ e))
+    t1 = g.w - (g.w @ e) * e
+    t1 /= np.linalg.norm(t1)
+    theta = np.arccos(np.clip(x @ e, -1.0, 1.0))
+    return np.exp(-(theta**2) / (2.0 * ENVELOPE**2)) * np.cos(math.sqrt(kappa) * (x @ t1))
+
+
+def start_copy(nlat: int, eps: float) -> Path:
+    """The early run's file with its checkpoint perturbed (written once)."""
+    target = copy_path(nlat, eps)
+    if target.exists():
+        return target
+    OUT.mkdir(parents=True, exist_ok=True)
+    with xr.open_dataset(study.EARLY / f"fv_nlat{nlat}_beta{BETA:g}.nc") as ds:
+        ds = ds.load()
+    rho = np.asarray(ds["checkpoint_state"].values[0], dtype=float)
+    area = ds["cell_area"].values
+    rho = rho * np.exp(eps * perturbation(Geometry(t_max=1.0), cell_points(ds)))
+    ds["checkpoint_state"].values[0] = rho / float(np.sum(rho * area))
+    ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
+    tmp = target.with_suffix(".tmp")
+    ds.to_netcdf(tmp)
+    shutil.move(tmp, target)
+    return target
+
+
+def run(nlat: int, eps: float, t_end: float) -> None:
+    target = start_copy(nlat, eps)
+    with xr.open_dataset(target) as ds:
+        data = tomllib.loads(ds.attrs["config"])
+    data["time"] = {
+        "t_end": float(t_end),
+        "cfl": data["time"].get("cfl", 0.4),
+        "snapshots": int(round(t_end / study.SPACING)) + 1,
+    }
+    data["output"] = {"path": str(target), "figure": False}
+    config = sd.config_from_dict(data, base_dir=study.HERE.parent)
+    sd.run(config, output=target, resume=True, progress=True)
+
+
+def table(nlat: int, eps: float) -> None:
+    g = Geometry(t_max=1.0)
+    e = top_eigenvector(g)
+    links = chain(g)
+    with xr.open_dataset(copy_path(nlat, 0.0)) as a, xr.open_dataset(copy_path(nlat, eps)) as b:
+        times = np.intersect1d(a["time"].values, b["time"].values)
+        x = cell_points(a)
+        area = a["cell_area"].values
+        print(f"fv, nlat = {nlat}, beta = {BETA:g}, eps = {eps:g}: delta = log rho_eps - log rho_0")
+        print(
+            "   t | max|delta| (deg from e*, w) | e* | look^2(w) | look(w) | w | "
+            "+u, -u shift (deg) | rate"
+        )
+        previous = None
+        for t in times[times > 12.0 + 1e-9]:  # the snapshot at 12 predates the perturbation
+            ra = a["rho"].sel(time=t).values
+            rb = b["rho"].sel(time=t).values
+            delta = np.log(rb) - np.log(ra)
+            k = int(np.argmax(np.abs(delta)))
+            big = abs(float(delta[k]))
+            where = [math.degrees(math.acos(min(1.0, float(x[k] @ p)))) for p in (e, g.w)]
+            row = [f"{t:5.1f} | {big:.2e} ({where[0]:.1f}, {where[1]:.1f})"]
+            for p, r in ((e, NEAR_E), (links[2], LINK), (links[1], LINK), (links[0], LINK)):
+                sel = x @ p > math.cos(r)
+                row.append(f"{np.max(np.abs(delta[sel])):.2e}")
+            shifts = []
+            for c in (g.u, -g.u):
+                sel = x @ c > math.cos(CLUSTER)
+                ca = (ra[sel] * area[sel]) @ x[sel]
+                cb = (rb[sel] * area[sel]) @ x[sel]
+                ca, cb = ca / np.linalg.norm(ca), cb / np.linalg.norm(cb)
+                shifts.append(math.degrees(np.linalg.norm(cb - ca)))
+            row.append(f"{shifts[0]:.1e}, {shifts[1]:.1e}")
+            rate = (
+                ""
+                if previous is None
+                else f"{math.log(big / previous[1]) / (t - previous[0]):+.2f}"
+            )
+            row.append(rate)
+            previous = (t, big)
+            print(" | ".join(row))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", nargs=2, type=float, metavar=("NLAT", "EPS"))
+    parser.add_argument("--t-end", type=float, default=30.0)
+    parser.add_argument("--table", nargs=2, type=float, metavar=("NLAT", "EPS"))
+    args = parser.parse_args()
+    if args.run:
+        run(int(args.run[0]), args.run[1], args.t_end)
+    if args.table:
+        table(int(args.table[0]), args.table[1])
+
+
+if __name__ == "__main__":
+    main()
