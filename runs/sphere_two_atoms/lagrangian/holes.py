@@ -7,7 +7,10 @@ writes, at every snapshot, the particles within CAP rad of +w and of -w (log mas
 positions, shapes, and their velocities and shape rates from the scheme's own sums) to
 FILE.holes.npz beside the run's file (arrays named by the snapshot's absolute time).
 
-Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/holes.py NLAT T0 N TOL NLAT2 T
+With --cap R the radius kept is R (default 0.3; 0.45 reaches the chain's end e*, 0.30 rad
+beyond w) and the run goes into cases/handover/holes_cap{R}/ (the same run, bit for bit).
+
+Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/holes.py NLAT T0 N TOL NLAT2 T [--cap R]
 """
 
 import sys
@@ -30,8 +33,8 @@ WIDTH = 0.4
 class KeepAboutW(Observer):
     """Keeps the particles within CAP of +-w at every snapshot (module docstring)."""
 
-    def __init__(self, path: Path, t0: float) -> None:
-        self.path, self.t0, self.arrays = Path(path), float(t0), {}
+    def __init__(self, path: Path, t0: float, cap: float = CAP) -> None:
+        self.path, self.t0, self.arrays, self.cap = Path(path), float(t0), {}, float(cap)
         self.w = Geometry().w
         self.scheme = None
 
@@ -45,24 +48,32 @@ class KeepAboutW(Observer):
         log_m, x, shape, _ = unpack(state[0])
         velocity, shape_rate = self.scheme._flows(state)[0]
         x = x / np.linalg.norm(x, axis=1, keepdims=True)
-        near = (x @ self.w > np.cos(CAP)) | (-x @ self.w > np.cos(CAP))
+        near = (x @ self.w > np.cos(self.cap)) | (-x @ self.w > np.cos(self.cap))
         key = f"{self.t0 + t:.2f}"
-        for name, a in (("log_m", log_m), ("x", x), ("shape", shape), ("velocity", velocity),
-                        ("shape_rate", shape_rate)):
+        for name, a in (
+            ("log_m", log_m),
+            ("x", x),
+            ("shape", shape),
+            ("velocity", velocity),
+            ("shape_rate", shape_rate),
+        ):
             self.arrays[f"{key}_{name}"] = a[near]
         np.savez(self.path, **self.arrays)
 
 
-def main(nlat: int, t0: float, n: int, tol: float, on: int, t_end: float) -> None:
-    out = handover.HANDOVER / "holes"
+def main(nlat: int, t0: float, n: int, tol: float, on: int, t_end: float, cap: float = CAP) -> None:
+    out = handover.HANDOVER / ("holes" if cap == CAP else f"holes_cap{cap:g}")
     out.mkdir(parents=True, exist_ok=True)
     handover.handover_dir = lambda beta: out
-    path = handover.case_path(nlat, t0, n, tol, on, handover.BETA, merge_tail=WIDTH,
-                              centroids=True)
-    keep = KeepAboutW(path.with_suffix(".holes.npz"), t0)
+    path = handover.case_path(nlat, t0, n, tol, on, handover.BETA, merge_tail=WIDTH, centroids=True)
+    keep = KeepAboutW(path.with_suffix(".holes.npz"), t0, cap)
     handover.run(nlat, t0, n, tol, t_end, on, merge_tail=WIDTH, centroids=True, observers=[keep])
 
 
 if __name__ == "__main__":
-    a = sys.argv[1:]
-    main(int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), float(a[5]))
+    a, cap = sys.argv[1:], CAP
+    if "--cap" in a:
+        i = a.index("--cap")
+        cap = float(a[i + 1])
+        del a[i : i + 2]
+    main(int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), float(a[5]), cap)

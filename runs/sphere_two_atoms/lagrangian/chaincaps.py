@@ -1,0 +1,81 @@
+"""The look caps extended down the look chain: a trial of what `refine_look` would need
+(docs/concentration.md, "The PDE's tail along the look chain"; a prototype, not an option).
+
+`refine_look` splits the particles within LOOK_RADIUS kernel widths of where the clusters look
+(+-w) down to half a width, and `merge_tail` leaves those caps alone. The particles at w look
+at look(w), those at look(w) at look(look(w)), and so on to e* (9.3, 4.2, 1.9, 0.9 degrees);
+the caps about +-w reach look(w) but not the chain's far end, where the particles lie about a
+kernel width apart (7-11 per kernel area) and their sums err. Here every cap is followed by
+caps about its look chain (at most LINKS, until a link moves less than a tenth of a width),
+with the same radius and length. The run is handover.py's (``--run 256 12 32 TOL --on NLAT2
+--merge-tail 0.4 --centroids``) into cases/handover/chain/, with holes.py's observer (the
+particles within 0.45 rad of +-w every snapshot: chainflow.py reads them).
+
+Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/chaincaps.py TOL NLAT2 T
+"""
+
+import sys
+
+import handover  # beside this script
+import holes  # beside this script
+import numpy as np
+from scipy.special import logsumexp
+
+from spheredens.schemes import _particle_remesh, _sphere_lagrangian
+from spheredens.schemes._particle_remesh import LOOK_CAPS, LOOK_LENGTH, LOOK_MASS, LOOK_RADIUS
+
+#: the links followed beyond each cap
+LINKS = 8
+
+
+def chain_look_lengths(log_m: np.ndarray, x: np.ndarray, query, s_max: float) -> np.ndarray:
+    """_particle_remesh.look_lengths with every cap followed down its look chain."""
+    lengths = np.full(len(log_m), float(s_max))
+    if len(log_m) == 0:
+        return lengths
+    heavy = np.flatnonzero(log_m >= logsumexp(log_m) + np.log(LOOK_MASS))
+    heavy = heavy[np.argsort(-log_m[heavy], kind="stable")]
+    q = np.asarray(query(x[heavy]), dtype=float)
+    q_norm = np.linalg.norm(q, axis=1)
+    live = q_norm > 0.0
+    q, q_norm = q[live], q_norm[live]
+    if len(q) == 0:
+        return lengths
+    look = q / q_norm[:, None]
+    width = q_norm**-0.5
+    open_ = np.ones(len(q), dtype=bool)
+    for _ in range(LOOK_CAPS):
+        if not open_.any():
+            break
+        k = int(np.argmax(open_))
+        centre, w = look[k], width[k]
+        for _link in range(LINKS + 1):
+            inside = np.arccos(np.clip(x @ centre, -1.0, 1.0)) <= LOOK_RADIUS * w + s_max
+            lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * w)
+            qc = np.asarray(query(centre[None]), dtype=float)[0]
+            nxt = qc / np.linalg.norm(qc)
+            if np.arccos(np.clip(nxt @ centre, -1.0, 1.0)) < 0.1 * w:
+                break
+            centre, w = nxt, float(np.linalg.norm(qc)) ** -0.5
+        open_ &= np.arccos(np.clip(look @ look[k], -1.0, 1.0)) > LOOK_RADIUS * width[k]
+    return lengths
+
+
+def main(tol: float, on: int, t_end: float) -> None:
+    _sphere_lagrangian.look_lengths = chain_look_lengths  # the splits
+    _particle_remesh.look_lengths = chain_look_lengths  # merge_tail's caps
+    out = handover.HANDOVER / "chain"
+    out.mkdir(parents=True, exist_ok=True)
+    handover.handover_dir = lambda beta: out
+    path = handover.case_path(
+        256, 12.0, 32, tol, on, handover.BETA, merge_tail=holes.WIDTH, centroids=True
+    )
+    keep = holes.KeepAboutW(path.with_suffix(".holes.npz"), 12.0, 0.45)
+    handover.run(
+        256, 12.0, 32, tol, t_end, on, merge_tail=holes.WIDTH, centroids=True, observers=[keep]
+    )
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    main(float(a[0]), int(a[1]), float(a[2]))
