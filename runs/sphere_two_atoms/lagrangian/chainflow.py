@@ -11,10 +11,13 @@ look(w), look(look(w)) and e* (the chain of +w; of -w with --minus), the number 
 the median |v - v_fv| (v_fv the PDE's velocity at the same points: P_x V E[y], the softmax
 mean over fv's cells, each cell's mass at its centre), and the divergence of the
 least-squares linear fit of each field over the disc's particles (the particles', the PDE's
-at the particles, and the zero-temperature field's mean).
+at the particles, and the zero-temperature field's mean); with --densities instead, the
+particles' own log densities (log mass over the area of the parallelogram of their shape)
+against fv's at the same points (median and standard deviation of the difference), and the
+sum of their areas over the disc's (1: they tile it).
 
 Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/chainflow.py FILE.holes.npz FV.nc
-       [--minus]
+       [--minus] [--densities]
 """
 
 import sys
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from lookchain import chain, load_cells, top_eigenvector  # beside this script
+from scipy.spatial import cKDTree
 from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -59,21 +63,26 @@ def divergence(x: np.ndarray, v: np.ndarray, centre: np.ndarray) -> float:
     return float(fit[1, 0] + fit[2, 1])
 
 
-def main(holes: str, fv: str, sign: float = 1.0) -> None:
+def main(holes: str, fv: str, sign: float = 1.0, densities: bool = False) -> None:
     g = Geometry(t_max=1.0)
     links = chain(g, sign)
     centres = {"w": links[0], "L1": links[1], "L2": links[2], "e*": top_eigenvector(g, sign)}
     times_fv, log_rho, points = load_cells(fv)
+    tree = cKDTree(points[0])
     from_fv = {float(round(t, 6)): k for k, t in enumerate(times_fv)}
     with np.load(holes) as kept:
         arrays = dict(kept)
     times = sorted({float(name.split("_")[0]) for name in arrays})
     with xr.open_dataset(fv) as d:
         area = d["cell_area"].values
+    columns = (
+        "log mass / area - fv's log rho (median, sd), areas / the disc's"
+        if densities
+        else "median |v - v_fv|, divergence (particles / fv at them / zero temperature)"
+    )
     print(
         f"chain of {'+' if sign > 0 else '-'}w: the particles of {Path(holes).name} against "
-        f"{Path(fv).name}; per disc: particles, median |v - v_fv|, divergence (particles / "
-        "fv at them / zero temperature)"
+        f"{Path(fv).name}; per disc: particles, {columns}"
     )
     for t in (t for t in times if t >= 16.0):
         k = from_fv.get(float(round(t, 6)))
@@ -90,6 +99,18 @@ def main(holes: str, fv: str, sign: float = 1.0) -> None:
             if sel.sum() < 5:
                 row.append(f"{name}: {int(sel.sum())}")
                 continue
+            if densities:
+                shape = arrays[key + "_shape"][sel]
+                p_area = np.linalg.norm(np.cross(shape[:, :, 0], shape[:, :, 1]), axis=1)
+                gap = (
+                    arrays[key + "_log_m"][sel] - np.log(p_area) - log_rho[k][tree.query(x[sel])[1]]
+                )
+                tiled = p_area.sum() / (2.0 * np.pi * (1.0 - np.cos(DISC)))
+                row.append(
+                    f"{name}: {int(sel.sum())}, {np.median(gap):+.2f} "
+                    f"(sd {gap.std():.2f}), areas {tiled:.2f}"
+                )
+                continue
             vf = fv_velocity(g, x[sel], log_mass, y[ok])
             gap = np.median(np.linalg.norm(v[sel] - vf, axis=1))
             zero = np.mean([field_and_divergence(p, g.B, g.V)[1] for p in x[sel]])
@@ -101,5 +122,5 @@ def main(holes: str, fv: str, sign: float = 1.0) -> None:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--minus"]
-    main(args[0], args[1], sign=-1.0 if "--minus" in sys.argv else 1.0)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(args[0], args[1], -1.0 if "--minus" in sys.argv else 1.0, "--densities" in sys.argv)

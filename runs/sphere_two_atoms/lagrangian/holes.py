@@ -8,9 +8,11 @@ positions, shapes, and their velocities and shape rates from the scheme's own su
 FILE.holes.npz beside the run's file (arrays named by the snapshot's absolute time).
 
 With --cap R the radius kept is R (default 0.3; 0.45 reaches the chain's end e*, 0.30 rad
-beyond w) and the run goes into cases/handover/holes_cap{R}/ (the same run, bit for bit).
+beyond w) and the run goes into cases/handover/holes_cap{R}/ (the same run, bit for bit);
+with --no-merge the run has no merge_tail (cases/handover/holes_cap{R}_nomerge/).
 
 Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/holes.py NLAT T0 N TOL NLAT2 T [--cap R]
+       [--no-merge]
 """
 
 import sys
@@ -61,19 +63,39 @@ class KeepAboutW(Observer):
         np.savez(self.path, **self.arrays)
 
 
-def main(nlat: int, t0: float, n: int, tol: float, on: int, t_end: float, cap: float = CAP) -> None:
-    out = handover.HANDOVER / ("holes" if cap == CAP else f"holes_cap{cap:g}")
+def main(
+    nlat: int,
+    t0: float,
+    n: int,
+    tol: float,
+    on: int,
+    t_end: float,
+    cap: float = CAP,
+    merge: bool = True,
+) -> None:
+    name = ("holes" if cap == CAP else f"holes_cap{cap:g}") + ("" if merge else "_nomerge")
+    out = handover.HANDOVER / name
     out.mkdir(parents=True, exist_ok=True)
     handover.handover_dir = lambda beta: out
-    path = handover.case_path(nlat, t0, n, tol, on, handover.BETA, merge_tail=WIDTH, centroids=True)
+    width = WIDTH if merge else None
+    path = handover.case_path(nlat, t0, n, tol, on, handover.BETA, merge_tail=width, centroids=True)
     keep = KeepAboutW(path.with_suffix(".holes.npz"), t0, cap)
-    handover.run(nlat, t0, n, tol, t_end, on, merge_tail=WIDTH, centroids=True, observers=[keep])
+    handover.run(nlat, t0, n, tol, t_end, on, merge_tail=width, centroids=True, observers=[keep])
 
 
 if __name__ == "__main__":
-    a, cap = sys.argv[1:], CAP
+    a, cap = [v for v in sys.argv[1:] if v != "--no-merge"], CAP
     if "--cap" in a:
         i = a.index("--cap")
         cap = float(a[i + 1])
         del a[i : i + 2]
-    main(int(a[0]), float(a[1]), int(a[2]), float(a[3]), int(a[4]), float(a[5]), cap)
+    main(
+        int(a[0]),
+        float(a[1]),
+        int(a[2]),
+        float(a[3]),
+        int(a[4]),
+        float(a[5]),
+        cap,
+        "--no-merge" not in sys.argv,
+    )
