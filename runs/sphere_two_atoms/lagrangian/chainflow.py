@@ -13,8 +13,10 @@ mean over fv's cells, each cell's mass at its centre), and the divergence of the
 least-squares linear fit of each field over the disc's particles (the particles', the PDE's
 at the particles, and the zero-temperature field's mean); with --densities instead, the
 particles' own log densities (log mass over the area of the parallelogram of their shape)
-against fv's at the same points (median and standard deviation of the difference), and the
-sum of their areas over the disc's (1: they tile it).
+against fv's at the same points (median and standard deviation of the difference), the sum
+of their areas over the disc's (1: they tile it), and the standard deviation of each
+particle's own divergence (its area's rate from its shape's rate, which the scheme takes from
+the sums' velocity gradient at the particle) about the zero-temperature field's there.
 
 Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/chainflow.py FILE.holes.npz FV.nc
        [--minus] [--densities]
@@ -76,7 +78,8 @@ def main(holes: str, fv: str, sign: float = 1.0, densities: bool = False) -> Non
     with xr.open_dataset(fv) as d:
         area = d["cell_area"].values
     columns = (
-        "log mass / area - fv's log rho (median, sd), areas / the disc's"
+        "log mass / area - fv's log rho (median, sd), areas / the disc's, sd of the "
+        "particles' own divergence"
         if densities
         else "median |v - v_fv|, divergence (particles / fv at them / zero temperature)"
     )
@@ -106,9 +109,15 @@ def main(holes: str, fv: str, sign: float = 1.0, densities: bool = False) -> Non
                     arrays[key + "_log_m"][sel] - np.log(p_area) - log_rho[k][tree.query(x[sel])[1]]
                 )
                 tiled = p_area.sum() / (2.0 * np.pi * (1.0 - np.cos(DISC)))
+                rate = arrays[key + "_shape_rate"][sel]
+                f1, f2, r1, r2 = shape[:, :, 0], shape[:, :, 1], rate[:, :, 0], rate[:, :, 1]
+                own = np.sum((np.cross(r1, f2) + np.cross(f1, r2)) * x[sel], axis=1) / np.sum(
+                    np.cross(f1, f2) * x[sel], axis=1
+                )
+                own -= [field_and_divergence(p, g.B, g.V)[1] for p in x[sel]]
                 row.append(
                     f"{name}: {int(sel.sum())}, {np.median(gap):+.2f} "
-                    f"(sd {gap.std():.2f}), areas {tiled:.2f}"
+                    f"(sd {gap.std():.2f}), areas {tiled:.2f}, div sd {np.std(own):.3f}"
                 )
                 continue
             vf = fv_velocity(g, x[sel], log_mass, y[ok])
