@@ -48,6 +48,8 @@ Usage:
   --quadrature Q (with --run): ``quadrature = Q`` (points, the default; cells: each source
       particle's mass spread over its parallelogram; interpolant: the deep tail's sources from
       the particles' piecewise log-linear interpolant; files ..._q{Q}.nc)
+  --remesh-tail R (with --run): ``remesh_tail = R``: every R units of time the deep tail put
+      back on the n x n cubed sphere's cells (files ..._rt{R}.nc)
   --clock (with --run): each cluster's tail weight, speed and core from the scheme's own sums
       at every snapshot (clock.py; FILE.clock.csv beside the file, on the run's own clock:
       ``clock.py FILE`` prints it on the absolute one)
@@ -122,13 +124,14 @@ class OriginalTarget(Observer):
 def case_path(
     nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
     merge_tail: float | None = None, centroids: bool = False, follow_depth: float | None = None,
-    voronoi: float | None = None, quadrature: str | None = None,
+    voronoi: float | None = None, quadrature: str | None = None, remesh_tail: float | None = None,
 ) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "") + ("c" if centroids else "")
     tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
     tail += f"_fd{follow_depth:g}" if follow_depth else ""
     tail += f"_vo{voronoi:g}" if voronoi else ""
     tail += f"_q{quadrature}" if quadrature else ""
+    tail += f"_rt{remesh_tail:g}" if remesh_tail else ""
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
@@ -163,10 +166,10 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
         beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
         centroids: bool = False, follow_depth: float | None = None, clock: bool = False,
         voronoi: float | None = None, observers: list | None = None,
-        quadrature: str | None = None) -> None:
+        quadrature: str | None = None, remesh_tail: float | None = None) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
     path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth,
-                     voronoi, quadrature)
+                     voronoi, quadrature, remesh_tail)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
@@ -179,6 +182,8 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
         data["discretization"]["voronoi_shapes"] = voronoi
     if quadrature:
         data["discretization"]["quadrature"] = quadrature
+    if remesh_tail:
+        data["discretization"]["remesh_tail"] = remesh_tail
     if on:
         data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta,
                                                                   centroids))}
@@ -291,12 +296,13 @@ def main() -> None:
     parser.add_argument("--clock", action="store_true")
     parser.add_argument("--voronoi", type=float, metavar="R")
     parser.add_argument("--quadrature", choices=QUADRATURES)
+    parser.add_argument("--remesh-tail", type=float, metavar="R")
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
         run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
             args.coarsened, args.merge_tail, args.centroids, args.follow_depth, args.clock,
-            args.voronoi, quadrature=args.quadrature)
+            args.voronoi, quadrature=args.quadrature, remesh_tail=args.remesh_tail)
     if args.table:
         print(table(args.beta))
 

@@ -9,10 +9,11 @@ FILE.holes.npz beside the run's file (arrays named by the snapshot's absolute ti
 
 With --cap R the radius kept is R (default 0.3; 0.45 reaches the chain's end e*, 0.30 rad
 beyond w) and the run goes into cases/handover/holes_cap{R}/ (the same run, bit for bit);
-with --no-merge the run has no merge_tail (cases/handover/holes_cap{R}_nomerge/).
+with --no-merge the run has no merge_tail (cases/handover/holes_cap{R}_nomerge/); with
+--remesh-tail R2 the deep tail is put back on the n x n cells every R2 units (folder ..._rt{R2}).
 
 Usage: .venv/bin/python runs/sphere_two_atoms/lagrangian/holes.py NLAT T0 N TOL NLAT2 T [--cap R]
-       [--no-merge]
+       [--no-merge] [--remesh-tail R2]
 """
 
 import sys
@@ -72,19 +73,46 @@ def main(
     t_end: float,
     cap: float = CAP,
     merge: bool = True,
+    remesh_tail: float | None = None,
 ) -> None:
     name = ("holes" if cap == CAP else f"holes_cap{cap:g}") + ("" if merge else "_nomerge")
+    name += f"_rt{remesh_tail:g}" if remesh_tail else ""
     out = handover.HANDOVER / name
     out.mkdir(parents=True, exist_ok=True)
     handover.handover_dir = lambda beta: out
     width = WIDTH if merge else None
-    path = handover.case_path(nlat, t0, n, tol, on, handover.BETA, merge_tail=width, centroids=True)
+    path = handover.case_path(
+        nlat,
+        t0,
+        n,
+        tol,
+        on,
+        handover.BETA,
+        merge_tail=width,
+        centroids=True,
+        remesh_tail=remesh_tail,
+    )
     keep = KeepAboutW(path.with_suffix(".holes.npz"), t0, cap)
-    handover.run(nlat, t0, n, tol, t_end, on, merge_tail=width, centroids=True, observers=[keep])
+    handover.run(
+        nlat,
+        t0,
+        n,
+        tol,
+        t_end,
+        on,
+        merge_tail=width,
+        centroids=True,
+        observers=[keep],
+        remesh_tail=remesh_tail,
+    )
 
 
 if __name__ == "__main__":
-    a, cap = [v for v in sys.argv[1:] if v != "--no-merge"], CAP
+    a, cap, remesh = [v for v in sys.argv[1:] if v != "--no-merge"], CAP, None
+    if "--remesh-tail" in a:
+        i = a.index("--remesh-tail")
+        remesh = float(a[i + 1])
+        del a[i : i + 2]
     if "--cap" in a:
         i = a.index("--cap")
         cap = float(a[i + 1])
@@ -98,4 +126,5 @@ if __name__ == "__main__":
         float(a[5]),
         cap,
         "--no-merge" not in sys.argv,
+        remesh,
     )
