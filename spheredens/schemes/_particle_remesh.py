@@ -210,13 +210,14 @@ class _LocalQuadratic:
         return np.where(np.isfinite(fit), fit, self.v0)
 
 
-def look_lengths(log_m: Array, x: Array, query: Any, s_max: float) -> Array:
-    """The length each particle is split to (module docstring): ``s_max``, and
-    :data:`LOOK_LENGTH` kernel widths in the caps around the look directions of the heavy
-    particles. ``query`` maps positions (k, 3) to their q = beta B^T x (k, 3)."""
-    lengths = np.full(len(log_m), float(s_max))
+def look_caps(log_m: Array, x: Array, query: Any) -> tuple[Array, Array]:
+    """The caps' centres (k, 3) and kernel widths (k,) where the heavy particles look (module
+    docstring): their look directions, heaviest first, each not yet within
+    :data:`LOOK_RADIUS` widths of a chosen one, at most :data:`LOOK_CAPS`. ``query`` maps
+    positions (k, 3) to their q = beta B^T x (k, 3)."""
+    none = (np.zeros((0, 3)), np.zeros(0))
     if len(log_m) == 0:
-        return lengths
+        return none
     heavy = np.flatnonzero(log_m >= logsumexp(log_m) + np.log(LOOK_MASS))
     heavy = heavy[np.argsort(-log_m[heavy], kind="stable")]
     q = np.asarray(query(x[heavy]), dtype=float)
@@ -224,18 +225,28 @@ def look_lengths(log_m: Array, x: Array, query: Any, s_max: float) -> Array:
     live = q_norm > 0.0
     q, q_norm = q[live], q_norm[live]
     if len(q) == 0:
-        return lengths
+        return none
     look = q / q_norm[:, None]
     width = q_norm**-0.5
-    radius = LOOK_RADIUS * width + s_max
+    chosen = []
     open_ = np.ones(len(q), dtype=bool)  # look directions not yet inside a chosen cap
     for _ in range(LOOK_CAPS):
         if not open_.any():
             break
         k = int(np.argmax(open_))  # the heaviest not yet covered
-        inside = np.arccos(np.clip(x @ look[k], -1.0, 1.0)) <= radius[k]
-        lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * width[k])
+        chosen.append(k)
         open_ &= np.arccos(np.clip(look @ look[k], -1.0, 1.0)) > LOOK_RADIUS * width[k]
+    return look[chosen], width[chosen]
+
+
+def look_lengths(log_m: Array, x: Array, query: Any, s_max: float) -> Array:
+    """The length each particle is split to (module docstring): ``s_max``, and
+    :data:`LOOK_LENGTH` kernel widths within :data:`LOOK_RADIUS` widths plus ``s_max`` of the
+    centres of :func:`look_caps`."""
+    lengths = np.full(len(log_m), float(s_max))
+    for centre, width in zip(*look_caps(log_m, x, query)):
+        inside = np.arccos(np.clip(x @ centre, -1.0, 1.0)) <= LOOK_RADIUS * width + s_max
+        lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * width)
     return lengths
 
 

@@ -19,45 +19,31 @@ import sys
 import handover  # beside this script
 import holes  # beside this script
 import numpy as np
-from scipy.special import logsumexp
 
 from spheredens.schemes import _particle_remesh, _sphere_lagrangian
-from spheredens.schemes._particle_remesh import LOOK_CAPS, LOOK_LENGTH, LOOK_MASS, LOOK_RADIUS
+from spheredens.schemes._particle_remesh import (
+    LOOK_LENGTH,
+    LOOK_RADIUS,
+    look_caps,
+    look_lengths,
+)
 
 #: the links followed beyond each cap
 LINKS = 8
 
 
 def chain_look_lengths(log_m: np.ndarray, x: np.ndarray, query, s_max: float) -> np.ndarray:
-    """_particle_remesh.look_lengths with every cap followed down its look chain."""
-    lengths = np.full(len(log_m), float(s_max))
-    if len(log_m) == 0:
-        return lengths
-    heavy = np.flatnonzero(log_m >= logsumexp(log_m) + np.log(LOOK_MASS))
-    heavy = heavy[np.argsort(-log_m[heavy], kind="stable")]
-    q = np.asarray(query(x[heavy]), dtype=float)
-    q_norm = np.linalg.norm(q, axis=1)
-    live = q_norm > 0.0
-    q, q_norm = q[live], q_norm[live]
-    if len(q) == 0:
-        return lengths
-    look = q / q_norm[:, None]
-    width = q_norm**-0.5
-    open_ = np.ones(len(q), dtype=bool)
-    for _ in range(LOOK_CAPS):
-        if not open_.any():
-            break
-        k = int(np.argmax(open_))
-        centre, w = look[k], width[k]
-        for _link in range(LINKS + 1):
-            inside = np.arccos(np.clip(x @ centre, -1.0, 1.0)) <= LOOK_RADIUS * w + s_max
-            lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * w)
-            qc = np.asarray(query(centre[None]), dtype=float)[0]
-            nxt = qc / np.linalg.norm(qc)
-            if np.arccos(np.clip(nxt @ centre, -1.0, 1.0)) < 0.1 * w:
+    """_particle_remesh.look_lengths with every cap of look_caps followed down its look chain."""
+    lengths = look_lengths(log_m, x, query, s_max)  # the package's own, bound before the patch
+    for centre, width in zip(*look_caps(log_m, x, query)):
+        for _link in range(LINKS):
+            q = np.asarray(query(centre[None]), dtype=float)[0]
+            link = q / np.linalg.norm(q)
+            if np.arccos(np.clip(link @ centre, -1.0, 1.0)) < 0.1 * width:
                 break
-            centre, w = nxt, float(np.linalg.norm(qc)) ** -0.5
-        open_ &= np.arccos(np.clip(look @ look[k], -1.0, 1.0)) > LOOK_RADIUS * width[k]
+            centre, width = link, float(np.linalg.norm(q)) ** -0.5
+            inside = np.arccos(np.clip(x @ centre, -1.0, 1.0)) <= LOOK_RADIUS * width + s_max
+            lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * width)
     return lengths
 
 
