@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import study  # beside this script
 import xarray as xr
-from lookchain import chain, top_eigenvector  # beside this script
+from lookchain import cell_points, chain, top_eigenvector  # beside this script
 
 import spheredens as sd
 from spheredens.recorder import checkpoint_digest
@@ -57,11 +57,6 @@ NEAR_E, LINK, CLUSTER = 0.15, 0.08, 0.1
 
 def copy_path(nlat: int, eps: float) -> Path:
     return OUT / f"fv_nlat{nlat}_beta{BETA:g}_eps{eps:g}.nc"
-
-
-def cell_points(ds: xr.Dataset) -> np.ndarray:
-    lat, lon = np.radians(ds["lat"].values), np.radians(ds["lon"].values)
-    return np.stack((np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), axis=1)
 
 
 def perturbation(g: Geometry, x: np.ndarray) -> np.ndarray:

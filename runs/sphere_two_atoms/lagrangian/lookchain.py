@@ -55,6 +55,12 @@ def top_eigenvector(g: Geometry, sign: float = 1.0) -> np.ndarray:
     return e * np.sign(e @ (sign * g.w))
 
 
+def cell_points(ds: xr.Dataset) -> np.ndarray:
+    """An fv file's cell centres as unit vectors (n, 3), from its lat and lon (degrees)."""
+    lat, lon = np.radians(ds["lat"].values), np.radians(ds["lon"].values)
+    return np.stack((np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), axis=1)
+
+
 def load_cells(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A run file's absolute times, log rho and cell points (a particle run's recording cells
     at their mass centroids; an fv run's cells at their centres)."""
@@ -67,10 +73,7 @@ def load_cells(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         else:
             with np.errstate(divide="ignore"):
                 log_rho = np.log(np.maximum(d["rho"].values, 0.0))
-            lat, lon = np.radians(d["lat"].values), np.radians(d["lon"].values)
-            centre = np.stack(
-                (np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), axis=1
-            )
+            centre = cell_points(d)
             points = np.broadcast_to(centre, (len(times), *centre.shape))
     return times, log_rho, points
 
