@@ -32,18 +32,27 @@ from spheredens.schemes._particle_remesh import (
 LINKS = 8
 
 
-def chain_look_lengths(log_m: np.ndarray, x: np.ndarray, query, s_max: float) -> np.ndarray:
-    """_particle_remesh.look_lengths with every cap of look_caps followed down its look chain."""
-    lengths = look_lengths(log_m, x, query, s_max)  # the package's own, bound before the patch
+def chain_caps(log_m: np.ndarray, x: np.ndarray, query) -> list[tuple[np.ndarray, float]]:
+    """(centre, kernel width) of every cap of look_caps and of the links of its look chain."""
+    caps = []
     for centre, width in zip(*look_caps(log_m, x, query)):
+        caps.append((centre, float(width)))
         for _link in range(LINKS):
             q = np.asarray(query(centre[None]), dtype=float)[0]
             link = q / np.linalg.norm(q)
             if np.arccos(np.clip(link @ centre, -1.0, 1.0)) < 0.1 * width:
                 break
             centre, width = link, float(np.linalg.norm(q)) ** -0.5
-            inside = np.arccos(np.clip(x @ centre, -1.0, 1.0)) <= LOOK_RADIUS * width + s_max
-            lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * width)
+            caps.append((centre, width))
+    return caps
+
+
+def chain_look_lengths(log_m: np.ndarray, x: np.ndarray, query, s_max: float) -> np.ndarray:
+    """_particle_remesh.look_lengths with every cap of look_caps followed down its look chain."""
+    lengths = look_lengths(log_m, x, query, s_max)  # the package's own, bound before the patch
+    for centre, width in chain_caps(log_m, x, query):
+        inside = np.arccos(np.clip(x @ centre, -1.0, 1.0)) <= LOOK_RADIUS * width + s_max
+        lengths[inside] = np.minimum(lengths[inside], LOOK_LENGTH * width)
     return lengths
 
 
