@@ -1,6 +1,6 @@
 """The look chain's particles put back on a regular lattice every so often: a trial of the
 seventeenth session's first next step (docs/concentration.md, "The look chain's tail on a
-lattice"; a prototype, not an option).
+lattice, and the PDE's own growth on the chain"; a prototype, not an option).
 
 Until t = 16 the handover's particles on the look chain lie as the mesh put them, and the sums
 over them are exact to 1e-4; after, they lose that arrangement, their sums err, their own
