@@ -56,10 +56,12 @@ def chain_look_lengths(log_m: np.ndarray, x: np.ndarray, query, s_max: float) ->
     return lengths
 
 
-def main(tol: float, on: int, t_end: float) -> None:
+def run(folder: str, tol: float, on: int, t_end: float) -> None:
+    """handover.py's run with the chain's caps (for the splits and merge_tail's caps) and
+    holes.py's observer at 0.45 rad, into cases/handover/FOLDER/."""
     _sphere_lagrangian.look_lengths = chain_look_lengths  # the splits
     _particle_remesh.look_lengths = chain_look_lengths  # merge_tail's caps
-    out = handover.HANDOVER / "chain"
+    out = handover.HANDOVER / folder
     out.mkdir(parents=True, exist_ok=True)
     handover.handover_dir = lambda beta: out
     path = handover.case_path(
@@ -69,6 +71,10 @@ def main(tol: float, on: int, t_end: float) -> None:
     handover.run(
         256, 12.0, 32, tol, t_end, on, merge_tail=holes.WIDTH, centroids=True, observers=[keep]
     )
+
+
+def main(tol: float, on: int, t_end: float) -> None:
+    run("chain", tol, on, t_end)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,6 @@ import sys
 
 import chaincaps  # beside this script (first: it imports handover, and study beside it)
 import chainflow  # beside this script
-import handover  # beside this script
-import holes  # beside this script
 import numpy as np
 from lookchain import chain, load_cells, top_eigenvector  # beside this script
 from scipy.spatial import cKDTree
@@ -53,7 +51,7 @@ from scipy.special import logsumexp
 from spheredens.geometry import tangent_frames
 from spheredens.grids import CubedSphereCells
 from spheredens.grids._cubed_sphere import cube_index
-from spheredens.schemes import _particle_remesh, _sphere_lagrangian
+from spheredens.schemes import _sphere_lagrangian
 from spheredens.schemes._particle_remesh import (
     LOOK_RADIUS,
     crosses,
@@ -181,19 +179,8 @@ def patch(interval: float, n_r: int, reach: float = 1.0) -> None:
 
 def main(tol: float, on: int, t_end: float, interval: float, n_r: int, reach: float) -> None:
     patch(interval, n_r, reach)
-    _sphere_lagrangian.look_lengths = chaincaps.chain_look_lengths  # the splits
-    _particle_remesh.look_lengths = chaincaps.chain_look_lengths  # merge_tail's caps
     name = f"relattice{interval:g}_n{n_r}" + (f"_r{reach:g}" if reach != 1.0 else "")
-    out = handover.HANDOVER / name
-    out.mkdir(parents=True, exist_ok=True)
-    handover.handover_dir = lambda beta: out
-    path = handover.case_path(
-        256, 12.0, 32, tol, on, handover.BETA, merge_tail=holes.WIDTH, centroids=True
-    )
-    keep = holes.KeepAboutW(path.with_suffix(".holes.npz"), 12.0, 0.45)
-    handover.run(
-        256, 12.0, 32, tol, t_end, on, merge_tail=holes.WIDTH, centroids=True, observers=[keep]
-    )
+    chaincaps.run(name, tol, on, t_end)
 
 
 def check(holes: str, fv: str, times: list[float], n_r: int = 128) -> None:
@@ -223,7 +210,7 @@ def check(holes: str, fv: str, times: list[float], n_r: int = 128) -> None:
         new_log_m, new_x, new_shape, _, count, _ = lattice.replace(
             log_m, x, shape, log_m.copy(), caps, keep_depth=-math.inf
         )
-        kept_count = len(new_log_m) - (len(new_log_m) - len(log_m) + count)
+        kept_count = len(log_m) - count  # the lattice's particles come after the kept
         exact = new_log_m.copy()
         exact[kept_count:] = log_rho[k][tree.query(new_x[kept_count:])[1]] + log_area(
             new_shape[kept_count:]
