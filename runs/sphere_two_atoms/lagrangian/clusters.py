@@ -29,6 +29,16 @@ from mechanism import Geometry, start_time  # noqa: E402
 NEAR = 0.1
 
 
+def positions(d: xr.Dataset) -> np.ndarray:
+    """Where each recorded cell's mass sits, (time, ..., 3): a particle run's recording cells at
+    their mass centroids, an ``fv`` file's cells (one axis, ``cell``) at their centres."""
+    if "rho_centroid_xyz" in d:
+        return d["rho_centroid_xyz"].values
+    lat, lon = np.radians(d["lat"].values), np.radians(d["lon"].values)
+    x = np.stack((np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), axis=-1)
+    return np.broadcast_to(x, (d.sizes["time"], *x.shape))
+
+
 def cluster_series(path: str) -> dict:
     """Each cluster's log(Z_tail / Z_self) from the file's cells, the mechanism's, and its
     offset from +-u in degrees, at every snapshot from t = 16 (docstring): arrays "ratio",
@@ -39,8 +49,8 @@ def cluster_series(path: str) -> dict:
     with xr.open_dataset(path) as d:
         beta = float(d.attrs["beta"])
         times = d["time"].values + start_time(path)
-        mass = d["rho"].values * d["cell_area"].values
-        centroids = d["rho_centroid_xyz"].values
+        mass = (d["rho"].values * d["cell_area"].values).reshape(len(times), -1)
+        centroids = positions(d).reshape(len(times), -1, 3)
     keep = np.flatnonzero(times >= 16.0)
     ratio, mechanism, offset = (np.empty((len(keep), 2)) for _ in range(3))
     for k, i in enumerate(keep):
@@ -54,15 +64,21 @@ def cluster_series(path: str) -> dict:
             ratio[k, j] = logsumexp(logit[~near]) - logsumexp(logit[near])
             mechanism[k, j] = g.log_ratio(float(times[i]), beta, sign)
             offset[k, j] = np.degrees(np.arccos(min(1.0, float(sign * c @ g.u))))
-    return {"time": times[keep], "beta": beta, "ratio": ratio, "mechanism": mechanism,
-            "offset": offset}
+    return {
+        "time": times[keep],
+        "beta": beta,
+        "ratio": ratio,
+        "mechanism": mechanism,
+        "offset": offset,
+    }
 
 
 def release(path: str, every: float = 4.0) -> None:
     """log(Z_tail / Z_self) of each cluster in the file against the mechanism's (docstring)."""
     s = cluster_series(path)
-    print(f"log(Z_tail / Z_self), the file's and (in brackets) the mechanism's, "
-          f"beta = {s['beta']:g}:")
+    print(
+        f"log(Z_tail / Z_self), the file's and (in brackets) the mechanism's, beta = {s['beta']:g}:"
+    )
     for k, t in enumerate(s["time"]):
         if t % every:
             continue
@@ -76,7 +92,7 @@ def release(path: str, every: float = 4.0) -> None:
 
 def main(path: str) -> None:
     with xr.open_dataset(path) as d:
-        c = d["rho_centroid_xyz"].values
+        c = positions(d)
         m = d["rho"].values * d["cell_area"].values
         t = list(d["time"].values + start_time(path))
         w2 = d["w2_projection"].values

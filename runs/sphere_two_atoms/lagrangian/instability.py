@@ -21,6 +21,7 @@ the scheme's numerical diffusion, which only damps it).
 Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --run NLAT EPS [--t-end T]
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --table NLAT EPS
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --departure NLAT EPS...
 Files: cases/instability/fv_nlat{NLAT}_beta300_eps{EPS}.nc. The table: at each snapshot, the
 largest |delta| over all cells with where it sits (degrees from e* and from w), the largest
 within 0.15 rad of e*, 0.08 rad of the look chain's links look(w), look(look(w)) and of w,
@@ -37,12 +38,17 @@ import sys
 import tomllib
 from pathlib import Path
 
+import study  # beside this script; first, before clusters.py puts ../ (its study.py) on sys.path
+
+# isort: split
+import clusters  # beside this script
+import handover
 import numpy as np
-import study  # beside this script
 import xarray as xr
 from lookchain import cell_points, chain, top_eigenvector  # beside this script
 
 import spheredens as sd
+from spheredens.analysis import curve_summary
 from spheredens.recorder import checkpoint_digest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -145,16 +151,61 @@ def table(nlat: int, eps: float) -> None:
             print(" | ".join(row))
 
 
+def departure(nlat: int, eps_values: list[float]) -> None:
+    """The departure of each run of the pair: the first minimum of W2 (t), the smallest W2 (t;
+    "still falling" when it is the last snapshot), the departure (W2 > 2 min W2 + 0.02, as
+    ``study.py`` and ``handover.py --table`` have it), the rise (W2 > min W2 + RISE), each
+    cluster's release (its heaviest cell more than RELEASE_DEGREES from +-u, and where its
+    log(Z_tail / Z_self) from the file's cells first falls below 0, ``clusters.py``) and the
+    wall time so far."""
+    print(
+        f"fv, nlat = {nlat}, beta = {BETA:g}, from t = 12 (study.py --fv-early), perturbed by EPS"
+    )
+    print(
+        "| EPS | first min W2 (t) | min W2 (t) | departure | rise | released: +u, -u "
+        f"(> {handover.RELEASE_DEGREES:g} deg) | log Z ratio < 0: +u, -u | last t | wall |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for eps in eps_values:
+        path = copy_path(nlat, eps)
+        with xr.open_dataset(path) as ds:
+            t, w2 = ds["time"].values, ds["w2_projection"].values
+            wall = float(
+                ds.attrs.get("wall_time_total_seconds", ds.attrs["checkpoint_wall_seconds"])
+            )
+            status = ds.attrs.get("run_status")
+        first = study.first_minimum(w2)
+        s = curve_summary(t, w2)
+        falling = ", still falling" if s["t_min"] == s["t_last"] else ""
+        risen = np.flatnonzero((t > s["t_min"]) & (w2 > s["min_w2"] + handover.RISE))
+        rise = float(t[risen[0]]) if risen.size else math.nan
+        series = clusters.cluster_series(str(path))
+        crossed = []
+        for j in range(2):
+            below = np.flatnonzero(series["ratio"][:, j] < 0.0)
+            crossed.append(float(series["time"][below[0]]) if below.size else math.nan)
+        print(
+            f"| {eps:g} | {w2[first]:.5f} ({t[first]:g}) | {s['min_w2']:.5f} ({s['t_min']:g}"
+            f"{falling}) | {s['departure_time']:g} | {rise:g} | "
+            + "{:g}, {:g}".format(*handover.released(path))
+            + " | {:g}, {:g}".format(*crossed)
+            + f" | {s['t_last']:g} | {wall:.0f} s ({status}) |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", nargs=2, type=float, metavar=("NLAT", "EPS"))
     parser.add_argument("--t-end", type=float, default=30.0)
     parser.add_argument("--table", nargs=2, type=float, metavar=("NLAT", "EPS"))
+    parser.add_argument("--departure", nargs="+", type=float, metavar="NLAT EPS")
     args = parser.parse_args()
     if args.run:
         run(int(args.run[0]), args.run[1], args.t_end)
     if args.table:
         table(int(args.table[0]), args.table[1])
+    if args.departure:
+        departure(int(args.departure[0]), args.departure[1:])
 
 
 if __name__ == "__main__":
