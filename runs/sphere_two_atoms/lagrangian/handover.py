@@ -122,9 +122,19 @@ class OriginalTarget(Observer):
 
 
 def case_path(
-    nlat: int, t0: float, n: int, tol: float, on: int | None, beta: float, coarsened: bool = False,
-    merge_tail: float | None = None, centroids: bool = False, follow_depth: float | None = None,
-    voronoi: float | None = None, quadrature: str | None = None, remesh_tail: float | None = None,
+    nlat: int,
+    t0: float,
+    n: int,
+    tol: float,
+    on: int | None,
+    beta: float,
+    coarsened: bool = False,
+    merge_tail: float | None = None,
+    centroids: bool = False,
+    follow_depth: float | None = None,
+    voronoi: float | None = None,
+    quadrature: str | None = None,
+    remesh_tail: float | None = None,
 ) -> Path:
     source = f"fv{nlat}" + (f"on{on}" if on else "") + ("c" if centroids else "")
     tail = ("_coarsened" if coarsened else "") + (f"_mt{merge_tail:g}" if merge_tail else "")
@@ -135,8 +145,9 @@ def case_path(
     return handover_dir(beta) / f"{source}_t{t0:g}_n{n}_tol{tol:g}{tail}.nc"
 
 
-def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
-             centroids: bool = False) -> Path:
+def remapped(
+    source: Path, t0: float, nlat: int, on: int, beta: float, centroids: bool = False
+) -> Path:
     """fv's snapshot at ``t0`` on ``nlat`` rings remapped exactly onto the mesh of ``on`` rings,
     written as a density file (rho, weight and the mesh's cells). With ``centroids`` the file
     has each coarse cell's centroid of fv's mass in it (``rho_centroid_xyz``: its exact first
@@ -162,14 +173,40 @@ def remapped(source: Path, t0: float, nlat: int, on: int, beta: float,
     return path
 
 
-def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None = None,
-        beta: float = BETA, coarsened: bool = False, merge_tail: float | None = None,
-        centroids: bool = False, follow_depth: float | None = None, clock: bool = False,
-        voronoi: float | None = None, observers: list | None = None,
-        quadrature: str | None = None, remesh_tail: float | None = None) -> None:
+def run(
+    nlat: int,
+    t0: float,
+    n: int,
+    tol: float,
+    t_end: float,
+    on: int | None = None,
+    beta: float = BETA,
+    coarsened: bool = False,
+    merge_tail: float | None = None,
+    centroids: bool = False,
+    follow_depth: float | None = None,
+    clock: bool = False,
+    voronoi: float | None = None,
+    observers: list | None = None,
+    quadrature: str | None = None,
+    remesh_tail: float | None = None,
+) -> None:
     source = study.EARLY / f"fv_nlat{nlat}_beta{beta:g}.nc"
-    path = case_path(nlat, t0, n, tol, on, beta, coarsened, merge_tail, centroids, follow_depth,
-                     voronoi, quadrature, remesh_tail)
+    path = case_path(
+        nlat,
+        t0,
+        n,
+        tol,
+        on,
+        beta,
+        coarsened,
+        merge_tail,
+        centroids,
+        follow_depth,
+        voronoi,
+        quadrature,
+        remesh_tail,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     data = study.case_config(beta, n, tol, t_end - t0, VARIANT, path.parent).to_dict()
     if coarsened:
@@ -185,8 +222,10 @@ def run(nlat: int, t0: float, n: int, tol: float, t_end: float, on: int | None =
     if remesh_tail:
         data["discretization"]["remesh_tail"] = remesh_tail
     if on:
-        data["initial"] = {"name": "file", "path": str(remapped(source, t0, nlat, on, beta,
-                                                                  centroids))}
+        data["initial"] = {
+            "name": "file",
+            "path": str(remapped(source, t0, nlat, on, beta, centroids)),
+        }
     else:
         data["initial"] = {"name": "file", "path": str(source), "time": float(t0)}
     span = t_end - t0
@@ -237,6 +276,8 @@ OPTION_WORDS = {
     "mt": lambda o: f", tail merged by {o[2:]} widths",
     "fd": lambda o: f", followed within {o[2:]} e-folds",
     "vo": lambda o: f", Voronoi shapes every {o[2:]}",
+    "q": lambda o: f", sources: {o[1:]}",
+    "rt": lambda o: f", tail remeshed every {o[2:]}",
 }
 
 
@@ -273,11 +314,13 @@ def table(beta: float = BETA) -> str:
             i = np.flatnonzero(np.isclose(c["time"], when))
             cells.append(f"{c['mass_across'][i[0]] * 1e5:+.2f}" if i.size else "")
         nlat, t0, n, tol, *options = path.stem.split("_")  # nlat: fv256 or fv512on256
-        tol += "".join(OPTION_WORDS[o[:2]](o) for o in options)
+        tol += "".join(OPTION_WORDS[o[:2] if o[:2] in OPTION_WORDS else o[:1]](o) for o in options)
         lines.append(
-            f"| {source_words(nlat)}, {t0[1:]}, {n[1:]}, {tol[3:]} | " + " | ".join(cells)
+            f"| {source_words(nlat)}, {t0[1:]}, {n[1:]}, {tol[3:]} | "
+            + " | ".join(cells)
             + f" | {r['minimum']} | {r['departure']:g} | {r['rise']:g} | "
-            + "{:g}, {:g}".format(*released(path)) + f" | {r['wall']} |"
+            + "{:g}, {:g}".format(*released(path))
+            + f" | {r['wall']} |"
         )
     return "\n".join(lines)
 
@@ -300,9 +343,23 @@ def main() -> None:
     args = parser.parse_args()
     if args.run:
         nlat, t0, n, tol = args.run
-        run(int(nlat), float(t0), int(n), float(tol), args.t_end, args.on, args.beta,
-            args.coarsened, args.merge_tail, args.centroids, args.follow_depth, args.clock,
-            args.voronoi, quadrature=args.quadrature, remesh_tail=args.remesh_tail)
+        run(
+            int(nlat),
+            float(t0),
+            int(n),
+            float(tol),
+            args.t_end,
+            args.on,
+            args.beta,
+            args.coarsened,
+            args.merge_tail,
+            args.centroids,
+            args.follow_depth,
+            args.clock,
+            args.voronoi,
+            quadrature=args.quadrature,
+            remesh_tail=args.remesh_tail,
+        )
     if args.table:
         print(table(args.beta))
 

@@ -22,6 +22,10 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --run NLAT EPS [--t-end T]
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --table NLAT EPS
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --departure NLAT EPS...
+With --chain T0 (each of the three): the unperturbed run's snapshot at T0 perturbed instead on
++w's look chain (a bump of the same form on w, look(w) and e*: where the particle runs'
+tails leave the PDE's), in cases/instability/fv_nlat{NLAT}_beta300_chain{T0}_
+eps{EPS}.nc, compared with the unperturbed run.
 Files: cases/instability/fv_nlat{NLAT}_beta300_eps{EPS}.nc. The table: at each snapshot, the
 largest |delta| over all cells with where it sits (degrees from e* and from w), the largest
 within 0.15 rad of e*, 0.08 rad of the look chain's links look(w), look(look(w)) and of w,
@@ -65,14 +69,55 @@ def copy_path(nlat: int, eps: float) -> Path:
     return OUT / f"fv_nlat{nlat}_beta{BETA:g}_eps{eps:g}.nc"
 
 
+def bump(g: Geometry, x: np.ndarray, centre: np.ndarray, toward: np.ndarray) -> np.ndarray:
+    """exp(-theta^2 / (2 ENVELOPE^2)) cos(sqrt(kappa) xi) at the points x: theta the angle from
+    ``centre``, xi the tangent coordinate there toward ``toward``, kappa = beta |B^T centre|."""
+    kappa = BETA * float(np.linalg.norm(g.B.T @ centre))
+    t1 = toward - (toward @ centre) * centre
+    t1 /= np.linalg.norm(t1)
+    theta = np.arccos(np.clip(x @ centre, -1.0, 1.0))
+    return np.exp(-(theta**2) / (2.0 * ENVELOPE**2)) * np.cos(math.sqrt(kappa) * (x @ t1))
+
+
 def perturbation(g: Geometry, x: np.ndarray) -> np.ndarray:
     """phi at the points x (module docstring)."""
-    e = top_eigenvector(g)
-    kappa = BETA * float(np.linalg.norm(g.B.T @ e))
-    t1 = g.w - (g.w @ e) * e
-    t1 /= np.linalg.norm(t1)
-    theta = np.arccos(np.clip(x @ e, -1.0, 1.0))
-    return np.exp(-(theta**2) / (2.0 * ENVELOPE**2)) * np.cos(math.sqrt(kappa) * (x @ t1))
+    return bump(g, x, top_eigenvector(g), g.w)
+
+
+def chain_perturbation(g: Geometry, x: np.ndarray) -> np.ndarray:
+    """The sum of :func:`bump` on +w's look chain at w, look(w) (each toward the next) and e*
+    (toward w; 9.3 and 7.9 degrees apart, look^2(w) and beyond lie within 3.7 degrees of e*):
+    where the particle runs' tails leave the PDE's (docs/concentration.md, seventeenth and
+    eighteenth sessions)."""
+    links = [*chain(g, links=2), top_eigenvector(g)]
+    ahead = [*links[1:], g.w]
+    return sum(bump(g, x, p, q) for p, q in zip(links, ahead))
+
+
+def chain_path(nlat: int, t0: float, eps: float) -> Path:
+    return OUT / f"fv_nlat{nlat}_beta{BETA:g}_chain{t0:g}_eps{eps:g}.nc"
+
+
+def start_chain(nlat: int, t0: float, eps: float) -> Path:
+    """The unperturbed run's snapshot at t0 (its rho, float64: the whole state of ``fv``) as the
+    checkpoint of a new file, log rho perturbed by EPS :func:`chain_perturbation` and the mass
+    renormalized (written once)."""
+    target = chain_path(nlat, t0, eps)
+    if target.exists():
+        return target
+    with xr.open_dataset(copy_path(nlat, 0.0)) as ds:
+        ds = ds.load()
+    i = int(np.flatnonzero(np.isclose(ds["time"].values, t0))[0])
+    ds = ds.isel(time=slice(0, i + 1))
+    rho = np.asarray(ds["rho"].values[i], dtype=float)
+    rho = rho * np.exp(eps * chain_perturbation(Geometry(t_max=1.0), cell_points(ds)))
+    ds["checkpoint_state"].values[0] = rho / float(np.sum(rho * ds["cell_area"].values))
+    ds.attrs["checkpoint_time"] = float(ds["time"].values[i])
+    ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
+    tmp = target.with_suffix(".tmp")
+    ds.to_netcdf(tmp)
+    shutil.move(tmp, target)
+    return target
 
 
 def start_copy(nlat: int, eps: float) -> Path:
@@ -94,8 +139,8 @@ def start_copy(nlat: int, eps: float) -> Path:
     return target
 
 
-def run(nlat: int, eps: float, t_end: float) -> None:
-    target = start_copy(nlat, eps)
+def run(nlat: int, eps: float, t_end: float, target: Path | None = None) -> None:
+    target = target or start_copy(nlat, eps)
     with xr.open_dataset(target) as ds:
         data = tomllib.loads(ds.attrs["config"])
     data["time"] = {
@@ -108,11 +153,20 @@ def run(nlat: int, eps: float, t_end: float) -> None:
     sd.run(config, output=target, resume=True, progress=True)
 
 
-def table(nlat: int, eps: float) -> None:
+def perturbed_path(nlat: int, eps: float, chain_t0: float | None) -> Path:
+    """The run perturbed at t = 12 about e* (``chain_t0`` None) or at chain_t0 on the chain."""
+    return copy_path(nlat, eps) if chain_t0 is None else chain_path(nlat, chain_t0, eps)
+
+
+def table(nlat: int, eps: float, chain_t0: float | None = None) -> None:
     g = Geometry(t_max=1.0)
     e = top_eigenvector(g)
     links = chain(g)
-    with xr.open_dataset(copy_path(nlat, 0.0)) as a, xr.open_dataset(copy_path(nlat, eps)) as b:
+    start = 12.0 if chain_t0 is None else chain_t0
+    with (
+        xr.open_dataset(copy_path(nlat, 0.0)) as a,
+        xr.open_dataset(perturbed_path(nlat, eps, chain_t0)) as b,
+    ):
         times = np.intersect1d(a["time"].values, b["time"].values)
         x = cell_points(a)
         area = a["cell_area"].values
@@ -122,7 +176,7 @@ def table(nlat: int, eps: float) -> None:
             "+u, -u shift (deg) | rate"
         )
         previous = None
-        for t in times[times > 12.0 + 1e-9]:  # the snapshot at 12 predates the perturbation
+        for t in times[times > start + 1e-9]:  # the snapshot at start predates the perturbation
             ra = a["rho"].sel(time=t).values
             rb = b["rho"].sel(time=t).values
             delta = np.log(rb) - np.log(ra)
@@ -151,7 +205,7 @@ def table(nlat: int, eps: float) -> None:
             print(" | ".join(row))
 
 
-def departure(nlat: int, eps_values: list[float]) -> None:
+def departure(nlat: int, eps_values: list[float], chain_t0: float | None = None) -> None:
     """The departure of each run of the pair: the first minimum of W2 (t), the smallest W2 (t;
     "still falling" when it is the last snapshot), the departure (W2 > 2 min W2 + 0.02, as
     ``study.py`` and ``handover.py --table`` have it), the rise (W2 > min W2 + RISE), each
@@ -167,7 +221,7 @@ def departure(nlat: int, eps_values: list[float]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for eps in eps_values:
-        path = copy_path(nlat, eps)
+        path = copy_path(nlat, eps) if eps == 0.0 else perturbed_path(nlat, eps, chain_t0)
         with xr.open_dataset(path) as ds:
             t, w2 = ds["time"].values, ds["w2_projection"].values
             wall = float(
@@ -199,13 +253,16 @@ def main() -> None:
     parser.add_argument("--t-end", type=float, default=30.0)
     parser.add_argument("--table", nargs=2, type=float, metavar=("NLAT", "EPS"))
     parser.add_argument("--departure", nargs="+", type=float, metavar="NLAT EPS")
+    parser.add_argument("--chain", type=float, metavar="T0")
     args = parser.parse_args()
     if args.run:
-        run(int(args.run[0]), args.run[1], args.t_end)
+        nlat, eps = int(args.run[0]), args.run[1]
+        target = None if args.chain is None else start_chain(nlat, args.chain, eps)
+        run(nlat, eps, args.t_end, target)
     if args.table:
-        table(int(args.table[0]), args.table[1])
+        table(int(args.table[0]), args.table[1], args.chain)
     if args.departure:
-        departure(int(args.departure[0]), args.departure[1:])
+        departure(int(args.departure[0]), args.departure[1:], args.chain)
 
 
 if __name__ == "__main__":
