@@ -22,6 +22,9 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --run NLAT EPS [--t-end T]
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --table NLAT EPS
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --departure NLAT EPS...
+  .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --cluster-cells NLAT EPS T...
+      (each cluster's heaviest cell at the times T: its mass, the rates at which the scheme's
+      face velocities carry mass out of it and into it, and the cluster's centroid and spread)
 With --chain T0 (each of the three): the unperturbed run's snapshot at T0 perturbed instead on
 +w's look chain (a bump of the same form on w, look(w) and e*: where the particle runs'
 tails leave the PDE's), in cases/instability/fv_nlat{NLAT}_beta300_chain{T0}_
@@ -247,6 +250,49 @@ def departure(nlat: int, eps_values: list[float], chain_t0: float | None = None)
         )
 
 
+def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | None) -> None:
+    """Each cluster on ``fv``'s mesh at the snapshots ``times``: the mass of its heaviest cell
+    (in the hemisphere about +-u), the rates at which the scheme's face velocities carry mass
+    out of and into that cell (sum over its faces of |f| max(+-u_f, 0) / |c|, per unit of time),
+    and the centroid (degrees from +-u) and RMS spread (rad) of the mass within 0.3 rad."""
+    path = copy_path(nlat, eps) if eps == 0.0 else perturbed_path(nlat, eps, chain_t0)
+    g = Geometry(t_max=1.0)
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    data = tomllib.loads(ds.attrs["config"])
+    data["output"] = {"path": str(path), "figure": False}
+    config = sd.config_from_dict(data, base_dir=study.HERE.parent)
+    scheme = sd.make_scheme(sd.Problem.from_config(config), config.discretization)
+    mesh = scheme.grid
+    x, area = cell_points(ds), ds["cell_area"].values
+    print(f"fv, nlat = {nlat}, beta = {BETA:g}, {path.name}: each cluster's heaviest cell")
+    print(
+        "| t | cluster | cell mass | out of it (per unit time) | into it | centroid (deg) | "
+        "RMS (rad) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for t in times:
+        rho = ds["rho"].sel(time=t).values[None, :]
+        u = scheme.normal_velocity(rho)[0][0] * mesh.face_length
+        for sign, name in ((1.0, "+u"), (-1.0, "-u")):
+            c = int(np.argmax(rho[0] * area * (sign * (x @ g.u) > 0.0)))
+            left, right = mesh.face_left == c, mesh.face_right == c
+            out = np.maximum(u[left], 0.0).sum() - np.minimum(u[right], 0.0).sum()
+            into = np.maximum(u[right], 0.0).sum() - np.minimum(u[left], 0.0).sum()
+            near = x @ (sign * g.u) > math.cos(0.3)
+            mass = rho[0, near] * area[near]
+            centre = mass @ x[near]
+            centre /= np.linalg.norm(centre)
+            offset = math.degrees(math.acos(min(1.0, float(centre @ (sign * g.u)))))
+            spread = math.sqrt(
+                mass @ np.arccos(np.clip(x[near] @ centre, -1.0, 1.0)) ** 2 / mass.sum()
+            )
+            print(
+                f"| {t:g} | {name} | {rho[0, c] * area[c]:.4f} | {out / area[c]:.3f} | "
+                f"{into / area[c]:.3f} | {offset:.2f} | {spread:.4f} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", nargs=2, type=float, metavar=("NLAT", "EPS"))
@@ -254,6 +300,7 @@ def main() -> None:
     parser.add_argument("--table", nargs=2, type=float, metavar=("NLAT", "EPS"))
     parser.add_argument("--departure", nargs="+", type=float, metavar="NLAT EPS")
     parser.add_argument("--chain", type=float, metavar="T0")
+    parser.add_argument("--cluster-cells", nargs="+", type=float, metavar="NLAT EPS T")
     args = parser.parse_args()
     if args.run:
         nlat, eps = int(args.run[0]), args.run[1]
@@ -263,6 +310,9 @@ def main() -> None:
         table(int(args.table[0]), args.table[1], args.chain)
     if args.departure:
         departure(int(args.departure[0]), args.departure[1:], args.chain)
+    if args.cluster_cells:
+        nlat, eps, *times = args.cluster_cells
+        cluster_cells(int(nlat), eps, times, args.chain)
 
 
 if __name__ == "__main__":
