@@ -24,7 +24,8 @@ Usage:
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --departure NLAT EPS...
   .venv/bin/python runs/sphere_two_atoms/lagrangian/instability.py --cluster-cells NLAT EPS T...
       (each cluster's heaviest cell at the times T: its mass, the rates at which the scheme's
-      face velocities carry mass out of it and into it, and the cluster's centroid and spread)
+      face velocities carry mass out of it and into it, the cluster's centroid and spread, and
+      where near the cell the point sums over the cells give the least |X|)
 With --chain T0 (each of the three): the unperturbed run's snapshot at T0 perturbed instead on
 +w's look chain (a bump of the same form on w, look(w) and e*: where the particle runs'
 tails leave the PDE's), in cases/instability/fv_nlat{NLAT}_beta300_chain{T0}_
@@ -56,6 +57,7 @@ from lookchain import cell_points, chain, top_eigenvector  # beside this script
 
 import spheredens as sd
 from spheredens.analysis import curve_summary
+from spheredens.interaction._particle_flow import LogParticleSums
 from spheredens.recorder import checkpoint_digest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -250,6 +252,25 @@ def departure(nlat: int, eps_values: list[float], chain_t0: float | None = None)
         )
 
 
+def slowest_point(
+    sums: LogParticleSums, x: np.ndarray, mass: np.ndarray, centre: np.ndarray
+) -> tuple[float, float]:
+    """Where |X| is least on an 81 x 81 tangent grid of +-0.04 rad about ``centre``, X the point
+    sums over the cells (each cell's mass at its centre, certified log-sum-exp): its distance
+    from ``centre`` (rad), and |X| at ``centre``."""
+    east = np.cross(centre, [0.0, 0.0, 1.0])
+    east /= np.linalg.norm(east)
+    north = np.cross(centre, east)
+    s = np.linspace(-0.04, 0.04, 81)
+    grid = centre + s[:, None, None] * east + s[None, :, None] * north
+    grid = (grid / np.linalg.norm(grid, axis=-1, keepdims=True)).reshape(-1, 3)
+    ok = mass > 0.0
+    mean, _ = sums._moments(sums._averages(x[ok], np.log(mass[ok]), grid))
+    speed = np.linalg.norm(mean - np.einsum("ij,ij->i", grid, mean)[:, None] * grid, axis=1)
+    k = int(np.argmin(speed))
+    return math.acos(min(1.0, float(grid[k] @ centre))), float(speed[len(grid) // 2])
+
+
 def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | None) -> None:
     """Each cluster on ``fv``'s mesh at the snapshots ``times``: the mass of its heaviest cell
     (in the hemisphere about +-u), the rates at which the scheme's face velocities carry mass
@@ -262,15 +283,17 @@ def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | N
     data = tomllib.loads(ds.attrs["config"])
     data["output"] = {"path": str(path), "figure": False}
     config = sd.config_from_dict(data, base_dir=study.HERE.parent)
-    scheme = sd.make_scheme(sd.Problem.from_config(config), config.discretization)
+    problem = sd.Problem.from_config(config)
+    scheme = sd.make_scheme(problem, config.discretization)
+    sums = LogParticleSums(problem.model)
     mesh = scheme.grid
     x, area = cell_points(ds), ds["cell_area"].values
     print(f"fv, nlat = {nlat}, beta = {BETA:g}, {path.name}: each cluster's heaviest cell")
     print(
         "| t | cluster | cell mass | out of it (per unit time) | into it | centroid (deg) | "
-        "RMS (rad) |"
+        "RMS (rad) | least |X| from the cell's centre (rad) | |X| there |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for t in times:
         rho = ds["rho"].sel(time=t).values[None, :]
         u = scheme.normal_velocity(rho)[0][0] * mesh.face_length
@@ -287,9 +310,11 @@ def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | N
             spread = math.sqrt(
                 mass @ np.arccos(np.clip(x[near] @ centre, -1.0, 1.0)) ** 2 / mass.sum()
             )
+            still, speed = slowest_point(sums, x, rho[0] * area, x[c])
             print(
                 f"| {t:g} | {name} | {rho[0, c] * area[c]:.4f} | {out / area[c]:.3f} | "
-                f"{into / area[c]:.3f} | {offset:.2f} | {spread:.4f} |"
+                f"{into / area[c]:.3f} | {offset:.2f} | {spread:.4f} | {still:.4f} | "
+                f"{speed:.1e} |"
             )
 
 
