@@ -22,6 +22,8 @@ import numpy as np
 import xarray as xr
 from scipy.special import logsumexp
 
+from spheredens.geometry import dataset_sphere_points
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mechanism import Geometry, start_time  # noqa: E402
 
@@ -34,8 +36,7 @@ def positions(d: xr.Dataset) -> np.ndarray:
     their mass centroids, an ``fv`` file's cells (one axis, ``cell``) at their centres."""
     if "rho_centroid_xyz" in d:
         return d["rho_centroid_xyz"].values
-    lat, lon = np.radians(d["lat"].values), np.radians(d["lon"].values)
-    x = np.stack((np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), axis=-1)
+    x = dataset_sphere_points(d)
     return np.broadcast_to(x, (d.sizes["time"], *x.shape))
 
 

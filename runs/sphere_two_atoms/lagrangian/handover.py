@@ -270,7 +270,7 @@ def summary(path: Path) -> dict:
     }
 
 
-#: the table's words for a file name's options (by their first two letters)
+#: the table's words for a file name's options (by the letters each starts with)
 OPTION_WORDS = {
     "co": lambda o: ", coarsened",
     "mt": lambda o: f", tail merged by {o[2:]} widths",
@@ -314,7 +314,10 @@ def table(beta: float = BETA) -> str:
             i = np.flatnonzero(np.isclose(c["time"], when))
             cells.append(f"{c['mass_across'][i[0]] * 1e5:+.2f}" if i.size else "")
         nlat, t0, n, tol, *options = path.stem.split("_")  # nlat: fv256 or fv512on256
-        tol += "".join(OPTION_WORDS[o[:2] if o[:2] in OPTION_WORDS else o[:1]](o) for o in options)
+        tol += "".join(
+            next(words(o) for key, words in OPTION_WORDS.items() if o.startswith(key))
+            for o in options
+        )
         lines.append(
             f"| {source_words(nlat)}, {t0[1:]}, {n[1:]}, {tol[3:]} | "
             + " | ".join(cells)

@@ -57,7 +57,7 @@ from lookchain import cell_points, chain, top_eigenvector  # beside this script
 
 import spheredens as sd
 from spheredens.analysis import curve_summary
-from spheredens.interaction._particle_flow import LogParticleSums
+from spheredens.interaction._pruned import log_mass_velocity
 from spheredens.recorder import checkpoint_digest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -118,6 +118,11 @@ def start_chain(nlat: int, t0: float, eps: float) -> Path:
     rho = rho * np.exp(eps * chain_perturbation(Geometry(t_max=1.0), cell_points(ds)))
     ds["checkpoint_state"].values[0] = rho / float(np.sum(rho * ds["cell_area"].values))
     ds.attrs["checkpoint_time"] = float(ds["time"].values[i])
+    return write_start(ds, target)
+
+
+def write_start(ds: xr.Dataset, target: Path) -> Path:
+    """``ds`` (its checkpoint changed) written to ``target`` with a new checksum, atomically."""
     ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
     tmp = target.with_suffix(".tmp")
     ds.to_netcdf(tmp)
@@ -137,11 +142,7 @@ def start_copy(nlat: int, eps: float) -> Path:
     area = ds["cell_area"].values
     rho = rho * np.exp(eps * perturbation(Geometry(t_max=1.0), cell_points(ds)))
     ds["checkpoint_state"].values[0] = rho / float(np.sum(rho * area))
-    ds.attrs["checkpoint_sha256"] = checkpoint_digest(ds)
-    tmp = target.with_suffix(".tmp")
-    ds.to_netcdf(tmp)
-    shutil.move(tmp, target)
-    return target
+    return write_start(ds, target)
 
 
 def run(nlat: int, eps: float, t_end: float, target: Path | None = None) -> None:
@@ -159,8 +160,11 @@ def run(nlat: int, eps: float, t_end: float, target: Path | None = None) -> None
 
 
 def perturbed_path(nlat: int, eps: float, chain_t0: float | None) -> Path:
-    """The run perturbed at t = 12 about e* (``chain_t0`` None) or at chain_t0 on the chain."""
-    return copy_path(nlat, eps) if chain_t0 is None else chain_path(nlat, chain_t0, eps)
+    """The run perturbed at t = 12 about e* (``chain_t0`` None) or at chain_t0 on the chain;
+    EPS = 0 the unperturbed run."""
+    return (
+        copy_path(nlat, eps) if chain_t0 is None or eps == 0.0 else chain_path(nlat, chain_t0, eps)
+    )
 
 
 def table(nlat: int, eps: float, chain_t0: float | None = None) -> None:
@@ -226,7 +230,7 @@ def departure(nlat: int, eps_values: list[float], chain_t0: float | None = None)
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for eps in eps_values:
-        path = copy_path(nlat, eps) if eps == 0.0 else perturbed_path(nlat, eps, chain_t0)
+        path = perturbed_path(nlat, eps, chain_t0)
         with xr.open_dataset(path) as ds:
             t, w2 = ds["time"].values, ds["w2_projection"].values
             wall = float(
@@ -253,7 +257,7 @@ def departure(nlat: int, eps_values: list[float], chain_t0: float | None = None)
 
 
 def slowest_point(
-    sums: LogParticleSums, x: np.ndarray, mass: np.ndarray, centre: np.ndarray
+    model, x: np.ndarray, mass: np.ndarray, centre: np.ndarray
 ) -> tuple[float, float]:
     """Where |X| is least on an 81 x 81 tangent grid of +-0.04 rad about ``centre``, X the point
     sums over the cells (each cell's mass at its centre, certified log-sum-exp): its distance
@@ -265,8 +269,7 @@ def slowest_point(
     grid = centre + s[:, None, None] * east + s[None, :, None] * north
     grid = (grid / np.linalg.norm(grid, axis=-1, keepdims=True)).reshape(-1, 3)
     ok = mass > 0.0
-    mean, _ = sums._moments(sums._averages(x[ok], np.log(mass[ok]), grid))
-    speed = np.linalg.norm(mean - np.einsum("ij,ij->i", grid, mean)[:, None] * grid, axis=1)
+    speed = np.linalg.norm(log_mass_velocity(model, grid, x[ok], np.log(mass[ok])), axis=1)
     k = int(np.argmin(speed))
     return math.acos(min(1.0, float(grid[k] @ centre))), float(speed[len(grid) // 2])
 
@@ -276,7 +279,7 @@ def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | N
     (in the hemisphere about +-u), the rates at which the scheme's face velocities carry mass
     out of and into that cell (sum over its faces of |f| max(+-u_f, 0) / |c|, per unit of time),
     and the centroid (degrees from +-u) and RMS spread (rad) of the mass within 0.3 rad."""
-    path = copy_path(nlat, eps) if eps == 0.0 else perturbed_path(nlat, eps, chain_t0)
+    path = perturbed_path(nlat, eps, chain_t0)
     g = Geometry(t_max=1.0)
     with xr.open_dataset(path) as ds:
         ds = ds.load()
@@ -285,7 +288,6 @@ def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | N
     config = sd.config_from_dict(data, base_dir=study.HERE.parent)
     problem = sd.Problem.from_config(config)
     scheme = sd.make_scheme(problem, config.discretization)
-    sums = LogParticleSums(problem.model)
     mesh = scheme.grid
     x, area = cell_points(ds), ds["cell_area"].values
     print(f"fv, nlat = {nlat}, beta = {BETA:g}, {path.name}: each cluster's heaviest cell")
@@ -310,7 +312,7 @@ def cluster_cells(nlat: int, eps: float, times: list[float], chain_t0: float | N
             spread = math.sqrt(
                 mass @ np.arccos(np.clip(x[near] @ centre, -1.0, 1.0)) ** 2 / mass.sum()
             )
-            still, speed = slowest_point(sums, x, rho[0] * area, x[c])
+            still, speed = slowest_point(problem.model, x, rho[0] * area, x[c])
             print(
                 f"| {t:g} | {name} | {rho[0, c] * area[c]:.4f} | {out / area[c]:.3f} | "
                 f"{into / area[c]:.3f} | {offset:.2f} | {spread:.4f} | {still:.4f} | "
