@@ -1,0 +1,420 @@
+"""The hybrid of docs/concentration.md ("What is next", nineteenth session): the clusters as
+particles, the tail on ``fv``'s mesh, the sums over both (issue 30; a prototype, not a scheme).
+
+``fv`` keeps the tail right at the kernel's scale on the look chain but cannot hold a cluster
+narrower than a cell; particles hold the clusters but err in the tail afresh at every step.
+Here, from ``fv``'s state at t = T0 (``study.py --fv-early 300 NLAT``):
+
+* **Particles** (positions x_i, masses m_i, no shapes): every mesh cell whose mass is within
+  DEPTH e-folds of the heaviest mass (cell or particle) is turned into SUB x SUB particles, one
+  per sub-cell in (lat, lon) at its centre, their masses the integrals of ``fv``'s limited
+  linear reconstruction over the sub-cells (positive), scaled so that they sum to the cell's
+  mass; the cell is emptied. This is done at the start and after every step (the tail that
+  flows into the clusters is taken in as it arrives). Particles move with dx/dt = X[rho](x);
+  those in the same cube of MERGE rad (about 0.3 / (beta sigma_max), as ``log_lagrangian``)
+  are merged (masses summed, position the mass-weighted mean). Masses never change in flight.
+* **The mesh**: ``fv``'s fluxes (limited linear reconstruction, upwind at the face midpoints)
+  with the face velocities of the hybrid's sums. Mass is conserved to round-off on the mesh,
+  by the transfers (cell to particles) and by the merges.
+* **Sums**: X at the face midpoints and the particles by the certified pruned log-sum-exp
+  (``interaction._pruned.log_mass_velocity``) over the occupied cells (each cell's mass at
+  its centre, as ``fv``'s own sums) and the particles.
+* **Time**: SSP RK3 on (rho, x) together, dt = CFL min(h / max |X|, 1 / max outflow rate) as
+  ``fv`` (CFL 0.4), the particles' speeds included in max |X|.
+
+Each snapshot (every 0.5) appends to a CSV the absolute time, W2 to Pi_# rho_0 of the original
+rho_0 (the cells' masses at their centres and the particles at theirs), dm, the number of
+particles, the particles' share of the mass, mass - 1, min rho, the steps and the wall time,
+and writes the state (resumable). ``--compare`` gives, at the snapshots, the median of
+log rho - log rho_ref over the cells within 0.08 rad of the five links of +w's look chain and
+of e*, rho_ref ``fv``'s run on REF rings (instability.py --run REF 0) remapped exactly onto the
+run's mesh (cell averages against cell averages).
+
+Usage (from runs/sphere_two_atoms/lagrangian):
+  ../../../.venv/bin/python hybrid.py --run NLAT [--source NLAT2] [--t0 12] [--t-end 36]
+      [--depth 10] [--sub 2] [--merge 5e-4]
+      (--source: start from fv's state on NLAT2 rings, a multiple of NLAT: the particles taken
+      from its cells, the rest remapped exactly onto NLAT rings)
+  ../../../.venv/bin/python hybrid.py --compare FILE.csv... [--ref 128]   (the chain's tail
+      against fv's on REF rings at every snapshot both have, with W2 and dm)
+Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}.csv, .state.npz beside
+it and the snapshots' states in the folder of that name.
+"""
+
+from __future__ import annotations
+
+import study  # beside this script; first (clusters.py and lookchain.py put ../ on sys.path)
+
+# isort: split
+import argparse
+import csv
+import math
+import os
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from handover import original_target
+from lookchain import chain, top_eigenvector
+from mechanism import Geometry
+
+import spheredens as sd
+from spheredens.geometry import tangent_project
+from spheredens.grids import RingMesh
+from spheredens.interaction._pruned import log_mass_velocity, pruned_logsumexp_sums
+from spheredens.interaction._quadrature import clip_norm
+from spheredens.transport import w2_to_antipodal_atoms
+
+BETA = 300.0
+OUT = study.OUT / "hybrid"
+SPACING = 0.5
+CFL = 0.4
+LINK = 0.08
+COLUMNS = (
+    "t",
+    "w2",
+    "dm",
+    "particles",
+    "particle_mass",
+    "mass_error",
+    "min_rho",
+    "steps",
+    "wall_s",
+)
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def latlon_points(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    return np.stack((np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)), -1)
+
+
+def block_order(x: np.ndarray, width: float = 0.05) -> np.ndarray:
+    """An order in which consecutive points are close (the pruning's blocks): by cubes of
+    ``width``."""
+    k = np.floor(x / width).astype(np.int64)
+    return np.lexsort((k[:, 2], k[:, 1], k[:, 0]))
+
+
+class Hybrid:
+    """Particles where the mass is within ``depth`` e-folds of the heaviest, ``fv`` elsewhere."""
+
+    def __init__(self, scheme, model, depth: float, sub: int, merge: float) -> None:
+        self.fv, self.mesh, self.model = scheme, scheme.grid, model
+        self.depth, self.sub, self.merge_width = float(depth), int(sub), float(merge)
+        self._face_velocity: tuple[np.ndarray, float] | None = None
+        self.lowrank = scheme.interaction  # lowrank_points: cells' centres to faces' midpoints
+        self.direct_fraction = 0.0
+        # fv's right-hand side with the hybrid's face velocities (set before each call)
+        scheme.normal_velocity = lambda state: self._face_velocity
+
+    # -- sums --------------------------------------------------------------------------------
+    def face_average(self, a: np.ndarray, x: np.ndarray, log_m: np.ndarray) -> np.ndarray:
+        """The softmax mean of V y at the face midpoints: the mesh's spectral sums
+        (``lowrank_points``, e^-kappa Z_mesh and e^-kappa N_mesh) plus the particles' exact
+        log-sum-exp sums, combined in the log domain as ``lowrank_points`` combines its peeled
+        cells; rows where neither part reaches ``log_domain_below`` of the mesh's mass (the
+        spectral sums' absolute error there would show) by the full pruned direct sums."""
+        lr, model = self.lowrank, self.model
+        h, n = lr.scaled_sums(a)
+        kappa = lr._kappa
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_t = np.where(h > 0.0, kappa + np.log(np.where(h > 0.0, h, 1.0)), -np.inf)
+        z_b, n_b, m_b, _ = pruned_logsumexp_sums(
+            lr._query, x, log_m, x @ model.V.T, log_lower=log_t - 1e-3
+        )
+        with np.errstate(divide="ignore"):
+            log_b = m_b + np.log(z_b)
+        s = np.maximum(log_t, log_b)
+        w_t, w_b = np.exp(log_t - s), np.exp(log_b - s)
+        num = n * np.divide(w_t, h, out=np.zeros_like(w_t), where=w_t > 0.0)[:, None]
+        num += n_b * np.divide(w_b, z_b, out=np.zeros_like(w_b), where=z_b > 0.0)[:, None]
+        out = num / (w_t + w_b)[:, None]
+        floor = math.log(lr.log_domain_below * a.sum())
+        bad = np.flatnonzero(np.maximum(log_t, log_b) - kappa < floor)
+        self.direct_fraction = bad.size / len(h)
+        if bad.size:
+            occupied = a > 0.0
+            sources = np.concatenate([self.mesh.points[occupied], x])
+            log_a = np.concatenate([np.log(a[occupied]), log_m])
+            z, nn, _, _ = pruned_logsumexp_sums(lr._query[bad], sources, log_a, sources @ model.V.T)
+            out[bad] = nn / z[:, None]
+        return tangent_project(self.mesh.face_point, clip_norm(out, model.V_norm))
+
+    def velocities(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
+        m = self.mesh
+        a = np.maximum(rho, 0.0) * m.area
+        order = block_order(x)
+        x, log_m = x[order], log_m[order]
+        v_face = self.face_average(a, x, log_m)
+        occupied = a > 0.0
+        sources = np.concatenate([m.points[occupied], x])
+        log_a = np.concatenate([np.log(a[occupied]), log_m])
+        v_part = np.empty_like(x)
+        v_part[order] = log_mass_velocity(self.model, x, sources, log_a)
+        speed = float(np.sqrt(max(np.max(np.sum(v * v, axis=1)) for v in (v_face, v_part))))
+        return np.einsum("fd,fd->f", v_face, m.face_normal)[None], speed, v_part
+
+    def rates(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray, t: float):
+        u, speed, v_part = self.velocities(rho, x, log_m)
+        self._face_velocity = (u, speed)
+        return self.fv.rhs(rho[None], t), v_part
+
+    def step(self, rho, x, log_m, t: float, dt_max: float):
+        """One SSP RK3 step of (rho, x) at fv's CFL step (at most dt_max)."""
+        k1, v1 = self.rates(rho, x, log_m, t)
+        dt = min(dt_max, self.fv.stable_dt(CFL, k1))
+        r1 = rho + dt * k1.rate[0]
+        x1 = unit(x + dt * v1)
+        k2, v2 = self.rates(r1, x1, log_m, t + dt)
+        r2 = 0.75 * rho + 0.25 * (r1 + dt * k2.rate[0])
+        x2 = unit(0.75 * x + 0.25 * (x1 + dt * v2))
+        k3, v3 = self.rates(r2, x2, log_m, t + 0.5 * dt)
+        rho = rho / 3.0 + 2.0 / 3.0 * (r2 + dt * k3.rate[0])
+        x = unit(x / 3.0 + 2.0 / 3.0 * (x2 + dt * v3))
+        return rho, x, dt
+
+    # -- cells into particles, particles merged -------------------------------------------------
+    def take_in(self, rho, x, log_m):
+        """Cells within ``depth`` e-folds of the heaviest cell (its particles counted) become
+        SUB x SUB particles."""
+        m = self.mesh
+        with np.errstate(divide="ignore"):
+            log_cell = np.log(np.maximum(rho, 0.0) * m.area)
+        # the heaviest cell, the particles in it counted
+        held = np.zeros(m.n_cells)
+        if log_m.size:
+            lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+            lon = np.arctan2(x[:, 1], x[:, 0])
+            held = np.bincount(m.locate(lat, lon), np.exp(log_m), m.n_cells)
+        top = math.log(float(np.max(np.maximum(rho, 0.0) * m.area + held)))
+        cells = np.flatnonzero((log_cell >= top - self.depth) & ~m.is_cap)
+        if cells.size == 0:
+            return rho, x, log_m
+        s_lat, s_lon = (s[0, cells] for s in self.fv.slopes(rho[None]))
+        n = self.sub
+        f = (np.arange(n) + 0.5) / n
+        lat0, lat1 = m.lat_bounds[cells, 0], m.lat_bounds[cells, 1]
+        lon0, lon1 = m.lon_bounds[cells, 0], m.lon_bounds[cells, 1]
+        # sub-cell edges in lat; each sub-cell's area and its value at the sub-cell's centre
+        e = np.arange(n + 1) / n
+        lat_e = lat0[:, None] + e[None, :] * (lat1 - lat0)[:, None]
+        lat_s = 0.5 * (lat_e[:, 1:] + lat_e[:, :-1])
+        band = np.sin(lat_e[:, 1:]) - np.sin(lat_e[:, :-1])
+        lon_s = lon0[:, None] + f[None, :] * (lon1 - lon0)[:, None]
+        value = (
+            rho[cells, None, None]
+            + s_lat[:, None, None] * (lat_s - m.lat_c[cells, None])[:, :, None]
+            + s_lon[:, None, None] * (lon_s - m.lon_c[cells, None])[:, None, :]
+        )
+        weight = np.maximum(value, 0.0) * band[:, :, None]
+        weight /= weight.sum(axis=(1, 2), keepdims=True)
+        mass = weight * (rho[cells] * m.area[cells])[:, None, None]
+        points = latlon_points(
+            np.broadcast_to(lat_s[:, :, None], mass.shape),
+            np.broadcast_to(lon_s[:, None, :], mass.shape),
+        ).reshape(-1, 3)
+        mass = mass.ravel()
+        keep = mass > 0.0
+        rho = rho.copy()
+        rho[cells] = 0.0
+        x = np.concatenate([x, points[keep]])
+        log_m = np.concatenate([log_m, np.log(mass[keep])])
+        return rho, x, log_m
+
+    def merge(self, x, log_m):
+        """Particles in the same cube of ``merge_width`` merged: log masses summed exactly,
+        the position the mass-weighted mean (on the sphere)."""
+        key = np.floor(x / self.merge_width).astype(np.int64)
+        _, group = np.unique(key, axis=0, return_inverse=True)
+        group = group.ravel()
+        n = int(group.max()) + 1
+        if n == len(x):
+            return x, log_m
+        top = np.full(n, -np.inf)
+        np.maximum.at(top, group, log_m)
+        w = np.exp(log_m - top[group])
+        centre = np.stack([np.bincount(group, w * x[:, k], n) for k in range(3)], axis=1)
+        return unit(centre), top + np.log(np.bincount(group, w, n))
+
+
+def start(nlat: int, t0: float, source: int | None = None):
+    """fv's early run on ``source`` rings (default ``nlat``): the problem, the scheme on
+    ``nlat`` rings and rho at t0 (float64) on the ``source`` mesh, with that mesh's scheme."""
+    source = source or nlat
+    path = study.EARLY / f"fv_nlat{source}_beta{BETA:g}.nc"
+    with xr.open_dataset(path) as ds:
+        data = tomllib.loads(ds.attrs["config"])
+        i = int(np.flatnonzero(np.isclose(ds["time"].values, t0))[0])
+        rho = np.asarray(ds["rho"].values[i], dtype=float).ravel()
+    data["output"] = {"path": str(path), "figure": False}
+    schemes = {}
+    for n in {nlat, source}:
+        data["discretization"]["nlat"] = n
+        config = sd.config_from_dict(data, base_dir=study.HERE.parent)
+        problem = sd.Problem.from_config(config)
+        schemes[n] = sd.make_scheme(problem, config.discretization)
+    return problem, schemes[nlat], schemes[source], rho
+
+
+def files(args) -> tuple[Path, Path]:
+    source = f"from{args.source}" if args.source and args.source != args.run else ""
+    stem = f"hy{args.run}{source}_t{args.t0:g}_d{args.depth:g}_s{args.sub}_m{args.merge:g}"
+    return OUT / f"{stem}.csv", OUT / f"{stem}.state.npz"
+
+
+def snapshot_path(state_path: Path, t: float) -> Path:
+    folder = state_path.with_suffix("").with_suffix("")
+    folder.mkdir(exist_ok=True)
+    return folder / f"t{t:08.3f}.npz"
+
+
+def remapped_reference(ref: int, mesh: RingMesh):
+    """log rho of fv's run on ``ref`` rings (instability.py --run REF 0) at time t, remapped
+    exactly onto ``mesh`` (the rings nest: cell averages against cell averages), or None where
+    that run has no snapshot at t."""
+    path = study.OUT / "instability" / f"fv_nlat{ref}_beta{BETA:g}_eps0.nc"
+    ds = xr.open_dataset(path)
+    fine = RingMesh(ref)
+    times = ds["time"].values
+
+    def reference(t: float) -> np.ndarray | None:
+        k = int(np.argmin(np.abs(times - t)))
+        if abs(times[k] - t) > 1e-9:
+            return None
+        rho = np.asarray(ds["rho"].values[k], dtype=float).ravel()
+        with np.errstate(divide="ignore"):
+            return np.log(mesh.remap_from(fine, rho))
+
+    return reference
+
+
+def compare(csv_paths: list[str], ref: int) -> None:
+    """For each run: the chain offsets (median log rho - log rho_ref within LINK of the five
+    links and of e*, rho_ref remapped onto the run's mesh) at every snapshot the reference has,
+    with W2 and dm."""
+    g = Geometry(t_max=1.0)
+    for name in csv_paths:
+        nlat = int(Path(name).name.split("_")[0][2:].split("from")[0])
+        mesh = RingMesh(nlat)
+        reference = remapped_reference(ref, mesh)
+        folder = Path(name).with_suffix("")
+        print(f"{folder.name}: log rho - fv{ref}'s at L0-L4 (w, look(w), ...) and e*; W2; dm")
+        rows = {round(float(r["t"]), 6): r for r in csv.DictReader(open(name))}
+        for snap in sorted(folder.glob("t*.npz")):
+            s = np.load(snap)
+            t = float(s["t"])
+            log_ref = reference(t)
+            if log_ref is None:
+                continue
+            r = rows.get(round(t, 6), {})
+            print(
+                f"  t = {t:6g}: {chain_offsets(g, mesh, s['rho'], log_ref)}; W2 {r.get('w2')}; "
+                f"dm {r.get('dm')}"
+            )
+
+
+def chain_offsets(g, mesh, rho, log_ref) -> str:
+    """Median log rho - log_ref over the cells within LINK of each link and of e*."""
+    parts = []
+    for p in [*chain(g), top_eigenvector(g)]:
+        sel = (mesh.points @ p > math.cos(LINK)) & (rho > 0.0)
+        parts.append(f"{np.median(np.log(rho[sel]) - log_ref[sel]):+.3f}" if sel.any() else "nan")
+    return " ".join(parts)
+
+
+def run(args) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    csv_path, state_path = files(args)
+    problem, scheme, fine, rho = start(args.run, args.t0, args.source)
+    hy = Hybrid(scheme, problem.model, args.depth, args.sub, args.merge)
+    mesh = scheme.grid
+    target = original_target(BETA)
+    if state_path.exists():
+        s = np.load(state_path)
+        rho, x, log_m, t, steps, wall = (
+            s["rho"],
+            s["x"],
+            s["log_m"],
+            float(s["t"]),
+            int(s["steps"]),
+            float(s["wall"]),
+        )
+    else:
+        x, log_m = np.zeros((0, 3)), np.zeros(0)
+        if fine is scheme:
+            rho, x, log_m = hy.take_in(rho, x, log_m)
+        else:  # the particles from the source's cells, the rest remapped (the rings nest)
+            taker = Hybrid(fine, problem.model, args.depth, args.sub, args.merge)
+            rho, x, log_m = taker.take_in(rho, x, log_m)
+            rho = scheme.grid.remap_from(fine.grid, rho)
+        t, steps, wall = args.t0, 0, 0.0
+        with csv_path.open("w", newline="") as f:
+            csv.writer(f).writerow(COLUMNS)
+    print(f"{csv_path.name}: t = {t:g}, {len(x)} particles, {int((rho > 0).sum())} cells")
+    clock = time.perf_counter() - wall
+    while t < args.t_end - 1e-9:
+        next_snap = SPACING * (math.floor(t / SPACING + 1e-9) + 1)
+        while t < next_snap - 1e-9:
+            rho, x, dt = hy.step(rho, x, log_m, t, next_snap - t)
+            t = next_snap if next_snap - t - dt < 1e-12 else t + dt
+            rho, x, log_m = hy.take_in(rho, x, log_m)
+            x, log_m = hy.merge(x, log_m)
+            steps += 1
+        wall = time.perf_counter() - clock
+        record(csv_path, target, mesh, rho, x, log_m, t, steps, wall)
+        for path in (state_path, snapshot_path(state_path, t)):
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, rho=rho, x=x, log_m=log_m, t=t, steps=steps, wall=wall)
+            os.replace(tmp, path)
+
+
+def record(csv_path, target, mesh, rho, x, log_m, t, steps, wall) -> None:
+    cells = rho > 0.0
+    m_cell = rho[cells] * mesh.area[cells]
+    m_part = np.exp(log_m)
+    points = np.concatenate([mesh.points[cells], x])
+    mass = np.concatenate([m_cell, m_part])
+    total = float(mass.sum())
+    w2 = w2_to_antipodal_atoms(points, mass, target.points[0], float(target.masses[0]))
+    dm = float(mass[points @ target.points[0] > 0.0].sum() / total - target.masses[0])
+    row = (
+        f"{t:.6g}",
+        f"{w2:.6g}",
+        f"{dm:.6g}",
+        len(x),
+        f"{m_part.sum() / total:.6g}",
+        f"{total - 1.0:.3g}",
+        f"{rho.min():.3g}",
+        steps,
+        f"{wall:.1f}",
+    )
+    with csv_path.open("a", newline="") as f:
+        csv.writer(f).writerow(row)
+    print(" ".join(f"{k}={v}" for k, v in zip(COLUMNS, row)), flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run", type=int, metavar="NLAT")
+    p.add_argument("--t0", type=float, default=12.0)
+    p.add_argument("--t-end", type=float, default=36.0)
+    p.add_argument("--depth", type=float, default=10.0)
+    p.add_argument("--sub", type=int, default=2)
+    p.add_argument("--merge", type=float, default=5e-4)
+    p.add_argument("--ref", type=int, default=128)
+    p.add_argument("--source", type=int, metavar="NLAT2", help="start from fv on NLAT2 rings")
+    p.add_argument("--compare", nargs="+", metavar="FILE.csv")
+    args = p.parse_args()
+    if args.run:
+        run(args)
+    if args.compare:
+        compare(args.compare, args.ref)
+
+
+if __name__ == "__main__":
+    main()
