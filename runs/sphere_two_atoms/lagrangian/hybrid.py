@@ -16,9 +16,11 @@ Here, from ``fv``'s state at t = T0 (``study.py --fv-early 300 NLAT``):
 * **The mesh**: ``fv``'s fluxes (limited linear reconstruction, upwind at the face midpoints)
   with the face velocities of the hybrid's sums. Mass is conserved to round-off on the mesh,
   by the transfers (cell to particles) and by the merges.
-* **Sums**: X at the face midpoints and the particles by the certified pruned log-sum-exp
-  (``interaction._pruned.log_mass_velocity``) over the occupied cells (each cell's mass at
-  its centre, as ``fv``'s own sums) and the particles.
+* **Sums**: X at the face midpoints from the mesh's spectral sums (``lowrank_points``, each
+  cell's mass at its centre, as ``fv``'s own) plus the particles' exact log-sum-exp sums, with
+  ``lowrank_points``' certificate and peeling (:meth:`Hybrid.face_average`); X at the
+  particles by the certified pruned log-sum-exp sums over the occupied cells and the particles
+  (``interaction._pruned.log_mass_velocity``).
 * **Time**: SSP RK3 on (rho, x) together, dt = CFL min(h / max |X|, 1 / max outflow rate) as
   ``fv`` (CFL 0.4), the particles' speeds included in max |X|.
 
@@ -35,6 +37,8 @@ Usage (from runs/sphere_two_atoms/lagrangian):
       [--depth 10] [--sub 2] [--merge 5e-4]
       (--source: start from fv's state on NLAT2 rings, a multiple of NLAT: the particles taken
       from its cells, the rest remapped exactly onto NLAT rings)
+  ../../../.venv/bin/python hybrid.py --table FILE.csv...   (first minimum, departure, rise,
+      release of each cluster, steps and wall time of each run)
   ../../../.venv/bin/python hybrid.py --compare FILE.csv... [--ref 128]   (the chain's tail
       against fv's on REF rings at every snapshot both have, with W2 and dm)
 Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}.csv, .state.npz beside
@@ -54,6 +58,7 @@ import time
 import tomllib
 from pathlib import Path
 
+import handover
 import numpy as np
 import xarray as xr
 from handover import original_target
@@ -61,8 +66,15 @@ from lookchain import chain, top_eigenvector
 from mechanism import Geometry
 
 import spheredens as sd
+from spheredens.analysis import curve_summary
 from spheredens.geometry import tangent_project
 from spheredens.grids import RingMesh
+from spheredens.interaction._lowrank import (
+    PEEL_FACTOR,
+    PEEL_LEVELS,
+    PEEL_MAX_SHARE,
+    PEEL_MIN_PAIRS,
+)
 from spheredens.interaction._pruned import log_mass_velocity, pruned_logsumexp_sums
 from spheredens.interaction._quadrature import clip_norm
 from spheredens.transport import w2_to_antipodal_atoms
@@ -108,42 +120,78 @@ class Hybrid:
         self.depth, self.sub, self.merge_width = float(depth), int(sub), float(merge)
         self._face_velocity: tuple[np.ndarray, float] | None = None
         self.lowrank = scheme.interaction  # lowrank_points: cells' centres to faces' midpoints
+        # its transforms on SPHEREDENS_THREADS threads (as the pruned sums)
+        self.lowrank._nthreads = int(os.environ.get("SPHEREDENS_THREADS", "1"))
         self.direct_fraction = 0.0
         # fv's right-hand side with the hybrid's face velocities (set before each call)
         scheme.normal_velocity = lambda state: self._face_velocity
 
     # -- sums --------------------------------------------------------------------------------
+    def _exact_sums(self, rows, cells, log_a, x, log_m, log_lower=None):
+        """The pruned log-sum-exp sums (Z, N, their log scale) at the face midpoints ``rows``
+        over the mesh cells ``cells`` (mask, masses at their centres) and the particles."""
+        sources = np.concatenate([self.mesh.points[cells], x])
+        z, n, m, _ = pruned_logsumexp_sums(
+            self.lowrank._query[rows],
+            sources,
+            np.concatenate([log_a[cells], log_m]),
+            sources @ self.model.V.T,
+            log_lower=log_lower,
+        )
+        return z, n, m
+
     def face_average(self, a: np.ndarray, x: np.ndarray, log_m: np.ndarray) -> np.ndarray:
         """The softmax mean of V y at the face midpoints: the mesh's spectral sums
-        (``lowrank_points``, e^-kappa Z_mesh and e^-kappa N_mesh) plus the particles' exact
-        log-sum-exp sums, combined in the log domain as ``lowrank_points`` combines its peeled
-        cells; rows where neither part reaches ``log_domain_below`` of the mesh's mass (the
-        spectral sums' absolute error there would show) by the full pruned direct sums."""
-        lr, model = self.lowrank, self.model
-        h, n = lr.scaled_sums(a)
-        kappa = lr._kappa
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_t = np.where(h > 0.0, kappa + np.log(np.where(h > 0.0, h, 1.0)), -np.inf)
-        z_b, n_b, m_b, _ = pruned_logsumexp_sums(
-            lr._query, x, log_m, x @ model.V.T, log_lower=log_t - 1e-3
-        )
+        (``lowrank_points``: e^-kappa Z_mesh and e^-kappa N_mesh) plus the particles' exact
+        log-sum-exp sums, added in the log domain as ``lowrank_points`` adds its peeled cells.
+        A row is kept where its scaled total reaches ``log_domain_below`` of the spectral
+        part's mass (the spectral sums' absolute error is ~1e-14 of that mass); the others are
+        redone with the mesh's heaviest cells peeled off into the exact part (levels of
+        PEEL_FACTOR, as ``lowrank_points``), and what is left after PEEL_LEVELS, or when fewer
+        rows x cells than PEEL_MIN_PAIRS are left, by the full pruned direct sums."""
+        lr, model, mesh = self.lowrank, self.model, self.mesh
+        out = np.empty((mesh.n_faces, 3))
+        rows = np.arange(mesh.n_faces)
         with np.errstate(divide="ignore"):
-            log_b = m_b + np.log(z_b)
-        s = np.maximum(log_t, log_b)
-        w_t, w_b = np.exp(log_t - s), np.exp(log_b - s)
-        num = n * np.divide(w_t, h, out=np.zeros_like(w_t), where=w_t > 0.0)[:, None]
-        num += n_b * np.divide(w_b, z_b, out=np.zeros_like(w_b), where=z_b > 0.0)[:, None]
-        out = num / (w_t + w_b)[:, None]
-        floor = math.log(lr.log_domain_below * a.sum())
-        bad = np.flatnonzero(np.maximum(log_t, log_b) - kappa < floor)
-        self.direct_fraction = bad.size / len(h)
-        if bad.size:
-            occupied = a > 0.0
-            sources = np.concatenate([self.mesh.points[occupied], x])
-            log_a = np.concatenate([np.log(a[occupied]), log_m])
-            z, nn, _, _ = pruned_logsumexp_sums(lr._query[bad], sources, log_a, sources @ model.V.T)
-            out[bad] = nn / z[:, None]
-        return tangent_project(self.mesh.face_point, clip_norm(out, model.V_norm))
+            log_a = np.log(a)
+        peeled = np.zeros(a.size, dtype=bool)
+        for level in range(PEEL_LEVELS + 1):
+            if level and rows.size * a.size < PEEL_MIN_PAIRS:
+                break  # the direct sums are cheaper than a spectral evaluation
+            if level:
+                new = ~peeled & (a > a.max() * PEEL_FACTOR**level)
+                if not new.any():
+                    continue
+                peeled |= new
+                if peeled.mean() > PEEL_MAX_SHARE:
+                    break
+            tail = np.where(peeled, 0.0, a)
+            if not tail.any():
+                break
+            h, n = lr.scaled_sums(tail, rows if level else None)
+            kappa = lr._kappa[rows]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_t = np.where(h > 0.0, kappa + np.log(np.where(h > 0.0, h, 1.0)), -np.inf)
+            z_b, n_b, m_b = self._exact_sums(rows, peeled, log_a, x, log_m, log_t - 1e-3)
+            with np.errstate(divide="ignore"):
+                log_b = m_b + np.log(z_b)
+            top = np.maximum(log_t, log_b)
+            ok = top - kappa >= math.log(lr.log_domain_below * tail.sum())
+            w_t, w_b = np.exp(log_t[ok] - top[ok]), np.exp(log_b[ok] - top[ok])
+            num = n[ok] * np.divide(w_t, h[ok], out=np.zeros_like(w_t), where=w_t > 0.0)[:, None]
+            num += (
+                n_b[ok]
+                * np.divide(w_b, z_b[ok], out=np.zeros_like(w_b), where=z_b[ok] > 0.0)[:, None]
+            )
+            out[rows[ok]] = num / (w_t + w_b)[:, None]
+            rows = rows[~ok]
+            if rows.size == 0:
+                break
+        self.direct_fraction = rows.size / mesh.n_faces
+        if rows.size:
+            z, n, _ = self._exact_sums(rows, a > 0.0, log_a, x, log_m)
+            out[rows] = n / z[:, None]
+        return tangent_project(mesh.face_point, clip_norm(out, model.V_norm))
 
     def velocities(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
         m = self.mesh
@@ -318,6 +366,52 @@ def compare(csv_paths: list[str], ref: int) -> None:
             )
 
 
+def released(folder: Path, u: np.ndarray) -> tuple[float, float]:
+    """The first snapshot at which the heaviest particle of each hemisphere (about +u, -u)
+    lies more than RELEASE_DEGREES from it (nan: never)."""
+    out = [math.nan, math.nan]
+    for snap in sorted(folder.glob("t*.npz")):
+        s = np.load(snap)
+        x, log_m = s["x"], s["log_m"]
+        for j, sign in enumerate((1.0, -1.0)):
+            side = sign * (x @ u) > 0.0
+            if not math.isnan(out[j]) or not side.any():
+                continue
+            k = np.flatnonzero(side)[int(np.argmax(log_m[side]))]
+            angle = math.degrees(math.acos(min(1.0, float(sign * (x[k] @ u)))))
+            if angle > handover.RELEASE_DEGREES:
+                out[j] = float(s["t"])
+    return out[0], out[1]
+
+
+def table(csv_paths: list[str]) -> None:
+    """Each run's first minimum of W2 (t), smallest W2 (t), departure (W2 > 2 min + 0.02, as
+    study.py and handover.py), rise (W2 > min + handover.RISE), release of each cluster (its
+    heaviest particle more than handover.RELEASE_DEGREES from +-u; +u the cluster of mass
+    0.4584, mechanism.py's u), last time, steps, wall."""
+    u = Geometry(t_max=1.0).u  # the cluster of mass 0.4584 (mechanism.py)
+    print(
+        "| run | first min W2 (t) | min W2 (t) | departure | rise | released: +u, -u | "
+        "last t | steps | wall |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in csv_paths:
+        rows = list(csv.DictReader(open(name)))
+        t = np.array([float(r["t"]) for r in rows])
+        w2 = np.array([float(r["w2"]) for r in rows])
+        first = study.first_minimum(w2)
+        s = curve_summary(t, w2)
+        falling = ", still falling" if s["t_min"] == s["t_last"] else ""
+        risen = np.flatnonzero((t > s["t_min"]) & (w2 > s["min_w2"] + handover.RISE))
+        rise = float(t[risen[0]]) if risen.size else math.nan
+        plus, minus = released(Path(name).with_suffix(""), u)
+        print(
+            f"| {Path(name).stem} | {w2[first]:.5f} ({t[first]:g}) | {s['min_w2']:.5f} "
+            f"({s['t_min']:g}{falling}) | {s['departure_time']:g} | {rise:g} | {plus:g}, "
+            f"{minus:g} | {t[-1]:g} | {rows[-1]['steps']} | {float(rows[-1]['wall_s']):.0f} s |"
+        )
+
+
 def chain_offsets(g, mesh, rho, log_ref) -> str:
     """Median log rho - log_ref over the cells within LINK of each link and of e*."""
     parts = []
@@ -344,6 +438,12 @@ def run(args) -> None:
             int(s["steps"]),
             float(s["wall"]),
         )
+        # rows written after the state was last saved (a run stopped between the two) go
+        with csv_path.open() as f:
+            rows = list(csv.reader(f))
+        kept = [rows[0]] + [r for r in rows[1:] if float(r[0]) <= t + 1e-9]
+        with csv_path.open("w", newline="") as f:
+            csv.writer(f).writerows(kept)
     else:
         x, log_m = np.zeros((0, 3)), np.zeros(0)
         if fine is scheme:
@@ -409,11 +509,14 @@ def main() -> None:
     p.add_argument("--ref", type=int, default=128)
     p.add_argument("--source", type=int, metavar="NLAT2", help="start from fv on NLAT2 rings")
     p.add_argument("--compare", nargs="+", metavar="FILE.csv")
+    p.add_argument("--table", nargs="+", metavar="FILE.csv")
     args = p.parse_args()
     if args.run:
         run(args)
     if args.compare:
         compare(args.compare, args.ref)
+    if args.table:
+        table(args.table)
 
 
 if __name__ == "__main__":
