@@ -58,6 +58,7 @@ docs/numerics.md).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -384,23 +385,44 @@ class LowRankPoints(PointsEvaluator):
         vectors = self._vectors if rows is None else self._vectors[:, rows]
         return fields[0], np.einsum("fn,fnd->nd", fields, vectors) @ self.model.V.T
 
-    def _peeled_rows(self, a: Array, log_a: Array, rows: Array, out: Array) -> Array:
-        """Step 4 of the module docstring: N / Z into ``out`` for the small ``rows`` that a level
-        of peeling makes accurate; returns the rows left for the full direct sum."""
-        if rows.size * a.size < self.peel_min_pairs:
-            return rows
+    def _peel_levels(self, a: Array):
+        """The levels of step 4 of the module docstring: (peeled cells, the tail's masses) with
+        the cells above a.max() PEEL_FACTOR^level peeled, level = 1, 2, ..., ``peel_levels``,
+        until more than PEEL_MAX_SHARE of the cells are peeled or the tail is empty."""
         peeled = np.zeros(a.size, dtype=bool)
         for level in range(1, self.peel_levels + 1):
-            if rows.size == 0:
-                break
             new = ~peeled & (a > a.max() * PEEL_FACTOR**level)
             if not new.any():
                 continue
             peeled |= new
             if peeled.mean() > PEEL_MAX_SHARE:
-                break
+                return
             tail = np.where(peeled, 0.0, a)
             if not tail.any():
+                return
+            yield peeled, tail
+
+    @staticmethod
+    def _combined(log_t: Array, h_t: Array, n_t: Array, sums: tuple) -> tuple[Array, Array]:
+        """The spectral part (Z = e^log_t, N = e^kappa n_t with h_t = e^-kappa Z) and the exact
+        part (``pruned_logsumexp_sums``' z, n, log scale) added over e^s, s the larger log Z:
+        (s, N / Z)."""
+        z_b, n_b, m_b, _ = sums
+        with np.errstate(divide="ignore"):
+            log_b = m_b + np.log(z_b)
+        s = np.maximum(log_t, log_b)
+        w_t, w_b = np.exp(log_t - s), np.exp(log_b - s)
+        num = n_t * np.divide(w_t, h_t, out=np.zeros_like(w_t), where=w_t > 0.0)[:, None]
+        num += n_b * np.divide(w_b, z_b, out=np.zeros_like(w_b), where=z_b > 0.0)[:, None]
+        return s, num / (w_t + w_b)[:, None]
+
+    def _peeled_rows(self, a: Array, log_a: Array, rows: Array, out: Array) -> Array:
+        """Step 4 of the module docstring: N / Z into ``out`` for the small ``rows`` that a level
+        of peeling makes accurate; returns the rows left for the full direct sum."""
+        if rows.size * a.size < self.peel_min_pairs:
+            return rows
+        for peeled, tail in self._peel_levels(a):
+            if rows.size == 0:
                 break
             h_t, n_t = self.scaled_sums(tail, rows)  # at the small rows only
             ok = (h_t > 0.0) & (h_t >= self.log_domain_below * tail.sum())
@@ -412,21 +434,76 @@ class LowRankPoints(PointsEvaluator):
             # both over e^s with s the larger log Z; peeled blocks below 2^-60 of the tail's Z
             # are skipped (that Z is known to better than 1e-3 here, hence the margin)
             log_t = self._kappa[done] + np.log(h_t)
-            z_b, n_b, m_b, _ = pruned_logsumexp_sums(
+            sums = pruned_logsumexp_sums(
                 self._query[done],
                 self.sources[cells],
                 log_a[cells],
                 self._vy[cells],
                 log_lower=log_t - 1e-3,
             )
-            with np.errstate(divide="ignore"):
-                log_b = m_b + np.log(z_b)
-            s = np.maximum(log_t, log_b)
-            w_t, w_b = np.exp(log_t - s), np.exp(log_b - s)
-            num = n_t * (w_t / h_t)[:, None]
-            num += n_b * np.divide(w_b, z_b, out=np.zeros_like(w_b), where=z_b > 0.0)[:, None]
-            out[done] = num / (w_t + w_b)[:, None]
+            out[done] = self._combined(log_t, h_t, n_t, sums)[1]
         return rows
+
+    def attention_average_with_atoms(self, rho: Array, atoms: Array, log_m: Array) -> Array:
+        """N / Z (``sa``) at the targets for the density ``rho`` at the sources (values, as
+        :meth:`attention_average`) plus atoms at the unit vectors ``atoms`` (n, 3) with log
+        masses ``log_m`` (any depth), shape (n_targets, 3).
+
+        The atoms' sums are always the exact pruned log-sum-exp sums (they may hold almost all
+        the mass: clusters narrower than a cell carried as particles); the sources' sums are
+        the spectral ones, with the certificate of :meth:`attention_average` taken against the
+        total: a row is kept where e^-kappa times the larger of the two parts' Z reaches
+        ``log_domain_below`` of the spectral part's mass (that part's absolute error is ~1e-14
+        of its mass, so N / Z is right to ~1e-14 / log_domain_below of ||V||). The other rows
+        are redone with the heaviest sources peeled off into the exact part (the levels of
+        step 4), and what is left after ``peel_levels`` levels (or when fewer rows x sources
+        than ``peel_min_pairs`` are left) by the full pruned direct sums over the occupied
+        sources and the atoms. Order ``atoms`` so that consecutive ones are close (the
+        pruning's blocks). ``direct_fraction``: the share of rows that took the full sums."""
+        if not self.model.kind.normalized or self.model.beta == 0.0:
+            raise ValueError(
+                "attention_average_with_atoms is for sa at beta > 0 (the atoms' sums are "
+                "log-sum-exp ratios); use attention_average with the atoms on the sources"
+            )
+        a = np.where(rho > 0.0, rho, 0.0) * self.weight
+        with np.errstate(divide="ignore"):
+            log_a = np.log(a)
+        atoms = np.asarray(atoms, dtype=float).reshape(-1, 3)
+        log_m = np.asarray(log_m, dtype=float).ravel()
+        vy_atoms = atoms @ self.model.V.T
+
+        def exact_sums(rows, cells, log_lower=None):
+            return pruned_logsumexp_sums(
+                self._query[rows],
+                np.concatenate([self.sources[cells], atoms]),
+                np.concatenate([log_a[cells], log_m]),
+                np.concatenate([self._vy[cells], vy_atoms]),
+                log_lower=log_lower,
+            )
+
+        out = np.empty((len(self.targets), 3))
+        rows = np.arange(len(self.targets))
+        levels = [(np.zeros(a.size, dtype=bool), a)] if a.any() else []
+        for level, (peeled, tail) in enumerate(itertools.chain(levels, self._peel_levels(a))):
+            if level and rows.size * a.size < self.peel_min_pairs:
+                break  # the direct sums are cheaper than a spectral evaluation
+            h, n = self.scaled_sums(tail, rows if level else None)
+            kappa = self._kappa[rows]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_t = np.where(h > 0.0, kappa + np.log(np.where(h > 0.0, h, 1.0)), -np.inf)
+            top, average = self._combined(
+                log_t, h, n, exact_sums(rows, np.flatnonzero(peeled), log_t - 1e-3)
+            )
+            ok = top - kappa >= math.log(self.log_domain_below * tail.sum())
+            out[rows[ok]] = average[ok]
+            rows = rows[~ok]
+            if rows.size == 0:
+                break
+        self.direct_fraction = rows.size / len(self.targets)
+        if rows.size:
+            z, num, _, _ = exact_sums(rows, a > 0.0)
+            out[rows] = num / z[:, None]
+        return clip_norm(out, self._v_norm)
 
     def vectors(self, rho: Array) -> Array:
         """Tangent velocity X[rho] at the targets, shape (n_xi, n_targets, 3), for source values

@@ -69,14 +69,7 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.geometry import tangent_project
 from spheredens.grids import RingMesh
-from spheredens.interaction._lowrank import (
-    PEEL_FACTOR,
-    PEEL_LEVELS,
-    PEEL_MAX_SHARE,
-    PEEL_MIN_PAIRS,
-)
-from spheredens.interaction._pruned import log_mass_velocity, pruned_logsumexp_sums
-from spheredens.interaction._quadrature import clip_norm
+from spheredens.interaction._pruned import log_mass_velocity
 from spheredens.transport import w2_to_antipodal_atoms
 
 BETA = 300.0
@@ -127,78 +120,21 @@ class Hybrid:
         scheme.normal_velocity = lambda state: self._face_velocity
 
     # -- sums --------------------------------------------------------------------------------
-    def _exact_sums(self, rows, cells, log_a, x, log_m, log_lower=None):
-        """The pruned log-sum-exp sums (Z, N, their log scale) at the face midpoints ``rows``
-        over the mesh cells ``cells`` (mask, masses at their centres) and the particles."""
-        sources = np.concatenate([self.mesh.points[cells], x])
-        z, n, m, _ = pruned_logsumexp_sums(
-            self.lowrank._query[rows],
-            sources,
-            np.concatenate([log_a[cells], log_m]),
-            sources @ self.model.V.T,
-            log_lower=log_lower,
-        )
-        return z, n, m
-
-    def face_average(self, a: np.ndarray, x: np.ndarray, log_m: np.ndarray) -> np.ndarray:
-        """The softmax mean of V y at the face midpoints: the mesh's spectral sums
-        (``lowrank_points``: e^-kappa Z_mesh and e^-kappa N_mesh) plus the particles' exact
-        log-sum-exp sums, added in the log domain as ``lowrank_points`` adds its peeled cells.
-        A row is kept where its scaled total reaches ``log_domain_below`` of the spectral
-        part's mass (the spectral sums' absolute error is ~1e-14 of that mass); the others are
-        redone with the mesh's heaviest cells peeled off into the exact part (levels of
-        PEEL_FACTOR, as ``lowrank_points``), and what is left after PEEL_LEVELS, or when fewer
-        rows x cells than PEEL_MIN_PAIRS are left, by the full pruned direct sums."""
-        lr, model, mesh = self.lowrank, self.model, self.mesh
-        out = np.empty((mesh.n_faces, 3))
-        rows = np.arange(mesh.n_faces)
-        with np.errstate(divide="ignore"):
-            log_a = np.log(a)
-        peeled = np.zeros(a.size, dtype=bool)
-        for level in range(PEEL_LEVELS + 1):
-            if level and rows.size * a.size < PEEL_MIN_PAIRS:
-                break  # the direct sums are cheaper than a spectral evaluation
-            if level:
-                new = ~peeled & (a > a.max() * PEEL_FACTOR**level)
-                if not new.any():
-                    continue
-                peeled |= new
-                if peeled.mean() > PEEL_MAX_SHARE:
-                    break
-            tail = np.where(peeled, 0.0, a)
-            if not tail.any():
-                break
-            h, n = lr.scaled_sums(tail, rows if level else None)
-            kappa = lr._kappa[rows]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                log_t = np.where(h > 0.0, kappa + np.log(np.where(h > 0.0, h, 1.0)), -np.inf)
-            z_b, n_b, m_b = self._exact_sums(rows, peeled, log_a, x, log_m, log_t - 1e-3)
-            with np.errstate(divide="ignore"):
-                log_b = m_b + np.log(z_b)
-            top = np.maximum(log_t, log_b)
-            ok = top - kappa >= math.log(lr.log_domain_below * tail.sum())
-            w_t, w_b = np.exp(log_t[ok] - top[ok]), np.exp(log_b[ok] - top[ok])
-            num = n[ok] * np.divide(w_t, h[ok], out=np.zeros_like(w_t), where=w_t > 0.0)[:, None]
-            num += (
-                n_b[ok]
-                * np.divide(w_b, z_b[ok], out=np.zeros_like(w_b), where=z_b[ok] > 0.0)[:, None]
-            )
-            out[rows[ok]] = num / (w_t + w_b)[:, None]
-            rows = rows[~ok]
-            if rows.size == 0:
-                break
-        self.direct_fraction = rows.size / mesh.n_faces
-        if rows.size:
-            z, n, _ = self._exact_sums(rows, a > 0.0, log_a, x, log_m)
-            out[rows] = n / z[:, None]
-        return tangent_project(mesh.face_point, clip_norm(out, model.V_norm))
+    def face_average(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray) -> np.ndarray:
+        """The softmax mean of V y at the face midpoints over the mesh and the particles:
+        ``lowrank_points``' spectral sums over the mesh plus the particles' exact log-sum-exp
+        sums, certified and peeled
+        (:meth:`~spheredens.interaction.LowRankPoints.attention_average_with_atoms`)."""
+        out = self.lowrank.attention_average_with_atoms(rho, x, log_m)
+        self.direct_fraction = self.lowrank.direct_fraction
+        return tangent_project(self.mesh.face_point, out)
 
     def velocities(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
         m = self.mesh
         a = np.maximum(rho, 0.0) * m.area
         order = block_order(x)
         x, log_m = x[order], log_m[order]
-        v_face = self.face_average(a, x, log_m)
+        v_face = self.face_average(rho, x, log_m)
         occupied = a > 0.0
         sources = np.concatenate([m.points[occupied], x])
         log_a = np.concatenate([np.log(a[occupied]), log_m])
