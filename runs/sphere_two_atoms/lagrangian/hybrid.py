@@ -116,6 +116,10 @@ class Hybrid:
         # its transforms on SPHEREDENS_THREADS threads (as the pruned sums)
         self.lowrank._nthreads = int(os.environ.get("SPHEREDENS_THREADS", "1"))
         self.direct_fraction = 0.0
+        #: from this time on the face velocities are evaluated once per step (``step``)
+        self.extrapolate_from = math.inf
+        #: the last step's face velocities and time (the extrapolation's other point)
+        self.previous: tuple[np.ndarray, float] | None = None
         # fv's right-hand side with the hybrid's face velocities (set before each call)
         scheme.normal_velocity = lambda state: self._face_velocity
 
@@ -129,17 +133,22 @@ class Hybrid:
         self.direct_fraction = self.lowrank.direct_fraction
         return tangent_project(self.mesh.face_point, out)
 
+    def particle_velocity(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
+        """X at the particles (``x`` in block order): the certified pruned log-sum-exp sums over
+        the occupied cells and the particles."""
+        a = np.maximum(rho, 0.0) * self.mesh.area
+        occupied = a > 0.0
+        sources = np.concatenate([self.mesh.points[occupied], x])
+        log_a = np.concatenate([np.log(a[occupied]), log_m])
+        return log_mass_velocity(self.model, x, sources, log_a)
+
     def velocities(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
         m = self.mesh
-        a = np.maximum(rho, 0.0) * m.area
         order = block_order(x)
         x, log_m = x[order], log_m[order]
         v_face = self.face_average(rho, x, log_m)
-        occupied = a > 0.0
-        sources = np.concatenate([m.points[occupied], x])
-        log_a = np.concatenate([np.log(a[occupied]), log_m])
         v_part = np.empty_like(x)
-        v_part[order] = log_mass_velocity(self.model, x, sources, log_a)
+        v_part[order] = self.particle_velocity(rho, x, log_m)
         speed = float(np.sqrt(max(np.max(np.sum(v * v, axis=1)) for v in (v_face, v_part))))
         return np.einsum("fd,fd->f", v_face, m.face_normal)[None], speed, v_part
 
@@ -148,16 +157,39 @@ class Hybrid:
         self._face_velocity = (u, speed)
         return self.fv.rhs(rho[None], t), v_part
 
+    def stage_rates(self, rho, x, log_m, t: float, u, speed):
+        """A later stage with the face velocities ``u`` given (extrapolated): fv's right-hand
+        side with them, and fresh velocities at the particles."""
+        self._face_velocity = (u, speed)
+        order = block_order(x)
+        v_part = np.empty_like(x)
+        v_part[order] = self.particle_velocity(rho, x[order], log_m[order])
+        return self.fv.rhs(rho[None], t), v_part
+
     def step(self, rho, x, log_m, t: float, dt_max: float):
-        """One SSP RK3 step of (rho, x) at fv's CFL step (at most dt_max)."""
+        """One SSP RK3 step of (rho, x) at fv's CFL step (at most dt_max). From
+        ``extrapolate_from`` on, the face velocities are evaluated once per step and
+        extrapolated linearly to the later stages from this step's and the previous step's."""
         k1, v1 = self.rates(rho, x, log_m, t)
+        u, speed = self._face_velocity
+        extrapolate = t >= self.extrapolate_from - 1e-9
+        slope = 0.0
+        if extrapolate and self.previous is not None and self.previous[1] < t:
+            slope = (u - self.previous[0]) / (t - self.previous[1])
+        self.previous = (u, t)
         dt = min(dt_max, self.fv.stable_dt(CFL, k1))
         r1 = rho + dt * k1.rate[0]
         x1 = unit(x + dt * v1)
-        k2, v2 = self.rates(r1, x1, log_m, t + dt)
+        if extrapolate:
+            k2, v2 = self.stage_rates(r1, x1, log_m, t + dt, u + dt * slope, speed)
+        else:
+            k2, v2 = self.rates(r1, x1, log_m, t + dt)
         r2 = 0.75 * rho + 0.25 * (r1 + dt * k2.rate[0])
         x2 = unit(0.75 * x + 0.25 * (x1 + dt * v2))
-        k3, v3 = self.rates(r2, x2, log_m, t + 0.5 * dt)
+        if extrapolate:
+            k3, v3 = self.stage_rates(r2, x2, log_m, t + 0.5 * dt, u + 0.5 * dt * slope, speed)
+        else:
+            k3, v3 = self.rates(r2, x2, log_m, t + 0.5 * dt)
         rho = rho / 3.0 + 2.0 / 3.0 * (r2 + dt * k3.rate[0])
         x = unit(x / 3.0 + 2.0 / 3.0 * (x2 + dt * v3))
         return rho, x, dt
@@ -248,6 +280,8 @@ def start(nlat: int, t0: float, source: int | None = None):
 def files(args) -> tuple[Path, Path]:
     source = f"from{args.source}" if args.source and args.source != args.run else ""
     stem = f"hy{args.run}{source}_t{args.t0:g}_d{args.depth:g}_s{args.sub}_m{args.merge:g}"
+    if args.extrapolate_from is not None:
+        stem += f"_x{args.extrapolate_from:g}"
     return OUT / f"{stem}.csv", OUT / f"{stem}.state.npz"
 
 
@@ -362,6 +396,8 @@ def run(args) -> None:
     csv_path, state_path = files(args)
     problem, scheme, fine, rho = start(args.run, args.t0, args.source)
     hy = Hybrid(scheme, problem.model, args.depth, args.sub, args.merge)
+    if args.extrapolate_from is not None:
+        hy.extrapolate_from = args.extrapolate_from
     mesh = scheme.grid
     target = original_target(BETA)
     if state_path.exists():
@@ -374,6 +410,8 @@ def run(args) -> None:
             int(s["steps"]),
             float(s["wall"]),
         )
+        if "previous_u" in s:
+            hy.previous = (s["previous_u"], float(s["previous_t"]))
         # rows written after the state was last saved (a run stopped between the two) go
         with csv_path.open() as f:
             rows = list(csv.reader(f))
@@ -405,7 +443,10 @@ def run(args) -> None:
         record(csv_path, target, mesh, rho, x, log_m, t, steps, wall)
         for path in (state_path, snapshot_path(state_path, t)):
             tmp = path.with_suffix(".tmp.npz")
-            np.savez(tmp, rho=rho, x=x, log_m=log_m, t=t, steps=steps, wall=wall)
+            previous = {}
+            if hy.previous is not None:
+                previous = {"previous_u": hy.previous[0], "previous_t": hy.previous[1]}
+            np.savez(tmp, rho=rho, x=x, log_m=log_m, t=t, steps=steps, wall=wall, **previous)
             os.replace(tmp, path)
 
 
@@ -444,6 +485,12 @@ def main() -> None:
     p.add_argument("--merge", type=float, default=5e-4)
     p.add_argument("--ref", type=int, default=128)
     p.add_argument("--source", type=int, metavar="NLAT2", help="start from fv on NLAT2 rings")
+    p.add_argument(
+        "--extrapolate-from",
+        type=float,
+        metavar="T",
+        help="from time T on, the face velocities once per step, extrapolated to the stages",
+    )
     p.add_argument("--compare", nargs="+", metavar="FILE.csv")
     p.add_argument("--table", nargs="+", metavar="FILE.csv")
     args = p.parse_args()
