@@ -134,23 +134,23 @@ class Hybrid:
         return tangent_project(self.mesh.face_point, out)
 
     def particle_velocity(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
-        """X at the particles (``x`` in block order): the certified pruned log-sum-exp sums over
-        the occupied cells and the particles."""
+        """X at the particles: the certified pruned log-sum-exp sums over the occupied cells and
+        the particles (in block order, for the pruning)."""
         a = np.maximum(rho, 0.0) * self.mesh.area
         occupied = a > 0.0
-        sources = np.concatenate([self.mesh.points[occupied], x])
-        log_a = np.concatenate([np.log(a[occupied]), log_m])
-        return log_mass_velocity(self.model, x, sources, log_a)
+        order = block_order(x)
+        sources = np.concatenate([self.mesh.points[occupied], x[order]])
+        log_a = np.concatenate([np.log(a[occupied]), log_m[order]])
+        v = np.empty_like(x)
+        v[order] = log_mass_velocity(self.model, x[order], sources, log_a)
+        return v
 
     def velocities(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray):
-        m = self.mesh
         order = block_order(x)
-        x, log_m = x[order], log_m[order]
-        v_face = self.face_average(rho, x, log_m)
-        v_part = np.empty_like(x)
-        v_part[order] = self.particle_velocity(rho, x, log_m)
+        v_face = self.face_average(rho, x[order], log_m[order])
+        v_part = self.particle_velocity(rho, x, log_m)
         speed = float(np.sqrt(max(np.max(np.sum(v * v, axis=1)) for v in (v_face, v_part))))
-        return np.einsum("fd,fd->f", v_face, m.face_normal)[None], speed, v_part
+        return np.einsum("fd,fd->f", v_face, self.mesh.face_normal)[None], speed, v_part
 
     def rates(self, rho: np.ndarray, x: np.ndarray, log_m: np.ndarray, t: float):
         u, speed, v_part = self.velocities(rho, x, log_m)
@@ -161,10 +161,7 @@ class Hybrid:
         """A later stage with the face velocities ``u`` given (extrapolated): fv's right-hand
         side with them, and fresh velocities at the particles."""
         self._face_velocity = (u, speed)
-        order = block_order(x)
-        v_part = np.empty_like(x)
-        v_part[order] = self.particle_velocity(rho, x[order], log_m[order])
-        return self.fv.rhs(rho[None], t), v_part
+        return self.fv.rhs(rho[None], t), self.particle_velocity(rho, x, log_m)
 
     def step(self, rho, x, log_m, t: float, dt_max: float):
         """One SSP RK3 step of (rho, x) at fv's CFL step (at most dt_max). From
@@ -443,8 +440,8 @@ def run(args) -> None:
         record(csv_path, target, mesh, rho, x, log_m, t, steps, wall)
         for path in (state_path, snapshot_path(state_path, t)):
             tmp = path.with_suffix(".tmp.npz")
-            previous = {}
-            if hy.previous is not None:
+            previous = {}  # the extrapolation's other point, kept only where it is used
+            if hy.previous is not None and math.isfinite(hy.extrapolate_from):
                 previous = {"previous_u": hy.previous[0], "previous_t": hy.previous[1]}
             np.savez(tmp, rho=rho, x=x, log_m=log_m, t=t, steps=steps, wall=wall, **previous)
             os.replace(tmp, path)
