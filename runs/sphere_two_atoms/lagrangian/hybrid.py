@@ -37,12 +37,18 @@ Usage (from runs/sphere_two_atoms/lagrangian):
       [--depth 10] [--sub 2] [--merge 5e-4]
       (--source: start from fv's state on NLAT2 rings, a multiple of NLAT: the particles taken
       from its cells, the rest remapped exactly onto NLAT rings)
+      [--extrapolate-from T [--refresh DT]]
+      (--extrapolate-from: from time T on the face velocities once per step, extrapolated
+      linearly to the stages; --refresh: only every DT units of time, extrapolated linearly
+      from the last two evaluations in between; the particles' velocities stay fresh)
+  ../../../.venv/bin/python hybrid.py --against REF.csv FILE.csv... --times T1,T2,...
+      (each run against REF on the same mesh: W2, log rho, the chain, the clusters)
   ../../../.venv/bin/python hybrid.py --table FILE.csv...   (first minimum, departure, rise,
       release of each cluster, steps and wall time of each run)
   ../../../.venv/bin/python hybrid.py --compare FILE.csv... [--ref 128]   (the chain's tail
       against fv's on REF rings at every snapshot both have, with W2 and dm)
-Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}.csv, .state.npz beside
-it and the snapshots' states in the folder of that name.
+Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}[_x{T}[_r{DT}]].csv,
+.state.npz beside it and the snapshots' states in the folder of that name.
 """
 
 from __future__ import annotations
@@ -118,8 +124,17 @@ class Hybrid:
         self.direct_fraction = 0.0
         #: from this time on the face velocities are evaluated once per step (``step``)
         self.extrapolate_from = math.inf
-        #: the last step's face velocities and time (the extrapolation's other point)
+        #: the last evaluated face velocities and their time (the extrapolation's other point)
         self.previous: tuple[np.ndarray, float] | None = None
+        #: after ``extrapolate_from``: the face velocities are evaluated again once this much
+        #: time has passed since the last evaluation (0: every step), extrapolated linearly in
+        #: time in between from the last two evaluations
+        self.refresh = 0.0
+        #: the extrapolation's slope (None: not yet two evaluations), the speed of the last
+        #: evaluation, and the largest |u_extrapolated - u| met at a refresh so far
+        self.slope: np.ndarray | None = None
+        self.speed = 0.0
+        self.refresh_error = 0.0
         # fv's right-hand side with the hybrid's face velocities (set before each call)
         scheme.normal_velocity = lambda state: self._face_velocity
 
@@ -163,17 +178,38 @@ class Hybrid:
         self._face_velocity = (u, speed)
         return self.fv.rhs(rho[None], t), self.particle_velocity(rho, x, log_m)
 
-    def step(self, rho, x, log_m, t: float, dt_max: float):
-        """One SSP RK3 step of (rho, x) at fv's CFL step (at most dt_max). From
-        ``extrapolate_from`` on, the face velocities are evaluated once per step and
-        extrapolated linearly to the later stages from this step's and the previous step's."""
-        k1, v1 = self.rates(rho, x, log_m, t)
-        u, speed = self._face_velocity
+    def face_velocities(self, rho, x, log_m, t: float):
+        """The face velocities, max |X| and the extrapolation's slope at the start of a step,
+        with the particles' velocities: evaluated afresh before ``extrapolate_from``, at every
+        step with ``refresh`` 0, and when ``refresh`` has passed since the last evaluation;
+        otherwise extrapolated linearly from the last two evaluations (the particles'
+        velocities then fresh alone)."""
         extrapolate = t >= self.extrapolate_from - 1e-9
+        if extrapolate and self.refresh > 0.0 and self.slope is not None:
+            u_k, t_k = self.previous
+            if t < t_k + self.refresh - 1e-9:
+                u = u_k + (t - t_k) * self.slope
+                return u, self.speed, self.slope, self.particle_velocity(rho, x, log_m)
+        u, speed, v_part = self.velocities(rho, x, log_m)
         slope = 0.0
         if extrapolate and self.previous is not None and self.previous[1] < t:
-            slope = (u - self.previous[0]) / (t - self.previous[1])
-        self.previous = (u, t)
+            u_k, t_k = self.previous
+            if self.slope is not None and self.refresh > 0.0:
+                error = float(np.max(np.abs(u_k + (t - t_k) * self.slope - u)))
+                self.refresh_error = max(self.refresh_error, error)
+            slope = (u - u_k) / (t - t_k)
+            self.slope = slope
+        self.previous, self.speed = (u, t), speed
+        return u, speed, slope, v_part
+
+    def step(self, rho, x, log_m, t: float, dt_max: float):
+        """One SSP RK3 step of (rho, x) at fv's CFL step (at most dt_max). From
+        ``extrapolate_from`` on, the face velocities are evaluated at most once per step
+        (:meth:`face_velocities`) and extrapolated linearly to the later stages."""
+        u, speed, slope, v1 = self.face_velocities(rho, x, log_m, t)
+        self._face_velocity = (u, speed)
+        k1 = self.fv.rhs(rho[None], t)
+        extrapolate = t >= self.extrapolate_from - 1e-9
         dt = min(dt_max, self.fv.stable_dt(CFL, k1))
         r1 = rho + dt * k1.rate[0]
         x1 = unit(x + dt * v1)
@@ -279,6 +315,8 @@ def files(args) -> tuple[Path, Path]:
     stem = f"hy{args.run}{source}_t{args.t0:g}_d{args.depth:g}_s{args.sub}_m{args.merge:g}"
     if args.extrapolate_from is not None:
         stem += f"_x{args.extrapolate_from:g}"
+        if args.refresh:
+            stem += f"_r{args.refresh:g}"
     return OUT / f"{stem}.csv", OUT / f"{stem}.state.npz"
 
 
@@ -330,6 +368,53 @@ def compare(csv_paths: list[str], ref: int) -> None:
             print(
                 f"  t = {t:6g}: {chain_offsets(g, mesh, s['rho'], log_ref)}; W2 {r.get('w2')}; "
                 f"dm {r.get('dm')}"
+            )
+
+
+def heaviest(s, u: np.ndarray) -> list[np.ndarray]:
+    """The heaviest particle about +u and about -u."""
+    out = []
+    for sign in (1.0, -1.0):
+        side = np.flatnonzero(sign * (s["x"] @ u) > 0.0)
+        out.append(s["x"][side[int(np.argmax(s["log_m"][side]))]])
+    return out
+
+
+def against(ref_csv: str, csv_paths: list[str], times: list[float]) -> None:
+    """Each run against the run ``ref_csv`` (same mesh) at ``times`` (both must have the
+    snapshots): W2 of both, the median and largest |log rho - log rho_ref| over the cells
+    occupied in both, the chain offsets (as ``--compare``) and the angle of the heaviest
+    particle about +-u from the reference's."""
+    g = Geometry(t_max=1.0)
+    ref = Path(ref_csv).with_suffix("")
+    nlat = int(ref.name.split("_")[0][2:].split("from")[0])
+    mesh = RingMesh(nlat)
+    w2 = {
+        Path(name).stem: {round(float(r["t"]), 6): r["w2"] for r in csv.DictReader(open(name))}
+        for name in [ref_csv, *csv_paths]
+    }
+    print(
+        f"against {ref.name}: t, W2 (run / ref), |d log rho| median and max, chain L0-L4 e*, "
+        "+u and -u clusters (degrees)"
+    )
+    for name in csv_paths:
+        folder = Path(name).with_suffix("")
+        print(f"{folder.name}:")
+        for t in times:
+            a = np.load(folder / f"t{t:08.3f}.npz")
+            b = np.load(ref / f"t{t:08.3f}.npz")
+            both = (a["rho"] > 0.0) & (b["rho"] > 0.0)
+            d = np.abs(np.log(a["rho"][both]) - np.log(b["rho"][both]))
+            with np.errstate(divide="ignore"):
+                log_ref = np.log(b["rho"])
+            angles = [
+                math.degrees(math.acos(min(1.0, float(p @ q))))
+                for p, q in zip(heaviest(a, g.u), heaviest(b, g.u))
+            ]
+            print(
+                f"  t = {t:g}: W2 {w2[folder.name][round(t, 6)]} / {w2[ref.name][round(t, 6)]}; "
+                f"{np.median(d):.2e}, {d.max():.2e}; {chain_offsets(g, mesh, a['rho'], log_ref)}; "
+                f"{angles[0]:.1e}, {angles[1]:.1e}"
             )
 
 
@@ -395,6 +480,9 @@ def run(args) -> None:
     hy = Hybrid(scheme, problem.model, args.depth, args.sub, args.merge)
     if args.extrapolate_from is not None:
         hy.extrapolate_from = args.extrapolate_from
+        hy.refresh = args.refresh
+    elif args.refresh:
+        raise SystemExit("--refresh needs --extrapolate-from T (from when on to refresh)")
     mesh = scheme.grid
     target = original_target(BETA)
     if state_path.exists():
@@ -409,6 +497,9 @@ def run(args) -> None:
         )
         if "previous_u" in s:
             hy.previous = (s["previous_u"], float(s["previous_t"]))
+        if "slope" in s:
+            hy.slope, hy.speed = s["slope"], float(s["speed"])
+            hy.refresh_error = float(s["refresh_error"])
         # rows written after the state was last saved (a run stopped between the two) go
         with csv_path.open() as f:
             rows = list(csv.reader(f))
@@ -438,11 +529,19 @@ def run(args) -> None:
             steps += 1
         wall = time.perf_counter() - clock
         record(csv_path, target, mesh, rho, x, log_m, t, steps, wall)
+        if hy.refresh > 0.0:
+            print(f"  largest |u_extrapolated - u| at a refresh: {hy.refresh_error:.2e}")
         for path in (state_path, snapshot_path(state_path, t)):
             tmp = path.with_suffix(".tmp.npz")
             previous = {}  # the extrapolation's other point, kept only where it is used
             if hy.previous is not None and math.isfinite(hy.extrapolate_from):
                 previous = {"previous_u": hy.previous[0], "previous_t": hy.previous[1]}
+            if hy.refresh > 0.0 and hy.slope is not None:
+                previous |= {
+                    "slope": hy.slope,
+                    "speed": hy.speed,
+                    "refresh_error": hy.refresh_error,
+                }
             np.savez(tmp, rho=rho, x=x, log_m=log_m, t=t, steps=steps, wall=wall, **previous)
             os.replace(tmp, path)
 
@@ -488,8 +587,23 @@ def main() -> None:
         metavar="T",
         help="from time T on, the face velocities once per step, extrapolated to the stages",
     )
+    p.add_argument(
+        "--refresh",
+        type=float,
+        default=0.0,
+        metavar="DT",
+        help="with --extrapolate-from: the face velocities evaluated again only every DT "
+        "units of time, extrapolated linearly from the last two evaluations in between",
+    )
     p.add_argument("--compare", nargs="+", metavar="FILE.csv")
     p.add_argument("--table", nargs="+", metavar="FILE.csv")
+    p.add_argument(
+        "--against",
+        nargs="+",
+        metavar="FILE.csv",
+        help="REF.csv RUN.csv...: the runs against REF at the --times (same mesh)",
+    )
+    p.add_argument("--times", type=lambda v: [float(x) for x in v.split(",")], default=[45.0])
     args = p.parse_args()
     if args.run:
         run(args)
@@ -497,6 +611,8 @@ def main() -> None:
         compare(args.compare, args.ref)
     if args.table:
         table(args.table)
+    if args.against:
+        against(args.against[0], args.against[1:], args.times)
 
 
 if __name__ == "__main__":
