@@ -78,6 +78,7 @@ from spheredens.grids import RingMesh
 from spheredens.interaction._pruned import log_mass_velocity
 from spheredens.transport import w2_to_antipodal_atoms
 
+#: the inverse temperature (``--beta``; files at other values carry ``_b{BETA}``)
 BETA = 300.0
 OUT = study.OUT / "hybrid"
 SPACING = 0.5
@@ -313,6 +314,8 @@ def start(nlat: int, t0: float, source: int | None = None):
 def files(args) -> tuple[Path, Path]:
     source = f"from{args.source}" if args.source and args.source != args.run else ""
     stem = f"hy{args.run}{source}_t{args.t0:g}_d{args.depth:g}_s{args.sub}_m{args.merge:g}"
+    if BETA != 300.0:
+        stem += f"_b{BETA:g}"
     if args.extrapolate_from is not None:
         stem += f"_x{args.extrapolate_from:g}"
         if args.refresh:
@@ -578,7 +581,15 @@ def main() -> None:
     p.add_argument("--t-end", type=float, default=36.0)
     p.add_argument("--depth", type=float, default=10.0)
     p.add_argument("--sub", type=int, default=2)
-    p.add_argument("--merge", type=float, default=5e-4)
+    p.add_argument(
+        "--merge", type=float, help="merge cubes (rad; default 0.15 / beta, 5e-4 at 300)"
+    )
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=300.0,
+        help="inverse temperature (fv's early run at it: study.py --fv-early BETA NLAT)",
+    )
     p.add_argument("--ref", type=int, default=128)
     p.add_argument("--source", type=int, metavar="NLAT2", help="start from fv on NLAT2 rings")
     p.add_argument(
@@ -605,6 +616,10 @@ def main() -> None:
     )
     p.add_argument("--times", type=lambda v: [float(x) for x in v.split(",")], default=[45.0])
     args = p.parse_args()
+    global BETA
+    BETA = args.beta
+    if args.merge is None:
+        args.merge = 0.15 / BETA
     if args.run:
         run(args)
     if args.compare:
