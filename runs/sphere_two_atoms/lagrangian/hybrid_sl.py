@@ -16,6 +16,8 @@ middle). A step dt:
   enough that dt_sub max |grad X| <= SUBSTEP and are deposited into the cells their arrivals
   are in: log masses summed (log-sum-exp), the centroid the arrivals' mass-weighted mean. Mass
   is conserved to round-off, every mass stays positive, and there is no CFL limit;
+* with CENTROID_SUMS=1 in the environment, the field at the centres and at the particles is
+  the pruned direct sums over the cells at their centroids and the particles;
 * predictor-corrector in time: the predictor takes the field at t over the whole step, the
   corrector the field linear in time between t and the predicted state at t + dt. The
   particles move with their exact velocities (pruned direct sums), the same way.
@@ -51,6 +53,8 @@ from spheredens.transport import w2_to_antipodal_atoms
 SUBSTEP = 0.5
 #: sub-cells per cell side in the remap's quadrature
 SUBCELLS = int(os.environ.get("SUBCELLS", "4"))
+#: the sums over the cells at their centroids (pruned direct sums) rather than at their centres
+CENTROID_SUMS = os.environ.get("CENTROID_SUMS", "0") == "1"
 #: the predictor-corrector change is reported over the cells within this many e-folds of the top
 WINDOW = 30.0
 
@@ -188,7 +192,33 @@ class RemapHybrid(hybrid.Hybrid):
         self.substeps = 0
         self.change = (0.0, 0.0)
 
-    def centre_field(self, rho, x, log_m):
+    def centroid_points(self, cen):
+        """The cells' centroids as unit vectors (the caps: the poles)."""
+        m = self.mesh
+        lat = 0.5 * (m.lat_bounds[:, 0] + m.lat_bounds[:, 1]) + cen[0]
+        lat = np.where(m.is_cap, m.lat_c, lat)
+        lon = m.lon_c + cen[1]
+        return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
+
+    def sources(self, rho, cen, x, log_m):
+        """Every occupied cell (at its centroid with CENTROID_SUMS, else at its centre) and
+        every particle, in block order: points and log masses."""
+        a = np.maximum(rho, 0.0) * self.mesh.area
+        occ = a > 0.0
+        cells = (self.centroid_points(cen) if CENTROID_SUMS else self.mesh.points)[occ]
+        pts = np.concatenate([cells, x])
+        log_a = np.concatenate([np.log(a[occ]), log_m])
+        order = hybrid.block_order(pts)
+        return pts[order], log_a[order]
+
+    def centre_field(self, rho, cen, x, log_m):
+        if CENTROID_SUMS:  # the pruned direct sums, the cells at their centroids
+            pts, log_a = self.sources(rho, cen, x, log_m)
+            p = self.mesh.points
+            po = hybrid.block_order(p)
+            v = np.empty_like(p)
+            v[po] = log_mass_velocity(self.model, p[po], pts, log_a)
+            return v
         order = hybrid.block_order(x)
         out = self.centres.attention_average_with_atoms(rho, x[order], log_m[order])
         return tangent_project(self.mesh.points, out)
@@ -295,39 +325,37 @@ class RemapHybrid(hybrid.Hybrid):
         cen[:, m.is_cap] = 0.0
         return cen
 
-    def particles(self, rho0, x0, rho1, x1, log_m, dt, n_sub, x):
-        """The particles from x over dt, with the field linear in time between the two states
-        (rho0, x0) at t and (rho1, x1) at t + dt (rho1 None: frozen at t)."""
+    def particles(self, state0, state1, dt, n_sub, x):
+        """The particles from x over dt, with the field linear in time between the states
+        (rho, cen, x, log_m) at t and at t + dt (state1 None: frozen at t); their velocities
+        the pruned direct sums."""
 
-        def velocity(state_rho, state_x, p):
-            a = np.maximum(state_rho, 0.0) * self.mesh.area
-            occ = a > 0.0
-            order = hybrid.block_order(state_x)
-            sources = np.concatenate([self.mesh.points[occ], state_x[order]])
-            log_a = np.concatenate([np.log(a[occ]), log_m[order]])
+        def velocity(sources, p):
             po = hybrid.block_order(p)
             v = np.empty_like(p)
-            v[po] = log_mass_velocity(self.model, p[po], sources, log_a)
+            v[po] = log_mass_velocity(self.model, p[po], *sources)
             return v
 
+        s0 = self.sources(*state0)
+        s1 = None if state1 is None else self.sources(*state1)
+
         def field(p, th):
-            v0 = velocity(rho0, x0, p)
-            if rho1 is None:
-                return v0
-            return (1.0 - th) * v0 + th * velocity(rho1, x1, p)
+            v0 = velocity(s0, p)
+            return v0 if s1 is None else (1.0 - th) * v0 + th * velocity(s1, p)
 
         return self.trace(x, field, dt, n_sub, +1.0)
 
     def sl_step(self, rho, cen, x, log_m, t, dt):
         """One predictor-corrector step of the tail (with its centroids) and the particles."""
-        f0 = self.centre_field(rho, x, log_m)
+        f0 = self.centre_field(rho, cen, x, log_m)
         n_sub = max(1, math.ceil(dt * self.gradient_bound(f0) / SUBSTEP))
-        rho_p, _, lm_p = self.centroid_remap(rho, cen, f0, None, dt, n_sub)
-        x_p = self.particles(rho, x, None, None, log_m, dt, n_sub, x)
-        f1 = self.centre_field(rho_p, x_p, log_m)
+        rho_p, cen_p, lm_p = self.centroid_remap(rho, cen, f0, None, dt, n_sub)
+        now = (rho, cen, x, log_m)
+        x_p = self.particles(now, None, dt, n_sub, x)
+        f1 = self.centre_field(rho_p, cen_p, x_p, log_m)
         n_sub = max(n_sub, math.ceil(dt * self.gradient_bound(f1) / SUBSTEP))
         rho_c, cen_c, lm_c = self.centroid_remap(rho, cen, f0, f1, dt, n_sub)
-        x_c = self.particles(rho, x, rho_p, x_p, log_m, dt, n_sub, x)
+        x_c = self.particles(now, (rho_p, cen_p, x_p, log_m), dt, n_sub, x)
         sel = np.isfinite(lm_c) & np.isfinite(lm_p) & (lm_c >= np.max(lm_c) - WINDOW)
         d = np.abs(lm_c - lm_p)[sel]
         self.change = (float(np.median(d)), float(d.max()))
