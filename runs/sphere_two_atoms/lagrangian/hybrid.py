@@ -47,8 +47,8 @@ Usage (from runs/sphere_two_atoms/lagrangian):
       release of each cluster, steps and wall time of each run)
   ../../../.venv/bin/python hybrid.py --compare FILE.csv... [--ref 128]   (the chain's tail
       against fv's on REF rings at every snapshot both have, with W2 and dm)
-Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}[_x{T}[_r{DT}]].csv,
-.state.npz beside it and the snapshots' states in the folder of that name.
+Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}[_b{BETA}][_x{T}[_r{DT}]]
+.csv, .state.npz beside it and the snapshots' states in the folder of that name.
 """
 
 from __future__ import annotations
@@ -323,6 +323,11 @@ def files(args) -> tuple[Path, Path]:
     return OUT / f"{stem}.csv", OUT / f"{stem}.state.npz"
 
 
+def run_mesh(name: str | Path) -> RingMesh:
+    """The mesh of a run, from its file or folder name (hy{NLAT}[from{NLAT2}]_...)."""
+    return RingMesh(int(Path(name).name.split("_")[0][2:].split("from")[0]))
+
+
 def snapshot_path(state_path: Path, t: float) -> Path:
     folder = state_path.with_suffix("").with_suffix("")
     folder.mkdir(exist_ok=True)
@@ -355,8 +360,7 @@ def compare(csv_paths: list[str], ref: int) -> None:
     with W2 and dm."""
     g = Geometry(t_max=1.0)
     for name in csv_paths:
-        nlat = int(Path(name).name.split("_")[0][2:].split("from")[0])
-        mesh = RingMesh(nlat)
+        mesh = run_mesh(name)
         reference = remapped_reference(ref, mesh)
         folder = Path(name).with_suffix("")
         print(f"{folder.name}: log rho - fv{ref}'s at L0-L4 (w, look(w), ...) and e*; W2; dm")
@@ -374,12 +378,13 @@ def compare(csv_paths: list[str], ref: int) -> None:
             )
 
 
-def heaviest(s, u: np.ndarray) -> list[np.ndarray]:
-    """The heaviest particle about +u and about -u."""
+def heaviest(s, u: np.ndarray) -> list[np.ndarray | None]:
+    """The heaviest particle about +u and about -u of the state ``s`` (None: no particle on
+    that side)."""
     out = []
     for sign in (1.0, -1.0):
         side = np.flatnonzero(sign * (s["x"] @ u) > 0.0)
-        out.append(s["x"][side[int(np.argmax(s["log_m"][side]))]])
+        out.append(s["x"][side[int(np.argmax(s["log_m"][side]))]] if side.size else None)
     return out
 
 
@@ -390,8 +395,7 @@ def against(ref_csv: str, csv_paths: list[str], times: list[float]) -> None:
     particle about +-u from the reference's."""
     g = Geometry(t_max=1.0)
     ref = Path(ref_csv).with_suffix("")
-    nlat = int(ref.name.split("_")[0][2:].split("from")[0])
-    mesh = RingMesh(nlat)
+    mesh = run_mesh(ref)
     w2 = {
         Path(name).stem: {round(float(r["t"]), 6): r["w2"] for r in csv.DictReader(open(name))}
         for name in [ref_csv, *csv_paths]
@@ -427,13 +431,10 @@ def released(folder: Path, u: np.ndarray) -> tuple[float, float]:
     out = [math.nan, math.nan]
     for snap in sorted(folder.glob("t*.npz")):
         s = np.load(snap)
-        x, log_m = s["x"], s["log_m"]
-        for j, sign in enumerate((1.0, -1.0)):
-            side = sign * (x @ u) > 0.0
-            if not math.isnan(out[j]) or not side.any():
+        for j, (sign, p) in enumerate(zip((1.0, -1.0), heaviest(s, u))):
+            if not math.isnan(out[j]) or p is None:
                 continue
-            k = np.flatnonzero(side)[int(np.argmax(log_m[side]))]
-            angle = math.degrees(math.acos(min(1.0, float(sign * (x[k] @ u)))))
+            angle = math.degrees(math.acos(min(1.0, float(sign * (p @ u)))))
             if angle > handover.RELEASE_DEGREES:
                 out[j] = float(s["t"])
     return out[0], out[1]
@@ -549,14 +550,23 @@ def run(args) -> None:
             os.replace(tmp, path)
 
 
-def record(csv_path, target, mesh, rho, x, log_m, t, steps, wall) -> None:
+def atoms(mesh, rho, x, log_m) -> tuple[np.ndarray, np.ndarray]:
+    """The state as atoms: the occupied cells' masses at their centres, then the particles."""
     cells = rho > 0.0
-    m_cell = rho[cells] * mesh.area[cells]
-    m_part = np.exp(log_m)
     points = np.concatenate([mesh.points[cells], x])
-    mass = np.concatenate([m_cell, m_part])
+    return points, np.concatenate([rho[cells] * mesh.area[cells], np.exp(log_m)])
+
+
+def w2_to_target(target, points, mass) -> float:
+    """W2 of the atoms to Pi_# rho_0 (``target``: its two antipodal atoms)."""
+    return w2_to_antipodal_atoms(points, mass, target.points[0], float(target.masses[0]))
+
+
+def record(csv_path, target, mesh, rho, x, log_m, t, steps, wall) -> None:
+    points, mass = atoms(mesh, rho, x, log_m)
+    m_part = np.exp(log_m)
     total = float(mass.sum())
-    w2 = w2_to_antipodal_atoms(points, mass, target.points[0], float(target.masses[0]))
+    w2 = w2_to_target(target, points, mass)
     dm = float(mass[points @ target.points[0] > 0.0].sum() / total - target.masses[0])
     row = (
         f"{t:.6g}",

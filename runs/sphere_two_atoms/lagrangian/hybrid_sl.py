@@ -46,8 +46,10 @@ from mechanism import Geometry
 from spheredens.geometry import tangent_project
 from spheredens.grids import RingMesh
 from spheredens.interaction import LowRankPoints
+from spheredens.interaction._interpolant import log_bincount
 from spheredens.interaction._pruned import log_mass_velocity
-from spheredens.transport import w2_to_antipodal_atoms
+from spheredens.schemes._circle_log_sl import inverse_langevin, langevin
+from spheredens.schemes._sphere_fv import _wrap, minmod3
 
 #: RK4 sub-steps of the trajectories: dt_sub * max |grad X| at most this
 SUBSTEP = 0.5
@@ -102,44 +104,6 @@ class Interpolator:
         total = w.sum(axis=1)
         out = np.einsum("nk,nk->n", w, np.where(ok, v, 0.0)) / np.where(total > 0, total, 1.0)
         return np.where(total > 0, out, -np.inf)
-
-
-def per_cell_logsumexp(values, cell, n):
-    """log sum exp of ``values`` grouped by ``cell`` (-inf where a cell has none or all -inf)."""
-    top = np.full(n, -np.inf)
-    np.maximum.at(top, cell, values)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    total = np.zeros(n)
-    np.add.at(total, cell, np.exp(values - safe[cell]))
-    with np.errstate(divide="ignore"):
-        return np.where(np.isfinite(top), safe + np.log(total), -np.inf)
-
-
-def langevin(x):
-    """coth x - 1/x (the mean of u under e^{x u} on [-1, 1]), stable near 0."""
-    x = np.asarray(x, dtype=float)
-    small = np.abs(x) < 1e-4
-    xs = np.where(small, 1.0, x)
-    with np.errstate(over="ignore"):
-        big = np.sign(xs) * (1.0 / np.tanh(np.clip(np.abs(xs), 0, 700))) - 1.0 / xs
-    return np.where(small, x / 3.0, big)
-
-
-def inverse_langevin(y):
-    """x with langevin(x) = y, |y| < 1 (Cohen's approximation, then Newton)."""
-    y = np.clip(np.asarray(y, dtype=float), -0.999, 0.999)
-    x = y * (3.0 - y * y) / (1.0 - y * y)
-    for _ in range(3):
-        small = np.abs(x) < 1e-4
-        xs = np.where(small, 1.0, x)
-        with np.errstate(over="ignore"):
-            d = np.where(small, 1.0 / 3.0, 1.0 / xs**2 - 1.0 / np.sinh(np.clip(xs, -700, 700)) ** 2)
-        x = x - (langevin(x) - y) / np.maximum(d, 1e-12)
-    return x
-
-
-def minmod(a, b):
-    return np.where(a * b > 0.0, np.sign(a) * np.minimum(np.abs(a), np.abs(b)), 0.0)
 
 
 class SubCells:
@@ -254,9 +218,9 @@ class RemapHybrid(hybrid.Hybrid):
             np.nanmin(np.where(np.isfinite(log_rho), log_rho, np.nan)) - 10.0,
         )
         e, w = L[fv._east], L[fv._west]
-        s_lon = minmod(e - L, L - w) / m.dlon
+        s_lon = minmod3(e - L, L - w, L - w) / m.dlon
         n, so = m.north_average @ L, m.south_average @ L
-        s_lat = minmod((n - L) / fv._d_north, (L - so) / fv._d_south)
+        s_lat = minmod3((n - L) / fv._d_north, (L - so) / fv._d_south, (L - so) / fv._d_south)
         s_lat[~fv._inner] = 0.0
         s_lon[~fv._inner] = 0.0
         return s_lat, s_lon
@@ -285,8 +249,7 @@ class RemapHybrid(hybrid.Hybrid):
         d_lon = sub.lon_centre - m.lon_c[c]
         log_w = np.log(sub.area) + g_lat[c] * d_lat + g_lon[c] * d_lon
         log_w = (
-            log_w
-            - per_cell_logsumexp(log_w.ravel(), np.repeat(sub.cell, log_w.shape[1]), m.n_cells)[c]
+            log_w - log_bincount(np.repeat(sub.cell, log_w.shape[1]), log_w.ravel(), m.n_cells)[c]
         )
         log_sub = (log_cell[c] + log_w).ravel()
         # each sub-cell's centroid under the profile (sub-boxes 1 / S of the cell's width)
@@ -299,10 +262,10 @@ class RemapHybrid(hybrid.Hybrid):
         arrive = self.trace(p[keep], field, dt, n_sub, +1.0)
         la, lo = to_latlon(arrive)
         cells = m.locate(la, lo)
-        log_mass = per_cell_logsumexp(log_sub[keep], cells, m.n_cells)
+        log_mass = log_bincount(cells, log_sub[keep], m.n_cells)
         w = np.exp(log_sub[keep] - log_mass[cells])
         off_lat = la - mid_lat[cells]
-        off_lon = np.mod(lo - m.lon_c[cells] + math.pi, 2.0 * math.pi) - math.pi
+        off_lon = _wrap(lo - m.lon_c[cells])
         new = np.zeros((2, m.n_cells))
         new[0] = np.bincount(cells, w * off_lat, m.n_cells)
         new[1] = np.bincount(cells, w * off_lon, m.n_cells)
@@ -365,7 +328,7 @@ class RemapHybrid(hybrid.Hybrid):
 
 def main() -> None:
     run, t0, t1, dt = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-    nlat = int(run.split("_")[0][2:].split("from")[0])
+    nlat = hybrid.run_mesh(run).nlat
     depth = float(run.split("_d")[1].split("_")[0])
     sub = int(run.split("_s")[1].split("_")[0])
     merge = float(run.split("_m")[1].split("_")[0])
@@ -390,26 +353,21 @@ def main() -> None:
             cen[:, rho <= 0.0] = 0.0
             x, log_m = hy.merge(x, log_m)
             steps += 1
-        cells = rho > 0.0
-        pts = np.concatenate([mesh.points[cells], x])
-        mass = np.concatenate([rho[cells] * mesh.area[cells], np.exp(log_m)])
-        w2 = w2_to_antipodal_atoms(pts, mass, target.points[0], float(target.masses[0]))
+        pts, mass = hybrid.atoms(mesh, rho, x, log_m)
+        w2 = hybrid.w2_to_target(target, pts, mass)
         ref_path = folder / f"t{t:08.3f}.npz"
         extra = ""
         if ref_path.exists():
             r = np.load(ref_path)
-            rc = r["rho"] > 0.0
-            rp = np.concatenate([mesh.points[rc], r["x"]])
-            rm = np.concatenate([r["rho"][rc] * mesh.area[rc], np.exp(r["log_m"])])
-            w2r = w2_to_antipodal_atoms(rp, rm, target.points[0], float(target.masses[0]))
+            w2r = hybrid.w2_to_target(target, *hybrid.atoms(mesh, r["rho"], r["x"], r["log_m"]))
             with np.errstate(divide="ignore"):
                 log_ref = np.log(r["rho"])
-            moved = []
-            for sign in (1.0, -1.0):  # the heaviest particle of each hemisphere against ref's
-                a, b = (np.flatnonzero(sign * (y @ g.u) > 0) for y in (x, r["x"]))
-                pa = x[a[np.argmax(log_m[a])]]
-                pb = r["x"][b[np.argmax(r["log_m"][b])]]
-                moved.append(math.degrees(math.acos(min(1.0, float(pa @ pb)))))
+            moved = [  # the heaviest particle of each hemisphere against ref's
+                math.degrees(math.acos(min(1.0, float(pa @ pb))))
+                for pa, pb in zip(
+                    hybrid.heaviest({"x": x, "log_m": log_m}, g.u), hybrid.heaviest(r, g.u)
+                )
+            ]
             extra = (
                 f"; ref W2 {w2r:.7f}; chain {hybrid.chain_offsets(g, mesh, rho, log_ref)}; "
                 f"clusters {moved[0]:.2e}, {moved[1]:.2e} degrees from ref's"

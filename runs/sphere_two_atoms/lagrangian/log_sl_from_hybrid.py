@@ -73,7 +73,7 @@ def main() -> None:
     max_steps = int(args[4]) if len(args) > 4 else 8
     s = np.load(hybrid.OUT / run / f"t{t:08.3f}.npz")
     scheme = log_sl_scheme(nlat, tolerance)
-    mesh = RingMesh(int(run.split("_")[0][2:].split("from")[0]))
+    mesh = hybrid.run_mesh(run)
     state = state_from_hybrid(scheme, mesh, s["rho"], s["x"], s["log_m"])
     x = s["x"]
     record = scheme.record_error
