@@ -80,7 +80,7 @@ from ._funk_hecke import (
     well_conditioned,
 )
 from ._points import degrees, multiplier_degree
-from ._pruned import pruned_logsumexp_sums
+from ._pruned import pruned_logsumexp_sums, tree_logsumexp_sums
 from ._quadrature import clip_norm
 
 #: l1 error of the low-rank multipliers, relative to s_0(kappa), on the sampled kappa range
@@ -98,6 +98,9 @@ PEEL_MAX_SHARE = 0.5
 #: fewer (small rows x cells) than this: the direct sum is cheaper than a spectral evaluation
 #: (benchmarks/bench_log_domain_peeling.py: peeling 2x slower at nlat = 32, 2-5x faster at 64)
 PEEL_MIN_PAIRS = 2e7
+#: ``attention_average_with_atoms``: a peel level that certifies less than this share of the
+#: rows it took ends the peeling (the rest go to the exact sums, which the tree makes cheap)
+PEEL_MIN_GAIN = 0.25
 WEIGHT_CUTOFF = 1e-15
 #: Chebyshev nodes in log kappa for the weights A_r(kappa), A'_r(kappa)
 WEIGHT_NODES = 64
@@ -222,6 +225,9 @@ class LowRankPoints(PointsEvaluator):
         self.peel_levels = PEEL_LEVELS
         #: fewer small rows x cells than this: no peeling (``PEEL_MIN_PAIRS``)
         self.peel_min_pairs = PEEL_MIN_PAIRS
+        #: ``attention_average_with_atoms`` stops peeling after a level that certified less
+        #: than this share of its rows (``PEEL_MIN_GAIN``; 0: every level is tried)
+        self.peel_min_gain = PEEL_MIN_GAIN
         #: share of the rows at the last call that took the full direct log-sum-exp sum
         self.direct_fraction = 0.0
         self._epsilon, self._nthreads = epsilon, nthreads
@@ -457,9 +463,12 @@ class LowRankPoints(PointsEvaluator):
         of its mass, so N / Z is right to ~1e-14 / log_domain_below of ||V||). The other rows
         are redone with the heaviest sources peeled off into the exact part (the levels of
         step 4), and what is left after ``peel_levels`` levels (or when fewer rows x sources
-        than ``peel_min_pairs`` are left) by the full pruned direct sums over the occupied
-        sources and the atoms. Order ``atoms`` so that consecutive ones are close (the
-        pruning's blocks). ``direct_fraction``: the share of rows that took the full sums."""
+        than ``peel_min_pairs`` are left, or after a level that certified less than
+        ``peel_min_gain`` of its rows) by the full direct sums over the occupied sources
+        and the atoms. The exact sums are ``_pruned.tree_logsumexp_sums`` (certified as the
+        pruned sums, cheaper where each row sees a small part of a deep tail; the atoms in any
+        order). ``direct_fraction``: the share of rows
+        that took the full sums."""
         if not self.model.kind.normalized or self.model.beta == 0.0:
             raise ValueError(
                 "attention_average_with_atoms is for sa at beta > 0 (the atoms' sums are "
@@ -473,7 +482,7 @@ class LowRankPoints(PointsEvaluator):
         vy_atoms = atoms @ self.model.V.T
 
         def exact_sums(rows, cells, log_lower=None):
-            return pruned_logsumexp_sums(
+            return tree_logsumexp_sums(
                 self._query[rows],
                 np.concatenate([self.sources[cells], atoms]),
                 np.concatenate([log_a[cells], log_m]),
@@ -497,7 +506,7 @@ class LowRankPoints(PointsEvaluator):
             ok = top - kappa >= math.log(self.log_domain_below * tail.sum())
             out[rows[ok]] = average[ok]
             rows = rows[~ok]
-            if rows.size == 0:
+            if rows.size == 0 or (level and ok.mean() < self.peel_min_gain):
                 break
         self.direct_fraction = rows.size / len(self.targets)
         if rows.size:

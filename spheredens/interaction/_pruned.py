@@ -214,6 +214,160 @@ def pruned_logsumexp_sums(
     return z, n, m, summed / (n_t * len(log_a))
 
 
+#: the source tree of :func:`tree_logsumexp_sums`: sources per leaf, children per block, and
+#: rows that sum the union of their kept leaves together (measured on the hybrid's 74 346 face
+#: midpoints against 19 787 cells at beta = 1000, late on the plateau: 3.2 s against 10.4 s
+#: for :func:`pruned_logsumexp_sums`, 781 sources summed per row against 2174; the rows need
+#: 174)
+TREE_LEAF = 8
+TREE_FAN = 8
+TREE_ROWS = 64
+
+
+def z_order(points: Array, bits: int | None = None) -> NDArray[np.int64]:
+    """Indices that sort the unit vectors ``points`` (n, d) along the Z-order (Morton) curve of
+    the cube [-1, 1]^d: consecutive points are close at every scale (a run of 8^k consecutive
+    points of a dense set in d = 3 fills about one cube of the curve's k-th coarser level)."""
+    points = np.asarray(points, dtype=float)
+    d = points.shape[1]
+    bits = bits or 62 // d
+    k = np.floor((np.clip(points, -1.0, 1.0) + 1.0) * (0.5 * (2**bits - 1))).astype(np.int64)
+    code = np.zeros(len(points), dtype=np.int64)
+    for b in range(bits):
+        for j in range(d):
+            code |= ((k[:, j] >> b) & 1) << (d * b + j)
+    return np.argsort(code, kind="stable")
+
+
+class _TreeLevel:
+    """One level of :func:`tree_logsumexp_sums`' tree: blocks of ``size`` consecutive sources
+    (Z-ordered), with the unit mean direction c_J, the chord radius r_J, the log of the
+    block's total mass log A_J, its heaviest source (for the lower bound) and the level's
+    cut log(fraction / (levels * blocks))."""
+
+    def __init__(self, y: Array, log_a: Array, size: int, fraction: float) -> None:
+        n = len(y)
+        self.starts = np.arange(0, n, size)
+        block = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, n)))
+        mean = np.add.reduceat(y, self.starts, axis=0)
+        norm = np.linalg.norm(mean, axis=1, keepdims=True)
+        centres = mean / np.where(norm > 0.0, norm, 1.0)
+        chord = np.linalg.norm(y - centres[block], axis=1)
+        self.centres = centres.T.copy()
+        self.radius = np.maximum.reduceat(chord, self.starts) * (1.0 + 1e-12) + 1e-15
+        top = np.maximum.reduceat(log_a, self.starts)
+        with np.errstate(invalid="ignore"):
+            w = np.exp(log_a - top[block])  # nan where the block is empty (-inf - -inf)
+        with np.errstate(divide="ignore"):
+            self.log_mass = top + np.log(np.add.reduceat(np.nan_to_num(w), self.starts))
+        self.log_mass[~np.isfinite(top)] = -np.inf
+        index = np.where(log_a == top[block], np.arange(n), n)
+        heaviest = np.minimum(np.minimum.reduceat(index, self.starts), n - 1)
+        self.heaviest = np.column_stack([y[heaviest], log_a[heaviest]]).T.copy()
+        self.log_cut = math.log(fraction / len(self.starts))
+
+    def upper(self, q: Array, q_norm2: Array, blocks: Array) -> Array:
+        """Upper bounds of log sum_{j in J} e^{<q, y_j>} a_j, rows x ``blocks``:
+        <q, c> + min(|P_c q| r + max(0, -<q, c>) r^2 / 2, |q| r) + log A_J (docstring of
+        :func:`tree_logsumexp_sums`)."""
+        r = self.radius[blocks]
+        u = q @ self.centres[:, blocks]
+        across = np.sqrt(np.maximum(q_norm2[:, None] - u * u, 0.0)) * r
+        across += np.maximum(-u, 0.0) * (0.5 * r * r)
+        # |q| r bounds it too (a little tighter behind the block, <q, c> < 0)
+        np.minimum(across, np.sqrt(q_norm2)[:, None] * r, out=across)
+        return u + across + self.log_mass[blocks]
+
+
+def tree_logsumexp_sums(
+    q: Array,
+    sources: Array,
+    log_a: Array,
+    vy: Array,
+    *,
+    log_lower: Array | None = None,
+    fraction: float = PRUNE_FRACTION,
+    leaf: int = TREE_LEAF,
+    fan: int = TREE_FAN,
+    rows: int = TREE_ROWS,
+) -> tuple[Array, Array, Array, float]:
+    """:func:`pruned_logsumexp_sums` (the same returns, the same certificate: the sources a row
+    skips weigh less than ``fraction`` of its sum, or of e^``log_lower``) with the sources in a
+    tree, for sums where each row sees a small part of many sources (low temperature, deep
+    tails). Sources in any order, any number.
+
+    The sources are sorted along a Z-order curve (:func:`z_order`) and grouped into blocks of
+    ``leaf`` sources, ``leaf * fan``, ``leaf * fan^2``, ... (L levels; each block the union of
+    ``fan`` blocks of the next finer level). A block J with unit mean direction c, chord radius
+    r (every y_j in J has |y_j - c| <= r) and total mass A_J is bounded, for a row with query
+    q, by
+
+        log sum_{j in J} e^{<q, y_j>} a_j <= <q, c> + |P_c q| r + max(0, -<q, c>) r^2 / 2 + log A_J,
+
+    P_c q = q - <q, c> c: for a unit y with |y - c| <= r, y = <c, y> c + t with t orthogonal
+    to c, |t| <= |y - c| <= r and 1 - r^2 / 2 <= <c, y> <= 1. Only the part of q across the
+    block costs slack, so near the row's maximum (where P_c q is small) the bound is tight,
+    unlike |q| r (:class:`SourceBlocks`). From the coarsest level down, a row drops a block
+    whose bound is below lower + log(fraction / (L m_l)), m_l the level's number of blocks and
+    lower the largest exact logit <q, y*> + log a* of the heaviest source of every block visited
+    so far (or ``log_lower``): at most fraction Z in all. The children of the blocks a row keeps
+    are visited next. Rows are taken ``rows`` at a time in the Z-order of q / |q|, and each such
+    group sums exactly (log-sum-exp) the union of the leaves its rows keep; the groups run on
+    :data:`THREADS` threads. Returns (Z e^-M, N e^-M, M, the fraction of pairs summed)."""
+    q = np.asarray(q, dtype=float)
+    n_t, n_s, d = len(q), len(sources), vy.shape[1]
+    if n_t == 0 or n_s == 0:
+        return np.zeros(n_t), np.zeros((n_t, d)), np.full(n_t, -np.inf), 0.0
+    order = z_order(sources)
+    y, log_a, vy = sources[order], np.asarray(log_a, dtype=float)[order], vy[order]
+    sizes = [leaf]
+    while sizes[-1] * fan < n_s:
+        sizes.append(sizes[-1] * fan)
+    levels = [_TreeLevel(y, log_a, s, fraction / len(sizes)) for s in reversed(sizes)]
+    leaves = levels[-1].starts
+    ends = np.append(leaves[1:], n_s)
+    q_norm2 = np.einsum("ij,ij->i", q, q)
+    row_order = z_order(q / np.sqrt(np.where(q_norm2 > 0.0, q_norm2, 1.0))[:, None])
+    q_one = np.column_stack([q, np.ones(n_t)])[row_order]
+    lower_all = np.full(n_t, -np.inf) if log_lower is None else np.asarray(log_lower)[row_order]
+    y_log_a = np.column_stack([y, log_a])
+    one_vy = np.column_stack([np.ones(n_s), vy])
+
+    def group(start: int) -> tuple[Array, Array, Array, int]:
+        sel = slice(start, min(start + rows, n_t))
+        q1 = q_one[sel]
+        qq, qn2 = q1[:, :-1], q_norm2[row_order[sel]]
+        lower = lower_all[sel].copy()
+        blocks = np.arange(len(levels[0].starts))
+        kept = np.ones((len(qq), blocks.size), dtype=bool)
+        for i, level in enumerate(levels):
+            if i:
+                children = (blocks[:, None] * fan + np.arange(fan)).ravel()
+                real = children < len(level.starts)
+                blocks, kept = children[real], np.repeat(kept, fan, axis=1)[:, real]
+            lower = np.maximum(lower, (q1 @ level.heaviest[:, blocks]).max(axis=1))
+            kept &= level.upper(qq, qn2, blocks) >= (lower + level.log_cut)[:, None]
+            visit = kept.any(axis=0)
+            blocks, kept = blocks[visit], kept[:, visit]
+            if blocks.size == 0:
+                n_rows = len(qq)
+                return np.zeros(n_rows), np.zeros((n_rows, d)), np.full(n_rows, -np.inf), 0
+        size = ends[blocks] - leaves[blocks]
+        cols = np.repeat(leaves[blocks] - np.cumsum(size) + size, size) + np.arange(size.sum())
+        g = q1 @ y_log_a[cols].T
+        m = g.max(axis=1)
+        g -= m[:, None]
+        np.exp(g, out=g)
+        zn = g @ one_vy[cols]
+        return zn[:, 0], zn[:, 1:], m, len(qq) * cols.size
+
+    done = map_chunks(group, range(0, n_t, rows))
+    back = np.empty(n_t, dtype=np.int64)
+    back[row_order] = np.arange(n_t)
+    z, n, m = (np.concatenate([g[k] for g in done])[back] for k in range(3))
+    return z, n, m, sum(g[3] for g in done) / (n_t * n_s)
+
+
 @register_evaluator
 class PrunedDirectQuadrature(DirectQuadrature):
     """Direct log-sum-exp quadrature that skips source blocks certified negligible (module

@@ -170,3 +170,70 @@ def test_log_mass_velocity_keeps_the_tails_for_a_general_b(beta):
     assert share.max() <= np.log(PRUNE_FRACTION)
     if beta >= 300.0:
         assert skipped.mean() > 0.5  # the pruning pays at low temperature
+
+
+def test_the_tree_bound_holds_for_every_block():
+    """_TreeLevel.upper bounds the exact log sum over each block, for rows on all sides of the
+    blocks (behind them too), at every level of a Z-ordered cloud, with rough masses and with a
+    smooth tail e^{-30 (1 - <y, u>)}; it is never looser than SourceBlocks' |q| r bound with
+    log |J| max a, and at each row's heaviest leaf block, where the row's sum is decided, its
+    slack is less than half of that bound's (median over rows)."""
+    from spheredens.interaction._pruned import _TreeLevel, z_order
+
+    rng = np.random.default_rng(5)
+    y = rng.standard_normal((4096, 3))
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    y = y[z_order(y)]
+    u = np.array([0.0, 0.6, 0.8])
+    q = rng.standard_normal((200, 3)) * rng.uniform(10.0, 3000.0, (200, 1))
+    for log_a in (rng.uniform(-30.0, 0.0, len(y)), -30.0 * (1.0 - y @ u)):
+        logits = q @ y.T + log_a
+        for size in (8, 64, 512):
+            level = _TreeLevel(y, log_a, size, PRUNE_FRACTION)
+            upper = level.upper(q, np.sum(q * q, axis=1), np.arange(len(level.starts)))
+            exact = np.stack([logsumexp(logits[:, s : s + size], axis=1) for s in level.starts], 1)
+            assert np.all(upper >= exact - 1e-9 * np.abs(exact))
+            top = np.maximum.reduceat(log_a, level.starts) + np.log(size)
+            loose = q @ level.centres + np.linalg.norm(q, axis=1)[:, None] * level.radius + top
+            assert np.all(upper <= loose + 1e-9 * np.abs(loose))
+        rows, best = np.arange(len(q)), np.argmax(exact, axis=1)
+        slack, loose_slack = upper - exact, loose - exact
+        ratio = np.median(slack[rows, best]) / np.median(loose_slack[rows, best])
+        assert ratio < 0.5  # measured: 0.397 (rough), 0.395 (smooth)
+
+
+@pytest.mark.parametrize("beta", [300.0, 1000.0])
+def test_tree_sums_equal_the_direct_sums_with_a_deep_tail_and_atoms(beta):
+    """tree_logsumexp_sums against the unpruned log-sum-exp sums: cells of a sphere mesh with
+    a tail from e^0 down to e^-1500 plus atoms of almost all the mass (the hybrid's face sums,
+    a general B). Z and N agree to round-off relative to each row's Z, in any source order;
+    it sums fewer pairs than pruned_logsumexp_sums; with log_lower far above, nothing is
+    summed and the rows come back (0, 0, -inf)."""
+    from spheredens.interaction._pruned import pruned_logsumexp_sums, tree_logsumexp_sums
+    from spheredens.interaction._quadrature import logsumexp_sums
+
+    mesh = RingMesh(64)
+    rng = np.random.default_rng(7)
+    B = np.eye(3) + 0.3 * rng.standard_normal((3, 3))
+    u = np.array([0.0, 0.6, 0.8])
+    log_rho = -1500.0 * (1.0 - mesh.points @ u) / 2.0 + 3.0 * np.sin(5.0 * mesh.points[:, 0])
+    atoms = np.array([[0.0, 0.6, 0.8], [0.0, -0.6, -0.8], [0.6, 0.0, 0.8]])
+    sources = np.concatenate([mesh.points, atoms])
+    log_a = np.concatenate([log_rho + np.log(mesh.area), [-0.7, -0.7, -40.0]])
+    vy = sources * np.array([1.0, 0.7, 0.4])
+    q = beta * mesh.face_point @ B
+    z, n, m = logsumexp_sums(q, sources, log_a, vy)
+    shuffled = rng.permutation(len(sources))
+    for perm in (np.arange(len(sources)), shuffled):
+        z_t, n_t, m_t, kept = tree_logsumexp_sums(q, sources[perm], log_a[perm], vy[perm])
+        scale = np.exp(m_t - m)
+        assert np.abs(z_t * scale / z - 1.0).max() <= 1e-13
+        assert np.abs(n_t * scale[:, None] / z[:, None] - n / z[:, None]).max() <= 1e-13
+    flat = pruned_logsumexp_sums(q, sources, log_a, vy)[3]
+    # measured: 0.049 against 0.168 at beta = 300, 0.067 against 0.276 at 1000
+    assert kept < 0.5 * flat and kept < 0.1
+    nothing = tree_logsumexp_sums(q, sources, log_a, vy, log_lower=m + np.log(z) + 1e4)
+    assert np.all(nothing[0] == 0.0) and np.all(nothing[1] == 0.0) and nothing[3] == 0.0
+    assert np.all(nothing[2] == -np.inf)
+    empty = tree_logsumexp_sums(q[:0], sources, log_a, vy)
+    assert [len(e) for e in empty[:3]] == [0, 0, 0] and empty[3] == 0.0

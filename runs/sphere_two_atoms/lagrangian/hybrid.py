@@ -41,14 +41,17 @@ Usage (from runs/sphere_two_atoms/lagrangian):
       (--extrapolate-from: from time T on the face velocities once per step, extrapolated
       linearly to the stages; --refresh: only every DT units of time, extrapolated linearly
       from the last two evaluations in between; the particles' velocities stay fresh)
+      [--peel-levels N]   (N levels of peeled spectral sums before a face's exact sums)
   ../../../.venv/bin/python hybrid.py --against REF.csv FILE.csv... --times T1,T2,...
       (each run against REF on the same mesh: W2, log rho, the chain, the clusters)
+  ../../../.venv/bin/python hybrid.py --face-cost FILE.csv --times T1,...   (one evaluation
+      of the face velocities at the run's states, with the default peel levels and none)
   ../../../.venv/bin/python hybrid.py --table FILE.csv...   (first minimum, departure, rise,
       release of each cluster, steps and wall time of each run)
   ../../../.venv/bin/python hybrid.py --compare FILE.csv... [--ref 128]   (the chain's tail
       against fv's on REF rings at every snapshot both have, with W2 and dm)
 Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}[_b{BETA}][_x{T}[_r{DT}]]
-.csv, .state.npz beside it and the snapshots' states in the folder of that name.
+[_p{N}].csv, .state.npz beside it and the snapshots' states in the folder of that name.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.geometry import tangent_project
 from spheredens.grids import RingMesh
+from spheredens.interaction._lowrank import PEEL_LEVELS, PEEL_MIN_GAIN
 from spheredens.interaction._pruned import log_mass_velocity
 from spheredens.transport import w2_to_antipodal_atoms
 
@@ -320,6 +324,8 @@ def files(args) -> tuple[Path, Path]:
         stem += f"_x{args.extrapolate_from:g}"
         if args.refresh:
             stem += f"_r{args.refresh:g}"
+    if args.peel_levels is not None:
+        stem += f"_p{args.peel_levels}"
     return OUT / f"{stem}.csv", OUT / f"{stem}.state.npz"
 
 
@@ -482,6 +488,8 @@ def run(args) -> None:
     csv_path, state_path = files(args)
     problem, scheme, fine, rho = start(args.run, args.t0, args.source)
     hy = Hybrid(scheme, problem.model, args.depth, args.sub, args.merge)
+    if args.peel_levels is not None:
+        hy.lowrank.peel_levels = args.peel_levels
     if args.extrapolate_from is not None:
         hy.extrapolate_from = args.extrapolate_from
         hy.refresh = args.refresh
@@ -584,6 +592,32 @@ def record(csv_path, target, mesh, rho, x, log_m, t, steps, wall) -> None:
     print(" ".join(f"{k}={v}" for k, v in zip(COLUMNS, row)), flush=True)
 
 
+def face_cost(csv_path: str, times: list[float], nlat: int) -> None:
+    """One evaluation of the face velocities from the run's states at ``times``: wall time and
+    share of rows that take the exact sums, with every peel level tried, with the peeling
+    ended by a level of little gain (the default) and with no peeling, and the largest
+    differences from the first (exact sums against peeled spectral ones)."""
+    folder = Path(csv_path).with_suffix("")
+    problem, scheme, _, _ = start(nlat, 12.0)
+    hy = Hybrid(scheme, problem.model, 10.0, 2, 1.0)
+    print(
+        f"{folder.name}: t, [peel levels / least gain: wall s, exact rows], largest differences "
+        "from the first"
+    )
+    for t in times:
+        s = np.load(folder / f"t{t:08.3f}.npz")
+        order = block_order(s["x"])
+        out, parts = [], []
+        for levels, gain in ((PEEL_LEVELS, 0.0), (PEEL_LEVELS, PEEL_MIN_GAIN), (0, 0.0)):
+            hy.lowrank.peel_levels, hy.lowrank.peel_min_gain = levels, gain
+            clock = time.perf_counter()
+            out.append(hy.face_average(s["rho"], s["x"][order], s["log_m"][order]))
+            wall = time.perf_counter() - clock
+            parts.append(f"{levels}/{gain:g}: {wall:.2f} s, {hy.direct_fraction:.1%}")
+        diff = [f"{np.abs(o - out[0]).max():.1e}" for o in out[1:]]
+        print(f"  t = {t:g}: {'; '.join(parts)}; {', '.join(diff)}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run", type=int, metavar="NLAT")
@@ -616,6 +650,20 @@ def main() -> None:
         help="with --extrapolate-from: the face velocities evaluated again only every DT "
         "units of time, extrapolated linearly from the last two evaluations in between",
     )
+    p.add_argument(
+        "--peel-levels",
+        type=int,
+        metavar="N",
+        help="levels of peeled spectral sums before the exact sums take a face's row "
+        "(lowrank_points' peel_levels, 13 by default; 0: the exact sums right after the first "
+        "spectral level: late on the plateau at beta = 1000 almost every row ends there)",
+    )
+    p.add_argument(
+        "--face-cost",
+        metavar="FILE.csv",
+        help="time one evaluation of the face velocities at the run's states at --times, "
+        "with the default peel levels and with none",
+    )
     p.add_argument("--compare", nargs="+", metavar="FILE.csv")
     p.add_argument("--table", nargs="+", metavar="FILE.csv")
     p.add_argument(
@@ -638,6 +686,8 @@ def main() -> None:
         table(args.table)
     if args.against:
         against(args.against[0], args.against[1:], args.times)
+    if args.face_cost:
+        face_cost(args.face_cost, args.times, int(run_mesh(args.face_cost).nlat))
 
 
 if __name__ == "__main__":
