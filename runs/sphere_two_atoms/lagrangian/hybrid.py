@@ -41,7 +41,10 @@ Usage (from runs/sphere_two_atoms/lagrangian):
       (--extrapolate-from: from time T on the face velocities once per step, extrapolated
       linearly to the stages; --refresh: only every DT units of time, extrapolated linearly
       from the last two evaluations in between; the particles' velocities stay fresh)
-      [--peel-levels N]   (N levels of peeled spectral sums before a face's exact sums)
+      [--particle-step DP]   (with --refresh: the particles by their own steps of DP, the
+      mesh by fv's CFL steps in between, rho interpolated in time at the particles' stages)
+      [--peel-levels N] [--peel-min-gain G]   (N levels of peeled spectral sums before a
+      face's exact sums, ended after a level that certified less than G of its rows)
   ../../../.venv/bin/python hybrid.py --against REF.csv FILE.csv... --times T1,T2,...
       (each run against REF on the same mesh: W2, log rho, the chain, the clusters)
   ../../../.venv/bin/python hybrid.py --face-cost FILE.csv --times T1,...   (one evaluation
@@ -51,7 +54,8 @@ Usage (from runs/sphere_two_atoms/lagrangian):
   ../../../.venv/bin/python hybrid.py --compare FILE.csv... [--ref 128]   (the chain's tail
       against fv's on REF rings at every snapshot both have, with W2 and dm)
 Files: cases/hybrid/hy{NLAT}[from{NLAT2}]_t{T0}_d{DEPTH}_s{SUB}_m{MERGE}[_b{BETA}][_x{T}[_r{DT}]]
-[_p{N}].csv, .state.npz beside it and the snapshots' states in the folder of that name.
+[_ps{DP}][_p{N}][_g{G}].csv, .state.npz beside it and the snapshots' states in the folder of that
+name.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ import spheredens as sd
 from spheredens.analysis import curve_summary
 from spheredens.geometry import tangent_project
 from spheredens.grids import RingMesh
-from spheredens.interaction._lowrank import PEEL_LEVELS, PEEL_MIN_GAIN
+from spheredens.interaction._lowrank import PEEL_LEVELS
 from spheredens.interaction._pruned import log_mass_velocity
 from spheredens.transport import w2_to_antipodal_atoms
 
@@ -232,6 +236,54 @@ class Hybrid:
         x = unit(x / 3.0 + 2.0 / 3.0 * (x2 + dt * v3))
         return rho, x, dt
 
+    def mesh_step(self, rho, t: float, dt_max: float, u, speed, slope):
+        """One SSP RK3 step of the mesh alone at fv's CFL step (at most dt_max), with the face
+        velocities extrapolated linearly from ``u`` at ``t`` (the particles are not needed)."""
+        self._face_velocity = (u, speed)
+        k1 = self.fv.rhs(rho[None], t)
+        dt = min(dt_max, self.fv.stable_dt(CFL, k1))
+        r1 = rho + dt * k1.rate[0]
+        self._face_velocity = (u + dt * slope, speed)
+        r2 = 0.75 * rho + 0.25 * (r1 + dt * self.fv.rhs(r1[None], t + dt).rate[0])
+        self._face_velocity = (u + 0.5 * dt * slope, speed)
+        rho = rho / 3.0 + 2.0 / 3.0 * (r2 + dt * self.fv.rhs(r2[None], t + 0.5 * dt).rate[0])
+        return rho, dt
+
+    def split_step(self, rho, x, log_m, t: float, t_end: float):
+        """The mesh and the particles over [t, t_end] each with its own steps (``--particle-step``,
+        after ``extrapolate_from`` with ``refresh`` > 0, where the mesh sees the particles only
+        through the face velocities of the last refresh): the face velocities refreshed at t if
+        due (with the particles at t), the mesh to t_end at fv's CFL steps with them
+        extrapolated, then the particles by one SSP RK3 step of t_end - t with rho at the
+        stages' times interpolated linearly between rho(t) and rho(t_end). Returns rho, x and
+        the number of mesh steps."""
+        u_k, t_k = self.previous if self.previous is not None else (None, -math.inf)
+        v1 = None
+        if self.slope is None or t >= t_k + self.refresh - 1e-9:
+            u, speed, v1 = self.velocities(rho, x, log_m)
+            if self.previous is not None and t_k < t:
+                if self.slope is not None:
+                    error = float(np.max(np.abs(u_k + (t - t_k) * self.slope - u)))
+                    self.refresh_error = max(self.refresh_error, error)
+                self.slope = (u - u_k) / (t - t_k)
+            self.previous, self.speed = (u, t), speed
+        u_k, t_k = self.previous
+        slope = self.slope if self.slope is not None else np.zeros_like(u_k)
+        start, rho0, steps = t, rho, 0
+        while t < t_end - 1e-12:
+            u = u_k + (t - t_k) * slope
+            rho, dt = self.mesh_step(rho, t, t_end - t, u, self.speed, slope)
+            t = t_end if t_end - t - dt < 1e-12 else t + dt
+            steps += 1
+        h = t_end - start
+        if v1 is None:
+            v1 = self.particle_velocity(rho0, x, log_m)
+        x1 = unit(x + h * v1)
+        v2 = self.particle_velocity(rho, x1, log_m)
+        x2 = unit(0.75 * x + 0.25 * (x1 + h * v2))
+        v3 = self.particle_velocity(0.5 * (rho0 + rho), x2, log_m)
+        return rho, unit(x / 3.0 + 2.0 / 3.0 * (x2 + h * v3)), steps
+
     # -- cells into particles, particles merged -------------------------------------------------
     def take_in(self, rho, x, log_m):
         """Cells within ``depth`` e-folds of the heaviest cell (its particles counted) become
@@ -324,8 +376,12 @@ def files(args) -> tuple[Path, Path]:
         stem += f"_x{args.extrapolate_from:g}"
         if args.refresh:
             stem += f"_r{args.refresh:g}"
+    if args.particle_step:
+        stem += f"_ps{args.particle_step:g}"
     if args.peel_levels is not None:
         stem += f"_p{args.peel_levels}"
+    if args.peel_min_gain:
+        stem += f"_g{args.peel_min_gain:g}"
     return OUT / f"{stem}.csv", OUT / f"{stem}.state.npz"
 
 
@@ -490,11 +546,14 @@ def run(args) -> None:
     hy = Hybrid(scheme, problem.model, args.depth, args.sub, args.merge)
     if args.peel_levels is not None:
         hy.lowrank.peel_levels = args.peel_levels
+    hy.lowrank.peel_min_gain = args.peel_min_gain
     if args.extrapolate_from is not None:
         hy.extrapolate_from = args.extrapolate_from
         hy.refresh = args.refresh
     elif args.refresh:
         raise SystemExit("--refresh needs --extrapolate-from T (from when on to refresh)")
+    if args.particle_step and not (args.refresh and args.particle_step <= args.refresh):
+        raise SystemExit("--particle-step DP needs --refresh DT with DP <= DT")
     mesh = scheme.grid
     target = original_target(BETA)
     if state_path.exists():
@@ -534,11 +593,16 @@ def run(args) -> None:
     while t < args.t_end - 1e-9:
         next_snap = SPACING * (math.floor(t / SPACING + 1e-9) + 1)
         while t < next_snap - 1e-9:
-            rho, x, dt = hy.step(rho, x, log_m, t, next_snap - t)
-            t = next_snap if next_snap - t - dt < 1e-12 else t + dt
+            if args.particle_step and t >= hy.extrapolate_from - 1e-9:
+                t_end = min(next_snap, t + args.particle_step)
+                rho, x, n = hy.split_step(rho, x, log_m, t, t_end)
+                t, steps = t_end, steps + n
+            else:
+                rho, x, dt = hy.step(rho, x, log_m, t, next_snap - t)
+                t = next_snap if next_snap - t - dt < 1e-12 else t + dt
+                steps += 1
             rho, x, log_m = hy.take_in(rho, x, log_m)
             x, log_m = hy.merge(x, log_m)
-            steps += 1
         wall = time.perf_counter() - clock
         record(csv_path, target, mesh, rho, x, log_m, t, steps, wall)
         if hy.refresh > 0.0:
@@ -594,8 +658,9 @@ def record(csv_path, target, mesh, rho, x, log_m, t, steps, wall) -> None:
 
 def face_cost(csv_path: str, times: list[float], nlat: int) -> None:
     """One evaluation of the face velocities from the run's states at ``times``: wall time and
-    share of rows that take the exact sums, with every peel level tried, with the peeling
-    ended by a level of little gain (the default) and with no peeling, and the largest
+    share of rows that take the exact sums, with every peel level tried (the default), with
+    the peeling ended by a level that certified less than a quarter of its rows and with no
+    peeling, and the largest
     differences from the first (exact sums against peeled spectral ones)."""
     folder = Path(csv_path).with_suffix("")
     problem, scheme, _, _ = start(nlat, 12.0)
@@ -608,7 +673,7 @@ def face_cost(csv_path: str, times: list[float], nlat: int) -> None:
         s = np.load(folder / f"t{t:08.3f}.npz")
         order = block_order(s["x"])
         out, parts = [], []
-        for levels, gain in ((PEEL_LEVELS, 0.0), (PEEL_LEVELS, PEEL_MIN_GAIN), (0, 0.0)):
+        for levels, gain in ((PEEL_LEVELS, 0.0), (PEEL_LEVELS, 0.25), (0, 0.0)):
             hy.lowrank.peel_levels, hy.lowrank.peel_min_gain = levels, gain
             clock = time.perf_counter()
             out.append(hy.face_average(s["rho"], s["x"][order], s["log_m"][order]))
@@ -651,12 +716,29 @@ def main() -> None:
         "units of time, extrapolated linearly from the last two evaluations in between",
     )
     p.add_argument(
+        "--particle-step",
+        type=float,
+        default=0.0,
+        metavar="DP",
+        help="with --refresh DT (DP <= DT): the particles by their own SSP RK3 steps of DP, "
+        "the mesh by fv's CFL steps in between (Hybrid.split_step); 0: one step for both",
+    )
+    p.add_argument(
         "--peel-levels",
         type=int,
         metavar="N",
         help="levels of peeled spectral sums before the exact sums take a face's row "
         "(lowrank_points' peel_levels, 13 by default; 0: the exact sums right after the first "
         "spectral level: late on the plateau at beta = 1000 almost every row ends there)",
+    )
+    p.add_argument(
+        "--peel-min-gain",
+        type=float,
+        default=0.0,
+        metavar="G",
+        help="end the peeling after a level that certified less than this share of its rows "
+        "(lowrank_points' peel_min_gain; 0: every level; 0.25 is 4x cheaper late at beta = 1000 "
+        "on 128 rings, 3x dearer at beta = 300 on 256)",
     )
     p.add_argument(
         "--face-cost",
