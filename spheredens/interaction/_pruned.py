@@ -216,8 +216,8 @@ def pruned_logsumexp_sums(
 
 #: the source tree of :func:`tree_logsumexp_sums`: sources per leaf, children per block, and
 #: rows that sum the union of their kept leaves together (measured on the hybrid's 74 346 face
-#: midpoints against 19 787 cells at beta = 1000, late on the plateau: 3.2 s against 10.4 s
-#: for :func:`pruned_logsumexp_sums`, 781 sources summed per row against 2174; the rows need
+#: midpoints against 19 787 cells at beta = 1000, late on the plateau: 3.4 s against 9.1-11.3 s
+#: for :func:`pruned_logsumexp_sums`, 879 sources summed per row against 2174; the rows need
 #: 174)
 TREE_LEAF = 8
 TREE_FAN = 8
