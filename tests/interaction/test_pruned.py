@@ -237,3 +237,34 @@ def test_tree_sums_equal_the_direct_sums_with_a_deep_tail_and_atoms(beta):
     assert np.all(nothing[2] == -np.inf)
     empty = tree_logsumexp_sums(q[:0], sources, log_a, vy)
     assert [len(e) for e in empty[:3]] == [0, 0, 0] and empty[3] == 0.0
+
+
+def test_tree_sums_on_threads_equal_the_sums_on_one(monkeypatch):
+    """The groups of rows are independent: on 2 or 3 threads tree_logsumexp_sums returns the
+    one-thread sums bit for bit (also with log_lower)."""
+    from spheredens.interaction import _pruned
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3000, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = 300.0 * x @ np.array([[1.2, 0.3, 0.0], [0.1, 0.9, 0.2], [0.0, 0.1, 1.1]])
+    log_a = np.log(rng.uniform(0.5, 1.5, len(x)))
+    vy = x * np.array([1.0, 0.5, 0.5])
+    log_lower = rng.uniform(250.0, 300.0, len(x))
+    monkeypatch.setattr(_pruned, "THREADS", 1)
+    one = [
+        _pruned.tree_logsumexp_sums(q, x, log_a, vy),
+        _pruned.tree_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower),
+    ]
+    for threads in (2, 3):
+        monkeypatch.setattr(_pruned, "THREADS", threads)
+        for a, b in zip(
+            one,
+            [
+                _pruned.tree_logsumexp_sums(q, x, log_a, vy),
+                _pruned.tree_logsumexp_sums(q, x, log_a, vy, log_lower=log_lower),
+            ],
+        ):
+            for u, v in zip(a, b):
+                np.testing.assert_array_equal(u, v)
+    assert 0.0 < one[0][3] < 0.5
