@@ -100,14 +100,19 @@ class SourceBlocks:
         self.log_size = np.log(np.diff(np.append(self.starts, n_s)).astype(float))
         self.log_cut = math.log(fraction / len(self.starts))
 
+    def heaviest_sources(self, log_a: Array, block_log_a: Array) -> NDArray[np.int64]:
+        """The index of each block's first source of largest log mass (``block_log_a``, the
+        blocks' maxima of ``log_a``)."""
+        index = np.where(log_a == block_log_a[self.block], np.arange(len(log_a)), len(log_a))
+        return np.minimum.reduceat(index, self.starts)
+
     def bounds(self, q: Array, q_norm: Array, sources: Array, log_a: Array) -> tuple[Array, Array]:
         """(upper (targets, blocks), lower (targets,)) of the module docstring for logits
         <q_f, y_j> + log a_j. Each is one product of (q, |q|, 1) with a table per block (so no
         (targets, blocks) temporaries beyond the result)."""
         block_log_a = np.maximum.reduceat(log_a, self.starts)
         # one term per block exactly, the source of largest mass: a lower bound of the row's sum
-        index = np.where(log_a == block_log_a[self.block], np.arange(len(log_a)), len(log_a))
-        heaviest = np.minimum.reduceat(index, self.starts)
+        heaviest = self.heaviest_sources(log_a, block_log_a)
         rows = np.column_stack([q, q_norm, np.ones(len(q))])
         zero = np.zeros(len(heaviest))
         lower = np.max(rows @ np.column_stack([sources[heaviest], zero, log_a[heaviest]]).T, axis=1)
@@ -217,7 +222,7 @@ def pruned_logsumexp_sums(
 #: the source tree of :func:`tree_logsumexp_sums`: sources per leaf, children per block, and
 #: rows that sum the union of their kept leaves together (measured on the hybrid's 74 346 face
 #: midpoints against 19 787 cells at beta = 1000, late on the plateau: 3.4 s against 9.1-11.3 s
-#: for :func:`pruned_logsumexp_sums`, 879 sources summed per row against 2174; the rows need
+#: for :func:`pruned_logsumexp_sums`, 876 sources summed per row against 2174; the rows need
 #: 174)
 TREE_LEAF = 8
 TREE_FAN = 8
@@ -239,39 +244,29 @@ def z_order(points: Array, bits: int | None = None) -> NDArray[np.int64]:
     return np.argsort(code, kind="stable")
 
 
-class _TreeLevel:
+class _TreeLevel(SourceBlocks):
     """One level of :func:`tree_logsumexp_sums`' tree: blocks of ``size`` consecutive sources
-    (Z-ordered), with the unit mean direction c_J, the chord radius r_J, the log of the
-    block's total mass log A_J, its heaviest source (for the lower bound) and the level's
-    cut log(fraction / (levels * blocks))."""
+    (Z-ordered) with their unit mean directions c_J and chord radii r_J (:class:`SourceBlocks`),
+    the log of each block's total mass log A_J, its heaviest source (for the lower bound) and
+    the level's cut log(``fraction`` / blocks), ``fraction`` the level's share."""
 
     def __init__(self, y: Array, log_a: Array, size: int, fraction: float) -> None:
-        n = len(y)
-        self.starts = np.arange(0, n, size)
-        block = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, n)))
-        mean = np.add.reduceat(y, self.starts, axis=0)
-        norm = np.linalg.norm(mean, axis=1, keepdims=True)
-        centres = mean / np.where(norm > 0.0, norm, 1.0)
-        chord = np.linalg.norm(y - centres[block], axis=1)
-        self.centres = centres.T.copy()
-        self.radius = np.maximum.reduceat(chord, self.starts) * (1.0 + 1e-12) + 1e-15
+        super().__init__(y, size, fraction=fraction)
         top = np.maximum.reduceat(log_a, self.starts)
         with np.errstate(invalid="ignore"):
-            w = np.exp(log_a - top[block])  # nan where the block is empty (-inf - -inf)
+            w = np.exp(log_a - top[self.block])  # nan where the block is empty (-inf - -inf)
         with np.errstate(divide="ignore"):
             self.log_mass = top + np.log(np.add.reduceat(np.nan_to_num(w), self.starts))
         self.log_mass[~np.isfinite(top)] = -np.inf
-        index = np.where(log_a == top[block], np.arange(n), n)
-        heaviest = np.minimum(np.minimum.reduceat(index, self.starts), n - 1)
+        heaviest = self.heaviest_sources(log_a, top)
         self.heaviest = np.column_stack([y[heaviest], log_a[heaviest]]).T.copy()
-        self.log_cut = math.log(fraction / len(self.starts))
 
     def upper(self, q: Array, q_norm2: Array, blocks: Array) -> Array:
         """Upper bounds of log sum_{j in J} e^{<q, y_j>} a_j, rows x ``blocks``:
         <q, c> + min(|P_c q| r + max(0, -<q, c>) r^2 / 2, |q| r) + log A_J (docstring of
         :func:`tree_logsumexp_sums`)."""
         r = self.radius[blocks]
-        u = q @ self.centres[:, blocks]
+        u = q @ self.centres[blocks].T
         across = np.sqrt(np.maximum(q_norm2[:, None] - u * u, 0.0)) * r
         across += np.maximum(-u, 0.0) * (0.5 * r * r)
         # |q| r bounds it too (a little tighter behind the block, <q, c> < 0)

@@ -194,7 +194,7 @@ def test_the_tree_bound_holds_for_every_block():
             exact = np.stack([logsumexp(logits[:, s : s + size], axis=1) for s in level.starts], 1)
             assert np.all(upper >= exact - 1e-9 * np.abs(exact))
             top = np.maximum.reduceat(log_a, level.starts) + np.log(size)
-            loose = q @ level.centres + np.linalg.norm(q, axis=1)[:, None] * level.radius + top
+            loose = q @ level.centres.T + np.linalg.norm(q, axis=1)[:, None] * level.radius + top
             assert np.all(upper <= loose + 1e-9 * np.abs(loose))
         rows, best = np.arange(len(q)), np.argmax(exact, axis=1)
         slack, loose_slack = upper - exact, loose - exact
