@@ -252,32 +252,18 @@ class Hybrid:
     def split_step(self, rho, x, log_m, t: float, t_end: float):
         """The mesh and the particles over [t, t_end] each with its own steps (``--particle-step``,
         after ``extrapolate_from`` with ``refresh`` > 0, where the mesh sees the particles only
-        through the face velocities of the last refresh): the face velocities refreshed at t if
-        due (with the particles at t), the mesh to t_end at fv's CFL steps with them
-        extrapolated, then the particles by one SSP RK3 step of t_end - t with rho at the
-        stages' times interpolated linearly between rho(t) and rho(t_end). Returns rho, x and
-        the number of mesh steps."""
-        u_k, t_k = self.previous if self.previous is not None else (None, -math.inf)
-        v1 = None
-        if self.slope is None or t >= t_k + self.refresh - 1e-9:
-            u, speed, v1 = self.velocities(rho, x, log_m)
-            if self.previous is not None and t_k < t:
-                if self.slope is not None:
-                    error = float(np.max(np.abs(u_k + (t - t_k) * self.slope - u)))
-                    self.refresh_error = max(self.refresh_error, error)
-                self.slope = (u - u_k) / (t - t_k)
-            self.previous, self.speed = (u, t), speed
-        u_k, t_k = self.previous
-        slope = self.slope if self.slope is not None else np.zeros_like(u_k)
+        through the face velocities of the last refresh): the face velocities at t as
+        :meth:`face_velocities` gives them (refreshed if due, with the particles at t), the
+        mesh to t_end at fv's CFL steps with them extrapolated, then the particles by one SSP
+        RK3 step of t_end - t with rho at the stages' times interpolated linearly between
+        rho(t) and rho(t_end). Returns rho, x and the number of mesh steps."""
+        u, speed, slope, v1 = self.face_velocities(rho, x, log_m, t)
         start, rho0, steps = t, rho, 0
         while t < t_end - 1e-12:
-            u = u_k + (t - t_k) * slope
-            rho, dt = self.mesh_step(rho, t, t_end - t, u, self.speed, slope)
+            rho, dt = self.mesh_step(rho, t, t_end - t, u + (t - start) * slope, speed, slope)
             t = t_end if t_end - t - dt < 1e-12 else t + dt
             steps += 1
         h = t_end - start
-        if v1 is None:
-            v1 = self.particle_velocity(rho0, x, log_m)
         x1 = unit(x + h * v1)
         v2 = self.particle_velocity(rho, x1, log_m)
         x2 = unit(0.75 * x + 0.25 * (x1 + h * v2))
