@@ -65,8 +65,10 @@ CASES = {
 #: beta here, before its W2 minimum, and at beta >= 100 its runs stop soon after (their
 #: log-domain rows, a direct sum over the whole Gauss grid each, make the rest of such a run
 #: cost hours and mean nothing)
-#: (beta = 1000: the early phase only, handed over to log_lagrangian, lagrangian/handover.py)
-T_END = {"fv": {10.0: 30.0, 30.0: 22.0, 100.0: 35.0, 300.0: 100.0, 1000.0: 12.0},
+#: (beta >= 1000: the early phase only, handed over to log_lagrangian, lagrangian/handover.py,
+#: or to the hybrid, lagrangian/hybrid.py)
+T_END = {"fv": {10.0: 30.0, 30.0: 22.0, 100.0: 35.0, 300.0: 100.0, 1000.0: 12.0, 3000.0: 12.0,
+                10000.0: 12.0},
          "sh_spectral": {10.0: 30.0, 30.0: 35.0, 100.0: 12.5, 300.0: 12.5}}
 #: fv's ``log_domain_below`` in the study (the default is 1e-6): once the density concentrates,
 #: 25-50% of the faces fall below 1e-6 of the maximum of e^-kappa Z (beta = 30, t = 14-15;
