@@ -33,6 +33,7 @@ from .._types import Array
 from ..geometry import tangent_project
 from ..models import Model
 from ._base import Layout, register_evaluator
+from ._interpolant import log_bincount
 from ._quadrature import _MAX_CACHED, DirectQuadrature, clip_norm
 
 T = TypeVar("T")
@@ -252,13 +253,8 @@ class _TreeLevel(SourceBlocks):
 
     def __init__(self, y: Array, log_a: Array, size: int, fraction: float) -> None:
         super().__init__(y, size, fraction=fraction)
-        top = np.maximum.reduceat(log_a, self.starts)
-        with np.errstate(invalid="ignore"):
-            w = np.exp(log_a - top[self.block])  # nan where the block is empty (-inf - -inf)
-        with np.errstate(divide="ignore"):
-            self.log_mass = top + np.log(np.add.reduceat(np.nan_to_num(w), self.starts))
-        self.log_mass[~np.isfinite(top)] = -np.inf
-        heaviest = self.heaviest_sources(log_a, top)
+        self.log_mass = log_bincount(self.block, log_a, len(self.starts))
+        heaviest = self.heaviest_sources(log_a, np.maximum.reduceat(log_a, self.starts))
         self.heaviest = np.column_stack([y[heaviest], log_a[heaviest]]).T.copy()
 
     def upper(self, q: Array, q_norm2: Array, blocks: Array) -> Array:
