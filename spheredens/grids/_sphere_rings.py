@@ -37,11 +37,13 @@ def _north(lat: Array, lon: Array) -> Array:
 class RingMesh:
     """Finite-volume mesh of S^2 without the pole problem.
 
-    ``nlat`` rings of equal latitude height h = pi / nlat. The two polar rings are single cells
-    (spherical caps of radius h around the poles); ring j in between (latitudes
-    [lat_j, lat_{j+1}]) holds n_j = max(3, round(2 nlat cos(mid-latitude))) equal cells in
-    longitude, so every cell is about h x h and no cell is thinner near the poles than at the
-    equator. Cells are ordered ring by ring from south to north, west to east from longitude 0.
+    ``nlat`` rings of equal latitude height h = pi / nlat (or of the heights h_j that
+    ``lat_edges`` gives, e.g. finer near the poles). The two polar rings are single cells
+    (spherical caps of radius h_0 around the poles); ring j in between (latitudes
+    [lat_j, lat_{j+1}]) holds n_j = max(3, round(2 pi cos(mid-latitude) / h_j)) equal cells in
+    longitude (2 nlat cos for equal rings), so every cell is about h_j x h_j and no cell is
+    thinner near the poles than its ring is high. Cells are ordered ring by ring from south to
+    north, west to east from longitude 0.
 
     Faces are meridian arcs between neighbours of one ring and latitude arcs between the
     cells of adjacent rings whose longitude intervals overlap (one face per overlap). A face
@@ -63,22 +65,50 @@ class RingMesh:
     face_point, face_normal : ndarray (n_faces, 3)
     face_length : ndarray (n_faces,)
     h : float
-        Ring height pi / nlat (the equatorial cell size), radians.
+        Ring height pi / nlat (the equatorial cell size), radians; with ``lat_edges`` the
+        largest ring height.
+    ring_height : ndarray (nlat,)
+        Each ring's height in latitude (radians).
     """
 
-    def __init__(self, nlat: int) -> None:
+    def __init__(self, nlat: int, lat_edges: Array | None = None) -> None:
         nlat = int(nlat)
         if not MIN_RINGS <= nlat <= MAX_RINGS:
             raise ValueError(f"nlat = {nlat} must be in [{MIN_RINGS}, {MAX_RINGS}]")
         self.nlat = nlat
-        self.h = math.pi / nlat
-        edges = -0.5 * math.pi + self.h * np.arange(nlat + 1)
-        edges[-1] = 0.5 * math.pi
+        #: equal rings (``lat_edges`` not given): the meshes nest (``remap_from``)
+        self.uniform = lat_edges is None
+        if lat_edges is None:
+            self.h = math.pi / nlat
+            edges = -0.5 * math.pi + self.h * np.arange(nlat + 1)
+            edges[-1] = 0.5 * math.pi
+            self.ring_height = np.full(nlat, self.h)
+        else:
+            edges = np.asarray(lat_edges, dtype=float)
+            if (
+                edges.shape != (nlat + 1,)
+                or np.any(np.diff(edges) <= 0.0)
+                or abs(edges[0] + 0.5 * math.pi) > 1e-12
+                or abs(edges[-1] - 0.5 * math.pi) > 1e-12
+            ):
+                raise ValueError(
+                    f"lat_edges must rise strictly from -pi/2 to pi/2 in nlat + 1 = {nlat + 1} "
+                    "values (radians)"
+                )
+            edges = edges.copy()
+            edges[[0, -1]] = -0.5 * math.pi, 0.5 * math.pi
+            self.ring_height = np.diff(edges)
+            self.h = float(self.ring_height.max())
         self.lat_edges = edges
         #: widest latitude face in longitude (radians); wider overlaps are split
         self.max_face_dlon = self.h
         mid = 0.5 * (edges[:-1] + edges[1:])
-        counts = np.maximum(3, np.rint(2 * nlat * np.cos(mid)).astype(int))
+        # cells about as wide as their ring is high (2 nlat cos: the same for equal rings)
+        if lat_edges is None:
+            width = 2 * nlat * np.cos(mid)
+        else:
+            width = 2.0 * math.pi * np.cos(mid) / self.ring_height
+        counts = np.maximum(3, np.rint(width).astype(int))
         counts[0] = counts[-1] = 1
         self.ring_count = counts
         self.ring_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -112,7 +142,7 @@ class RingMesh:
 
     # -- construction -------------------------------------------------------------------
     def _build_faces(self) -> None:
-        h, counts, start = self.h, self.ring_count, self.ring_start
+        counts, start = self.ring_count, self.ring_start
         left, right, lat_f, lon_f, length, kind = [], [], [], [], [], []
         # meridian faces inside rings 1..nlat-2: face k at the west edge of cell k
         for j in range(1, self.nlat - 1):
@@ -122,7 +152,7 @@ class RingMesh:
             right.append(start[j] + k)
             lat_f.append(np.full(n, 0.5 * (self.lat_edges[j] + self.lat_edges[j + 1])))
             lon_f.append(2.0 * math.pi * k / n)
-            length.append(np.full(n, h))
+            length.append(np.full(n, self.ring_height[j]))
             kind.append(np.zeros(n, dtype=np.int8))
         # latitude faces between ring j (south) and j + 1 (north): overlaps of longitude cells
         for j in range(self.nlat - 1):
@@ -302,6 +332,8 @@ class RingMesh:
         """The pieces where the cells of a finer nested ring mesh meet this mesh's cells, fine
         ring by fine ring: (fine ring, fine cell, coarse cell, west and east longitude of each
         piece); in longitude each fine cell is split where coarse cell edges cross it."""
+        if not (self.uniform and fine.uniform):
+            raise ValueError("remap_from needs two meshes of equal rings (no lat_edges)")
         if fine.nlat % self.nlat:
             raise ValueError(f"fine.nlat = {fine.nlat} is not a multiple of nlat = {self.nlat}")
         factor = fine.nlat // self.nlat

@@ -74,7 +74,8 @@ def exact_face_fluxes(mesh, field, order=8):
     """int_f <X, n> dl over each face by Gauss-Legendre quadrature along the face."""
     nodes, wts = np.polynomial.legendre.leggauss(order)
     lat_face = mesh.face_is_latitude
-    half = np.where(lat_face, 0.5 * mesh.face_length / np.cos(mesh.face_lat), 0.5 * mesh.h)
+    height = mesh.ring_height[mesh.ring[mesh.face_left]]
+    half = np.where(lat_face, 0.5 * mesh.face_length / np.cos(mesh.face_lat), 0.5 * height)
     lat = np.where(
         lat_face[:, None], mesh.face_lat[:, None], mesh.face_lat[:, None] + half[:, None] * nodes
     )
@@ -114,6 +115,48 @@ def test_face_fluxes_are_second_order():
         worst.append(max(errs))
     orders = np.log2(np.array(worst[:-1]) / np.array(worst[1:]))
     assert np.all(orders > 1.8), (worst, orders)
+
+
+def graded_edges(nlat, a=0.6):
+    """Latitude edges of rings (1 - a) times the uniform height at the poles, (1 + a) times
+    at the equator: lat = pi/2 (s + a sin(pi s) / pi), s uniform in [-1, 1]."""
+    s = np.linspace(-1.0, 1.0, nlat + 1)
+    return 0.5 * math.pi * (s + a * np.sin(math.pi * s) / math.pi)
+
+
+def test_rings_of_given_heights_tile_the_sphere_with_second_order_fluxes():
+    """``lat_edges``: the uniform edges give RingMesh(nlat) itself; graded ones (finer toward
+    the poles) tile the sphere (areas 4 pi, ring boundaries covered by their faces, each centre
+    in its cell), keep cells about as wide as their ring is high, and the midpoint fluxes of
+    rigid rotations stay second order; meshes of unequal rings do not claim to nest."""
+    plain = RingMesh(32)
+    same = RingMesh(32, plain.lat_edges)
+    assert np.array_equal(same.ring_count, plain.ring_count)
+    assert np.allclose(same.area, plain.area, rtol=1e-13, atol=0.0)
+    assert np.allclose(same.face_length, plain.face_length, rtol=1e-13, atol=0.0)
+    worst = []
+    axis = np.array([0.3, -0.5, 0.8]) / math.sqrt(0.98)
+    field = lambda x: np.cross(axis, x)  # noqa: E731
+    for nlat in (16, 32, 64):
+        mesh = RingMesh(nlat, graded_edges(nlat))
+        assert abs(mesh.area.sum() - 4 * math.pi) <= 1e-12 and mesh.area.min() > 0
+        h = mesh.ring_height[mesh.ring]
+        inner = ~mesh.is_cap
+        aspect = mesh.dlon[inner] * np.cos(mesh.lat_c[inner]) / h[inner]
+        assert 0.6 < aspect.min() and aspect.max() < 1.6, (aspect.min(), aspect.max())
+        for j in range(nlat - 1):
+            on = mesh.face_is_latitude & (mesh.ring[mesh.face_left] == j)
+            circle = 2 * math.pi * math.cos(mesh.lat_edges[j + 1])
+            assert abs(mesh.face_length[on].sum() - circle) < 1e-12
+        assert np.array_equal(mesh.locate(mesh.lat_c, mesh.lon_c), np.arange(mesh.n_cells))
+        flux = np.sum(field(mesh.face_point) * mesh.face_normal, axis=1) * mesh.face_length
+        worst.append(np.max(np.abs(flux - exact_face_fluxes(mesh, field)) / mesh.face_length))
+    orders = np.log2(np.array(worst[:-1]) / np.array(worst[1:]))
+    assert np.all(orders > 1.8), (worst, orders)
+    with pytest.raises(ValueError, match="equal rings"):
+        RingMesh(16).remap_from(RingMesh(32, graded_edges(32)), np.ones(RingMesh(32).n_cells))
+    with pytest.raises(ValueError, match="lat_edges"):
+        RingMesh(4, [-1.0, 0.0, 0.5, 1.0, 1.5])
 
 
 @pytest.mark.parametrize("nlat", [16, 64, 256])

@@ -67,6 +67,7 @@ import argparse
 import csv
 import math
 import os
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -74,6 +75,7 @@ from pathlib import Path
 import handover
 import numpy as np
 import xarray as xr
+from graded import PolarMesh, locate, to_world
 from handover import original_target
 from lookchain import chain, top_eigenvector
 from mechanism import Geometry
@@ -277,22 +279,35 @@ class Hybrid:
     # -- cells into particles, particles merged -------------------------------------------------
     def take_in(self, rho, x, log_m):
         """Cells within ``depth`` e-folds of the heaviest cell (its particles counted) become
-        SUB x SUB particles."""
+        SUB x SUB particles (a polar cap: one particle at its pole)."""
         m = self.mesh
         with np.errstate(divide="ignore"):
             log_cell = np.log(np.maximum(rho, 0.0) * m.area)
         # the heaviest cell, the particles in it counted
         held = np.zeros(m.n_cells)
         if log_m.size:
-            lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
-            lon = np.arctan2(x[:, 1], x[:, 0])
-            held = np.bincount(m.locate(lat, lon), np.exp(log_m), m.n_cells)
+            held = np.bincount(locate(m, x), np.exp(log_m), m.n_cells)
         top = math.log(float(np.max(np.maximum(rho, 0.0) * m.area + held)))
-        cells = np.flatnonzero((log_cell >= top - self.depth) & ~m.is_cap)
+        cells = np.flatnonzero(log_cell >= top - self.depth)
         if cells.size == 0:
             return rho, x, log_m
+        points, mass = self.subcell_masses(rho, cells, self.sub)
+        keep = mass > 0.0
+        rho = rho.copy()
+        rho[cells] = 0.0
+        x = np.concatenate([x, points[keep]])
+        log_m = np.concatenate([log_m, np.log(mass[keep])])
+        return rho, x, log_m
+
+    def subcell_masses(self, rho, cells, n: int):
+        """The mass of each of ``cells`` split over its n x n sub-cells in (lat, lon): each
+        sub-cell's point (its centre, ordinary frame) and mass, the integral of ``fv``'s
+        limited linear reconstruction over it (positive), scaled to sum to the cell's mass; a
+        polar cap is one point at its pole."""
+        m = self.mesh
+        caps = cells[m.is_cap[cells]]
+        cells = cells[~m.is_cap[cells]]
         s_lat, s_lon = (s[0, cells] for s in self.fv.slopes(rho[None]))
-        n = self.sub
         f = (np.arange(n) + 0.5) / n
         lat0, lat1 = m.lat_bounds[cells, 0], m.lat_bounds[cells, 1]
         lon0, lon1 = m.lon_bounds[cells, 0], m.lon_bounds[cells, 1]
@@ -314,13 +329,16 @@ class Hybrid:
             np.broadcast_to(lat_s[:, :, None], mass.shape),
             np.broadcast_to(lon_s[:, None, :], mass.shape),
         ).reshape(-1, 3)
-        mass = mass.ravel()
-        keep = mass > 0.0
-        rho = rho.copy()
-        rho[cells] = 0.0
-        x = np.concatenate([x, points[keep]])
-        log_m = np.concatenate([log_m, np.log(mass[keep])])
-        return rho, x, log_m
+        points = np.concatenate([to_world(m, points), m.points[caps]])
+        return points, np.concatenate([mass.ravel(), rho[caps] * m.area[caps]])
+
+    def remap_to(self, rho, mesh, n: int) -> np.ndarray:
+        """rho moved onto another ``mesh`` by its n x n sub-cells' masses
+        (:meth:`subcell_masses`), each put in the cell of ``mesh`` its point lies in: the total
+        mass exactly, each mass at most half a sub-cell from where it was."""
+        cells = np.flatnonzero(rho > 0.0)
+        points, mass = self.subcell_masses(rho, cells, n)
+        return np.bincount(locate(mesh, points), mass, mesh.n_cells) / mesh.area
 
     def merge(self, x, log_m):
         """Particles in the same cube of ``merge_width`` merged: log masses summed exactly,
@@ -338,9 +356,12 @@ class Hybrid:
         return unit(centre), top + np.log(np.bincount(group, w, n))
 
 
-def start(nlat: int, t0: float, source: int | None = None):
+def start(nlat: int, t0: float, source: int | None = None, graded: tuple | None = None):
     """fv's early run on ``source`` rings (default ``nlat``): the problem, the scheme on
-    ``nlat`` rings and rho at t0 (float64) on the ``source`` mesh, with that mesh's scheme."""
+    ``nlat`` rings and rho at t0 (float64) on the ``source`` mesh, with that mesh's scheme.
+    With ``graded`` = (FINE, RADIUS_DEG, GROWTH) the scheme's mesh is a
+    :class:`graded.PolarMesh` with its poles at +-u: rings of pi / FINE out to RADIUS_DEG
+    degrees, growing by GROWTH per ring to pi / ``nlat`` (the source then always differs)."""
     source = source or nlat
     path = study.EARLY / f"fv_nlat{source}_beta{BETA:g}.nc"
     with xr.open_dataset(path) as ds:
@@ -354,11 +375,26 @@ def start(nlat: int, t0: float, source: int | None = None):
         config = sd.config_from_dict(data, base_dir=study.HERE.parent)
         problem = sd.Problem.from_config(config)
         schemes[n] = sd.make_scheme(problem, config.discretization)
+    if graded:
+        fine, radius, growth = graded
+        mesh = PolarMesh(
+            math.pi / fine, math.radians(radius), growth, math.pi / nlat, Geometry(t_max=1.0).u
+        )
+        # fv's scheme on that mesh (its sums built on the mesh's cells and faces)
+        fv_module = sys.modules[type(schemes[source]).__module__]
+        saved, fv_module.RingMesh = fv_module.RingMesh, lambda n: mesh
+        try:
+            scheme = sd.make_scheme(problem, config.discretization)
+        finally:
+            fv_module.RingMesh = saved
+        return problem, scheme, schemes[source], rho
     return problem, schemes[nlat], schemes[source], rho
 
 
 def files(args) -> tuple[Path, Path]:
     source = f"from{args.source}" if args.source and args.source != args.run else ""
+    if args.graded:
+        source = f"g{args.graded[0]:g}r{args.graded[1]:g}x{args.graded[2]:g}" + source
     stem = f"hy{args.run}{source}_t{args.t0:g}_d{args.depth:g}_s{args.sub}_m{args.merge:g}"
     if BETA != 300.0:
         stem += f"_b{BETA:g}"
@@ -532,7 +568,9 @@ def chain_offsets(g, mesh, rho, log_ref) -> str:
 def run(args) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     csv_path, state_path = files(args)
-    problem, scheme, fine, rho = start(args.run, args.t0, args.source)
+    if args.graded and not args.source:
+        raise SystemExit("--graded needs --source NLAT2 (fv's early mesh)")
+    problem, scheme, fine, rho = start(args.run, args.t0, args.source, args.graded)
     hy = Hybrid(scheme, problem.model, args.depth, args.sub, args.merge)
     if args.peel_levels is not None:
         hy.lowrank.peel_levels = args.peel_levels
@@ -574,7 +612,11 @@ def run(args) -> None:
         else:  # the particles from the source's cells, the rest remapped (the rings nest)
             taker = Hybrid(fine, problem.model, args.depth, args.sub, args.merge)
             rho, x, log_m = taker.take_in(rho, x, log_m)
-            rho = scheme.grid.remap_from(fine.grid, rho)
+            if args.graded:  # sub-cells half the finest ring or smaller
+                n = max(2, math.ceil(2.0 * fine.grid.h / scheme.grid.h_fine))
+                rho = taker.remap_to(rho, scheme.grid, n)
+            else:
+                rho = scheme.grid.remap_from(fine.grid, rho)
         t, steps, wall = args.t0, 0, 0.0
         with csv_path.open("w", newline="") as f:
             csv.writer(f).writerow(COLUMNS)
@@ -691,6 +733,14 @@ def main() -> None:
     )
     p.add_argument("--ref", type=int, default=128)
     p.add_argument("--source", type=int, metavar="NLAT2", help="start from fv on NLAT2 rings")
+    p.add_argument(
+        "--graded",
+        type=lambda v: tuple(float(x) for x in v.split(",")),
+        metavar="FINE,RADIUS,GROWTH",
+        help="the hybrid's mesh graded toward its poles at +-u (graded.py): rings of pi / FINE "
+        "out to RADIUS degrees from each pole, growing by GROWTH per ring up to pi / NLAT "
+        "(--run NLAT); needs --source",
+    )
     p.add_argument(
         "--extrapolate-from",
         type=float,
