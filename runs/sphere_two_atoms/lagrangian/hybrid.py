@@ -359,9 +359,11 @@ class Hybrid:
 def start(nlat: int, t0: float, source: int | None = None, graded: tuple | None = None):
     """fv's early run on ``source`` rings (default ``nlat``): the problem, the scheme on
     ``nlat`` rings and rho at t0 (float64) on the ``source`` mesh, with that mesh's scheme.
-    With ``graded`` = (FINE, RADIUS_DEG, GROWTH) the scheme's mesh is a
-    :class:`graded.PolarMesh` with its poles at +-u: rings of pi / FINE out to RADIUS_DEG
-    degrees, growing by GROWTH per ring to pi / ``nlat`` (the source then always differs)."""
+    With ``graded`` = (FINE, RADIUS_DEG, GROWTH[, OFFSET_DEG]) the scheme's mesh is a
+    :class:`graded.PolarMesh` with its poles at +-u (or OFFSET_DEG degrees off them; a negative
+    OFFSET_DEG: at the ordinary poles +-e_z, unrotated): rings of
+    pi / FINE out to RADIUS_DEG degrees, growing by GROWTH per ring to pi / ``nlat`` (the
+    source then always differs)."""
     source = source or nlat
     path = study.EARLY / f"fv_nlat{source}_beta{BETA:g}.nc"
     with xr.open_dataset(path) as ds:
@@ -376,10 +378,14 @@ def start(nlat: int, t0: float, source: int | None = None, graded: tuple | None 
         problem = sd.Problem.from_config(config)
         schemes[n] = sd.make_scheme(problem, config.discretization)
     if graded:
-        fine, radius, growth = graded
-        mesh = PolarMesh(
-            math.pi / fine, math.radians(radius), growth, math.pi / nlat, Geometry(t_max=1.0).u
-        )
+        fine, radius, growth, *offset = graded
+        u = Geometry(t_max=1.0).u
+        if offset and offset[0] < 0.0:  # the ordinary frame's poles (a check of the hand-over)
+            u = np.array([0.0, 0.0, 1.0])
+        elif offset:  # the poles tilted off +-u by OFFSET degrees, toward u x e_z
+            n = np.cross(u, [0.0, 0.0, 1.0])
+            u = unit(u + math.tan(math.radians(offset[0])) * n / np.linalg.norm(n))
+        mesh = PolarMesh(math.pi / fine, math.radians(radius), growth, math.pi / nlat, u)
         # fv's scheme on that mesh (its sums built on the mesh's cells and faces)
         fv_module = sys.modules[type(schemes[source]).__module__]
         saved, fv_module.RingMesh = fv_module.RingMesh, lambda n: mesh
@@ -394,7 +400,8 @@ def start(nlat: int, t0: float, source: int | None = None, graded: tuple | None 
 def files(args) -> tuple[Path, Path]:
     source = f"from{args.source}" if args.source and args.source != args.run else ""
     if args.graded:
-        source = f"g{args.graded[0]:g}r{args.graded[1]:g}x{args.graded[2]:g}" + source
+        g = args.graded
+        source = f"g{g[0]:g}r{g[1]:g}x{g[2]:g}" + (f"o{g[3]:g}" if len(g) > 3 else "") + source
     stem = f"hy{args.run}{source}_t{args.t0:g}_d{args.depth:g}_s{args.sub}_m{args.merge:g}"
     if BETA != 300.0:
         stem += f"_b{BETA:g}"
@@ -736,10 +743,11 @@ def main() -> None:
     p.add_argument(
         "--graded",
         type=lambda v: tuple(float(x) for x in v.split(",")),
-        metavar="FINE,RADIUS,GROWTH",
+        metavar="FINE,RADIUS,GROWTH[,OFFSET]",
         help="the hybrid's mesh graded toward its poles at +-u (graded.py): rings of pi / FINE "
         "out to RADIUS degrees from each pole, growing by GROWTH per ring up to pi / NLAT "
-        "(--run NLAT); needs --source",
+        "(--run NLAT); the poles OFFSET degrees off +-u if given (negative: at +-e_z, unrotated); "
+        "needs --source",
     )
     p.add_argument(
         "--extrapolate-from",
